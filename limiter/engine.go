@@ -1,0 +1,112 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Shared decides checks whose state lives in Redis (see Redis). All checks of
+// one call go to Redis in one round trip. It returns one decision per check;
+// undo, when not nil, gives back what the allowed checks consumed, so that a
+// request denied elsewhere costs these policies nothing. Failure modes are the
+// implementation's business: it never returns an error for an unreachable
+// Redis, only decisions with the matching Reason.
+type Shared interface {
+	DecideShared(ctx context.Context, checks []Check) (decisions []Decision, undo func(context.Context))
+}
+
+// Engine is the Limiter used by the proxy: in-process token buckets for local
+// policies and, when configured, a Shared backend for the others. Local checks
+// run first, so a request they deny never reaches Redis. Engine is safe for
+// concurrent use.
+type Engine struct {
+	clock  func() time.Time
+	local  *Local
+	shared Shared
+}
+
+var _ Limiter = (*Engine)(nil)
+
+// ErrNoSharedBackend is returned by Decide for a shared algorithm when the
+// engine was built without Redis (the config rejects this earlier).
+var ErrNoSharedBackend = errors.New("limiter: policy needs redis but none is configured")
+
+// NewEngine returns an Engine. clock is required; shared may be nil when no
+// Redis is configured.
+func NewEngine(clock func() time.Time, local *Local, shared Shared) (*Engine, error) {
+	if clock == nil {
+		return nil, errors.New("limiter: nil clock")
+	}
+	if local == nil {
+		return nil, errors.New("limiter: nil local buckets")
+	}
+	return &Engine{clock: clock, local: local, shared: shared}, nil
+}
+
+// Local returns the engine's in-process buckets.
+func (e *Engine) Local() *Local { return e.local }
+
+// Decide asks every check and returns one verdict. A request denied by one
+// check consumes nothing from the others.
+func (e *Engine) Decide(ctx context.Context, checks []Check) (Verdict, error) {
+	v := Verdict{Allowed: true, Denied: -1, Decisions: make([]Decision, len(checks))}
+	for i, c := range checks {
+		if c.Policy == nil {
+			return Verdict{}, errors.New("limiter: check without policy")
+		}
+		v.Decisions[i] = Decision{Policy: c.Policy.Name, Limit: c.Limit}
+	}
+
+	now := e.clock()
+	var undos []func()
+	var sharedIdx []int
+	for i, c := range checks {
+		if c.Policy.Algorithm.Shared() {
+			sharedIdx = append(sharedIdx, i)
+			continue
+		}
+		d, undo := e.local.reserve(now, c.Policy.Name, c.Limit, c.Key, c.cost())
+		v.Decisions[i] = d
+		if !d.Allowed {
+			runAll(undos)
+			v.Allowed, v.Denied = false, i
+			return v, nil
+		}
+		if undo != nil {
+			undos = append(undos, undo)
+		}
+	}
+	if len(sharedIdx) == 0 {
+		return v, nil
+	}
+	if e.shared == nil {
+		runAll(undos)
+		return Verdict{}, ErrNoSharedBackend
+	}
+
+	sc := make([]Check, len(sharedIdx))
+	for j, i := range sharedIdx {
+		sc[j] = checks[i]
+	}
+	ds, undoShared := e.shared.DecideShared(ctx, sc)
+	for j, i := range sharedIdx {
+		v.Decisions[i] = ds[j]
+		if !ds[j].Allowed && v.Allowed {
+			v.Allowed, v.Denied = false, i
+		}
+	}
+	if !v.Allowed {
+		runAll(undos)
+		if undoShared != nil {
+			undoShared(ctx)
+		}
+	}
+	return v, nil
+}
+
+func runAll(fs []func()) {
+	for _, f := range fs {
+		f()
+	}
+}

@@ -1,0 +1,156 @@
+// Package limiter decides whether a request may pass. It knows nothing about
+// HTTP: callers hand it a list of checks (policy, key, cost) and get back one
+// Verdict value from which every header and status is rendered.
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Algorithm names how a policy counts.
+type Algorithm string
+
+// The algorithms a policy can use. TokenBucket is in-process; the others are
+// shared by every gateway instance through Redis.
+const (
+	TokenBucket   Algorithm = "token_bucket"
+	GCRA          Algorithm = "gcra"
+	SlidingWindow Algorithm = "sliding_window"
+	FixedWindow   Algorithm = "fixed_window"
+)
+
+// Shared reports whether the algorithm keeps its state in Redis.
+func (a Algorithm) Shared() bool { return a == GCRA || a == SlidingWindow || a == FixedWindow }
+
+// FailureMode says what a shared policy does when Redis cannot answer.
+type FailureMode string
+
+// The failure modes. The zero value behaves as FailAllow.
+const (
+	FailAllow FailureMode = "allow" // forward the request (fail open)
+	FailDeny  FailureMode = "deny"  // answer 503 (fail closed)
+	FailLocal FailureMode = "local" // enforce an in-process share of the limit
+)
+
+// Limit is Rate events per Period with bursts of up to Burst. It is a value:
+// callers pass it with every check, so changing a limit never touches state.
+// The zero Rate denies everything.
+type Limit struct {
+	Rate   int64
+	Period time.Duration
+	Burst  int64
+}
+
+// DenyAll reports whether the limit admits nothing.
+func (l Limit) DenyAll() bool { return l.Rate <= 0 || l.Period <= 0 }
+
+// String renders the limit as "10/1m0s burst 20".
+func (l Limit) String() string {
+	return fmt.Sprintf("%d/%s burst %d", l.Rate, l.Period, l.Burst)
+}
+
+// Policy is what the limiter needs to know about one configured policy. It is
+// immutable once compiled and shared by every request of a snapshot.
+type Policy struct {
+	// Name identifies the policy in headers, bodies and Redis keys. It is
+	// validated by the config to [A-Za-z0-9_.-].
+	Name string
+	// Algorithm selects the counting method. The zero value is TokenBucket.
+	Algorithm Algorithm
+	// OnRedisError applies to shared algorithms only. The zero value is FailAllow.
+	OnRedisError FailureMode
+	// LocalShare is the fraction of each limit enforced in-process when
+	// OnRedisError is FailLocal (for example 0.34 with three instances).
+	LocalShare float64
+}
+
+// Check asks whether Cost units may pass for Key under Policy at Limit.
+type Check struct {
+	Policy *Policy
+	// Limit is the limit that applies to this key (it may depend on the plan).
+	Limit Limit
+	// Key identifies the bucket within the policy. It must already be bounded
+	// in length; shared backends hash it before it reaches Redis.
+	Key string
+	// Cost is the number of units the request takes; values below 1 count as 1.
+	Cost int64
+}
+
+func (c Check) cost() int64 {
+	if c.Cost < 1 {
+		return 1
+	}
+	return c.Cost
+}
+
+// Reason says why a decision denied or degraded.
+type Reason int
+
+// Reasons carried by a Decision.
+const (
+	ReasonNone           Reason = iota
+	ReasonLimited               // the key is over its limit
+	ReasonDenyAll               // the policy's rate is zero
+	ReasonCostTooHigh           // the cost exceeds what the limit can ever admit at once
+	ReasonUnavailable           // Redis failed and the policy fails closed
+	ReasonFailedOpen            // Redis failed and the policy fails open
+	ReasonLocalFallback         // Redis failed and a local share decided
+	ReasonDenialCached          // denied from the denial cache without asking Redis
+)
+
+// Decision is the outcome of one check. Headers and bodies are rendered from
+// it and nowhere else.
+type Decision struct {
+	Policy  string
+	Allowed bool
+	Limit   Limit
+	// Remaining is how many units could pass right now after this decision.
+	Remaining int64
+	// ResetAfter is how long until the key is back to its full quota.
+	ResetAfter time.Duration
+	// RetryAfter is how long until a request of the same cost could pass; zero
+	// when Allowed.
+	RetryAfter time.Duration
+	Reason     Reason
+}
+
+// Verdict is the outcome of all checks of one request.
+type Verdict struct {
+	// Allowed is true when every check allowed the request.
+	Allowed bool
+	// Decisions holds one decision per check, in the order of the checks.
+	// When a check denied, the checks after it may not have been asked and
+	// carry only their Policy and Limit.
+	Decisions []Decision
+	// Denied indexes the decision that denied the request, or is -1.
+	Denied int
+}
+
+// Deciding returns the decision that denied the request or, when allowed, the
+// most restrictive one (fewest remaining units). ok is false with no checks.
+func (v Verdict) Deciding() (d Decision, ok bool) {
+	if v.Denied >= 0 && v.Denied < len(v.Decisions) {
+		return v.Decisions[v.Denied], true
+	}
+	for i, c := range v.Decisions {
+		if i == 0 || c.Remaining < d.Remaining {
+			d = c
+		}
+	}
+	return d, len(v.Decisions) > 0
+}
+
+// Unavailable reports whether the request was refused because a fail-closed
+// policy could not reach Redis (rendered as 503, not 429).
+func (v Verdict) Unavailable() bool {
+	d, ok := v.Deciding()
+	return ok && !v.Allowed && d.Reason == ReasonUnavailable
+}
+
+// Limiter decides a request's checks. Implementations are safe for
+// concurrent use.
+type Limiter interface {
+	Decide(ctx context.Context, checks []Check) (Verdict, error)
+}

@@ -1,0 +1,108 @@
+package policies
+
+import "time"
+
+// Config is gateway.yaml as decoded. The koanf tags are the YAML keys; every
+// key not listed here is an error. Defaults are filled in by Defaults before
+// validation.
+type Config struct {
+	Server   ServerConfig            `koanf:"server"`
+	Redis    RedisConfig             `koanf:"redis"`
+	Tenants  TenantsConfig           `koanf:"tenants"`
+	Routes   []RouteConfig           `koanf:"routes"`
+	Policies map[string]PolicyConfig `koanf:"policies"`
+}
+
+// ServerConfig holds listener settings. They take effect at start only; a
+// reload that changes them is applied except for these, and says so.
+type ServerConfig struct {
+	Listen            string        `koanf:"listen"`              // default 127.0.0.1:8080
+	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"` // default 5s
+	ReadTimeout       time.Duration `koanf:"read_timeout"`        // default 0: none (bodies may stream)
+	WriteTimeout      time.Duration `koanf:"write_timeout"`       // default 0: none (responses may stream)
+	IdleTimeout       time.Duration `koanf:"idle_timeout"`        // default 120s
+	MaxHeaderBytes    int           `koanf:"max_header_bytes"`    // default 32768 (431 beyond)
+	ShutdownTimeout   time.Duration `koanf:"shutdown_timeout"`    // default 15s
+	TrustedProxies    []string      `koanf:"trusted_proxies"`     // CIDRs or addresses
+	IPv4Prefix        int           `koanf:"ipv4_prefix"`         // default 32
+	IPv6Prefix        int           `koanf:"ipv6_prefix"`         // default 64
+	MaxKeysPerPolicy  int           `koanf:"max_keys_per_policy"` // default 100000
+}
+
+// RedisConfig connects shared policies to Redis. Empty Addrs and no Sentinel:
+// no Redis, local policies only.
+type RedisConfig struct {
+	// Addrs: one address is a standalone server, several are a Redis Cluster.
+	// "host:port", "redis://host:port" or "rediss://host:port" (TLS).
+	Addrs    []string       `koanf:"addrs"`
+	Sentinel SentinelConfig `koanf:"sentinel"`
+	Username string         `koanf:"username"`
+	Password string         `koanf:"password"`
+	TLS      bool           `koanf:"tls"`
+	PoolSize int            `koanf:"pool_size"` // default 10 per CPU (go-redis)
+	// Timeout bounds one decision's round trip (default 30ms).
+	Timeout time.Duration `koanf:"timeout"`
+	// Breaker: after BreakerFailures consecutive failures Redis is not asked
+	// for BreakerCooldown; then one probe decides whether it is back.
+	BreakerFailures int           `koanf:"breaker_failures"` // default 3
+	BreakerCooldown time.Duration `koanf:"breaker_cooldown"` // default 500ms
+	// DenialCacheSize bounds the keys remembered as denied (default 100000).
+	DenialCacheSize int `koanf:"denial_cache_size"`
+}
+
+// SentinelConfig selects a Redis master through Sentinel.
+type SentinelConfig struct {
+	MasterName string   `koanf:"master_name"`
+	Addrs      []string `koanf:"addrs"`
+	Password   string   `koanf:"password"`
+}
+
+// Enabled reports whether any Redis is configured.
+func (r RedisConfig) Enabled() bool { return len(r.Addrs) > 0 || r.Sentinel.MasterName != "" }
+
+// TenantsConfig maps API keys to tenants and plans.
+type TenantsConfig struct {
+	Header string                  `koanf:"header"` // default X-API-Key
+	Keys   map[string]TenantConfig `koanf:"keys"`
+}
+
+// TenantConfig is one API key's owner.
+type TenantConfig struct {
+	Tenant string `koanf:"tenant"`
+	Plan   string `koanf:"plan"`
+}
+
+// RouteConfig is one entry of routes.
+type RouteConfig struct {
+	Name         string        `koanf:"name"`
+	Match        MatchConfig   `koanf:"match"`
+	Upstream     string        `koanf:"upstream"` // http(s)://... or builtin:echo
+	StripPrefix  string        `koanf:"strip_prefix"`
+	Timeout      time.Duration `koanf:"timeout"`        // default 30s
+	MaxBodyBytes int64         `koanf:"max_body_bytes"` // default 10 MiB; -1: no limit
+	Policies     []string      `koanf:"policies"`
+}
+
+// MatchConfig selects requests for a route.
+type MatchConfig struct {
+	Host       string            `koanf:"host"`
+	Path       string            `koanf:"path"`
+	PathPrefix string            `koanf:"path_prefix"`
+	Methods    []string          `koanf:"methods"`
+	Headers    map[string]string `koanf:"headers"` // value "" or "*": present; otherwise equal
+}
+
+// PolicyConfig is one entry of policies.
+type PolicyConfig struct {
+	// Key: "ip", "header:NAME", "query:NAME", "api_key", "tenant", or several
+	// joined with "+" ("tenant+ip").
+	Key          string           `koanf:"key"`
+	Algorithm    string           `koanf:"algorithm"` // default token_bucket
+	Rate         *int64           `koanf:"rate"`      // events per Per; 0 denies all
+	Per          time.Duration    `koanf:"per"`       // default 1s
+	Burst        int64            `koanf:"burst"`     // default Rate
+	Plans        map[string]int64 `koanf:"plans"`     // plan -> rate (burst = rate scaled like Burst/Rate)
+	OnMissingKey string           `koanf:"on_missing_key"`
+	OnRedisError string           `koanf:"on_redis_error"` // default allow
+	LocalShare   float64          `koanf:"local_share"`    // default 1.0 with on_redis_error: local
+}

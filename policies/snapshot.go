@@ -1,0 +1,142 @@
+// Package policies owns the gateway's configuration: the model, loading it with
+// koanf (file + GATEWAY_ environment overrides), strict validation, compiling
+// it into an immutable Snapshot (routes, matchers, key functions, limits) and
+// watching the file for changes. It never touches the network.
+package policies
+
+import (
+	"net/http"
+	"net/netip"
+	"net/url"
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+)
+
+// Snapshot is one compiled, validated configuration. It is immutable: a reload
+// builds a new one and swaps it atomically; each request reads exactly one.
+type Snapshot struct {
+	// Source is the file the snapshot was read from ("" when built in memory).
+	Source string
+	// Config is the decoded configuration the snapshot was compiled from.
+	// Server and Redis settings in it take effect only at start.
+	Config *Config
+
+	Identity Identity
+	Tenants  Tenants
+	// Routes are tried in file order; the first match wins.
+	Routes []*Route
+	// Policies by name.
+	Policies map[string]*Policy
+}
+
+// Identity says how the client of a request is recognised.
+type Identity struct {
+	// TrustedProxies are the peers whose X-Forwarded-For / Forwarded headers
+	// are believed. Empty: the socket peer is always the client.
+	TrustedProxies []netip.Prefix
+	// IPv4Prefix and IPv6Prefix group client addresses before they become a
+	// key (defaults 32 and 64: one bucket per IPv6 /64).
+	IPv4Prefix int
+	IPv6Prefix int
+}
+
+// Tenant is who an API key belongs to.
+type Tenant struct {
+	Name string
+	Plan string
+}
+
+// Tenants maps API keys to tenants.
+type Tenants struct {
+	// Header carries the API key (default "X-API-Key"). For "Authorization"
+	// a "Bearer " prefix is removed.
+	Header string
+	Keys   map[string]Tenant
+}
+
+// Route is one compiled entry of routes.
+type Route struct {
+	Name  string
+	Match Match
+	// Upstream is where allowed requests go. A built-in upstream
+	// ("builtin:echo") is already resolved to its loopback URL.
+	Upstream *url.URL
+	// StripPrefix is removed from the path before forwarding ("" keeps it).
+	StripPrefix string
+	// Timeout bounds the wait for the upstream's response headers (504).
+	Timeout time.Duration
+	// MaxBodyBytes bounds the request body (413); 0 means no limit.
+	MaxBodyBytes int64
+	// Policies apply in order.
+	Policies []*Policy
+}
+
+// Match says which requests a route takes. Empty fields match anything.
+type Match struct {
+	Host       string // exact host (port ignored, case-insensitive) or "*.example.com"
+	Path       string // exact path
+	PathPrefix string
+	Methods    []string
+	Headers    []HeaderMatch
+}
+
+// HeaderMatch requires a header to be present or, when Value is set, to equal
+// Value exactly.
+type HeaderMatch struct {
+	Name  string
+	Value string
+}
+
+// Subject is who is asking, as worked out once per request by the proxy.
+type Subject struct {
+	// ClientIP is the client's address after trusted-proxy resolution.
+	ClientIP netip.Addr
+	// ClientNet is ClientIP grouped by the configured prefix length; its
+	// string is the key of "ip" policies.
+	ClientNet netip.Prefix
+	// APIKey is the presented API key ("" when none).
+	APIKey string
+	// Tenant is the tenant of a known API key, or nil.
+	Tenant *Tenant
+}
+
+// MissingKey says what a policy does with a request that lacks its key.
+type MissingKey string
+
+// The missing-key behaviours.
+const (
+	MissingSkip   MissingKey = "skip"   // the policy does not apply
+	MissingShared MissingKey = "shared" // all such requests share one anonymous bucket
+	MissingReject MissingKey = "reject" // answer 401
+)
+
+// KeyFunc extracts a policy's key from a request. ok is false when the key is
+// missing. Keys are bounded in length.
+type KeyFunc func(r *http.Request, s *Subject) (key string, ok bool)
+
+// Policy is one compiled policy.
+type Policy struct {
+	// Limiter is what the limiter needs; shared by every check of the policy.
+	Limiter *limiter.Policy
+	// KeySpec is the configured key ("ip", "header:X-User", "tenant+ip"...).
+	KeySpec      string
+	Key          KeyFunc
+	OnMissingKey MissingKey
+	// Limit applies unless the subject's plan has its own entry in Plans.
+	Limit limiter.Limit
+	Plans map[string]limiter.Limit
+}
+
+// Name returns the policy's name.
+func (p *Policy) Name() string { return p.Limiter.Name }
+
+// LimitFor returns the limit that applies to s.
+func (p *Policy) LimitFor(s *Subject) limiter.Limit {
+	if s != nil && s.Tenant != nil {
+		if l, ok := p.Plans[s.Tenant.Plan]; ok {
+			return l
+		}
+	}
+	return p.Limit
+}
