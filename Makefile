@@ -1,0 +1,49 @@
+# The README's second command: `make test`.
+GO ?= go
+BIN := bin
+
+.PHONY: test vet unit redis-server build run docker-check bench clean
+
+test: redis-server vet unit docker-check
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+# Tests that touch Redis start their own redis-server on a loopback port.
+# Installs it when missing (as root), or says exactly what to install.
+redis-server:
+	@command -v redis-server >/dev/null && command -v redis-cli >/dev/null && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing redis-server (needed by the Redis tests)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+	else \
+		echo "redis-server is missing: run 'sudo apt-get install -y redis-server' (Debian/Ubuntu) and try again" >&2; exit 1; \
+	fi
+
+build:
+	$(GO) build -o $(BIN)/gateway ./cmd/gateway
+
+run:
+	$(GO) run ./cmd/gateway
+
+# No Docker engine here: build with the Dockerfile's exact `go build` line and
+# check the result is static and runs.
+docker-check:
+	@set -e; out=$$(mktemp -d); \
+	line=$$(sed -n 's/^RUN \(CGO_ENABLED=0 go build .*\)$$/\1/p' Dockerfile); \
+	[ -n "$$line" ] || { echo "docker-check: no 'RUN CGO_ENABLED=0 go build' line in Dockerfile" >&2; exit 1; }; \
+	echo "docker-check: $$line"; \
+	sh -c "$$(echo "$$line" | sed "s#/out/gateway#$$out/gateway#; s#\$${VERSION}#docker-check#")"; \
+	$(GO) version -m $$out/gateway | grep -q 'CGO_ENABLED=0' || { echo "docker-check: binary is not static" >&2; exit 1; }; \
+	$$out/gateway version; \
+	$$out/gateway check -config gateway.yaml >/dev/null; \
+	rm -rf $$out; echo "docker-check: ok"
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf $(BIN)

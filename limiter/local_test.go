@@ -1,0 +1,188 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+func TestLocalTokenBucketAtFixedInstants(t *testing.T) {
+	lim := Limit{Rate: 2, Period: time.Second, Burst: 3} // one token every 500ms
+	tests := []struct {
+		name      string
+		t         time.Duration
+		cost      int64
+		ok        bool
+		remaining int64
+		retry     time.Duration
+		reason    Reason
+	}{
+		{"burst 1", 0, 1, true, 2, 0, ReasonNone},
+		{"burst 2", 0, 1, true, 1, 0, ReasonNone},
+		{"burst 3", 0, 1, true, 0, 0, ReasonNone},
+		{"empty", 0, 1, false, 0, 500 * time.Millisecond, ReasonLimited},
+		{"still empty at 250ms", 250 * time.Millisecond, 1, false, 0, 250 * time.Millisecond, ReasonLimited},
+		{"refilled one at 500ms", 500 * time.Millisecond, 1, true, 0, 0, ReasonNone},
+		{"cost 2 needs 1s more", 500 * time.Millisecond, 2, false, 0, time.Second, ReasonLimited},
+		{"full after long idle", 10 * time.Second, 3, true, 0, 0, ReasonNone},
+		{"cost above burst never passes", 20 * time.Second, 4, false, 0, time.Second, ReasonCostTooHigh},
+		{"denied cost took nothing", 20 * time.Second, 3, true, 0, 0, ReasonNone},
+	}
+	l := NewLocal(0)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, _ := l.reserve(at(tt.t), "p", lim, "k", tt.cost)
+			if d.Allowed != tt.ok || d.Remaining != tt.remaining || d.RetryAfter != tt.retry || d.Reason != tt.reason {
+				t.Fatalf("got allowed=%v remaining=%d retry=%v reason=%v, want %v %d %v %v",
+					d.Allowed, d.Remaining, d.RetryAfter, d.Reason, tt.ok, tt.remaining, tt.retry, tt.reason)
+			}
+		})
+	}
+}
+
+func TestLocalRateZeroDeniesAll(t *testing.T) {
+	l := NewLocal(0)
+	lim := Limit{Rate: 0, Period: time.Minute}
+	for i := range 3 {
+		d, undo := l.reserve(at(time.Duration(i)*time.Hour), "closed", lim, "k", 1)
+		if d.Allowed || d.Reason != ReasonDenyAll || undo != nil {
+			t.Fatalf("call %d: got allowed=%v reason=%v, want denied with ReasonDenyAll", i, d.Allowed, d.Reason)
+		}
+		if d.RetryAfter != time.Minute {
+			t.Fatalf("got retry %v, want %v", d.RetryAfter, time.Minute)
+		}
+	}
+	if n := l.Keys("closed", lim); n != 0 {
+		t.Fatalf("got %d buckets for a deny-all policy, want 0", n)
+	}
+}
+
+func TestLocalUndoGivesTokensBack(t *testing.T) {
+	l := NewLocal(0)
+	lim := Limit{Rate: 1, Period: time.Minute, Burst: 2}
+	d, undo := l.reserve(t0, "p", lim, "k", 2)
+	if !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("got allowed=%v remaining=%d, want allowed with 0 left", d.Allowed, d.Remaining)
+	}
+	undo()
+	d, _ = l.reserve(t0, "p", lim, "k", 1)
+	if !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("after undo got allowed=%v remaining=%d, want allowed with 1 left", d.Allowed, d.Remaining)
+	}
+}
+
+func TestLocalIdleExpiry(t *testing.T) {
+	l := NewLocal(0)
+	lim := Limit{Rate: 10, Period: time.Second, Burst: 10} // full again 1s after last use
+	for i := range 100 {
+		l.reserve(t0, "p", lim, fmt.Sprint("k", i), 1)
+	}
+	if got := l.Keys("p", lim); got != 100 {
+		t.Fatalf("got %d keys, want 100", got)
+	}
+	// Every shard that takes a new key after the idle time sweeps its idle buckets.
+	for i := range 1000 {
+		l.reserve(at(5*time.Second), "p", lim, fmt.Sprint("fresh", i), 1)
+	}
+	if got := l.Keys("p", lim); got > 1000+10 {
+		t.Fatalf("got %d keys after idle expiry, want the idle ones (mostly) gone: <= 1010", got)
+	}
+	for i := range 100 { // an expired bucket comes back full
+		d, _ := l.reserve(at(5*time.Second), "p", lim, fmt.Sprint("k", i), 10)
+		if !d.Allowed {
+			t.Fatalf("key k%d: got denied, want a full bucket after idling", i)
+		}
+	}
+}
+
+func TestLocalHardCapOnKeys(t *testing.T) {
+	const maxKeys = 640
+	l := NewLocal(maxKeys)
+	lim := Limit{Rate: 1, Period: time.Hour, Burst: 1} // buckets stay "active" for an hour
+	for i := range 20 * maxKeys {
+		l.reserve(at(time.Duration(i)*time.Millisecond), "p", lim, fmt.Sprint("random-", i), 1)
+	}
+	if got := l.Keys("p", lim); got > maxKeys {
+		t.Fatalf("got %d keys, want at most %d", got, maxKeys)
+	}
+}
+
+func TestLocalBucketsSurviveOnlyUnchangedLimits(t *testing.T) {
+	l := NewLocal(0)
+	old := Limit{Rate: 1, Period: time.Minute, Burst: 1}
+	if d, _ := l.reserve(t0, "p", old, "k", 1); !d.Allowed {
+		t.Fatal("got first request denied, want allowed")
+	}
+	if d, _ := l.reserve(t0, "p", old, "k", 1); d.Allowed {
+		t.Fatal("got second request allowed, want denied: same limit keeps state")
+	}
+	changed := Limit{Rate: 5, Period: time.Minute, Burst: 5}
+	if d, _ := l.reserve(t0, "p", changed, "k", 1); !d.Allowed || d.Remaining != 4 {
+		t.Fatalf("changed limit: got allowed=%v remaining=%d, want allowed with 4 left", d.Allowed, d.Remaining)
+	}
+	l.Retain(func(p string, lim Limit) bool { return lim == changed })
+	if l.Keys("p", old) != 0 || l.Keys("p", changed) != 1 {
+		t.Fatalf("after Retain got old=%d changed=%d keys, want 0 and 1", l.Keys("p", old), l.Keys("p", changed))
+	}
+}
+
+func TestEngineDeniedRequestConsumesNothingElsewhere(t *testing.T) {
+	now := t0
+	e, err := NewEngine(func() time.Time { return now }, NewLocal(0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hourly := &Policy{Name: "hourly"}
+	strict := &Policy{Name: "strict"}
+	checks := []Check{
+		{Policy: hourly, Limit: Limit{Rate: 100, Period: time.Hour}, Key: "tenant"},
+		{Policy: strict, Limit: Limit{Rate: 1, Period: time.Minute}, Key: "tenant"},
+	}
+	allowed := 0
+	for range 10 {
+		v, err := e.Decide(context.Background(), checks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Allowed {
+			allowed++
+		} else if v.Denied != 1 {
+			t.Fatalf("got denied by check %d, want 1 (strict)", v.Denied)
+		}
+	}
+	if allowed != 1 {
+		t.Fatalf("got %d allowed, want 1", allowed)
+	}
+	d, _ := e.Local().reserve(now, "hourly", checks[0].Limit, "tenant", 1)
+	if want := int64(100 - allowed - 1); d.Remaining != want {
+		t.Fatalf("hourly remaining got %d, want %d: denied requests must not consume it", d.Remaining, want)
+	}
+}
+
+func TestEngineSharedWithoutBackend(t *testing.T) {
+	e, _ := NewEngine(time.Now, NewLocal(0), nil)
+	_, err := e.Decide(context.Background(), []Check{{Policy: &Policy{Name: "g", Algorithm: GCRA}, Limit: Limit{Rate: 1, Period: time.Second}}})
+	if err != ErrNoSharedBackend {
+		t.Fatalf("got %v, want ErrNoSharedBackend", err)
+	}
+}
+
+func TestVerdictDeciding(t *testing.T) {
+	v := Verdict{Allowed: true, Denied: -1, Decisions: []Decision{
+		{Policy: "a", Allowed: true, Remaining: 9},
+		{Policy: "b", Allowed: true, Remaining: 2},
+		{Policy: "c", Allowed: true, Remaining: 5},
+	}}
+	if d, ok := v.Deciding(); !ok || d.Policy != "b" {
+		t.Fatalf("got %q, want the most restrictive policy b", d.Policy)
+	}
+	v = Verdict{Denied: 2, Decisions: append(v.Decisions[:2:2], Decision{Policy: "c", Reason: ReasonUnavailable})}
+	if d, _ := v.Deciding(); d.Policy != "c" || !v.Unavailable() {
+		t.Fatalf("got %q unavailable=%v, want c and unavailable", d.Policy, v.Unavailable())
+	}
+}
