@@ -60,6 +60,7 @@ func (e *Engine) Decide(ctx context.Context, checks []Check) (Verdict, error) {
 
 	now := e.clock()
 	var undos []func()
+	var undone []int // local decisions to correct when their tokens go back
 	var sharedIdx []int
 	for i, c := range checks {
 		if c.Policy.Algorithm.Shared() {
@@ -70,11 +71,13 @@ func (e *Engine) Decide(ctx context.Context, checks []Check) (Verdict, error) {
 		v.Decisions[i] = d
 		if !d.Allowed {
 			runAll(undos)
+			v.refunded(checks, undone)
 			v.Allowed, v.Denied = false, i
 			return v, nil
 		}
 		if undo != nil {
 			undos = append(undos, undo)
+			undone = append(undone, i)
 		}
 	}
 	if len(sharedIdx) == 0 {
@@ -98,11 +101,26 @@ func (e *Engine) Decide(ctx context.Context, checks []Check) (Verdict, error) {
 	}
 	if !v.Allowed {
 		runAll(undos)
+		v.refunded(checks, undone)
 		if undoShared != nil {
 			undoShared(ctx)
+			for _, i := range sharedIdx {
+				if v.Decisions[i].Allowed && v.Decisions[i].Reason == ReasonNone {
+					v.refunded(checks, []int{i})
+				}
+			}
 		}
 	}
 	return v, nil
+}
+
+// refunded corrects the Remaining of decisions whose cost was given back, so
+// the headers of a denied request show what those policies really have left.
+func (v *Verdict) refunded(checks []Check, idx []int) {
+	for _, i := range idx {
+		d := &v.Decisions[i]
+		d.Remaining = min(d.Remaining+checks[i].cost(), d.Limit.burst())
+	}
 }
 
 func runAll(fs []func()) {

@@ -90,14 +90,14 @@ type Reason int
 
 // Reasons carried by a Decision.
 const (
-	ReasonNone           Reason = iota
-	ReasonLimited               // the key is over its limit
-	ReasonDenyAll               // the policy's rate is zero
-	ReasonCostTooHigh           // the cost exceeds what the limit can ever admit at once
-	ReasonUnavailable           // Redis failed and the policy fails closed
-	ReasonFailedOpen            // Redis failed and the policy fails open
-	ReasonLocalFallback         // Redis failed and a local share decided
-	ReasonDenialCached          // denied from the denial cache without asking Redis
+	ReasonNone          Reason = iota
+	ReasonLimited              // the key is over its limit
+	ReasonDenyAll              // the policy's rate is zero
+	ReasonCostTooHigh          // the cost exceeds what the limit can ever admit at once
+	ReasonUnavailable          // Redis failed and the policy fails closed
+	ReasonFailedOpen           // Redis failed and the policy fails open
+	ReasonLocalFallback        // Redis failed and a local share decided
+	ReasonDenialCached         // denied from the denial cache without asking Redis
 )
 
 // Decision is the outcome of one check. Headers and bodies are rendered from

@@ -153,6 +153,8 @@ func TestEngineDeniedRequestConsumesNothingElsewhere(t *testing.T) {
 			allowed++
 		} else if v.Denied != 1 {
 			t.Fatalf("got denied by check %d, want 1 (strict)", v.Denied)
+		} else if got, want := v.Decisions[0].Remaining, int64(100-allowed); got != want {
+			t.Fatalf("denied verdict shows hourly remaining %d, want %d (its token went back)", got, want)
 		}
 	}
 	if allowed != 1 {

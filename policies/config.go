@@ -3,8 +3,8 @@ package policies
 import "time"
 
 // Config is gateway.yaml as decoded. The koanf tags are the YAML keys; every
-// key not listed here is an error. Defaults are filled in by Defaults before
-// validation.
+// key not listed here is an error. Defaults are filled in by ApplyDefaults
+// before validation.
 type Config struct {
 	Server   ServerConfig            `koanf:"server"`
 	Redis    RedisConfig             `koanf:"redis"`

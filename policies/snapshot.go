@@ -6,6 +6,7 @@ package policies
 
 import (
 	"net/http"
+	"strings"
 	"net/netip"
 	"net/url"
 	"time"
@@ -21,6 +22,9 @@ type Snapshot struct {
 	// Config is the decoded configuration the snapshot was compiled from.
 	// Server and Redis settings in it take effect only at start.
 	Config *Config
+	// Digest is the SHA-256 of the bytes the snapshot was parsed from (zero
+	// when built with Compile). The watcher skips content it has seen.
+	Digest [32]byte
 
 	Identity Identity
 	Tenants  Tenants
@@ -139,4 +143,28 @@ func (p *Policy) LimitFor(s *Subject) limiter.Limit {
 		}
 	}
 	return p.Limit
+}
+
+// KeepsBuckets reports whether local buckets of policy at lim are still of use
+// under this snapshot: the policy exists with lim as its limit or a plan's
+// limit, or (for the fallback buckets of a shared policy) the policy exists.
+// cmd passes it to limiter.Local.Retain after each reload.
+func (s *Snapshot) KeepsBuckets(policy string, lim limiter.Limit) bool {
+	if base, ok := strings.CutSuffix(policy, limiter.FallbackPolicyName("")); ok {
+		_, exists := s.Policies[base]
+		return exists
+	}
+	p, ok := s.Policies[policy]
+	if !ok {
+		return false
+	}
+	if p.Limit == lim {
+		return true
+	}
+	for _, l := range p.Plans {
+		if l == lim {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/policies"
+)
+
+// check loads the config as serve would and prints routes → policies → limits.
+func check(path string, w io.Writer) error {
+	snap, err := policies.Load(path, policies.DefaultOptions())
+	if err != nil {
+		return err
+	}
+	printSnapshot(w, snap)
+	return nil
+}
+
+func printSnapshot(w io.Writer, snap *policies.Snapshot) {
+	fmt.Fprintf(w, "%s: ok (%d routes, %d policies)\n\n", snap.Source, len(snap.Routes), len(snap.Policies))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROUTE\tMATCH\tUPSTREAM\tPOLICY\tKEY\tALGORITHM\tLIMIT")
+	for _, rt := range snap.Routes {
+		upstream := rt.Upstream.String()
+		if rt.Upstream.Scheme == "builtin" || strings.HasSuffix(rt.Upstream.Hostname(), ".invalid") {
+			upstream = "builtin:" + strings.TrimSuffix(strings.TrimPrefix(rt.Upstream.Hostname(), "builtin."), ".invalid")
+		}
+		if len(rt.Policies) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\tunlimited\n", rt.Name, describeMatch(rt.Match), upstream)
+		}
+		for i, p := range rt.Policies {
+			name, match, up := rt.Name, describeMatch(rt.Match), upstream
+			if i > 0 {
+				name, match, up = "", "", ""
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, match, up, p.Name(), p.KeySpec, p.Limiter.Algorithm, describeLimits(p))
+		}
+	}
+	tw.Flush()
+}
+
+func describeMatch(m policies.Match) string {
+	var parts []string
+	if m.Host != "" {
+		parts = append(parts, "host="+m.Host)
+	}
+	if m.Path != "" {
+		parts = append(parts, "path="+m.Path)
+	}
+	if m.PathPrefix != "" {
+		parts = append(parts, "prefix="+m.PathPrefix)
+	}
+	if len(m.Methods) > 0 {
+		parts = append(parts, strings.Join(m.Methods, ","))
+	}
+	for _, h := range m.Headers {
+		if h.Value == "" {
+			parts = append(parts, h.Name)
+		} else {
+			parts = append(parts, h.Name+"="+h.Value)
+		}
+	}
+	if len(parts) == 0 {
+		return "*"
+	}
+	return strings.Join(parts, " ")
+}
+
+func describeLimits(p *policies.Policy) string {
+	s := describeLimit(p.Limit)
+	if len(p.Plans) == 0 {
+		return s
+	}
+	plans := make([]string, 0, len(p.Plans))
+	for name, l := range p.Plans {
+		plans = append(plans, name+": "+describeLimit(l))
+	}
+	sort.Strings(plans)
+	return s + " (plans " + strings.Join(plans, "; ") + ")"
+}
+
+func describeLimit(l limiter.Limit) string {
+	if l.DenyAll() {
+		return "deny all"
+	}
+	per := l.Period.String()
+	switch {
+	case l.Period%time.Hour == 0:
+		per = fmt.Sprintf("%dh", l.Period/time.Hour)
+	case l.Period%time.Minute == 0:
+		per = fmt.Sprintf("%dm", l.Period/time.Minute)
+	}
+	return fmt.Sprintf("%d/%s burst %d", l.Rate, per, l.Burst)
+}

@@ -1,0 +1,76 @@
+// Command gateway is a rate-limiting reverse proxy.
+//
+//	gateway [serve] [-config gateway.yaml]   run the gateway (the default)
+//	gateway check -config gateway.yaml       validate a config and show what applies
+//	gateway version                          print the version
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	fs := flag.NewFlagSet("gateway "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	switch cmd {
+	case "serve":
+		config := fs.String("config", "gateway.yaml", "path of the config file")
+		logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+		if fs.Parse(args) != nil {
+			return 2
+		}
+		if err := serve(ctx, *config, *logLevel, stderr); err != nil {
+			fmt.Fprintf(stderr, "gateway: %v\n", err)
+			return 1
+		}
+		return 0
+	case "check":
+		config := fs.String("config", "gateway.yaml", "path of the config file")
+		if fs.Parse(args) != nil {
+			return 2
+		}
+		if err := check(*config, stdout); err != nil {
+			fmt.Fprintf(stderr, "%v\n", err)
+			return 1
+		}
+		return 0
+	case "version":
+		fmt.Fprintf(stdout, "gateway %s\n", version)
+		return 0
+	case "help", "-h", "--help":
+		usage(stdout)
+		return 0
+	default:
+		usage(stderr)
+		fmt.Fprintf(stderr, "gateway: unknown command %q\n", cmd)
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage:
+  gateway [serve] [-config gateway.yaml] [-log-level info]   run the gateway (default)
+  gateway check -config gateway.yaml                         validate a config, show routes, policies and limits
+  gateway version                                            print the version
+`)
+}

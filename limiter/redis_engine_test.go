@@ -1,0 +1,156 @@
+package limiter
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// A tenant's hourly quota is not eaten by requests that its per-second limit
+// rejected: after a burst of requests mostly denied per second, the quota's
+// usage in Redis equals the number of admitted requests exactly.
+func TestDeniedRequestConsumesNothingElsewhere(t *testing.T) {
+	s := redistest.Start(t)
+	c := newTestClient(t, semanticsTimeout, s.Addr())
+	runConsumesNothing(t, c)
+}
+
+func runConsumesNothing(t *testing.T, c redis.UniversalClient) {
+	for _, hourlyAlg := range []Algorithm{FixedWindow, SlidingWindow, GCRA} {
+		for _, hourlyFirst := range []bool{false, true} {
+			name := string(hourlyAlg) + "/hourly_first=" + strconv.FormatBool(hourlyFirst)
+			t.Run(name, func(t *testing.T) {
+				r := newTestRedis(t, c, RedisConfig{})
+				e, err := NewEngine(time.Now, NewLocal(0), r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tenant := "tenant-" + name
+				perSecond := Check{Policy: policy("tenant-rps", GCRA), Limit: Limit{Rate: 20, Period: time.Second, Burst: 5}, Key: tenant}
+				hourly := Check{Policy: policy("tenant-hourly", hourlyAlg), Limit: Limit{Rate: 1000, Period: time.Hour, Burst: 1000}, Key: tenant}
+				checks := []Check{perSecond, hourly}
+				deniedIndex := 0
+				if hourlyFirst {
+					checks, deniedIndex = []Check{hourly, perSecond}, 1
+				}
+
+				var admitted, denied int64
+				deadline := time.Now().Add(400 * time.Millisecond)
+				for i := 0; i < 1_000_000 && time.Now().Before(deadline); i++ {
+					v, err := e.Decide(context.Background(), checks)
+					if err != nil {
+						t.Fatalf("Decide: %v", err)
+					}
+					if v.Allowed {
+						admitted++
+						continue
+					}
+					denied++
+					// The Engine's v.Denied picks the first decision that is
+					// not allowed; a check left unasked (no reason) before
+					// the denier must not be taken for it, so look at the
+					// reasons themselves.
+					if d := v.Decisions[deniedIndex]; d.Allowed || d.Reason == ReasonNone {
+						t.Fatalf("got per-second decision %+v, want it to deny with a reason", d)
+					}
+					if d := v.Decisions[1-deniedIndex]; d.Reason != ReasonNone {
+						t.Fatalf("got hourly decision %+v, want no reason (admitted then refunded, or unasked)", d)
+					}
+				}
+				st := r.Stats()
+				if denied < 100 || st.Refunds < 3 {
+					t.Fatalf("got %d denied and %d refunds, want the per-second limit to deny many and refunds to run", denied, st.Refunds)
+				}
+				used := hourlyUsage(t, c, hourly)
+				t.Logf("%s: admitted %d, denied %d (%d refunds, %d from the denial cache), hourly usage in redis %.3f",
+					name, admitted, denied, st.Refunds, st.DenialCacheHits, used)
+				if hourlyAlg == GCRA {
+					// GCRA refills while the test runs (1000/h: 0.28 per second).
+					if used > float64(admitted)+1e-6 || used < float64(admitted)-1 {
+						t.Fatalf("hourly usage: got %.3f, want %d (the admitted requests)", used, admitted)
+					}
+					return
+				}
+				if used != float64(admitted) {
+					t.Fatalf("hourly usage: got %.0f, want %d (the admitted requests, exactly)", used, admitted)
+				}
+			})
+		}
+	}
+}
+
+// hourlyUsage reads how much of c's quota Redis holds as used.
+func hourlyUsage(t *testing.T, rc redis.UniversalClient, c Check) float64 {
+	t.Helper()
+	base := redisBaseKey(c.Policy.Name, digestKey(c.Key))
+	switch c.Policy.Algorithm {
+	case FixedWindow:
+		return float64(redisGetInt(t, rc, base+fixedSuffix))
+	case SlidingWindow:
+		sum := redisGetInt(t, rc, base+slidingSumSuffix)
+		if n := rc.ZCard(t.Context(), base+slidingLogSuffix).Val(); n != sum {
+			t.Fatalf("sliding log: got %d entries, want %d (the sum, all costs 1)", n, sum)
+		}
+		return float64(sum)
+	default:
+		tat, err := rc.Get(t.Context(), gcraKeyPrefix+base).Float64()
+		if err == redis.Nil {
+			return 0
+		}
+		if err != nil {
+			t.Fatalf("GET tat: %v", err)
+		}
+		now := redisNow(t, rc)
+		sinceEpoch := float64(now.UnixMicro())/1e6 - 1483228800 // redis_rate's epoch
+		emission := c.Limit.Period.Seconds() / float64(c.Limit.Rate)
+		return math.Max(0, tat-sinceEpoch) / emission
+	}
+}
+
+func TestUndoGivesBackWhatWasTaken(t *testing.T) {
+	s := redistest.Start(t)
+	c := newTestClient(t, semanticsTimeout, s.Addr())
+	r := newTestRedis(t, c, RedisConfig{})
+	for _, alg := range []Algorithm{GCRA, SlidingWindow, FixedWindow} {
+		t.Run(string(alg), func(t *testing.T) {
+			chk := Check{Policy: policy("undo-"+string(alg), alg), Limit: Limit{Rate: 10, Period: time.Hour}, Key: "k", Cost: 3}
+			first := decideOne(t, r, chk)
+			ds, undo := decide(t, r, chk)
+			if !first.Allowed || !ds[0].Allowed || undo == nil {
+				t.Fatalf("got allowed %v, %v and undo %v, want both admitted with an undo", first.Allowed, ds[0].Allowed, undo != nil)
+			}
+			undo(context.Background())
+			after := decideOne(t, r, chk)
+			// After the undo only the first request's 3 are used, plus this
+			// request's 3.
+			if !after.Allowed || after.Remaining != 4 {
+				t.Fatalf("after undo: got allowed=%v remaining=%d, want allowed with remaining 4", after.Allowed, after.Remaining)
+			}
+		})
+	}
+	if st := r.Stats(); st.Refunds != 3 || st.RefundErrors != 0 {
+		t.Fatalf("got %d refunds and %d errors, want 3 and 0", st.Refunds, st.RefundErrors)
+	}
+}
+
+func TestUndoOfOnlyEntryLeavesNoKey(t *testing.T) {
+	s := redistest.Start(t)
+	c := newTestClient(t, semanticsTimeout, s.Addr())
+	r := newTestRedis(t, c, RedisConfig{})
+	for _, alg := range []Algorithm{GCRA, SlidingWindow, FixedWindow} {
+		chk := Check{Policy: policy("only-"+string(alg), alg), Limit: Limit{Rate: 10, Period: time.Hour}, Key: "k", Cost: 2}
+		_, undo := decide(t, r, chk)
+		if undo == nil {
+			t.Fatalf("%s: got no undo, want one", alg)
+		}
+		undo(context.Background())
+	}
+	if keys := c.Keys(t.Context(), "*").Val(); len(keys) != 0 {
+		t.Fatalf("after undoing every admission: got keys %q, want none (a refunded key means a full bucket)", keys)
+	}
+}

@@ -1,0 +1,151 @@
+package policies
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+)
+
+// compile turns a defaulted, validated Config into a Snapshot. It still
+// returns errors rather than trusting validation, because a Snapshot with a
+// nil upstream or key function would fail on the request path instead.
+func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
+	snap := &Snapshot{
+		Config:   c,
+		Identity: Identity{IPv4Prefix: c.Server.IPv4Prefix, IPv6Prefix: c.Server.IPv6Prefix},
+		Tenants: Tenants{
+			Header: http.CanonicalHeaderKey(c.Tenants.Header),
+			Keys:   make(map[string]Tenant, len(c.Tenants.Keys)),
+		},
+		Policies: make(map[string]*Policy, len(c.Policies)),
+	}
+	for i, tp := range c.Server.TrustedProxies {
+		pfx, err := parsePrefix(tp)
+		if err != nil {
+			return nil, fmt.Errorf("server.trusted_proxies[%d]: %w", i, err)
+		}
+		snap.Identity.TrustedProxies = append(snap.Identity.TrustedProxies, pfx)
+	}
+	for key, tc := range c.Tenants.Keys {
+		snap.Tenants.Keys[key] = Tenant{Name: tc.Tenant, Plan: tc.Plan}
+	}
+	for name, pc := range c.Policies {
+		pol, err := compilePolicy(name, pc)
+		if err != nil {
+			return nil, fmt.Errorf("policies.%s: %w", name, err)
+		}
+		snap.Policies[name] = pol
+	}
+	for i := range c.Routes {
+		rt, err := compileRoute(&c.Routes[i], snap.Policies, builtins)
+		if err != nil {
+			return nil, fmt.Errorf("routes[%d]: %w", i, err)
+		}
+		snap.Routes = append(snap.Routes, rt)
+	}
+	return snap, nil
+}
+
+func compilePolicy(name string, pc PolicyConfig) (*Policy, error) {
+	parts, err := parseKeySpec(pc.Key)
+	if err != nil {
+		return nil, fmt.Errorf("key: %w", err)
+	}
+	pol := &Policy{
+		Limiter: &limiter.Policy{
+			Name:         name,
+			Algorithm:    limiter.Algorithm(pc.Algorithm),
+			OnRedisError: limiter.FailureMode(pc.OnRedisError),
+			LocalShare:   pc.LocalShare,
+		},
+		KeySpec:      pc.Key,
+		Key:          keyFunc(parts),
+		OnMissingKey: MissingKey(pc.OnMissingKey),
+	}
+	if len(pc.Plans) > 0 {
+		pol.Plans = make(map[string]limiter.Limit, len(pc.Plans))
+		for plan, rate := range pc.Plans {
+			pol.Plans[plan] = limiter.Limit{Rate: rate, Period: pc.Per, Burst: planBurst(rate, pc)}
+		}
+	}
+	if pc.Rate != nil {
+		pol.Limit = limiter.Limit{Rate: *pc.Rate, Period: pc.Per, Burst: pc.Burst}
+		if pol.Limit.Rate == 0 {
+			pol.Limit.Burst = 0
+		}
+	} else {
+		// Without a rate of its own, a plan-only policy holds subjects with no
+		// plan (or an unlisted one) to the smallest plan: the cheapest tier
+		// is the safe guess for an unknown caller.
+		first := true
+		for _, l := range pol.Plans {
+			if first || l.Rate < pol.Limit.Rate {
+				pol.Limit, first = l, false
+			}
+		}
+	}
+	return pol, nil
+}
+
+// planBurst scales the policy's burst to a plan's rate (a policy with rate
+// 100 and burst 200 gives a plan of 60 a burst of 120). Without a positive
+// policy rate to scale from, the burst is the plan's rate.
+func planBurst(planRate int64, pc PolicyConfig) int64 {
+	if planRate <= 0 {
+		return 0
+	}
+	if pc.Rate == nil || *pc.Rate <= 0 {
+		return planRate
+	}
+	hi, lo := bits.Mul64(uint64(planRate), uint64(pc.Burst))
+	if hi >= uint64(*pc.Rate) {
+		return math.MaxInt64 // the quotient would overflow; the burst is unbounded in practice
+	}
+	q, _ := bits.Div64(hi, lo, uint64(*pc.Rate))
+	if q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return max(int64(q), 1)
+}
+
+func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[string]*url.URL) (*Route, error) {
+	up, err := resolveUpstream(rc.Upstream, builtins)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: %w", err)
+	}
+	rt := &Route{
+		Name:         rc.Name,
+		Upstream:     up,
+		StripPrefix:  rc.StripPrefix,
+		Timeout:      rc.Timeout,
+		MaxBodyBytes: max(rc.MaxBodyBytes, 0), // -1 (no limit) is 0 in the Snapshot
+		Match: Match{
+			Host:       strings.ToLower(strings.TrimSuffix(rc.Match.Host, ".")),
+			Path:       rc.Match.Path,
+			PathPrefix: rc.Match.PathPrefix,
+		},
+	}
+	for _, m := range rc.Match.Methods {
+		rt.Match.Methods = append(rt.Match.Methods, strings.ToUpper(m))
+	}
+	for _, name := range sortedKeys(rc.Match.Headers) {
+		v := rc.Match.Headers[name]
+		if v == "*" {
+			v = ""
+		}
+		rt.Match.Headers = append(rt.Match.Headers, HeaderMatch{Name: http.CanonicalHeaderKey(name), Value: v})
+	}
+	for _, name := range rc.Policies {
+		pol, ok := policies[name]
+		if !ok {
+			return nil, fmt.Errorf("unknown policy %q", name)
+		}
+		rt.Policies = append(rt.Policies, pol)
+	}
+	return rt, nil
+}

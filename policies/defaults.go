@@ -1,0 +1,83 @@
+package policies
+
+import (
+	"strings"
+	"time"
+)
+
+// The defaults of settings left empty (zero) in the file.
+const (
+	DefaultListen            = "127.0.0.1:8080"
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+	DefaultMaxHeaderBytes    = 32 << 10
+	DefaultShutdownTimeout   = 15 * time.Second
+	DefaultIPv4Prefix        = 32
+	DefaultIPv6Prefix        = 64
+	DefaultMaxKeysPerPolicy  = 100_000
+	DefaultTenantHeader      = "X-API-Key"
+	DefaultRouteTimeout      = 30 * time.Second
+	DefaultMaxBodyBytes      = 10 << 20
+	DefaultPer               = time.Second
+	DefaultRedisTimeout      = 30 * time.Millisecond
+	DefaultBreakerFailures   = 3
+	DefaultBreakerCooldown   = 500 * time.Millisecond
+	DefaultDenialCacheSize   = 100_000
+)
+
+// ApplyDefaults fills every zero setting that has a default. Negative values
+// are left alone so that validation reports them. Policies and routes are
+// written back into their map and slice, which ApplyDefaults therefore
+// modifies in place.
+func (c *Config) ApplyDefaults() {
+	s := &c.Server
+	setDefault(&s.Listen, DefaultListen)
+	setDefault(&s.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	setDefault(&s.IdleTimeout, DefaultIdleTimeout)
+	setDefault(&s.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	setDefault(&s.ShutdownTimeout, DefaultShutdownTimeout)
+	setDefault(&s.IPv4Prefix, DefaultIPv4Prefix)
+	setDefault(&s.IPv6Prefix, DefaultIPv6Prefix)
+	setDefault(&s.MaxKeysPerPolicy, DefaultMaxKeysPerPolicy)
+
+	r := &c.Redis
+	setDefault(&r.Timeout, DefaultRedisTimeout)
+	setDefault(&r.BreakerFailures, DefaultBreakerFailures)
+	setDefault(&r.BreakerCooldown, DefaultBreakerCooldown)
+	setDefault(&r.DenialCacheSize, DefaultDenialCacheSize)
+
+	setDefault(&c.Tenants.Header, DefaultTenantHeader)
+
+	for i := range c.Routes {
+		rt := &c.Routes[i]
+		setDefault(&rt.Timeout, DefaultRouteTimeout)
+		setDefault(&rt.MaxBodyBytes, DefaultMaxBodyBytes)
+	}
+
+	for name, p := range c.Policies {
+		if p.Algorithm == "" {
+			p.Algorithm = "token_bucket"
+		}
+		setDefault(&p.Per, DefaultPer)
+		if p.Burst == 0 && p.Rate != nil && *p.Rate > 0 {
+			p.Burst = *p.Rate
+		}
+		if p.OnMissingKey == "" {
+			p.OnMissingKey = string(MissingShared)
+		}
+		if p.OnRedisError == "" {
+			p.OnRedisError = "allow"
+		}
+		if p.LocalShare == 0 && strings.EqualFold(p.OnRedisError, "local") {
+			p.LocalShare = 1
+		}
+		c.Policies[name] = p
+	}
+}
+
+func setDefault[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
+}

@@ -1,0 +1,101 @@
+package policies
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// FieldError is one problem in a configuration, located by file and place.
+// Place is a path like "policies.per-ip.rate" or "routes[1].policies[0]"; it
+// is empty for problems with the whole file (a YAML syntax error).
+type FieldError struct {
+	// File is the configuration's source (the path as given, or
+	// "environment" for a GATEWAY_ variable that matches no setting).
+	File string
+	// Place is where in the configuration the problem is.
+	Place string
+	// Env names the GATEWAY_ variable that set the value at Place, if any.
+	Env     string
+	Message string
+}
+
+// Error renders "file: place: message", naming the environment variable
+// when the value came from one.
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Place != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Place)
+	}
+	if e.Env != "" {
+		b.WriteString(" (from ")
+		b.WriteString(e.Env)
+		b.WriteString(")")
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Message)
+	return b.String()
+}
+
+// ValidationError holds every problem found in one configuration, so that a
+// single run of "gateway check" or one failed reload reports all of them.
+type ValidationError struct {
+	Errors []*FieldError
+}
+
+// Error renders one problem per line.
+func (e *ValidationError) Error() string {
+	lines := make([]string, len(e.Errors))
+	for i, fe := range e.Errors {
+		lines[i] = fe.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap exposes the individual problems to errors.Is and errors.As.
+func (e *ValidationError) Unwrap() []error {
+	out := make([]error, len(e.Errors))
+	for i, fe := range e.Errors {
+		out[i] = fe
+	}
+	return out
+}
+
+// FieldErrors returns the problems carried by err (a *ValidationError or a
+// single *FieldError, possibly wrapped), or nil.
+func FieldErrors(err error) []*FieldError {
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		return ve.Errors
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return []*FieldError{fe}
+	}
+	return nil
+}
+
+// problems collects FieldErrors for one source. envPlaces maps a place to the
+// GATEWAY_ variable that set it, so messages about such values name it.
+type problems struct {
+	file      string
+	envPlaces map[string]string
+	list      []*FieldError
+}
+
+func (p *problems) add(place, msg string) {
+	p.list = append(p.list, &FieldError{File: p.file, Place: place, Env: p.envPlaces[place], Message: msg})
+}
+
+func (p *problems) addf(place, format string, args ...any) {
+	p.add(place, fmt.Sprintf(format, args...))
+}
+
+func (p *problems) err() error {
+	if len(p.list) == 0 {
+		return nil
+	}
+	return &ValidationError{Errors: p.list}
+}

@@ -1,0 +1,206 @@
+package policies
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// MaxKeyPartBytes bounds one part of a key. A longer value (a header or query
+// parameter chosen by the client) is replaced by a fixed-length digest, so
+// bucket maps and Redis keys stay bounded whatever clients send.
+const MaxKeyPartBytes = 256
+
+// Bytes that mark key structure. Neither can appear inside a part as used:
+// a value containing the separator, or starting with the digest marker, is
+// itself replaced by its digest, so distinct values never join to the same
+// key.
+const (
+	keySeparator = "\x1f" // between the parts of a composite key
+	digestMarker = "\x1e" // starts a part that is a digest of the value
+)
+
+type keySource int
+
+const (
+	sourceIP keySource = iota
+	sourceHeader
+	sourceQuery
+	sourceAPIKey
+	sourceTenant
+)
+
+type keyPart struct {
+	source keySource
+	name   string // header (canonical) or query parameter name
+}
+
+// parseKeySpec reads "ip", "header:NAME", "query:NAME", "api_key", "tenant"
+// or several of them joined with "+".
+func parseKeySpec(spec string) ([]keyPart, error) {
+	if strings.TrimSpace(spec) == "" {
+		return nil, fmt.Errorf("required (ip, header:NAME, query:NAME, api_key, tenant, or several joined with +)")
+	}
+	var parts []keyPart
+	for _, raw := range strings.Split(spec, "+") {
+		item := strings.TrimSpace(raw)
+		kind, name, hasName := strings.Cut(item, ":")
+		switch strings.ToLower(kind) {
+		case "ip", "api_key", "tenant":
+			if hasName {
+				return nil, fmt.Errorf("%q takes no name", item)
+			}
+			parts = append(parts, keyPart{source: map[string]keySource{"ip": sourceIP, "api_key": sourceAPIKey, "tenant": sourceTenant}[strings.ToLower(kind)]})
+		case "header":
+			if !isToken(name) {
+				return nil, fmt.Errorf("%q needs a header name (header:X-User)", item)
+			}
+			parts = append(parts, keyPart{source: sourceHeader, name: http.CanonicalHeaderKey(name)})
+		case "query":
+			if name == "" {
+				return nil, fmt.Errorf("%q needs a parameter name (query:user)", item)
+			}
+			parts = append(parts, keyPart{source: sourceQuery, name: name})
+		case "":
+			return nil, fmt.Errorf("empty part in %q", spec)
+		default:
+			msg := fmt.Sprintf("unknown key source %q (want ip, header:NAME, query:NAME, api_key or tenant)", item)
+			if s := suggest(kind, []string{"ip", "header", "query", "api_key", "tenant"}); s != "" {
+				msg += fmt.Sprintf("; did you mean %q?", s)
+			}
+			return nil, fmt.Errorf("%s", msg)
+		}
+	}
+	return parts, nil
+}
+
+// keyFunc builds the KeyFunc of parsed parts. A composite key is missing when
+// any of its parts is.
+func keyFunc(parts []keyPart) KeyFunc {
+	if len(parts) == 1 {
+		p := parts[0]
+		return func(r *http.Request, s *Subject) (string, bool) {
+			v, ok := p.value(r, s)
+			if !ok {
+				return "", false
+			}
+			return boundPart(v), true
+		}
+	}
+	return func(r *http.Request, s *Subject) (string, bool) {
+		var b strings.Builder
+		for i, p := range parts {
+			v, ok := p.value(r, s)
+			if !ok {
+				return "", false
+			}
+			if i > 0 {
+				b.WriteString(keySeparator)
+			}
+			b.WriteString(boundPart(v))
+		}
+		return b.String(), true
+	}
+}
+
+func (p keyPart) value(r *http.Request, s *Subject) (string, bool) {
+	switch p.source {
+	case sourceIP:
+		if s == nil {
+			return "", false
+		}
+		if s.ClientNet.IsValid() {
+			return s.ClientNet.String(), true
+		}
+		if s.ClientIP.IsValid() {
+			return s.ClientIP.String(), true
+		}
+	case sourceHeader:
+		if r != nil {
+			if v := r.Header.Get(p.name); v != "" {
+				return v, true
+			}
+		}
+	case sourceQuery:
+		if r != nil && r.URL != nil {
+			if v := queryValue(r.URL.RawQuery, p.name); v != "" {
+				return v, true
+			}
+		}
+	case sourceAPIKey:
+		// The key itself never becomes a bucket or Redis key: bucket keys show
+		// up in logs, explain output and Redis, and the digest identifies the
+		// caller just as well.
+		if s != nil && s.APIKey != "" {
+			sum := sha256.Sum256([]byte(s.APIKey))
+			return hex.EncodeToString(sum[:]), true
+		}
+	case sourceTenant:
+		if s != nil && s.Tenant != nil && s.Tenant.Name != "" {
+			return s.Tenant.Name, true
+		}
+	}
+	return "", false
+}
+
+// boundPart returns v unchanged when it is short and cannot be confused with
+// key structure, and its digest otherwise.
+func boundPart(v string) string {
+	if len(v) <= MaxKeyPartBytes && !strings.Contains(v, keySeparator) && !strings.HasPrefix(v, digestMarker) {
+		return v
+	}
+	return digestPart(v)
+}
+
+func digestPart(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return digestMarker + hex.EncodeToString(sum[:])
+}
+
+// queryValue returns the first value of name in a raw query, without
+// building the whole url.Values map for every request.
+func queryValue(raw, name string) string {
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		k, v, _ := strings.Cut(pair, "=")
+		if strings.ContainsAny(k, "%+") {
+			var err error
+			if k, err = url.QueryUnescape(k); err != nil {
+				continue
+			}
+		}
+		if k != name {
+			continue
+		}
+		if strings.ContainsAny(v, "%+") {
+			uv, err := url.QueryUnescape(v)
+			if err != nil {
+				continue
+			}
+			v = uv
+		}
+		return v
+	}
+	return ""
+}
+
+// isToken reports whether s is a valid HTTP token (header names, methods).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			continue
+		}
+		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,208 @@
+package policies
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"reflect"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/v2"
+	"github.com/mitchellh/copystructure"
+)
+
+// EnvPrefix starts every environment variable that overrides a setting:
+// GATEWAY_SERVER_LISTEN sets server.listen.
+const EnvPrefix = "GATEWAY_"
+
+// Options are the inputs of a load besides the file itself. The zero value
+// reads no environment and resolves built-in upstreams to placeholders.
+type Options struct {
+	// Env holds "NAME=value" pairs as from os.Environ; only the ones
+	// starting with EnvPrefix are read. Nil reads none, which keeps tests
+	// independent of the machine's environment.
+	Env []string
+	// Builtins maps a built-in upstream's name ("echo") to the loopback URL
+	// it serves on. Nil accepts the names in BuiltinNames and resolves them to
+	// placeholder URLs (http://builtin.NAME.invalid), which is what
+	// "gateway check" needs; a non-nil map accepts only its own names.
+	Builtins map[string]*url.URL
+}
+
+// BuiltinNames are the built-in upstreams the gateway ships.
+var BuiltinNames = []string{"echo"}
+
+// DefaultOptions returns Options reading the process environment and with
+// no built-in upstreams started (placeholders).
+func DefaultOptions() Options { return Options{Env: os.Environ()} }
+
+// Loader is everything needed to load the configuration again: the file and
+// the Options. cmd builds one at start and hands it to the Watcher, so every
+// reload sees the same environment and built-in upstreams. The zero value has
+// no Path and fails to load.
+type Loader struct {
+	Path string
+	// Env and Builtins are as in Options.
+	Env      []string
+	Builtins map[string]*url.URL
+}
+
+// Load reads and compiles l.Path; see the package function Load.
+func (l Loader) Load() (*Snapshot, error) { return Load(l.Path, l.options()) }
+
+// Parse compiles data as if it were the content of l.Path.
+func (l Loader) Parse(data []byte) (*Snapshot, error) { return Parse(l.Path, data, l.options()) }
+
+func (l Loader) options() Options { return Options{Env: l.Env, Builtins: l.Builtins} }
+
+// Load reads the YAML file at path, applies GATEWAY_ environment overrides
+// from opts, validates everything and compiles a Snapshot. Errors about the
+// configuration are a *ValidationError listing every problem as
+// "file: place: message"; a file that cannot be read is a plain error.
+func Load(path string, opts Options) (*Snapshot, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("loading config: %w", err)
+	}
+	return Parse(path, data, opts)
+}
+
+// Parse is Load for a configuration already in memory; source names it in
+// error messages and in Snapshot.Source. Each call uses a fresh koanf
+// instance, so nothing carries over between loads.
+func Parse(source string, data []byte, opts Options) (*Snapshot, error) {
+	cfg, envPlaces, err := decode(source, data, opts.Env)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := build(source, cfg, envPlaces, opts)
+	if err != nil {
+		return nil, err
+	}
+	snap.Digest = sha256.Sum256(data)
+	return snap, nil
+}
+
+// Compile fills the defaults into cfg, validates it and compiles a Snapshot,
+// without YAML or environment. It is how code that builds a Config in Go (tests
+// of other packages, for one) gets a Snapshot. cfg is not modified.
+func Compile(source string, cfg Config, opts Options) (*Snapshot, error) {
+	cp, err := copystructure.Copy(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: copying config: %w", source, err)
+	}
+	own, ok := cp.(Config)
+	if !ok {
+		return nil, fmt.Errorf("%s: copying config: got %T", source, cp)
+	}
+	return build(source, &own, nil, opts)
+}
+
+func build(source string, cfg *Config, envPlaces map[string]string, opts Options) (*Snapshot, error) {
+	cfg.ApplyDefaults()
+	if err := validate(source, cfg, envPlaces, opts.Builtins); err != nil {
+		return nil, err
+	}
+	snap, err := compile(cfg, opts.Builtins)
+	if err != nil {
+		return nil, fmt.Errorf("%s: compiling config: %w", source, err)
+	}
+	snap.Source = source
+	return snap, nil
+}
+
+// decode turns YAML plus environment into a Config. Unknown keys, wrong types
+// and environment variables that match nothing are all reported together.
+func decode(source string, data []byte, environ []string) (*Config, map[string]string, error) {
+	k := koanf.New(".")
+	if err := k.Load(bytesProvider(data), yaml.Parser()); err != nil {
+		return nil, nil, &ValidationError{Errors: []*FieldError{{File: source, Message: fmt.Sprintf("parsing yaml: %v", err)}}}
+	}
+
+	probs := &problems{file: source}
+	ov := &envOverlay{source: source, probs: probs, places: map[string]string{}}
+	envProvider := env.Provider("", env.Opt{
+		Prefix:      EnvPrefix,
+		EnvironFunc: func() []string { return environ },
+	})
+	if err := k.Load(envProvider, nil, koanf.WithMergeFunc(ov.merge)); err != nil {
+		return nil, nil, fmt.Errorf("%s: applying environment: %w", source, err)
+	}
+	probs.envPlaces = ov.places
+
+	checkStrict(probs, k.Raw())
+	if err := probs.err(); err != nil {
+		return nil, nil, err
+	}
+
+	var cfg Config
+	dc := &mapstructure.DecoderConfig{
+		DecodeHook:  durationHook,
+		ErrorUnused: true,
+		TagName:     "koanf",
+	}
+	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: dc}); err != nil {
+		// checkStrict reports every type problem it knows of with its place;
+		// this is the net for anything it missed.
+		return nil, nil, translateDecodeError(probs, err)
+	}
+	return &cfg, ov.places, nil
+}
+
+// durationHook accepts "1m", "500ms" and a bare 0 for time.Duration fields.
+// A bare number other than 0 is rejected: "5" could mean seconds or
+// nanoseconds, and guessing wrong silently breaks a limit.
+func durationHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeFor[time.Duration]() {
+		return data, nil
+	}
+	switch v := data.(type) {
+	case string:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("invalid duration %q", v)
+		}
+		return d, nil
+	case time.Duration:
+		return v, nil
+	}
+	if isZeroNumber(data) {
+		return time.Duration(0), nil
+	}
+	return nil, fmt.Errorf("must be a duration with a unit, like \"1s\" or \"500ms\" (got %v)", data)
+}
+
+func translateDecodeError(probs *problems, err error) error {
+	var walk func(error)
+	walk = func(e error) {
+		if multi, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, inner := range multi.Unwrap() {
+				walk(inner)
+			}
+			return
+		}
+		var de *mapstructure.DecodeError
+		if errors.As(e, &de) {
+			probs.add(de.Name(), de.Unwrap().Error())
+			return
+		}
+		probs.add("", e.Error())
+	}
+	walk(err)
+	return probs.err()
+}
+
+// bytesProvider hands koanf bytes that were already read, so the content
+// that is parsed is exactly the content whose digest the watcher compares.
+type bytesProvider []byte
+
+func (b bytesProvider) ReadBytes() ([]byte, error) { return b, nil }
+
+func (b bytesProvider) Read() (map[string]any, error) {
+	return nil, errors.New("bytes provider needs a parser")
+}

@@ -1,0 +1,269 @@
+package policies
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+)
+
+var policyNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// validate checks a defaulted Config and reports every problem at once.
+func validate(source string, c *Config, envPlaces map[string]string, builtins map[string]*url.URL) error {
+	p := &problems{file: source, envPlaces: envPlaces}
+	validateServer(p, &c.Server)
+	validateRedis(p, &c.Redis)
+	validateTenants(p, &c.Tenants)
+	validateRoutes(p, c, builtins)
+	validatePolicies(p, c)
+	return p.err()
+}
+
+func validateServer(p *problems, s *ServerConfig) {
+	if _, _, err := net.SplitHostPort(s.Listen); err != nil {
+		p.addf("server.listen", "must be host:port, got %q", s.Listen)
+	}
+	nonNegative(p, "server.read_header_timeout", s.ReadHeaderTimeout)
+	nonNegative(p, "server.read_timeout", s.ReadTimeout)
+	nonNegative(p, "server.write_timeout", s.WriteTimeout)
+	nonNegative(p, "server.idle_timeout", s.IdleTimeout)
+	nonNegative(p, "server.shutdown_timeout", s.ShutdownTimeout)
+	if s.MaxHeaderBytes < 0 {
+		p.add("server.max_header_bytes", "must be > 0")
+	}
+	for i, tp := range s.TrustedProxies {
+		if _, err := parsePrefix(tp); err != nil {
+			p.addf(indexPlace("server.trusted_proxies", i), "must be a CIDR (10.0.0.0/8) or an address, got %q", tp)
+		}
+	}
+	if s.IPv4Prefix < 1 || s.IPv4Prefix > 32 {
+		p.addf("server.ipv4_prefix", "must be between 1 and 32, got %d", s.IPv4Prefix)
+	}
+	if s.IPv6Prefix < 1 || s.IPv6Prefix > 128 {
+		p.addf("server.ipv6_prefix", "must be between 1 and 128, got %d", s.IPv6Prefix)
+	}
+	if s.MaxKeysPerPolicy < 0 {
+		p.add("server.max_keys_per_policy", "must be > 0")
+	}
+}
+
+func validateRedis(p *problems, r *RedisConfig) {
+	for i, a := range r.Addrs {
+		if err := checkRedisAddr(a); err != nil {
+			p.add(indexPlace("redis.addrs", i), err.Error())
+		}
+	}
+	sn := &r.Sentinel
+	switch {
+	case sn.MasterName != "" && len(sn.Addrs) == 0:
+		p.add("redis.sentinel.addrs", "required with redis.sentinel.master_name")
+	case sn.MasterName == "" && len(sn.Addrs) > 0:
+		p.add("redis.sentinel.master_name", "required with redis.sentinel.addrs")
+	}
+	if sn.MasterName != "" && len(r.Addrs) > 0 {
+		p.add("redis", "set redis.addrs or redis.sentinel, not both")
+	}
+	for i, a := range sn.Addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			p.addf(indexPlace("redis.sentinel.addrs", i), "must be host:port, got %q", a)
+		}
+	}
+	if r.PoolSize < 0 {
+		p.add("redis.pool_size", "must not be negative")
+	}
+	if r.Timeout < 0 {
+		p.add("redis.timeout", "must be > 0")
+	}
+	if r.BreakerFailures < 0 {
+		p.add("redis.breaker_failures", "must be >= 1")
+	}
+	nonNegative(p, "redis.breaker_cooldown", r.BreakerCooldown)
+	if r.DenialCacheSize < 0 {
+		p.add("redis.denial_cache_size", "must not be negative")
+	}
+}
+
+func checkRedisAddr(a string) error {
+	if strings.Contains(a, "://") {
+		u, err := url.Parse(a)
+		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+			return fmt.Errorf("must be host:port, redis://host:port or rediss://host:port, got %q", a)
+		}
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(a); err != nil {
+		return fmt.Errorf("must be host:port, redis://host:port or rediss://host:port, got %q", a)
+	}
+	return nil
+}
+
+func validateTenants(p *problems, t *TenantsConfig) {
+	if !isToken(t.Header) {
+		p.addf("tenants.header", "must be a header name, got %q", t.Header)
+	}
+	for _, key := range sortedKeys(t.Keys) {
+		place := keyPlace("tenants.keys", key)
+		if strings.TrimSpace(key) == "" {
+			p.add("tenants.keys", "an API key must not be empty")
+			continue
+		}
+		if t.Keys[key].Tenant == "" {
+			p.add(place+".tenant", "required")
+		}
+	}
+}
+
+func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
+	if len(c.Routes) == 0 {
+		p.add("routes", "at least one route is required")
+		return
+	}
+	seen := map[string]int{}
+	for i := range c.Routes {
+		rt := &c.Routes[i]
+		place := indexPlace("routes", i)
+		switch first, dup := seen[rt.Name]; {
+		case rt.Name == "":
+			p.add(place+".name", "required")
+		case dup:
+			p.addf(place+".name", "duplicate route name %q (also routes[%d])", rt.Name, first)
+		default:
+			seen[rt.Name] = i
+		}
+		validateMatch(p, place+".match", &rt.Match)
+		if _, err := resolveUpstream(rt.Upstream, builtins); err != nil {
+			p.add(place+".upstream", err.Error())
+		}
+		if rt.StripPrefix != "" && !strings.HasPrefix(rt.StripPrefix, "/") {
+			p.addf(place+".strip_prefix", "must start with \"/\", got %q", rt.StripPrefix)
+		}
+		nonNegative(p, place+".timeout", rt.Timeout)
+		if rt.MaxBodyBytes < -1 {
+			p.add(place+".max_body_bytes", "must be >= 0, or -1 for no limit")
+		}
+		used := map[string]bool{}
+		for j, name := range rt.Policies {
+			pp := indexPlace(place+".policies", j)
+			if _, ok := c.Policies[name]; !ok {
+				p.addf(pp, "unknown policy %q", name)
+			} else if used[name] {
+				p.addf(pp, "policy %q listed twice", name)
+			}
+			used[name] = true
+		}
+	}
+}
+
+func validateMatch(p *problems, place string, m *MatchConfig) {
+	if m.Host != "" {
+		host := strings.TrimPrefix(m.Host, "*.")
+		if host == "" || strings.ContainsAny(host, "/:*@ ") {
+			p.addf(place+".host", "must be a host name or *.domain, without scheme or port, got %q", m.Host)
+		}
+	}
+	if m.Path != "" && !strings.HasPrefix(m.Path, "/") {
+		p.addf(place+".path", "must start with \"/\", got %q", m.Path)
+	}
+	if m.PathPrefix != "" && !strings.HasPrefix(m.PathPrefix, "/") {
+		p.addf(place+".path_prefix", "must start with \"/\", got %q", m.PathPrefix)
+	}
+	if m.Path != "" && m.PathPrefix != "" {
+		p.add(place, "set path or path_prefix, not both")
+	}
+	for i, meth := range m.Methods {
+		if !isToken(meth) {
+			p.addf(indexPlace(place+".methods", i), "must be an HTTP method, got %q", meth)
+		}
+	}
+	for _, name := range sortedKeys(m.Headers) {
+		if !isToken(name) {
+			p.addf(keyPlace(place+".headers", name), "must be a header name, got %q", name)
+		}
+	}
+}
+
+func validatePolicies(p *problems, c *Config) {
+	for _, name := range sortedKeys(c.Policies) {
+		pc := c.Policies[name]
+		place := keyPlace("policies", name)
+		if !policyNameRE.MatchString(name) {
+			p.addf(place, "policy name must be 1 to 64 of A-Z a-z 0-9 _ . -, got %q", name)
+		}
+		if _, err := parseKeySpec(pc.Key); err != nil {
+			p.add(place+".key", err.Error())
+		}
+		algo := limiter.Algorithm(pc.Algorithm)
+		switch algo {
+		case limiter.TokenBucket, limiter.GCRA, limiter.SlidingWindow, limiter.FixedWindow:
+			if algo.Shared() && !c.Redis.Enabled() {
+				p.addf(place+".algorithm", "%s needs redis (set redis.addrs)", algo)
+			}
+		default:
+			p.addf(place+".algorithm", "must be token_bucket, gcra, sliding_window or fixed_window, got %q", pc.Algorithm)
+		}
+		switch {
+		case pc.Rate == nil && len(pc.Plans) == 0:
+			p.add(place+".rate", "required (or set plans)")
+		case pc.Rate != nil && *pc.Rate < 0:
+			p.add(place+".rate", "must be >= 0")
+		}
+		if pc.Per <= 0 {
+			p.add(place+".per", "must be > 0")
+		}
+		if pc.Burst < 0 {
+			p.add(place+".burst", "must be >= 0")
+		} else if pc.Rate != nil && *pc.Rate > 0 && pc.Burst < 1 {
+			p.add(place+".burst", "must be >= 1 when rate > 0")
+		}
+		for _, plan := range sortedKeys(pc.Plans) {
+			if plan == "" {
+				p.add(place+".plans", "a plan name must not be empty")
+			} else if pc.Plans[plan] < 0 {
+				p.add(keyPlace(place+".plans", plan), "must be >= 0")
+			}
+		}
+		switch MissingKey(pc.OnMissingKey) {
+		case MissingSkip, MissingShared, MissingReject:
+		default:
+			p.addf(place+".on_missing_key", "must be skip, shared or reject, got %q", pc.OnMissingKey)
+		}
+		switch limiter.FailureMode(pc.OnRedisError) {
+		case limiter.FailAllow, limiter.FailDeny, limiter.FailLocal:
+		default:
+			p.addf(place+".on_redis_error", "must be allow, deny or local, got %q", pc.OnRedisError)
+		}
+		if pc.LocalShare < 0 || pc.LocalShare > 1 {
+			p.addf(place+".local_share", "must be in (0, 1], got %v", pc.LocalShare)
+		}
+	}
+}
+
+func nonNegative(p *problems, place string, d time.Duration) {
+	if d < 0 {
+		p.addf(place, "must not be negative, got %s", d)
+	}
+}
+
+// parsePrefix reads a CIDR or a bare address (a single host: /32 or /128).
+func parsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		pfx, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		return pfx.Masked(), nil
+	}
+	addr, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	addr = addr.Unmap()
+	return netip.PrefixFrom(addr, addr.BitLen()), nil
+}

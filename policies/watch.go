@@ -1,0 +1,295 @@
+package policies
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// DefaultDebounce is how long the watcher waits after the last change to the
+// file before reloading: editors and ConfigMap updates change a file in
+// several steps, and one reload should see the end result.
+const DefaultDebounce = 100 * time.Millisecond
+
+// maxDebounceFactor bounds how long a stream of changes can postpone a
+// reload: at most this many debounce periods after the first change.
+const maxDebounceFactor = 10
+
+// WatcherConfig configures a Watcher.
+type WatcherConfig struct {
+	// Loader says what to reload; Loader.Path is required. It may be a
+	// symlink (a Kubernetes ConfigMap mount) and may be replaced by rename.
+	Loader Loader
+	// Current receives each new snapshot; required, and it must already
+	// hold the snapshot loaded from Loader.Path (its Digest tells the
+	// watcher which content is in force).
+	Current *Current
+	// Debounce is the quiet time after a change before reloading; zero means
+	// DefaultDebounce.
+	Debounce time.Duration
+	// Logger receives reload results; nil means slog.Default().
+	Logger *slog.Logger
+	// OnReload, if set, is called after every attempt that found new content
+	// or could not read the file: with the new snapshot (already in force)
+	// and a nil error, or with a nil snapshot and the reason the old one
+	// stays. cmd uses it to drop the buckets of limits that are gone.
+	OnReload func(*Snapshot, error)
+	// OnEvent, if set, is called after every attempt, including the ones
+	// skipped because the content was unchanged, with the details.
+	OnEvent func(ReloadEvent)
+}
+
+// ReloadEvent describes one reload attempt.
+type ReloadEvent struct {
+	// Snapshot is the new snapshot in force; nil when the attempt failed or
+	// the content was unchanged.
+	Snapshot *Snapshot
+	// Previous is the snapshot that was in force before the attempt.
+	Previous *Snapshot
+	// Err is why the attempt failed; the previous snapshot stays in force.
+	Err error
+	// Unchanged is true when the file had the content last loaded (or last
+	// rejected), so nothing was parsed. OnReload is not called for these.
+	Unchanged bool
+	// RestartRequired lists changed settings that are not applied until the
+	// process restarts (see RestartRequired).
+	RestartRequired []string
+}
+
+// WatchStats counts reload attempts since the watcher was made.
+type WatchStats struct {
+	Reloads   uint64 // snapshots swapped in
+	Failures  uint64 // attempts rejected; the old snapshot stayed
+	Unchanged uint64 // attempts skipped because the content was seen before
+	LastError string // the latest failure ("" if none)
+}
+
+// Watcher reloads the configuration file into a Current when the file
+// changes (Run) or when asked (Reload, which cmd calls on SIGHUP). Each
+// reload reads the file once, parses it with a fresh koanf instance, builds a
+// whole Snapshot and swaps it in; a failed reload keeps the old snapshot, is
+// logged with file and place, and is counted. The hooks of WatcherConfig run
+// on the goroutine that attempted the reload (Run's, or Reload's caller), one
+// attempt at a time, and must not call Reload. Watcher is safe for concurrent
+// use; Run may be called once.
+type Watcher struct {
+	cfg     WatcherConfig
+	path    string // as given, for messages
+	abs     string
+	current *Current
+	logger  *slog.Logger
+
+	reloadMu   sync.Mutex // serialises attempts and their OnReload calls
+	lastDigest [32]byte   // guarded by reloadMu
+
+	statsMu sync.Mutex
+	stats   WatchStats
+
+	running   atomic.Bool
+	ready     chan struct{}
+	readyOnce sync.Once
+}
+
+// NewWatcher returns a Watcher for cfg. It starts nothing.
+func NewWatcher(cfg WatcherConfig) (*Watcher, error) {
+	if cfg.Current == nil || cfg.Current.Load() == nil {
+		return nil, errors.New("policies: watcher needs a current snapshot")
+	}
+	if cfg.Loader.Path == "" {
+		return nil, errors.New("policies: watcher needs a config path")
+	}
+	abs, err := filepath.Abs(cfg.Loader.Path)
+	if err != nil {
+		return nil, fmt.Errorf("watching config: %w", err)
+	}
+	if cfg.Debounce <= 0 {
+		cfg.Debounce = DefaultDebounce
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Watcher{
+		cfg:        cfg,
+		path:       cfg.Loader.Path,
+		abs:        abs,
+		current:    cfg.Current,
+		logger:     logger,
+		lastDigest: cfg.Current.Load().Digest,
+		ready:      make(chan struct{}),
+	}, nil
+}
+
+// Stats returns the counters so far.
+func (w *Watcher) Stats() WatchStats {
+	w.statsMu.Lock()
+	defer w.statsMu.Unlock()
+	return w.stats
+}
+
+// Ready is closed once Run watches the file, so a change made after it is
+// seen.
+func (w *Watcher) Ready() <-chan struct{} { return w.ready }
+
+// Reload reads the file and, if its content is new, swaps in the snapshot
+// built from it. It returns the reason a new content was rejected, and nil
+// when the content was applied or unchanged.
+func (w *Watcher) Reload() error {
+	w.reloadMu.Lock()
+	defer w.reloadMu.Unlock()
+	ev := w.attempt()
+	if w.cfg.OnReload != nil && !ev.Unchanged {
+		w.cfg.OnReload(ev.Snapshot, ev.Err)
+	}
+	if w.cfg.OnEvent != nil {
+		w.cfg.OnEvent(ev)
+	}
+	return ev.Err
+}
+
+func (w *Watcher) attempt() ReloadEvent {
+	prev := w.current.Load()
+	ev := ReloadEvent{Previous: prev}
+	data, err := os.ReadFile(w.path)
+	if err != nil {
+		ev.Err = fmt.Errorf("reloading config: %w", err)
+		w.fail(ev.Err)
+		return ev
+	}
+	digest := sha256.Sum256(data)
+	if digest == w.lastDigest {
+		ev.Unchanged = true
+		w.statsMu.Lock()
+		w.stats.Unchanged++
+		w.statsMu.Unlock()
+		w.logger.Debug("config unchanged, not reloaded", "file", w.path)
+		return ev
+	}
+	// Remember rejected content too: parsing it again would fail again.
+	w.lastDigest = digest
+	snap, err := w.cfg.Loader.Parse(data)
+	if err != nil {
+		ev.Err = err
+		w.fail(err)
+		return ev
+	}
+	ev.Snapshot = snap
+	ev.RestartRequired = RestartRequired(prev.Config, snap.Config)
+	w.current.Store(snap)
+	w.statsMu.Lock()
+	w.stats.Reloads++
+	w.statsMu.Unlock()
+	w.logger.Info("config reloaded", "file", w.path, "routes", len(snap.Routes), "policies", len(snap.Policies))
+	if len(ev.RestartRequired) > 0 {
+		w.logger.Warn("config changes that need a restart were not applied",
+			"file", w.path, "settings", strings.Join(ev.RestartRequired, ", "))
+	}
+	return ev
+}
+
+func (w *Watcher) fail(err error) {
+	w.statsMu.Lock()
+	w.stats.Failures++
+	w.stats.LastError = err.Error()
+	w.statsMu.Unlock()
+	w.logger.Error("config reload failed; keeping the previous config", "file", w.path, "error", err.Error())
+}
+
+// Run watches the file's directory until ctx is done, reloading after each
+// burst of changes. Watching the directory rather than the file is what
+// makes an editor's write-then-rename and a ConfigMap's "..data" symlink swap
+// visible: both replace the file instead of writing to it. When the path is a
+// symlink, the directory of its target is watched as well. Run returns nil
+// when ctx is done, having closed the underlying watcher.
+func (w *Watcher) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return errors.New("policies: watcher already running")
+	}
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watching config: %w", err)
+	}
+	defer fw.Close()
+
+	dir := filepath.Dir(w.abs)
+	if err := fw.Add(dir); err != nil {
+		return fmt.Errorf("watching config directory %s: %w", dir, err)
+	}
+	watched := map[string]bool{dir: true}
+	target := w.followTarget(fw, watched, "")
+	w.readyOnce.Do(func() { close(w.ready) })
+
+	timer := time.NewTimer(w.cfg.Debounce)
+	timer.Stop()
+	var deadline time.Time // of the pending reload; zero when none is pending
+	for {
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case ev, ok := <-fw.Events:
+			if !ok {
+				return errors.New("watching config: event stream closed")
+			}
+			if !w.relevant(ev.Name, target) {
+				continue
+			}
+			now := time.Now()
+			if deadline.IsZero() {
+				deadline = now.Add(maxDebounceFactor * w.cfg.Debounce)
+			}
+			timer.Reset(min(w.cfg.Debounce, deadline.Sub(now)))
+		case err, ok := <-fw.Errors:
+			if !ok {
+				return errors.New("watching config: error stream closed")
+			}
+			w.logger.Warn("watching config", "file", w.path, "error", err.Error())
+		case <-timer.C:
+			deadline = time.Time{}
+			_ = w.Reload() // the result is logged, counted and reported to OnReload
+			target = w.followTarget(fw, watched, target)
+		}
+	}
+}
+
+// followTarget watches the directory of the file the path resolves to, when
+// that is elsewhere, and stops watching the previous one. It returns the
+// resolved path ("" if it cannot be resolved now).
+func (w *Watcher) followTarget(fw *fsnotify.Watcher, watched map[string]bool, old string) string {
+	target, err := filepath.EvalSymlinks(w.abs)
+	if err != nil {
+		return old
+	}
+	home := filepath.Dir(w.abs)
+	if old != "" && filepath.Dir(old) != home && filepath.Dir(old) != filepath.Dir(target) {
+		_ = fw.Remove(filepath.Dir(old)) // the directory may be gone already (a ConfigMap's old version)
+		delete(watched, filepath.Dir(old))
+	}
+	if d := filepath.Dir(target); !watched[d] {
+		if err := fw.Add(d); err != nil {
+			w.logger.Warn("watching config target directory", "dir", d, "error", err.Error())
+		} else {
+			watched[d] = true
+		}
+	}
+	return target
+}
+
+// relevant reports whether a change to name may change the configuration:
+// the file itself, its symlink target, or Kubernetes' "..data" machinery.
+func (w *Watcher) relevant(name, target string) bool {
+	base := filepath.Base(name)
+	return base == filepath.Base(w.abs) ||
+		(target != "" && base == filepath.Base(target)) ||
+		strings.HasPrefix(base, "..")
+}

@@ -1,0 +1,53 @@
+package proxy
+
+import (
+	"net/http"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/policies"
+)
+
+// anonymousKey is the bucket shared by every request that lacks a policy's
+// key when the policy says on_missing_key: shared. The NUL byte keeps it apart
+// from any key a request can produce.
+const anonymousKey = "\x00anon"
+
+// requestCost is what one request takes from each bucket. Later issues make
+// cost per policy (LLM tokens); today every request costs one.
+const requestCost = 1
+
+// buildChecks turns the route's policies into limiter checks for one request.
+// A policy whose key is missing is skipped, shares the anonymous bucket, or
+// rejects the request; for a rejection the rejecting policy is returned and
+// checks is nil. An unset or unknown OnMissingKey behaves as MissingShared,
+// the config's default: it never lets a keyless request escape the policy.
+func buildChecks(r *http.Request, route *policies.Route, s *policies.Subject) (checks []limiter.Check, rejectedBy *policies.Policy) {
+	if len(route.Policies) == 0 {
+		return nil, nil
+	}
+	checks = make([]limiter.Check, 0, len(route.Policies))
+	for _, p := range route.Policies {
+		var key string
+		ok := false
+		if p.Key != nil {
+			key, ok = p.Key(r, s)
+		}
+		if !ok {
+			switch p.OnMissingKey {
+			case policies.MissingReject:
+				return nil, p
+			case policies.MissingSkip:
+				continue
+			default:
+				key = anonymousKey
+			}
+		}
+		checks = append(checks, limiter.Check{
+			Policy: p.Limiter,
+			Limit:  p.LimitFor(s),
+			Key:    key,
+			Cost:   requestCost,
+		})
+	}
+	return checks, nil
+}

@@ -1,0 +1,249 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/policies"
+)
+
+// errUpstreamTimeout is returned by modifyResponse when the route timeout
+// fired while the response headers were arriving.
+var errUpstreamTimeout = errors.New("proxy: upstream timed out")
+
+// stateKey carries a *requestState in the outbound request's context: the one
+// ReverseProxy is shared by all routes, so the route travels with the request.
+type stateKey struct{}
+
+// requestState is what the forwarder needs to know about one allowed request.
+type requestState struct {
+	route       *policies.Route
+	verdict     limiter.Verdict
+	peerTrusted bool
+	// inbound is the client request's own context: when it is done the client
+	// went away (as opposed to the route timeout cancelling the outbound one).
+	inbound context.Context
+	// timer cancels the outbound request when the route timeout passes before
+	// the response headers; nil when the route has no timeout.
+	timer    stopper
+	timedOut atomic.Bool
+}
+
+func stateFrom(ctx context.Context) *requestState {
+	st, _ := ctx.Value(stateKey{}).(*requestState)
+	return st
+}
+
+// stopper is the part of *time.Timer the forwarder uses; tests substitute a
+// timer they fire by hand.
+type stopper interface{ Stop() bool }
+
+func realAfterFunc(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
+
+// newReverseProxy builds the Handler's single ReverseProxy.
+func (h *Handler) newReverseProxy(transport http.RoundTripper) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:        h.rewrite,
+		Transport:      transport,
+		BufferPool:     newBufferPool(),
+		ModifyResponse: h.modifyResponse,
+		ErrorHandler:   h.proxyError,
+		// Errors while copying a body the client already started receiving
+		// (upstream reset mid-stream) can only be logged.
+		ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
+		// FlushInterval stays 0: ReverseProxy already flushes every write of
+		// text/event-stream and of responses without a Content-Length, so
+		// streams pass through as produced while sized bodies are not flushed
+		// write by write.
+	}
+}
+
+// forward sends an allowed request upstream. The route timeout covers the
+// wait for the response headers only: a stream that has started is never cut
+// by it.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, peerTrusted bool) {
+	st := &requestState{route: route, verdict: v, peerTrusted: peerTrusted, inbound: r.Context()}
+	ctx := context.WithValue(r.Context(), stateKey{}, st)
+	if route.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		st.timer = h.afterFunc(route.Timeout, func() {
+			st.timedOut.Store(true)
+			cancel()
+		})
+		defer st.timer.Stop()
+	}
+	out := r.WithContext(ctx)
+	if route.MaxBodyBytes > 0 && r.Body != nil && r.Body != http.NoBody {
+		// Catches bodies without a Content-Length (chunked) or that lie about
+		// it; the error surfaces from the transport and becomes a 413.
+		out.Body = http.MaxBytesReader(w, r.Body, route.MaxBodyBytes)
+	}
+	h.rp.ServeHTTP(w, out)
+}
+
+// rewrite is the ReverseProxy's Rewrite hook. ReverseProxy has already
+// removed hop-by-hop headers (including any a client named in Connection) and
+// every X-Forwarded-* and Forwarded header from pr.Out, so whatever is set
+// here reaches the upstream as set.
+func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
+	st := stateFrom(pr.In.Context())
+	if st == nil { // cannot happen: forward always sets it
+		return
+	}
+	if st.route.StripPrefix != "" {
+		stripPrefix(pr.Out.URL, st.route.StripPrefix)
+	}
+	pr.SetURL(st.route.Upstream) // also points Host at the upstream
+	if st.peerTrusted {
+		// The chain is only worth passing on when a proxy we trust built it;
+		// SetXForwarded appends the peer to it.
+		if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 {
+			pr.Out.Header["X-Forwarded-For"] = xff
+		}
+		if fwd := pr.In.Header["Forwarded"]; len(fwd) > 0 {
+			pr.Out.Header["Forwarded"] = fwd
+		}
+	}
+	pr.SetXForwarded()
+	if st.peerTrusted {
+		// A trusted proxy in front (a TLS-terminating load balancer) knows the
+		// original scheme and host better than our socket does.
+		for _, name := range []string{"X-Forwarded-Proto", "X-Forwarded-Host"} {
+			if v := pr.In.Header[name]; len(v) > 0 {
+				pr.Out.Header[name] = v
+			}
+		}
+	}
+}
+
+// modifyResponse stops the route timer now that headers have arrived and puts
+// the gateway's rate-limit headers on the response, replacing any the
+// upstream sent under the same names.
+func (h *Handler) modifyResponse(resp *http.Response) error {
+	st := stateFrom(resp.Request.Context())
+	if st == nil {
+		return nil
+	}
+	if st.timer != nil && !st.timer.Stop() {
+		// The timer fired (or is firing) as the headers arrived; the outbound
+		// context is cancelled, so the body cannot be read anyway.
+		return errUpstreamTimeout
+	}
+	setRateLimitHeaders(resp.Header, st.verdict)
+	return nil
+}
+
+// proxyError is the ReverseProxy's ErrorHandler: every upstream failure before
+// the response started ends here. r is the outbound request.
+func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	st := stateFrom(r.Context())
+	if st == nil {
+		h.writeError(w, r, http.StatusBadGateway, errorBody{Message: "the upstream failed to answer"},
+			slog.Any("err", err))
+		return
+	}
+	route := slog.String("route", st.route.Name)
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.Is(err, errUpstreamTimeout) || st.timedOut.Load():
+		setRateLimitHeaders(w.Header(), st.verdict)
+		h.writeError(w, r, http.StatusGatewayTimeout, errorBody{
+			Message: fmt.Sprintf("the upstream did not answer within %s", st.route.Timeout),
+		}, route, slog.String("upstream", st.route.Upstream.Redacted()))
+	case errors.As(err, &tooLarge):
+		setRateLimitHeaders(w.Header(), st.verdict)
+		h.writeError(w, r, http.StatusRequestEntityTooLarge, errorBody{
+			Message: fmt.Sprintf("request body exceeds this route's limit of %d bytes", tooLarge.Limit),
+		}, route)
+	case st.inbound.Err() != nil:
+		// The client went away; nobody will read an answer.
+		h.logAnswer(r.Context(), r, statusClientClosed, "client closed the request before the upstream answered",
+			route, slog.Any("err", err))
+		w.WriteHeader(statusClientClosed)
+	default:
+		setRateLimitHeaders(w.Header(), st.verdict)
+		h.writeError(w, r, http.StatusBadGateway, errorBody{Message: "the upstream could not be reached or failed to answer"},
+			route, slog.String("upstream", st.route.Upstream.Redacted()), slog.Any("err", err))
+	}
+}
+
+// stripPrefix removes prefix from u's path when it matches whole segments,
+// keeping a leading "/". RawPath (the escaped form, set when the path holds
+// escapes such as %2F) is cut by the same number of decoded bytes so that
+// escapes survive; if that is impossible it is dropped and Path wins.
+func stripPrefix(u *url.URL, prefix string) {
+	if !hasPathPrefix(u.Path, prefix) {
+		return
+	}
+	rest := u.Path[len(prefix):]
+	if u.RawPath != "" {
+		if raw, ok := cutEscaped(u.RawPath, len(prefix)); ok {
+			u.RawPath = withSlash(raw)
+		} else {
+			u.RawPath = ""
+		}
+	}
+	u.Path = withSlash(rest)
+}
+
+// hasPathPrefix matches whole segments unless prefix ends in "/": "/api"
+// takes "/api" and "/api/x" but not "/apix".
+func hasPathPrefix(path, prefix string) bool {
+	if !strings.HasPrefix(path, prefix) {
+		return false
+	}
+	return len(path) == len(prefix) || strings.HasSuffix(prefix, "/") || path[len(prefix)] == '/'
+}
+
+// cutEscaped drops the first n decoded bytes of an escaped path.
+func cutEscaped(raw string, n int) (string, bool) {
+	i := 0
+	for ; n > 0 && i < len(raw); n-- {
+		if raw[i] == '%' && i+2 < len(raw) {
+			i += 3
+		} else {
+			i++
+		}
+	}
+	return raw[i:], n == 0
+}
+
+func withSlash(p string) string {
+	if p == "" || p[0] != '/' {
+		return "/" + p
+	}
+	return p
+}
+
+// bufferSize is the copy buffer of the ReverseProxy, as its default.
+const bufferSize = 32 << 10
+
+// bufferPool recycles response copy buffers. It stores array pointers, so
+// putting a buffer back does not allocate a slice header for the interface.
+type bufferPool struct{ p sync.Pool }
+
+func newBufferPool() *bufferPool {
+	return &bufferPool{p: sync.Pool{New: func() any { return new([bufferSize]byte) }}}
+}
+
+// Get returns a buffer of bufferSize bytes.
+func (b *bufferPool) Get() []byte { return b.p.Get().(*[bufferSize]byte)[:] }
+
+// Put returns a buffer obtained from Get.
+func (b *bufferPool) Put(buf []byte) {
+	if cap(buf) >= bufferSize {
+		b.p.Put((*[bufferSize]byte)(buf[:bufferSize]))
+	}
+}

@@ -1,0 +1,370 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/builtin"
+	"github.com/ratelimit-gateway/gateway/policies"
+)
+
+// echoOf decodes a builtin echo answer.
+func echoOf(t *testing.T, r response) builtin.EchoResponse {
+	t.Helper()
+	if r.status != 200 {
+		t.Fatalf("status: got %d, want 200 (body %s)", r.status, r.body)
+	}
+	var e builtin.EchoResponse
+	if err := json.Unmarshal(r.body, &e); err != nil {
+		t.Fatalf("decoding echo %q: %v", r.body, err)
+	}
+	return e
+}
+
+// TestDefaultRouteWithBuiltinEcho is what a newcomer sees: the catch-all
+// route forwards to the built-in echo, which answers with the request.
+func TestDefaultRouteWithBuiltinEcho(t *testing.T) {
+	echo := newUpstream(t, builtin.Echo())
+	snap := testSnapshot(t, nil, testRoute(t, "default", "/", echo.URL,
+		testPolicy(t, "per-ip", "ip", perMinute(10, 10), policies.MissingReject)))
+	gw, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+
+	r := do(t, gw.Client(), "POST", gw.URL+"/hello/world?x=1&y=2", strings.NewReader(`{"hi":1}`),
+		http.Header{"X-Custom": {"yes"}})
+	e := echoOf(t, r)
+	upHost := strings.TrimPrefix(echo.URL, "http://")
+	gwHost := strings.TrimPrefix(gw.URL, "http://")
+	checks := []struct{ what, got, want string }{
+		{"method", e.Method, "POST"},
+		{"path", e.Path, "/hello/world"},
+		{"raw_query", e.RawQuery, "x=1&y=2"},
+		{"host (the upstream's)", e.Host, upHost},
+		{"body", e.Body, `{"hi":1}`},
+		{"X-Custom", e.Headers.Get("X-Custom"), "yes"},
+		{"X-Forwarded-For", strings.Join(e.Headers.Values("X-Forwarded-For"), "|"), "127.0.0.1"},
+		{"X-Forwarded-Host", e.Headers.Get("X-Forwarded-Host"), gwHost},
+		{"X-Forwarded-Proto", e.Headers.Get("X-Forwarded-Proto"), "http"},
+		{"response RateLimit", r.header.Get("RateLimit"), `"per-ip";r=9;t=6`},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %q, want %q", c.what, c.got, c.want)
+		}
+	}
+}
+
+// TestConnectionHeaderCannotStripForwardingHeaders sends, over a raw
+// connection, a request that names the X-Forwarded-* headers as hop-by-hop:
+// the upstream must still see the gateway's values, not the client's.
+func TestConnectionHeaderCannotStripForwardingHeaders(t *testing.T) {
+	echo := newUpstream(t, builtin.Echo())
+	snap := testSnapshot(t, nil, testRoute(t, "default", "/", echo.URL))
+	gw, _ := newGateway(t, snap, fakeLimiter{}, gatewayOpts{})
+	gwHost := strings.TrimPrefix(gw.URL, "http://")
+
+	conn, err := net.Dial("tcp", gwHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	raw := "GET /x HTTP/1.1\r\n" +
+		"Host: " + gwHost + "\r\n" +
+		"Connection: X-Forwarded-For, X-Forwarded-Proto, X-Forwarded-Host, Forwarded\r\n" +
+		"X-Forwarded-For: 6.6.6.6\r\n" +
+		"X-Forwarded-Proto: https\r\n" +
+		"X-Forwarded-Host: evil.example\r\n" +
+		"Forwarded: for=6.6.6.6\r\n" +
+		"\r\n"
+	if _, err := io.WriteString(conn, raw); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("reading response: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := echoOf(t, response{status: resp.StatusCode, header: resp.Header, body: body})
+	checks := []struct{ name, want string }{
+		{"X-Forwarded-For", "127.0.0.1"},
+		{"X-Forwarded-Proto", "http"},
+		{"X-Forwarded-Host", gwHost},
+		{"Forwarded", ""},
+		{"Connection", ""},
+	}
+	for _, c := range checks {
+		if got := strings.Join(e.Headers.Values(c.name), "|"); got != c.want {
+			t.Errorf("upstream saw %s: got %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestSpoofedForwardedForIgnored: from an untrusted peer, X-Forwarded-For
+// changes neither the bucket nor what the upstream is told.
+func TestSpoofedForwardedForIgnored(t *testing.T) {
+	echo := newUpstream(t, builtin.Echo())
+	snap := testSnapshot(t, []string{"10.0.0.0/8"}, testRoute(t, "default", "/", echo.URL,
+		testPolicy(t, "per-ip", "ip", perMinute(1, 1), policies.MissingReject)))
+	gw, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+
+	first := do(t, gw.Client(), "GET", gw.URL+"/", nil, http.Header{"X-Forwarded-For": {"198.51.100.1"}})
+	e := echoOf(t, first)
+	if got := strings.Join(e.Headers.Values("X-Forwarded-For"), "|"); got != "127.0.0.1" {
+		t.Errorf("upstream X-Forwarded-For: got %q, want %q", got, "127.0.0.1")
+	}
+	second := do(t, gw.Client(), "GET", gw.URL+"/", nil, http.Header{"X-Forwarded-For": {"198.51.100.2"}})
+	if second.status != 429 {
+		t.Errorf("second request with another spoofed address: status got %d, want 429 (one bucket per real peer)", second.status)
+	}
+}
+
+// TestTrustedProxyChain: behind a trusted proxy, the right-most untrusted
+// address is the client, and the chain is passed on with the peer appended.
+func TestTrustedProxyChain(t *testing.T) {
+	echo := newUpstream(t, builtin.Echo())
+	snap := testSnapshot(t, []string{"127.0.0.0/8", "10.0.0.0/8"}, testRoute(t, "default", "/", echo.URL,
+		testPolicy(t, "per-ip", "ip", perMinute(1, 1), policies.MissingReject)))
+	gw, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+
+	steps := []struct {
+		xff, proto string
+		wantStatus int
+		wantXFF    string // as the upstream sees it (200 only)
+		wantProto  string
+	}{
+		{"6.6.6.6, 203.0.113.9, 10.0.0.5", "https", 200, "6.6.6.6, 203.0.113.9, 10.0.0.5, 127.0.0.1", "https"},
+		{"198.51.100.7, 10.0.0.5", "", 200, "198.51.100.7, 10.0.0.5, 127.0.0.1", "http"},
+		{"7.7.7.7, 203.0.113.9, 10.0.0.6", "", 429, "", ""}, // same client as the first
+	}
+	for i, s := range steps {
+		h := http.Header{"X-Forwarded-For": {s.xff}}
+		if s.proto != "" {
+			h.Set("X-Forwarded-Proto", s.proto)
+		}
+		r := do(t, gw.Client(), "GET", gw.URL+"/", nil, h)
+		if r.status != s.wantStatus {
+			t.Fatalf("request %d: status got %d, want %d", i+1, r.status, s.wantStatus)
+		}
+		if s.wantStatus != 200 {
+			continue
+		}
+		e := echoOf(t, r)
+		if got := strings.Join(e.Headers.Values("X-Forwarded-For"), "|"); got != s.wantXFF {
+			t.Errorf("request %d: upstream X-Forwarded-For got %q, want %q", i+1, got, s.wantXFF)
+		}
+		if got := e.Headers.Get("X-Forwarded-Proto"); got != s.wantProto {
+			t.Errorf("request %d: upstream X-Forwarded-Proto got %q, want %q", i+1, got, s.wantProto)
+		}
+	}
+}
+
+func TestStripPrefix(t *testing.T) {
+	echo := newUpstream(t, builtin.Echo())
+	tests := []struct {
+		name     string
+		prefix   string
+		upstream string // path appended to the echo's URL
+		target   string
+		wantURI  string
+	}{
+		{"prefix removed, query kept", "/api", "", "/api/users?x=1", "/users?x=1"},
+		{"exact prefix becomes /", "/api", "", "/api", "/"},
+		{"prefix with trailing slash", "/api/", "", "/api/users", "/users"},
+		{"escapes survive", "/api", "", "/api/a%2Fb", "/a%2Fb"},
+		{"escaped prefix", "/my api", "", "/my%20api/x%2Fy", "/x%2Fy"},
+		{"upstream base path joined", "/api", "/base", "/api/users", "/base/users"},
+		{"other segment untouched", "/api", "", "/apix/users", "/apix/users"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt := testRoute(t, "r", "/", echo.URL+tt.upstream)
+			rt.StripPrefix = tt.prefix
+			gw, _ := newGateway(t, testSnapshot(t, nil, rt), fakeLimiter{}, gatewayOpts{})
+			e := echoOf(t, do(t, gw.Client(), "GET", gw.URL+tt.target, nil, nil))
+			if e.URI != tt.wantURI {
+				t.Errorf("upstream request target: got %q, want %q", e.URI, tt.wantURI)
+			}
+		})
+	}
+}
+
+func TestStripPrefixURL(t *testing.T) {
+	tests := []struct {
+		in, prefix            string
+		wantPath, wantRawPath string
+	}{
+		{"/api/users", "/api", "/users", ""},
+		{"/api", "/api", "/", ""},
+		{"/api/", "/api/", "/", ""},
+		{"/", "/", "/", ""},
+		{"/apix", "/api", "/apix", ""},
+		{"/api/a%2Fb", "/api", "/a/b", "/a%2Fb"},
+		{"/a%2Fb/c", "/a/b", "/c", "/c"}, // one escape is one decoded byte
+	}
+	for _, tt := range tests {
+		u, err := url.Parse(tt.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stripPrefix(u, tt.prefix)
+		if u.Path != tt.wantPath || u.RawPath != tt.wantRawPath {
+			t.Errorf("stripPrefix(%q, %q): got (%q, %q), want (%q, %q)",
+				tt.in, tt.prefix, u.Path, u.RawPath, tt.wantPath, tt.wantRawPath)
+		}
+	}
+}
+
+// TestStreamingPassesThrough: an upstream writes one chunk, flushes, and
+// blocks until the test has read that chunk through the gateway — so the
+// test can only finish if chunks arrive before the upstream is done. The
+// route timer is a manual one, fired after the first chunk: a stream that
+// has started is not cut by the route timeout.
+func TestStreamingPassesThrough(t *testing.T) {
+	tests := []struct {
+		name        string
+		contentType string
+		first, last string
+	}{
+		{"server-sent events", "text/event-stream", "data: 1\n\n", "data: 2\n\n"},
+		{"chunked without length", "application/octet-stream", "chunk-1\n", "chunk-2\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			release := make(chan struct{})
+			up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", tt.contentType)
+				io.WriteString(w, tt.first)
+				w.(http.Flusher).Flush()
+				select {
+				case <-release:
+				case <-r.Context().Done():
+					return
+				}
+				io.WriteString(w, tt.last)
+			}))
+			var timers manualTimers
+			rt := testRoute(t, "stream", "/", up.URL,
+				testPolicy(t, "per-ip", "ip", perMinute(10, 10), policies.MissingReject))
+			gw, _ := newGateway(t, testSnapshot(t, nil, rt), newEngine(t, newTestClock()),
+				gatewayOpts{afterFunc: timers.afterFunc})
+
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, "GET", gw.URL+"/", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := gw.Client().Do(req)
+			if err != nil {
+				close(release)
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if got := resp.Header.Get("RateLimit"); got != `"per-ip";r=9;t=6` {
+				t.Errorf("RateLimit on a stream: got %q, want %q", got, `"per-ip";r=9;t=6`)
+			}
+			br := bufio.NewReader(resp.Body)
+			first := make([]byte, len(tt.first))
+			if _, err := io.ReadFull(br, first); err != nil {
+				close(release)
+				t.Fatalf("reading the first chunk before the upstream finished: %v", err)
+			}
+			if string(first) != tt.first {
+				t.Errorf("first chunk: got %q, want %q", first, tt.first)
+			}
+			if timers.last(t).fire() {
+				t.Error("route timer fired after the response headers arrived: want it stopped")
+			}
+			close(release)
+			rest, err := io.ReadAll(br)
+			if err != nil {
+				t.Fatalf("reading the rest: %v", err)
+			}
+			if string(rest) != tt.last {
+				t.Errorf("rest: got %q, want %q", rest, tt.last)
+			}
+		})
+	}
+}
+
+// TestTimeoutBeforeHeaders: the same manual timer fired while the upstream
+// has not answered gives 504 with the rate-limit headers of the request.
+func TestTimeoutBeforeHeaders(t *testing.T) {
+	slow, arrived := blockingUpstream(t)
+	var timers manualTimers
+	rt := testRoute(t, "slow", "/", slow.URL, testPolicy(t, "per-ip", "ip", perMinute(10, 10), policies.MissingReject))
+	gw, _ := newGateway(t, testSnapshot(t, nil, rt), newEngine(t, newTestClock()),
+		gatewayOpts{afterFunc: timers.afterFunc})
+
+	type result struct {
+		r   response
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := gw.Client().Get(gw.URL + "/")
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		done <- result{response{status: resp.StatusCode, header: resp.Header, body: b}, err}
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("request never reached the upstream")
+	}
+	if !timers.last(t).fire() {
+		t.Fatal("route timer was stopped before the upstream answered")
+	}
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer after the route timeout fired")
+	}
+	if res.err != nil {
+		t.Fatalf("request: %v", res.err)
+	}
+	r := res.r
+	if r.status != 504 {
+		t.Fatalf("status: got %d, want 504 (body %s)", r.status, r.body)
+	}
+	if e := decodeError(t, r); e.Code != 50400 {
+		t.Errorf("code: got %d, want 50400", e.Code)
+	}
+	if got := r.header.Get("RateLimit"); got != `"per-ip";r=9;t=6` {
+		t.Errorf("RateLimit on 504: got %q, want %q", got, `"per-ip";r=9;t=6`)
+	}
+}
+
+func TestBufferPool(t *testing.T) {
+	p := newBufferPool()
+	b := p.Get()
+	if len(b) != bufferSize {
+		t.Fatalf("Get: got %d bytes, want %d", len(b), bufferSize)
+	}
+	p.Put(b)
+	p.Put(make([]byte, 10)) // foreign small buffers are dropped, not stored
+	if got := len(p.Get()); got != bufferSize {
+		t.Errorf("Get after Put: got %d bytes, want %d", got, bufferSize)
+	}
+	if n := testing.AllocsPerRun(100, func() { p.Put(p.Get()) }); n != 0 {
+		t.Errorf("Get+Put allocations: got %v, want 0", fmt.Sprint(n))
+	}
+}

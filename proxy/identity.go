@@ -1,0 +1,284 @@
+package proxy
+
+import (
+	"iter"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/ratelimit-gateway/gateway/policies"
+)
+
+// Default prefix lengths for grouping client addresses when the snapshot
+// leaves them at zero: one bucket per IPv4 address and per IPv6 /64 (a /64 is
+// what one subscriber usually gets, so per-address IPv6 limits are trivial to
+// dodge).
+const (
+	defaultIPv4Prefix = 32
+	defaultIPv6Prefix = 64
+	defaultKeyHeader  = "X-API-Key"
+)
+
+// Identify works out who is asking: the client address (see ClientIP), its
+// network as configured by snap.Identity, the presented API key and its
+// tenant. It reads r and snap only and is safe for concurrent use.
+func Identify(r *http.Request, snap *policies.Snapshot) policies.Subject {
+	s, _ := identify(r, snap)
+	return s
+}
+
+// identify is Identify that also reports whether the socket peer is a trusted
+// proxy (the forwarder then keeps the peer's X-Forwarded-For chain).
+func identify(r *http.Request, snap *policies.Snapshot) (s policies.Subject, peerTrusted bool) {
+	s.ClientIP, peerTrusted = resolveClient(r, snap.Identity.TrustedProxies)
+	s.ClientNet = clientNet(s.ClientIP, snap.Identity)
+	s.APIKey = apiKey(r, snap.Tenants.Header)
+	if s.APIKey != "" {
+		if t, ok := snap.Tenants.Keys[s.APIKey]; ok {
+			s.Tenant = &t
+		}
+	}
+	return s, peerTrusted
+}
+
+// ClientIP returns the address of r's client. The socket peer is the client
+// unless it is in trusted; then the forwarding chain (the Forwarded header if
+// present, otherwise every X-Forwarded-For line) is walked from the right and
+// the client is the right-most address that is not trusted, or the left-most
+// when all are. A malformed, obfuscated ("_hidden") or "unknown" hop stops the
+// walk and the trusted hop to its right (the one that reported it) counts as
+// the client: it is the last address we can vouch for, and a client cannot
+// forge it. IPv4-mapped IPv6 addresses are unmapped and zones dropped. The
+// result is invalid when RemoteAddr is not an address (for example a Unix
+// socket).
+//
+// Because Forwarded is preferred when present, trusted proxies that only
+// append X-Forwarded-For must drop a client's Forwarded header (and the other
+// way round); otherwise a client can choose its address through the header
+// the proxy passes along untouched.
+func ClientIP(r *http.Request, trusted []netip.Prefix) netip.Addr {
+	a, _ := resolveClient(r, trusted)
+	return a
+}
+
+func resolveClient(r *http.Request, trusted []netip.Prefix) (client netip.Addr, peerTrusted bool) {
+	peer, ok := parseHop(r.RemoteAddr)
+	if !ok || !isTrusted(peer, trusted) {
+		return peer, false
+	}
+	chain := xffRightToLeft(r.Header["X-Forwarded-For"])
+	if fwd := r.Header["Forwarded"]; len(fwd) > 0 {
+		chain = forwardedRightToLeft(fwd)
+	}
+	client = peer // the last hop we can vouch for
+	for hop := range chain {
+		addr, ok := parseHop(hop)
+		if !ok {
+			return client, true
+		}
+		client = addr
+		if !isTrusted(addr, trusted) {
+			return client, true
+		}
+	}
+	return client, true
+}
+
+func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
+	for _, p := range trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// clientNet groups a by the configured prefix length for its family.
+func clientNet(a netip.Addr, id policies.Identity) netip.Prefix {
+	if !a.IsValid() {
+		return netip.Prefix{}
+	}
+	bits := id.IPv4Prefix
+	if bits <= 0 {
+		bits = defaultIPv4Prefix
+	}
+	if a.Is6() {
+		bits = id.IPv6Prefix
+		if bits <= 0 {
+			bits = defaultIPv6Prefix
+		}
+	}
+	bits = min(bits, a.BitLen())
+	p, err := a.Prefix(bits)
+	if err != nil {
+		return netip.Prefix{}
+	}
+	return p
+}
+
+// parseHop parses one hop of a forwarding chain or a RemoteAddr: "1.2.3.4",
+// "1.2.3.4:80", "2001:db8::1", "[2001:db8::1]" or "[2001:db8::1]:4711".
+// Anything else, including "unknown" and obfuscated identifiers, is not ok.
+func parseHop(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return netip.Addr{}, false
+	}
+	var a netip.Addr
+	if s[0] == '[' {
+		end := strings.IndexByte(s, ']')
+		if end < 0 || !validPort(s[end+1:]) {
+			return netip.Addr{}, false
+		}
+		var err error
+		if a, err = netip.ParseAddr(s[1:end]); err != nil || !a.Is6() {
+			return netip.Addr{}, false
+		}
+	} else if addr, err := netip.ParseAddr(s); err == nil {
+		a = addr
+	} else if ap, err := netip.ParseAddrPort(s); err == nil {
+		a = ap.Addr()
+	} else {
+		return netip.Addr{}, false
+	}
+	return a.Unmap().WithZone(""), true
+}
+
+// validPort accepts "" or ":" followed by 1-5 digits.
+func validPort(s string) bool {
+	if s == "" {
+		return true
+	}
+	if s[0] != ':' || len(s) < 2 || len(s) > 6 {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// xffRightToLeft yields the entries of X-Forwarded-For header lines from the
+// right-most to the left-most without splitting them into a slice first. An
+// empty entry ("a,,b") is yielded as "" and so stops the walk.
+func xffRightToLeft(lines []string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for i := len(lines) - 1; i >= 0; i-- {
+			v := lines[i]
+			for {
+				comma := strings.LastIndexByte(v, ',')
+				if !yield(v[comma+1:]) {
+					return
+				}
+				if comma < 0 {
+					break
+				}
+				v = v[:comma]
+			}
+		}
+	}
+}
+
+// forwardedRightToLeft yields the for= values of RFC 7239 Forwarded header
+// lines from right to left. An element without exactly one for= parameter, or
+// one that does not parse, is yielded as "" so that it stops the walk.
+func forwardedRightToLeft(lines []string) iter.Seq[string] {
+	var fors []string
+	for _, line := range lines {
+		for _, elem := range splitUnquoted(line, ',') {
+			v, _ := forwardedFor(elem)
+			fors = append(fors, v)
+		}
+	}
+	return func(yield func(string) bool) {
+		for i := len(fors) - 1; i >= 0; i-- {
+			if !yield(fors[i]) {
+				return
+			}
+		}
+	}
+}
+
+// forwardedFor returns the (unquoted) value of the for parameter of one
+// Forwarded element such as `for="[2001:db8::1]:4711";proto=https`.
+func forwardedFor(elem string) (string, bool) {
+	var val string
+	found := false
+	for _, pair := range splitUnquoted(elem, ';') {
+		name, v, ok := strings.Cut(pair, "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(name), "for") {
+			continue
+		}
+		if found {
+			return "", false // two for= in one element: ambiguous
+		}
+		if val, ok = unquote(strings.TrimSpace(v)); !ok {
+			return "", false
+		}
+		found = true
+	}
+	return val, found
+}
+
+// splitUnquoted splits s at sep outside double-quoted strings.
+func splitUnquoted(s string, sep byte) []string {
+	var parts []string
+	inQuote, escaped, start := false, false, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case escaped:
+			escaped = false
+		case inQuote && c == '\\':
+			escaped = true
+		case c == '"':
+			inQuote = !inQuote
+		case !inQuote && c == sep:
+			parts = append(parts, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(parts, s[start:])
+}
+
+// unquote removes the quotes and backslash escapes of an RFC 7230
+// quoted-string; a token is returned as is.
+func unquote(s string) (string, bool) {
+	if len(s) == 0 || s[0] != '"' {
+		return s, !strings.ContainsAny(s, "\"\\")
+	}
+	if len(s) < 2 || s[len(s)-1] != '"' {
+		return "", false
+	}
+	s = s[1 : len(s)-1]
+	if !strings.ContainsRune(s, '\\') {
+		return s, true
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String(), true
+}
+
+// apiKey returns the API key carried in header (default X-API-Key). For
+// Authorization only the Bearer scheme carries an API key; other schemes
+// (Basic, ...) count as no key.
+func apiKey(r *http.Request, header string) string {
+	if header == "" {
+		header = defaultKeyHeader
+	}
+	v := r.Header.Get(header)
+	if strings.EqualFold(header, "Authorization") {
+		const bearer = "bearer "
+		if len(v) < len(bearer) || !strings.EqualFold(v[:len(bearer)], bearer) {
+			return ""
+		}
+		v = v[len(bearer):]
+	}
+	return strings.TrimSpace(v)
+}

@@ -1,0 +1,207 @@
+// Package proxy is the gateway's http.Handler: for each request it reads one
+// policies.Snapshot, matches a route, identifies the client, asks the limiter,
+// and either answers (404, 413, 431, 401, 429, 503, 500 as JSON) or forwards
+// the request upstream through one shared httputil.ReverseProxy. Every
+// rate-limit header and the 429 body are rendered from the limiter's Verdict.
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/policies"
+)
+
+// DefaultMaxHeaderBytes is the request header limit used when
+// Config.MaxHeaderBytes is zero.
+const DefaultMaxHeaderBytes = 32 << 10
+
+// Snapshots hands out the current configuration. *policies.Current and
+// *atomic.Pointer[policies.Snapshot] satisfy it. Load must be safe for
+// concurrent use; it is called once per request.
+type Snapshots interface {
+	Load() *policies.Snapshot
+}
+
+// Config holds a Handler's dependencies. Snapshots, Limiter, Transport and
+// Logger are required.
+type Config struct {
+	// Snapshots yields the configuration each request uses.
+	Snapshots Snapshots
+	// Limiter decides every request's checks.
+	Limiter limiter.Limiter
+	// Transport carries requests upstream. It is a process-lifetime resource
+	// (see NewTransport), shared across reloads so its connection pool is.
+	Transport http.RoundTripper
+	// Logger receives one line per answer the gateway gives itself: 4xx at
+	// debug, 5xx at warn, 500 at error.
+	Logger *slog.Logger
+	// MaxHeaderBytes bounds the request line plus headers, counted as on the
+	// wire; beyond it the answer is 431 JSON. Zero means
+	// DefaultMaxHeaderBytes, negative disables the check. Set the
+	// http.Server's own MaxHeaderBytes somewhat higher as a backstop: Go's
+	// server answers 431 itself, in plain text, before the handler runs.
+	MaxHeaderBytes int
+}
+
+// Handler is the gateway's request path: match → identify → decide → forward.
+// Build it with New; the zero value is not usable. It is safe for concurrent
+// use and holds no per-request state, so a reload never replaces it.
+type Handler struct {
+	snapshots      Snapshots
+	limiter        limiter.Limiter
+	log            *slog.Logger
+	maxHeaderBytes int
+	rp             *httputil.ReverseProxy
+	afterFunc      func(time.Duration, func()) stopper
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// New returns a Handler for cfg. It starts nothing.
+func New(cfg Config) (*Handler, error) {
+	var errs []error
+	if cfg.Snapshots == nil {
+		errs = append(errs, errors.New("nil Snapshots"))
+	}
+	if cfg.Limiter == nil {
+		errs = append(errs, errors.New("nil Limiter"))
+	}
+	if cfg.Transport == nil {
+		errs = append(errs, errors.New("nil Transport"))
+	}
+	if cfg.Logger == nil {
+		errs = append(errs, errors.New("nil Logger"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("creating proxy: %w", err)
+	}
+	h := &Handler{
+		snapshots:      cfg.Snapshots,
+		limiter:        cfg.Limiter,
+		log:            cfg.Logger,
+		maxHeaderBytes: cfg.MaxHeaderBytes,
+		afterFunc:      realAfterFunc,
+	}
+	if h.maxHeaderBytes == 0 {
+		h.maxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	h.rp = h.newReverseProxy(cfg.Transport)
+	return h, nil
+}
+
+// ServeHTTP answers r or forwards it upstream.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	snap := h.snapshots.Load()
+	if snap == nil {
+		h.writeError(w, r, http.StatusServiceUnavailable, errorBody{Message: "the gateway has no configuration loaded"})
+		return
+	}
+	if h.maxHeaderBytes > 0 && headerTooLarge(r, h.maxHeaderBytes) {
+		h.writeError(w, r, http.StatusRequestHeaderFieldsTooLarge, errorBody{
+			Message: fmt.Sprintf("request headers exceed %d bytes", h.maxHeaderBytes),
+		})
+		return
+	}
+	route := snap.Match(r)
+	if route == nil {
+		h.writeError(w, r, http.StatusNotFound, errorBody{Message: "no route matches this request"})
+		return
+	}
+	if route.Upstream == nil { // the compiler never builds one; do not panic in SetURL if it did
+		h.writeError(w, r, http.StatusInternalServerError, errorBody{Message: "the matched route has no upstream; see the gateway log"},
+			slog.String("route", route.Name))
+		return
+	}
+	if route.MaxBodyBytes > 0 && r.ContentLength > route.MaxBodyBytes {
+		h.writeError(w, r, http.StatusRequestEntityTooLarge, errorBody{
+			Message: fmt.Sprintf("request body exceeds this route's limit of %d bytes", route.MaxBodyBytes),
+		}, slog.String("route", route.Name))
+		return
+	}
+
+	subject, peerTrusted := identify(r, snap)
+	checks, rejectedBy := buildChecks(r, route, &subject)
+	if rejectedBy != nil {
+		h.writeUnauthorized(w, r, snap, route, rejectedBy)
+		return
+	}
+	verdict := limiter.Verdict{Allowed: true, Denied: -1}
+	if len(checks) > 0 {
+		var err error
+		if verdict, err = h.limiter.Decide(r.Context(), checks); err != nil {
+			h.writeError(w, r, http.StatusInternalServerError, errorBody{Message: "the rate limiter failed; see the gateway log"},
+				slog.String("route", route.Name), slog.Any("err", err))
+			return
+		}
+	}
+	if !verdict.Allowed {
+		h.refuse(w, r, route, verdict)
+		return
+	}
+	h.forward(w, r, route, verdict, peerTrusted)
+}
+
+// refuse answers a request the limiter did not allow: 503 when a fail-closed
+// policy could not be enforced, 429 otherwise.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict) {
+	d, ok := v.Deciding()
+	switch {
+	case !ok:
+		h.writeError(w, r, http.StatusInternalServerError, errorBody{Message: "the rate limiter denied without a decision; see the gateway log"},
+			slog.String("route", route.Name))
+	case v.Unavailable():
+		h.writeError(w, r, http.StatusServiceUnavailable, errorBody{
+			Message: fmt.Sprintf("policy %q cannot be enforced right now and fails closed; try again shortly", d.Policy),
+			Policy:  d.Policy,
+		}, slog.String("route", route.Name))
+	default:
+		h.writeRateLimited(w, r, v, d)
+	}
+}
+
+// writeUnauthorized answers 401 for a policy whose key the request lacks
+// (on_missing_key: reject), saying what to send.
+func (h *Handler) writeUnauthorized(w http.ResponseWriter, r *http.Request, snap *policies.Snapshot, route *policies.Route, p *policies.Policy) {
+	header := snap.Tenants.Header
+	if header == "" {
+		header = defaultKeyHeader
+	}
+	var msg string
+	switch spec := strings.ToLower(p.KeySpec); {
+	case strings.Contains(spec, "tenant"):
+		msg = fmt.Sprintf("policy %q needs a known API key in the %s header", p.Name(), header)
+	case strings.Contains(spec, "api_key"):
+		msg = fmt.Sprintf("policy %q needs an API key in the %s header", p.Name(), header)
+	default:
+		msg = fmt.Sprintf("policy %q needs a key (%s) that this request does not carry", p.Name(), p.KeySpec)
+	}
+	if strings.EqualFold(header, "Authorization") {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+	}
+	h.writeError(w, r, http.StatusUnauthorized, errorBody{Message: msg, Policy: p.Name()}, slog.String("route", route.Name))
+}
+
+// headerTooLarge reports whether the request line and headers, counted as
+// they travel in HTTP/1.1 ("Name: value\r\n"), exceed limit.
+func headerTooLarge(r *http.Request, limit int) bool {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4 // two spaces, CRLF
+	n += len("Host") + len(r.Host) + 4                        // Go moves Host out of Header
+	if n > limit {
+		return true
+	}
+	for name, vs := range r.Header {
+		for _, v := range vs {
+			if n += len(name) + len(v) + 4; n > limit {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,45 @@
+package proxy
+
+import (
+	"net"
+	"net/http"
+	"time"
+)
+
+// Transport tuning. The idle pool is sized for a gateway that multiplexes many
+// clients onto few upstreams: with Go's default of 2 idle connections per
+// host, a burst of concurrency closes and redials connections all the time.
+const (
+	transportMaxIdle        = 1024
+	transportMaxIdlePerHost = 512
+	transportIdleTimeout    = 90 * time.Second
+	transportDialTimeout    = 5 * time.Second
+	transportKeepAlive      = 30 * time.Second
+	transportTLSTimeout     = 5 * time.Second
+	transportExpectTimeout  = 1 * time.Second
+	transportMaxRespHeader  = 1 << 20
+)
+
+// NewTransport returns the upstream transport the gateway uses: a tuned
+// *http.Transport meant to be built once per process (in cmd) and shared by
+// every handler and reload, so that its connection pool survives them.
+//
+// It has no response-header timeout: each route's timeout bounds the wait
+// for response headers instead. It ignores HTTP(S)_PROXY from the
+// environment, and it does not ask for gzip on its own (DisableCompression),
+// so clients get exactly the encoding they negotiated with the upstream.
+// The result is safe for concurrent use.
+func NewTransport() *http.Transport {
+	dialer := &net.Dialer{Timeout: transportDialTimeout, KeepAlive: transportKeepAlive}
+	return &http.Transport{
+		DialContext:            dialer.DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           transportMaxIdle,
+		MaxIdleConnsPerHost:    transportMaxIdlePerHost,
+		IdleConnTimeout:        transportIdleTimeout,
+		TLSHandshakeTimeout:    transportTLSTimeout,
+		ExpectContinueTimeout:  transportExpectTimeout,
+		MaxResponseHeaderBytes: transportMaxRespHeader,
+		DisableCompression:     true,
+	}
+}
