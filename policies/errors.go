@@ -83,6 +83,9 @@ type problems struct {
 	file      string
 	envPlaces map[string]string
 	list      []*FieldError
+	// undecodable is set by a value of the wrong type: decoding would fail
+	// or guess, so validation does not run on top of it.
+	undecodable bool
 }
 
 func (p *problems) add(place, msg string) {
@@ -91,6 +94,11 @@ func (p *problems) add(place, msg string) {
 
 func (p *problems) addf(place, format string, args ...any) {
 	p.add(place, fmt.Sprintf(format, args...))
+}
+
+func (p *problems) typeErrorf(place, format string, args ...any) {
+	p.undecodable = true
+	p.addf(place, format, args...)
 }
 
 func (p *problems) err() error {

@@ -76,11 +76,11 @@ func Load(path string, opts Options) (*Snapshot, error) {
 // error messages and in Snapshot.Source. Each call uses a fresh koanf
 // instance, so nothing carries over between loads.
 func Parse(source string, data []byte, opts Options) (*Snapshot, error) {
-	cfg, envPlaces, err := decode(source, data, opts.Env)
+	cfg, probs, err := decode(source, data, opts.Env)
 	if err != nil {
 		return nil, err
 	}
-	snap, err := build(source, cfg, envPlaces, opts)
+	snap, err := build(cfg, probs, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -100,25 +100,30 @@ func Compile(source string, cfg Config, opts Options) (*Snapshot, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: copying config: got %T", source, cp)
 	}
-	return build(source, &own, nil, opts)
+	return build(&own, &problems{file: source}, opts)
 }
 
-func build(source string, cfg *Config, envPlaces map[string]string, opts Options) (*Snapshot, error) {
+// build defaults, validates and compiles cfg. probs may already hold the
+// problems of decoding (unknown keys); validation adds its own so that all
+// are reported together.
+func build(cfg *Config, probs *problems, opts Options) (*Snapshot, error) {
 	cfg.ApplyDefaults()
-	if err := validate(source, cfg, envPlaces, opts.Builtins); err != nil {
+	validate(probs, cfg, opts.Builtins)
+	if err := probs.err(); err != nil {
 		return nil, err
 	}
 	snap, err := compile(cfg, opts.Builtins)
 	if err != nil {
-		return nil, fmt.Errorf("%s: compiling config: %w", source, err)
+		return nil, fmt.Errorf("%s: compiling config: %w", probs.file, err)
 	}
-	snap.Source = source
+	snap.Source = probs.file
 	return snap, nil
 }
 
-// decode turns YAML plus environment into a Config. Unknown keys, wrong types
-// and environment variables that match nothing are all reported together.
-func decode(source string, data []byte, environ []string) (*Config, map[string]string, error) {
+// decode turns YAML plus environment into a Config. Unknown keys and
+// environment variables that match nothing are returned in the problems, to
+// be reported with validation's; wrong types are returned as an error at once.
+func decode(source string, data []byte, environ []string) (*Config, *problems, error) {
 	k := koanf.New(".")
 	if err := k.Load(bytesProvider(data), yaml.Parser()); err != nil {
 		return nil, nil, &ValidationError{Errors: []*FieldError{{File: source, Message: fmt.Sprintf("parsing yaml: %v", err)}}}
@@ -136,14 +141,16 @@ func decode(source string, data []byte, environ []string) (*Config, map[string]s
 	probs.envPlaces = ov.places
 
 	checkStrict(probs, k.Raw())
-	if err := probs.err(); err != nil {
-		return nil, nil, err
+	if probs.undecodable {
+		return nil, nil, probs.err()
 	}
 
 	var cfg Config
 	dc := &mapstructure.DecoderConfig{
-		DecodeHook:  durationHook,
-		ErrorUnused: true,
+		DecodeHook: durationHook,
+		// Unknown keys are already in probs, with their places and a
+		// suggestion; decoding skips them so validation can run too.
+		ErrorUnused: len(probs.list) == 0,
 		TagName:     "koanf",
 	}
 	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: dc}); err != nil {
@@ -151,7 +158,7 @@ func decode(source string, data []byte, environ []string) (*Config, map[string]s
 		// this is the net for anything it missed.
 		return nil, nil, translateDecodeError(probs, err)
 	}
-	return &cfg, ov.places, nil
+	return &cfg, probs, nil
 }
 
 // durationHook accepts "1m", "500ms" and a bare 0 for time.Duration fields.

@@ -219,26 +219,40 @@ routes:
 policies:
   per-ip: {key: ip, rate: -1}
 `
-	lines := errorLines(t, yaml)
-	// Unknown keys and type errors stop before validation (the decoded
-	// config would be meaningless); fix them and the rest appear together.
-	if want := []string{`gateway.yaml: server.bogus: unknown key (known: idle_timeout, ipv4_prefix, ipv6_prefix, listen, max_header_bytes, max_keys_per_policy, read_header_timeout, read_timeout, shutdown_timeout, trusted_proxies, write_timeout)`}; !slices.Equal(lines, want) {
-		t.Errorf("got %q, want %q", lines, want)
-	}
-	lines = errorLines(t, strings.Replace(yaml, ", bogus: 1", "", 1))
 	want := []string{
+		`environment: GATEWAY_NOPE: matches no setting (policies, routes and tenant keys must exist in the file to be overridden)`,
+		`gateway.yaml: server.bogus: unknown key (known: idle_timeout, ipv4_prefix, ipv6_prefix, listen, max_header_bytes, max_keys_per_policy, read_header_timeout, read_timeout, shutdown_timeout, trusted_proxies, write_timeout)`,
 		`gateway.yaml: server.listen: must be host:port, got "nowhere"`,
 		`gateway.yaml: routes[0].upstream: must be http(s)://host or builtin:NAME, got "ftp://x"`,
 		`gateway.yaml: routes[0].policies[0]: unknown policy "missing"`,
 		`gateway.yaml: policies.per-ip.rate: must be >= 0`,
 	}
+	lines := errorLines(t, yaml, "GATEWAY_NOPE=1")
 	if !slices.Equal(lines, want) {
 		t.Errorf("got\n  %s\nwant\n  %s", strings.Join(lines, "\n  "), strings.Join(want, "\n  "))
 	}
-	_, err := parse(t, strings.Replace(yaml, ", bogus: 1", "", 1))
+	_, err := parse(t, yaml, "GATEWAY_NOPE=1")
 	var ve *ValidationError
 	if !errors.As(err, &ve) || ve.Error() != strings.Join(want, "\n") {
 		t.Errorf("Error(): got %q, want the lines joined", err)
+	}
+}
+
+// TestTypeErrorsStopBeforeValidation: a value of the wrong type makes the
+// decoded config meaningless, so only the decoding problems are reported.
+func TestTypeErrorsStopBeforeValidation(t *testing.T) {
+	yaml := `
+server: {listen: nowhere, idle_timeout: 5}
+routes: [{name: a, upstream: builtin:echo, policies: [missing]}]
+policies: {per-ip: {key: ip, rate: lots, burst: many}}
+`
+	want := []string{
+		`gateway.yaml: server.idle_timeout: must be a duration with a unit, like "1s" or "500ms" (got 5)`,
+		`gateway.yaml: policies.per-ip.rate: must be an integer, not the string "lots"`,
+		`gateway.yaml: policies.per-ip.burst: must be an integer, not the string "many"`,
+	}
+	if lines := errorLines(t, yaml); !slices.Equal(lines, want) {
+		t.Errorf("got\n  %s\nwant\n  %s", strings.Join(lines, "\n  "), strings.Join(want, "\n  "))
 	}
 }
 

@@ -6,9 +6,9 @@ package policies
 
 import (
 	"net/http"
-	"strings"
 	"net/netip"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"

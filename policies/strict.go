@@ -14,6 +14,8 @@ import (
 // and the environment) against the Config schema given by the koanf struct
 // tags. It reports every unknown key and every value of the wrong type with
 // its place, so that decoding afterwards cannot fail on input it has seen.
+// Unknown keys leave the rest decodable, so validation still runs and its
+// findings are reported along with them; a type error stops before decoding.
 func checkStrict(p *problems, raw map[string]any) {
 	checkValue(p, "", raw, reflect.TypeFor[Config]())
 }
@@ -33,11 +35,17 @@ func checkValue(p *problems, place string, v any, t reflect.Type) {
 	case reflect.Struct:
 		m, ok := v.(map[string]any)
 		if !ok {
-			p.addf(place, "must be a mapping, not %s", describe(v))
+			p.typeErrorf(place, "must be a mapping, not %s", describe(v))
 			return
 		}
 		fields := structFields(t)
-		for _, key := range sortedKeys(m) {
+		// Known keys in the order Config declares them, which is the order
+		// validation reports in; unknown ones after them.
+		keys := sortedKeys(m)
+		sort.SliceStable(keys, func(i, j int) bool {
+			return fieldOrder(fields, keys[i]) < fieldOrder(fields, keys[j])
+		})
+		for _, key := range keys {
 			f, ok := fields[key]
 			if !ok {
 				p.add(keyPlace(place, key), unknownKeyMessage(key, fields))
@@ -48,7 +56,7 @@ func checkValue(p *problems, place string, v any, t reflect.Type) {
 	case reflect.Map:
 		m, ok := v.(map[string]any)
 		if !ok {
-			p.addf(place, "must be a mapping, not %s", describe(v))
+			p.typeErrorf(place, "must be a mapping, not %s", describe(v))
 			return
 		}
 		for _, key := range sortedKeys(m) {
@@ -57,7 +65,7 @@ func checkValue(p *problems, place string, v any, t reflect.Type) {
 	case reflect.Slice:
 		list, ok := v.([]any)
 		if !ok {
-			p.addf(place, "must be a list, not %s", describe(v))
+			p.typeErrorf(place, "must be a list, not %s", describe(v))
 			return
 		}
 		for i, item := range list {
@@ -65,22 +73,22 @@ func checkValue(p *problems, place string, v any, t reflect.Type) {
 		}
 	case reflect.String:
 		if _, ok := v.(string); !ok {
-			p.addf(place, "must be a string, not %s (quote it)", describe(v))
+			p.typeErrorf(place, "must be a string, not %s (quote it)", describe(v))
 		}
 	case reflect.Bool:
 		if _, ok := v.(bool); !ok {
-			p.addf(place, "must be true or false, not %s", describe(v))
+			p.typeErrorf(place, "must be true or false, not %s", describe(v))
 		}
 	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Int16, reflect.Int8:
 		if _, ok := asInteger(v); !ok {
-			p.addf(place, "must be an integer, not %s", describe(v))
+			p.typeErrorf(place, "must be an integer, not %s", describe(v))
 		}
 	case reflect.Float64, reflect.Float32:
 		if _, ok := asFloat(v); !ok {
-			p.addf(place, "must be a number, not %s", describe(v))
+			p.typeErrorf(place, "must be a number, not %s", describe(v))
 		}
 	default:
-		p.addf(place, "unsupported setting type %s", t)
+		p.typeErrorf(place, "unsupported setting type %s", t)
 	}
 }
 
@@ -88,10 +96,10 @@ func checkDuration(p *problems, place string, v any) {
 	if s, ok := v.(string); ok {
 		if _, err := time.ParseDuration(s); err != nil {
 			if _, numErr := strconv.ParseFloat(s, 64); numErr == nil {
-				p.addf(place, "must be a duration with a unit, like \"1s\" or \"500ms\" (got %s)", s)
+				p.typeErrorf(place, "must be a duration with a unit, like \"1s\" or \"500ms\" (got %s)", s)
 				return
 			}
-			p.addf(place, "invalid duration %q (use a number with a unit: 500ms, 1s, 1m, 1h)", s)
+			p.typeErrorf(place, "invalid duration %q (use a number with a unit: 500ms, 1s, 1m, 1h)", s)
 		}
 		return
 	}
@@ -99,10 +107,10 @@ func checkDuration(p *problems, place string, v any) {
 		return
 	}
 	if _, ok := asFloat(v); ok {
-		p.addf(place, "must be a duration with a unit, like \"1s\" or \"500ms\" (got %v)", v)
+		p.typeErrorf(place, "must be a duration with a unit, like \"1s\" or \"500ms\" (got %v)", v)
 		return
 	}
-	p.addf(place, "must be a duration like \"1s\" or \"500ms\", not %s", describe(v))
+	p.typeErrorf(place, "must be a duration like \"1s\" or \"500ms\", not %s", describe(v))
 }
 
 // structFields maps koanf keys to the fields of t.
@@ -115,6 +123,13 @@ func structFields(t reflect.Type) map[string]reflect.StructField {
 		}
 	}
 	return out
+}
+
+func fieldOrder(fields map[string]reflect.StructField, key string) int {
+	if f, ok := fields[key]; ok {
+		return f.Index[0]
+	}
+	return len(fields)
 }
 
 func unknownKeyMessage(key string, fields map[string]reflect.StructField) string {

@@ -14,15 +14,13 @@ import (
 
 var policyNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
-// validate checks a defaulted Config and reports every problem at once.
-func validate(source string, c *Config, envPlaces map[string]string, builtins map[string]*url.URL) error {
-	p := &problems{file: source, envPlaces: envPlaces}
+// validate checks a defaulted Config, adding every problem to p.
+func validate(p *problems, c *Config, builtins map[string]*url.URL) {
 	validateServer(p, &c.Server)
 	validateRedis(p, &c.Redis)
 	validateTenants(p, &c.Tenants)
 	validateRoutes(p, c, builtins)
 	validatePolicies(p, c)
-	return p.err()
 }
 
 func validateServer(p *problems, s *ServerConfig) {

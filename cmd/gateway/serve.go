@@ -110,6 +110,11 @@ func serve(ctx context.Context, path, level string, logOut io.Writer) error {
 		echoLn.Close()
 		return fmt.Errorf("listening on %s: %w", srv.Addr, err)
 	}
+	// Registered before the first log line, so a SIGHUP sent once the
+	// gateway says it listens never takes the default action (exit).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	log.Info("gateway listening", "addr", ln.Addr().String(), "config", snap.Source,
 		"routes", len(snap.Routes), "policies", len(snap.Policies), "redis", cfg.Redis.Enabled(), "version", version)
 
@@ -122,7 +127,7 @@ func serve(ctx context.Context, path, level string, logOut io.Writer) error {
 	go func() { defer wg.Done(); errc <- ignoreClosed(echoSrv.Serve(echoLn)) }()
 	go func() { defer wg.Done(); errc <- ignoreClosed(srv.Serve(ln)) }()
 	go func() { defer wg.Done(); errc <- watcher.Run(ctx) }()
-	go func() { defer wg.Done(); reloadOnHUP(ctx, watcher, log) }()
+	go func() { defer wg.Done(); reloadOnHUP(ctx, hup, watcher, log) }()
 
 	var runErr error
 	select {
@@ -142,19 +147,15 @@ func serve(ctx context.Context, path, level string, logOut io.Writer) error {
 	return runErr
 }
 
-func reloadOnHUP(ctx context.Context, w *policies.Watcher, log *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, w *policies.Watcher, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
 			log.Info("SIGHUP: reloading config")
-			if err := w.Reload(); err != nil {
-				log.Error("reload failed; keeping the last good config", "err", err)
-			}
+			_ = w.Reload() // the watcher logs and counts the outcome
+
 		}
 	}
 }

@@ -1,0 +1,232 @@
+package limiter
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/internal/redistest"
+	"go.uber.org/goleak"
+)
+
+// failTimeout is the decision deadline of the failure tests: the default's
+// order of magnitude, with room for a loaded machine under -race.
+const failTimeout = 50 * time.Millisecond
+
+// slack is what a decision may take beyond the deadline on a loaded 2-core
+// machine under -race (timer and scheduling latency).
+const slack = 40 * time.Millisecond
+
+// logCounter is a slog handler that keeps the messages, to show that an
+// outage does not flood the log.
+type logCounter struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler        { return l }
+func (l *logCounter) WithGroup(string) slog.Handler             { return l }
+func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, r.Message)
+	return nil
+}
+
+func (l *logCounter) messages() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.msgs)
+}
+
+// timed runs one decision and measures it.
+func timed(r *Redis, checks ...Check) ([]Decision, time.Duration) {
+	start := time.Now()
+	ds, _ := r.DecideShared(context.Background(), checks)
+	return ds, time.Since(start)
+}
+
+func TestFailureModesWithRedisKilled(t *testing.T) {
+	s := redistest.Start(t)
+	leaks := goleak.IgnoreCurrent()
+	c := newTestClient(t, failTimeout, s.Addr())
+	local := NewLocal(0)
+	lim := Limit{Rate: 30, Period: time.Minute}
+
+	tests := []struct {
+		mode        FailureMode
+		wantAllowed int // of 15 decisions
+		wantReason  Reason
+	}{
+		{FailAllow, 15, ReasonFailedOpen},
+		{FailDeny, 0, ReasonUnavailable},
+		{FailLocal, 10, ReasonLocalFallback}, // 30 * 0.34 = 10.2 -> 10 for this instance
+	}
+	// Warm the pool while Redis is up, then kill it.
+	warm := newTestRedis(t, c, RedisConfig{Timeout: failTimeout})
+	if d := decideOne(t, warm, Check{Policy: policy("warm", GCRA), Limit: lim, Key: "k"}); !d.Allowed {
+		t.Fatalf("warm-up: got denied (reason %d), want admitted", d.Reason)
+	}
+	s.Kill()
+
+	for _, tt := range tests {
+		t.Run(string(tt.mode), func(t *testing.T) {
+			// A fresh Redis per mode: a closed breaker, so the first
+			// decisions really try the dead server.
+			r := newTestRedis(t, c, RedisConfig{Timeout: failTimeout, Local: local, Logger: slog.New(&logCounter{})})
+			chk := Check{Policy: &Policy{Name: "p-" + string(tt.mode), Algorithm: GCRA, OnRedisError: tt.mode, LocalShare: 0.34}, Limit: lim, Key: "10.0.0.1"}
+			allowed := 0
+			var tried, failFast []time.Duration
+			for i := 0; i < 15; i++ {
+				ds, took := timed(r, chk)
+				d := ds[0]
+				if d.Allowed {
+					allowed++
+				}
+				if d.Reason != tt.wantReason {
+					t.Fatalf("decision %d: got reason %d, want %d", i, d.Reason, tt.wantReason)
+				}
+				if took > failTimeout+slack {
+					t.Fatalf("decision %d took %s, want at most %s + %s", i, took, failTimeout, slack)
+				}
+				if i < DefaultBreakerFailures {
+					tried = append(tried, took)
+				} else {
+					failFast = append(failFast, took)
+				}
+			}
+			if allowed != tt.wantAllowed {
+				t.Fatalf("got %d of 15 allowed, want %d", allowed, tt.wantAllowed)
+			}
+			st := r.Stats()
+			if !st.BreakerOpen || st.FailFast != 15-DefaultBreakerFailures {
+				t.Fatalf("got breaker open=%v and %d fail-fast decisions, want open and %d", st.BreakerOpen, st.FailFast, 15-DefaultBreakerFailures)
+			}
+			t.Logf("redis killed, on_redis_error=%s: %d/15 allowed; latency while trying redis max %s, with breaker open max %s",
+				tt.mode, allowed, slices.Max(tried).Round(time.Microsecond), slices.Max(failFast).Round(time.Microsecond))
+		})
+	}
+	c.Close()
+	goleak.VerifyNone(t, leaks)
+}
+
+// A hung Redis (SIGSTOP) accepts connections and never answers: every
+// decision is bounded by the timeout, the breaker stops paying it, and once
+// Redis runs again enforcement is back within a second.
+func TestRedisHungDecisionsBoundedAndRecover(t *testing.T) {
+	s := redistest.Start(t)
+	leaks := goleak.IgnoreCurrent()
+	c := newTestClient(t, failTimeout, s.Addr())
+	logs := &logCounter{}
+	r := newTestRedis(t, c, RedisConfig{Timeout: failTimeout, Logger: slog.New(logs)})
+	chk := Check{Policy: &Policy{Name: "hung", Algorithm: SlidingWindow, OnRedisError: FailDeny}, Limit: Limit{Rate: 1000, Period: time.Minute}, Key: "k"}
+	if ds, _ := timed(r, chk); !ds[0].Allowed {
+		t.Fatalf("before the hang: got denied (reason %d), want admitted", ds[0].Reason)
+	}
+
+	s.Stop()
+	hungAt := time.Now()
+	var slow, fast int
+	var maxTook, maxFast time.Duration
+	for time.Since(hungAt) < 1200*time.Millisecond {
+		ds, took := timed(r, chk)
+		if ds[0].Reason != ReasonUnavailable {
+			t.Fatalf("while hung: got reason %d, want ReasonUnavailable", ds[0].Reason)
+		}
+		if took > failTimeout+slack {
+			t.Fatalf("while hung: a decision took %s, want at most %s + %s", took, failTimeout, slack)
+		}
+		maxTook = max(maxTook, took)
+		if took >= failTimeout/2 {
+			slow++
+		} else {
+			fast++
+			maxFast = max(maxFast, took)
+		}
+		// Pace the loop: a request every 2ms is plenty to show the breaker.
+		<-time.After(2 * time.Millisecond)
+	}
+	hungFor := time.Since(hungAt)
+	// Slow: the failures that open the breaker, then one probe per cooldown.
+	maxSlow := DefaultBreakerFailures + int(hungFor/DefaultBreakerCooldown) + 1
+	if slow > maxSlow {
+		t.Fatalf("got %d decisions that paid the timeout, want at most %d (breaker failures + one probe per cooldown)", slow, maxSlow)
+	}
+	if fast < 100 {
+		t.Fatalf("got %d fail-fast decisions, want many", fast)
+	}
+	t.Logf("redis hung (SIGSTOP) for %s: %d decisions paid the timeout (max %s), %d failed fast (max %s)",
+		hungFor.Round(time.Millisecond), slow, maxTook.Round(time.Microsecond), fast, maxFast.Round(time.Microsecond))
+
+	s.Cont()
+	recovery := waitEnforced(t, r, chk, time.Now())
+	t.Logf("redis resumed: enforcement back after %s", recovery.Round(time.Millisecond))
+	if recovery > time.Second {
+		t.Fatalf("enforcement came back after %s, want within 1s", recovery)
+	}
+	if msgs := logs.messages(); len(msgs) > 2+int(hungFor/time.Second)+1 {
+		t.Fatalf("got %d log lines %q, want at most one per state change and per second", len(msgs), msgs)
+	}
+	c.Close()
+	goleak.VerifyNone(t, leaks)
+}
+
+// waitEnforced decides until Redis answers again (no failure reason) and
+// returns how long that took since from; it gives up after a few seconds.
+func waitEnforced(t *testing.T, r *Redis, chk Check, from time.Time) time.Duration {
+	t.Helper()
+	for time.Since(from) < 5*time.Second {
+		ds, _ := timed(r, chk)
+		if ds[0].Reason == ReasonNone || ds[0].Reason == ReasonLimited {
+			return time.Since(from)
+		}
+		<-time.After(2 * time.Millisecond) // pace the probing requests
+	}
+	t.Fatalf("enforcement did not come back within 5s")
+	return 0
+}
+
+func TestRedisRestartedEnforcementResumes(t *testing.T) {
+	s := redistest.Start(t)
+	leaks := goleak.IgnoreCurrent()
+	c := newTestClient(t, failTimeout, s.Addr())
+	r := newTestRedis(t, c, RedisConfig{Timeout: failTimeout, Logger: slog.New(&logCounter{})})
+	chk := Check{Policy: &Policy{Name: "restart", Algorithm: GCRA, OnRedisError: FailAllow}, Limit: Limit{Rate: 5, Period: time.Minute}, Key: "k"}
+	if d := decideOne(t, r, chk); !d.Allowed {
+		t.Fatalf("before the restart: got denied (reason %d), want admitted", d.Reason)
+	}
+
+	s.Kill()
+	downAt := time.Now()
+	for time.Since(downAt) < 700*time.Millisecond {
+		if ds, _ := timed(r, chk); ds[0].Reason != ReasonFailedOpen {
+			t.Fatalf("while down: got reason %d, want ReasonFailedOpen", ds[0].Reason)
+		}
+		<-time.After(2 * time.Millisecond)
+	}
+	s.Restart()
+	recovery := waitEnforced(t, r, chk, time.Now())
+	t.Logf("redis restarted: enforcement back after %s", recovery.Round(time.Millisecond))
+	if recovery > time.Second {
+		t.Fatalf("enforcement came back after %s, want within 1s", recovery)
+	}
+	// The restart forgot the key's state (no persistence): a fresh burst,
+	// then the limit holds again.
+	allowed := 1 // the decision that showed recovery was admitted
+	for i := 0; i < 10; i++ {
+		if d := decideOne(t, r, chk); d.Allowed {
+			allowed++
+		} else if d.Reason != ReasonLimited && d.Reason != ReasonDenialCached {
+			t.Fatalf("after restart: got reason %d, want a limit decision", d.Reason)
+		}
+	}
+	if allowed != 5 {
+		t.Fatalf("after restart: got %d admitted, want 5 (one fresh burst)", allowed)
+	}
+	c.Close()
+	goleak.VerifyNone(t, leaks)
+}
