@@ -155,3 +155,16 @@ policies:
 		t.Errorf("got burst %d, want 9", got)
 	}
 }
+
+func TestPolicyNameWithDot(t *testing.T) {
+	yaml := `
+routes: [{name: r, upstream: builtin:echo, policies: [api.v1]}]
+policies:
+  api.v1: {key: ip, rate: 1}
+`
+	snap := mustParse(t, yaml, "GATEWAY_POLICIES_API_V1_RATE=7")
+	pol, ok := snap.Policies["api.v1"]
+	if !ok || pol.Limit.Rate != 7 || snap.Routes[0].Policies[0] != pol {
+		t.Errorf("got policies %v, want api.v1 at rate 7 used by the route", snap.Policies)
+	}
+}

@@ -208,8 +208,10 @@ func translateDecodeError(probs *problems, err error) error {
 // that is parsed is exactly the content whose digest the watcher compares.
 type bytesProvider []byte
 
+// ReadBytes returns the bytes for koanf's YAML parser.
 func (b bytesProvider) ReadBytes() ([]byte, error) { return b, nil }
 
+// Read is not supported: the bytes are always parsed.
 func (b bytesProvider) Read() (map[string]any, error) {
 	return nil, errors.New("bytes provider needs a parser")
 }
