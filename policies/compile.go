@@ -17,7 +17,7 @@ import (
 func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 	snap := &Snapshot{
 		Config:   c,
-		Identity: Identity{IPv4Prefix: c.Server.IPv4Prefix, IPv6Prefix: c.Server.IPv6Prefix},
+		Identity: Identity{IPv4Prefix: c.Server.IPv4Prefix, IPv6Prefix: c.Server.IPv6Prefix, UseForwarded: c.Server.ForwardedHeader == "forwarded"},
 		Tenants: Tenants{
 			Header: http.CanonicalHeaderKey(c.Tenants.Header),
 			Keys:   make(map[string]Tenant, len(c.Tenants.Keys)),

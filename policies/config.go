@@ -24,6 +24,7 @@ type ServerConfig struct {
 	MaxHeaderBytes    int           `koanf:"max_header_bytes"`    // default 32768 (431 beyond)
 	ShutdownTimeout   time.Duration `koanf:"shutdown_timeout"`    // default 15s
 	TrustedProxies    []string      `koanf:"trusted_proxies"`     // CIDRs or addresses
+	ForwardedHeader   string        `koanf:"forwarded_header"`    // x-forwarded-for (default) or forwarded
 	IPv4Prefix        int           `koanf:"ipv4_prefix"`         // default 32
 	IPv6Prefix        int           `koanf:"ipv6_prefix"`         // default 64
 	MaxKeysPerPolicy  int           `koanf:"max_keys_per_policy"` // default 100000

@@ -33,7 +33,7 @@ func RestartRequired(old, new *Config) []string {
 	if old == nil || new == nil {
 		return nil
 	}
-	live := map[string]bool{"trusted_proxies": true, "ipv4_prefix": true, "ipv6_prefix": true}
+	live := map[string]bool{"trusted_proxies": true, "forwarded_header": true, "ipv4_prefix": true, "ipv6_prefix": true}
 	var out []string
 	out = appendChangedFields(out, "server", reflect.ValueOf(old.Server), reflect.ValueOf(new.Server), live)
 	out = appendChangedFields(out, "redis", reflect.ValueOf(old.Redis), reflect.ValueOf(new.Redis), nil)

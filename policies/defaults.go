@@ -14,6 +14,7 @@ const (
 	DefaultShutdownTimeout   = 15 * time.Second
 	DefaultIPv4Prefix        = 32
 	DefaultIPv6Prefix        = 64
+	DefaultForwardedHeader   = "x-forwarded-for"
 	DefaultMaxKeysPerPolicy  = 100_000
 	DefaultTenantHeader      = "X-API-Key"
 	DefaultRouteTimeout      = 30 * time.Second
@@ -36,6 +37,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&s.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&s.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	setDefault(&s.ShutdownTimeout, DefaultShutdownTimeout)
+	setDefault(&s.ForwardedHeader, DefaultForwardedHeader)
 	setDefault(&s.IPv4Prefix, DefaultIPv4Prefix)
 	setDefault(&s.IPv6Prefix, DefaultIPv6Prefix)
 	setDefault(&s.MaxKeysPerPolicy, DefaultMaxKeysPerPolicy)

@@ -39,6 +39,10 @@ type Identity struct {
 	// TrustedProxies are the peers whose X-Forwarded-For / Forwarded headers
 	// are believed. Empty: the socket peer is always the client.
 	TrustedProxies []netip.Prefix
+	// UseForwarded reads the chain from the RFC 7239 Forwarded header
+	// instead of X-Forwarded-For. Only one is read, so a client cannot pick
+	// its address through the header its proxies pass along untouched.
+	UseForwarded bool
 	// IPv4Prefix and IPv6Prefix group client addresses before they become a
 	// key (defaults 32 and 64: one bucket per IPv6 /64).
 	IPv4Prefix int

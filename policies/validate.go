@@ -40,6 +40,9 @@ func validateServer(p *problems, s *ServerConfig) {
 			p.addf(indexPlace("server.trusted_proxies", i), "must be a CIDR (10.0.0.0/8) or an address, got %q", tp)
 		}
 	}
+	if s.ForwardedHeader != "x-forwarded-for" && s.ForwardedHeader != "forwarded" {
+		p.addf("server.forwarded_header", "must be x-forwarded-for or forwarded, got %q", s.ForwardedHeader)
+	}
 	if s.IPv4Prefix < 1 || s.IPv4Prefix > 32 {
 		p.addf("server.ipv4_prefix", "must be between 1 and 32, got %d", s.IPv4Prefix)
 	}

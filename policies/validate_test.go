@@ -115,6 +115,7 @@ routes:
 		{"negative duration", minimalYAML + "server: {idle_timeout: -1s}\n", "gateway.yaml: server.idle_timeout: must not be negative, got -1s"},
 		{"trusted proxy", minimalYAML + "server: {trusted_proxies: [10.0.0.0/8, not-an-ip]}\n",
 			`gateway.yaml: server.trusted_proxies[1]: must be a CIDR (10.0.0.0/8) or an address, got "not-an-ip"`},
+		{"forwarded_header", minimalYAML + "server: {forwarded_header: x-real-ip}\n", `gateway.yaml: server.forwarded_header: must be x-forwarded-for or forwarded, got "x-real-ip"`},
 		{"ipv4_prefix", minimalYAML + "server: {ipv4_prefix: 33}\n", "gateway.yaml: server.ipv4_prefix: must be between 1 and 32, got 33"},
 		{"ipv6_prefix", minimalYAML + "server: {ipv6_prefix: 129}\n", "gateway.yaml: server.ipv6_prefix: must be between 1 and 128, got 129"},
 		{"ipv6_prefix negative", minimalYAML + "server: {ipv6_prefix: -1}\n", "gateway.yaml: server.ipv6_prefix: must be between 1 and 128, got -1"},

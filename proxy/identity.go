@@ -30,7 +30,7 @@ func Identify(r *http.Request, snap *policies.Snapshot) policies.Subject {
 // identify is Identify that also reports whether the socket peer is a trusted
 // proxy (the forwarder then keeps the peer's X-Forwarded-For chain).
 func identify(r *http.Request, snap *policies.Snapshot) (s policies.Subject, peerTrusted bool) {
-	s.ClientIP, peerTrusted = resolveClient(r, snap.Identity.TrustedProxies)
+	s.ClientIP, peerTrusted = resolveClient(r, snap.Identity)
 	s.ClientNet = clientNet(s.ClientIP, snap.Identity)
 	s.APIKey = apiKey(r, snap.Tenants.Header)
 	if s.APIKey != "" {
@@ -42,8 +42,8 @@ func identify(r *http.Request, snap *policies.Snapshot) (s policies.Subject, pee
 }
 
 // ClientIP returns the address of r's client. The socket peer is the client
-// unless it is in trusted; then the forwarding chain (the Forwarded header if
-// present, otherwise every X-Forwarded-For line) is walked from the right and
+// unless it is in id.TrustedProxies; then the forwarding chain (every
+// X-Forwarded-For line, or with id.UseForwarded the Forwarded header) is walked from the right and
 // the client is the right-most address that is not trusted, or the left-most
 // when all are. A malformed, obfuscated ("_hidden") or "unknown" hop stops the
 // walk and the trusted hop to its right (the one that reported it) counts as
@@ -52,23 +52,22 @@ func identify(r *http.Request, snap *policies.Snapshot) (s policies.Subject, pee
 // result is invalid when RemoteAddr is not an address (for example a Unix
 // socket).
 //
-// Because Forwarded is preferred when present, trusted proxies that only
-// append X-Forwarded-For must drop a client's Forwarded header (and the other
-// way round); otherwise a client can choose its address through the header
-// the proxy passes along untouched.
-func ClientIP(r *http.Request, trusted []netip.Prefix) netip.Addr {
-	a, _ := resolveClient(r, trusted)
+// Only the configured header is read: a client cannot choose its address
+// through the other one, which its proxies pass along untouched.
+func ClientIP(r *http.Request, id policies.Identity) netip.Addr {
+	a, _ := resolveClient(r, id)
 	return a
 }
 
-func resolveClient(r *http.Request, trusted []netip.Prefix) (client netip.Addr, peerTrusted bool) {
+func resolveClient(r *http.Request, id policies.Identity) (client netip.Addr, peerTrusted bool) {
+	trusted := id.TrustedProxies
 	peer, ok := parseHop(r.RemoteAddr)
 	if !ok || !isTrusted(peer, trusted) {
 		return peer, false
 	}
 	chain := xffRightToLeft(r.Header["X-Forwarded-For"])
-	if fwd := r.Header["Forwarded"]; len(fwd) > 0 {
-		chain = forwardedRightToLeft(fwd)
+	if id.UseForwarded {
+		chain = forwardedRightToLeft(r.Header["Forwarded"])
 	}
 	client = peer // the last hop we can vouch for
 	for hop := range chain {

@@ -21,12 +21,15 @@ func prefixes(t *testing.T, cidrs ...string) []netip.Prefix {
 func TestClientIP(t *testing.T) {
 	trusted := prefixes(t, "10.0.0.0/8", "2001:db8:ffff::/48")
 	tests := []struct {
-		name        string
-		remote      string
-		xff         []string
-		forwarded   []string
-		want        string // "" for an invalid address
-		wantTrusted bool
+		name      string
+		remote    string
+		xff       []string
+		forwarded []string
+		// Cases that set forwarded read it (server.forwarded_header: forwarded)
+		// unless useXFF says otherwise.
+		useForwarded, useXFF bool
+		want                 string // "" for an invalid address
+		wantTrusted          bool
 	}{
 		{name: "untrusted peer ignores X-Forwarded-For", remote: "192.0.2.1:1234",
 			xff: []string{"198.51.100.1"}, want: "192.0.2.1"},
@@ -83,8 +86,10 @@ func TestClientIP(t *testing.T) {
 			forwarded: []string{"for=6.6.6.6", "for=192.0.2.43;proto=https, for=10.0.0.9"}, want: "192.0.2.43", wantTrusted: true},
 		{name: "Forwarded: comma inside quotes does not split", remote: "10.0.0.1:1234",
 			forwarded: []string{`for=192.0.2.43;ext="a,b"`}, want: "192.0.2.43", wantTrusted: true},
-		{name: "Forwarded wins over X-Forwarded-For", remote: "10.0.0.1:1234",
+		{name: "Forwarded mode ignores X-Forwarded-For", remote: "10.0.0.1:1234", useForwarded: true,
 			forwarded: []string{"for=192.0.2.60"}, xff: []string{"198.51.100.1"}, want: "192.0.2.60", wantTrusted: true},
+		{name: "X-Forwarded-For mode ignores a client's Forwarded", remote: "10.0.0.1:1234", useXFF: true,
+			forwarded: []string{"for=192.0.2.60"}, xff: []string{"198.51.100.1"}, want: "198.51.100.1", wantTrusted: true},
 		{name: "Forwarded: unknown stops at the trusted hop that reported it", remote: "10.0.0.1:1234",
 			forwarded: []string{"for=192.0.2.43, for=unknown"}, want: "10.0.0.1", wantTrusted: true},
 		{name: "Forwarded: obfuscated stops at the trusted hop that reported it", remote: "10.0.0.1:1234",
@@ -106,7 +111,8 @@ func TestClientIP(t *testing.T) {
 			if tt.forwarded != nil {
 				r.Header["Forwarded"] = tt.forwarded
 			}
-			got, gotTrusted := resolveClient(r, trusted)
+			id := policies.Identity{TrustedProxies: trusted, UseForwarded: (tt.forwarded != nil || tt.useForwarded) && !tt.useXFF}
+			got, gotTrusted := resolveClient(r, id)
 			if tt.want == "" {
 				if got.IsValid() {
 					t.Errorf("client: got %v, want an invalid address", got)
@@ -117,7 +123,7 @@ func TestClientIP(t *testing.T) {
 			if gotTrusted != tt.wantTrusted {
 				t.Errorf("peer trusted: got %v, want %v", gotTrusted, tt.wantTrusted)
 			}
-			if pub := ClientIP(r, trusted); pub != got {
+			if pub := ClientIP(r, id); pub != got {
 				t.Errorf("ClientIP: got %v, want %v (as resolveClient)", pub, got)
 			}
 		})
