@@ -33,6 +33,7 @@ func TestValidationErrors(t *testing.T) {
 		{"rate missing", withPolicy("{key: ip}"), "gateway.yaml: policies.p.rate: required (or set plans)"},
 		{"per negative", withPolicy("{key: ip, rate: 1, per: -1s}"), "gateway.yaml: policies.p.per: must be > 0"},
 		{"burst negative", withPolicy("{key: ip, rate: 1, burst: -2}"), "gateway.yaml: policies.p.burst: must be >= 0"},
+		{"burst on a window", "redis: {addrs: [127.0.0.1:6379]}\n" + withPolicy("{key: ip, algorithm: fixed_window, rate: 5, burst: 9}"), "gateway.yaml: policies.p.burst: applies to token_bucket and gcra only: a fixed_window admits rate per per"},
 		{"algorithm", withPolicy("{key: ip, rate: 1, algorithm: leaky}"),
 			`gateway.yaml: policies.p.algorithm: must be token_bucket, gcra, sliding_window or fixed_window, got "leaky"`},
 		{"gcra without redis", withPolicy("{key: tenant, rate: 1, algorithm: gcra}"),

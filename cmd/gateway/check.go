@@ -39,10 +39,22 @@ func printSnapshot(w io.Writer, snap *policies.Snapshot) {
 			if i > 0 {
 				name, match, up = "", "", ""
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, match, up, p.Name(), p.KeySpec, p.Limiter.Algorithm, describeLimits(p))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, match, up, p.Name(), p.KeySpec, describeAlgorithm(p.Limiter), describeLimits(p))
 		}
 	}
 	tw.Flush()
+}
+
+// describeAlgorithm adds the failure mode to shared algorithms.
+func describeAlgorithm(p *limiter.Policy) string {
+	if !p.Algorithm.Shared() {
+		return string(p.Algorithm)
+	}
+	mode := string(p.OnRedisError)
+	if p.OnRedisError == limiter.FailLocal {
+		mode = fmt.Sprintf("local %g", p.LocalShare)
+	}
+	return fmt.Sprintf("%s (redis down: %s)", p.Algorithm, mode)
 }
 
 func describeMatch(m policies.Match) string {
@@ -73,19 +85,20 @@ func describeMatch(m policies.Match) string {
 }
 
 func describeLimits(p *policies.Policy) string {
-	s := describeLimit(p.Limit)
+	window := p.Limiter.Algorithm == limiter.SlidingWindow || p.Limiter.Algorithm == limiter.FixedWindow
+	s := describeLimit(p.Limit, window)
 	if len(p.Plans) == 0 {
 		return s
 	}
 	plans := make([]string, 0, len(p.Plans))
 	for name, l := range p.Plans {
-		plans = append(plans, name+": "+describeLimit(l))
+		plans = append(plans, name+": "+describeLimit(l, window))
 	}
 	sort.Strings(plans)
 	return s + " (plans " + strings.Join(plans, "; ") + ")"
 }
 
-func describeLimit(l limiter.Limit) string {
+func describeLimit(l limiter.Limit, window bool) string {
 	if l.DenyAll() {
 		return "deny all"
 	}
@@ -95,6 +108,9 @@ func describeLimit(l limiter.Limit) string {
 		per = fmt.Sprintf("%dh", l.Period/time.Hour)
 	case l.Period%time.Minute == 0:
 		per = fmt.Sprintf("%dm", l.Period/time.Minute)
+	}
+	if window {
+		return fmt.Sprintf("%d/%s", l.Rate, per)
 	}
 	return fmt.Sprintf("%d/%s burst %d", l.Rate, per, l.Burst)
 }
