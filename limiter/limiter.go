@@ -46,9 +46,21 @@ type Limit struct {
 // DenyAll reports whether the limit admits nothing.
 func (l Limit) DenyAll() bool { return l.Rate <= 0 || l.Period <= 0 }
 
-// String renders the limit as "10/1m0s burst 20".
+// String renders the limit as "10 per 1m, burst 20".
 func (l Limit) String() string {
-	return fmt.Sprintf("%d/%s burst %d", l.Rate, l.Period, l.Burst)
+	return fmt.Sprintf("%d per %s, burst %d", l.Rate, ShortDuration(l.Period), l.Burst)
+}
+
+// ShortDuration renders whole hours and minutes without trailing zero units
+// ("1h", "1m", "90s"), and anything else as time.Duration does.
+func ShortDuration(d time.Duration) string {
+	switch {
+	case d > 0 && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d > 0 && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
 }
 
 // Policy is what the limiter needs to know about one configured policy. It is

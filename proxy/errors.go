@@ -92,7 +92,7 @@ func deniedMessage(d limiter.Decision) string {
 			d.Policy, quota(d.Limit))
 	default:
 		return fmt.Sprintf("rate limit exceeded for policy %q (%d per %s, burst %d); retry in %s",
-			d.Policy, d.Limit.Rate, d.Limit.Period, quota(d.Limit), roundUp(d.RetryAfter))
+			d.Policy, d.Limit.Rate, limiter.ShortDuration(d.Limit.Period), quota(d.Limit), roundUp(d.RetryAfter))
 	}
 }
 

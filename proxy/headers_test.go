@@ -132,9 +132,9 @@ func TestDeniedMessage(t *testing.T) {
 		{limiter.Decision{Policy: "p", Limit: lim, Reason: limiter.ReasonCostTooHigh},
 			`the request costs more than policy "p" allows at once (burst 20), so it can never pass`},
 		{limiter.Decision{Policy: "p", Limit: lim, Reason: limiter.ReasonLimited, RetryAfter: 2500 * time.Millisecond},
-			`rate limit exceeded for policy "p" (10 per 1m0s, burst 20); retry in 3s`},
+			`rate limit exceeded for policy "p" (10 per 1m, burst 20); retry in 3s`},
 		{limiter.Decision{Policy: "p", Limit: lim, Reason: limiter.ReasonLimited, RetryAfter: 120 * time.Microsecond},
-			`rate limit exceeded for policy "p" (10 per 1m0s, burst 20); retry in 1ms`},
+			`rate limit exceeded for policy "p" (10 per 1m, burst 20); retry in 1ms`},
 	}
 	for _, tt := range tests {
 		if got := deniedMessage(tt.d); got != tt.want {

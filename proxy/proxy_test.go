@@ -106,7 +106,7 @@ func TestRateLimitSequence(t *testing.T) {
 		if e.Code != 42900 || e.Policy != "per-ip" || e.RetryAfterMs == nil || *e.RetryAfterMs != 12000 {
 			t.Errorf("request %d: body got %s, want code 42900, policy per-ip, retry_after_ms 12000", i+1, r.body)
 		}
-		if want := `rate limit exceeded for policy "per-ip" (5 per 1m0s, burst 5); retry in 12s`; e.Message != want {
+		if want := `rate limit exceeded for policy "per-ip" (5 per 1m, burst 5); retry in 12s`; e.Message != want {
 			t.Errorf("request %d: message got %q, want %q", i+1, e.Message, want)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
@@ -102,13 +101,7 @@ func describeLimit(l limiter.Limit, window bool) string {
 	if l.DenyAll() {
 		return "deny all"
 	}
-	per := l.Period.String()
-	switch {
-	case l.Period%time.Hour == 0:
-		per = fmt.Sprintf("%dh", l.Period/time.Hour)
-	case l.Period%time.Minute == 0:
-		per = fmt.Sprintf("%dm", l.Period/time.Minute)
-	}
+	per := limiter.ShortDuration(l.Period)
 	if window {
 		return fmt.Sprintf("%d/%s", l.Rate, per)
 	}
