@@ -95,7 +95,14 @@ func (e *Engine) Decide(ctx context.Context, checks []Check) (Verdict, error) {
 	ds, undoShared := e.shared.DecideShared(ctx, sc)
 	for j, i := range sharedIdx {
 		v.Decisions[i] = ds[j]
-		if !ds[j].Allowed && v.Allowed {
+		// A check not asked (another one denied first, from the denial cache)
+		// is not allowed but has no reason: it is not the one that denied.
+		if !ds[j].Allowed && v.Allowed && ds[j].Reason != ReasonNone {
+			v.Allowed, v.Denied = false, i
+		}
+	}
+	for j, i := range sharedIdx {
+		if !ds[j].Allowed && v.Allowed { // no decision gave a reason: the first refusal denies
 			v.Allowed, v.Denied = false, i
 		}
 	}

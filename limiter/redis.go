@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -101,8 +102,8 @@ func NewRedis(client RedisScripter, cfg RedisConfig) (*Redis, error) {
 	r := &Redis{
 		client:   client,
 		gcra:     redis_rate.NewLimiter(client),
-		timeout:  cmpOr(cfg.Timeout, DefaultRedisTimeout),
-		cooldown: cmpOr(cfg.BreakerCooldown, DefaultBreakerCooldown),
+		timeout:  cmp.Or(cfg.Timeout, DefaultRedisTimeout),
+		cooldown: cmp.Or(cfg.BreakerCooldown, DefaultBreakerCooldown),
 		clock:    cfg.Clock,
 		log:      cfg.Logger,
 		local:    cfg.Local,
@@ -117,7 +118,7 @@ func NewRedis(client RedisScripter, cfg RedisConfig) (*Redis, error) {
 	if r.local == nil {
 		r.local = NewLocal(0)
 	}
-	r.breaker = newBreaker(r.clock, cmpOr(cfg.BreakerFailures, DefaultBreakerFailures), r.cooldown)
+	r.breaker = newBreaker(r.clock, cmp.Or(cfg.BreakerFailures, DefaultBreakerFailures), r.cooldown)
 
 	var nonce [6]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
@@ -141,14 +142,6 @@ func NewRedis(client RedisScripter, cfg RedisConfig) (*Redis, error) {
 		r.sources[s.script.Hash()] = s.src
 	}
 	return r, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // FallbackPolicyName is the name under which the "local" failure mode keeps
@@ -211,12 +204,19 @@ func (r *Redis) DecideShared(ctx context.Context, checks []Check) ([]Decision, f
 
 	u := undo{r: r}
 	for i, c := range checks {
-		if local[i] {
-			d, f := r.local.reserve(now, c.Policy.Name, c.Limit, c.Key, c.cost())
-			ds[i] = d
-			if f != nil {
-				u.locals = append(u.locals, f)
+		if !local[i] {
+			continue
+		}
+		d, f := r.local.reserve(now, c.Policy.Name, c.Limit, c.Key, c.cost())
+		ds[i] = d
+		if !d.Allowed {
+			for _, g := range u.locals {
+				g()
 			}
+			return ds, nil
+		}
+		if f != nil {
+			u.locals = append(u.locals, f)
 		}
 	}
 	if len(ops) == 0 {
@@ -394,7 +394,8 @@ func fallbackLimit(c Check) Limit {
 	if share <= 0 {
 		share = 1
 	}
-	scale := func(n int64) int64 { return max(1, int64(float64(n)*share)) }
+	// The epsilon keeps 100 * 0.29 (28.999999999999996) at 29.
+	scale := func(n int64) int64 { return max(1, int64(float64(n)*share+1e-9)) }
 	return Limit{Rate: scale(c.Limit.Rate), Period: c.Limit.Period, Burst: scale(quota(c))}
 }
 

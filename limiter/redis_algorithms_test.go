@@ -261,3 +261,54 @@ func TestDenyAllAndCostTooHighSkipRedis(t *testing.T) {
 		t.Fatalf("redis commands: got %d, want none besides INFO", got-1)
 	}
 }
+
+// When one check is denied before Redis is asked (rate zero, cost too high,
+// denial cache), the others are left unasked: not allowed and without a
+// reason, which the proxy renders as "not decided". Nothing is consumed.
+func TestUnaskedChecksCarryNoReason(t *testing.T) {
+	s := redistest.Start(t)
+	c := newTestClient(t, semanticsTimeout, s.Addr())
+	r := newTestRedis(t, c, RedisConfig{})
+	fresh := Check{Policy: policy("fresh", GCRA), Limit: Limit{Rate: 10, Period: time.Minute}, Key: "k"}
+	over := Check{Policy: policy("over", SlidingWindow), Limit: Limit{Rate: 1, Period: time.Minute}, Key: "k"}
+	if d := decideOne(t, r, over); !d.Allowed {
+		t.Fatal("first call: got denied, want admitted")
+	}
+	if d := decideOne(t, r, over); d.Reason != ReasonLimited {
+		t.Fatalf("second call: got reason %d, want ReasonLimited (and a denial cache entry)", d.Reason)
+	}
+	keysBefore := c.DBSize(t.Context()).Val()
+
+	tests := []struct {
+		name       string
+		checks     []Check
+		denier     int
+		wantReason Reason
+	}{
+		{"denial cache after", []Check{fresh, over}, 1, ReasonDenialCached},
+		{"deny-all after", []Check{fresh, {Policy: policy("zero", GCRA), Limit: Limit{Period: time.Minute}, Key: "k"}}, 1, ReasonDenyAll},
+		{"cost too high first", []Check{{Policy: policy("big", FixedWindow), Limit: Limit{Rate: 2, Period: time.Minute}, Key: "k", Cost: 3}, fresh}, 0, ReasonCostTooHigh},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ds, undo := decide(t, r, tt.checks...)
+			if undo != nil {
+				t.Fatal("got an undo, want none: nothing was taken")
+			}
+			for i, d := range ds {
+				if i == tt.denier {
+					if d.Allowed || d.Reason != tt.wantReason {
+						t.Fatalf("check %d: got allowed=%v reason %d, want denied with %d", i, d.Allowed, d.Reason, tt.wantReason)
+					}
+					continue
+				}
+				if d.Allowed || d.Reason != ReasonNone || d.Policy != tt.checks[i].Policy.Name {
+					t.Fatalf("check %d: got %+v, want unasked (not allowed, no reason, its policy name)", i, d)
+				}
+			}
+		})
+	}
+	if got := c.DBSize(t.Context()).Val(); got != keysBefore {
+		t.Fatalf("keys in redis: got %d, want %d (unasked checks consume nothing)", got, keysBefore)
+	}
+}

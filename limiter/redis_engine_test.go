@@ -39,6 +39,9 @@ func runConsumesNothing(t *testing.T, c redis.UniversalClient) {
 					checks, deniedIndex = []Check{hourly, perSecond}, 1
 				}
 
+				if hourlyAlg == FixedWindow {
+					avoidWindowEdge(t, c, time.Hour, 5*time.Second)
+				}
 				var admitted, denied int64
 				deadline := time.Now().Add(400 * time.Millisecond)
 				for i := 0; i < 1_000_000 && time.Now().Before(deadline); i++ {
@@ -51,10 +54,11 @@ func runConsumesNothing(t *testing.T, c redis.UniversalClient) {
 						continue
 					}
 					denied++
-					// The Engine's v.Denied picks the first decision that is
-					// not allowed; a check left unasked (no reason) before
-					// the denier must not be taken for it, so look at the
-					// reasons themselves.
+					// A check left unasked (no reason) before the denier must
+					// not be taken for it.
+					if v.Denied != deniedIndex {
+						t.Fatalf("got Denied=%d, want %d (the per-second policy): %+v", v.Denied, deniedIndex, v.Decisions)
+					}
 					if d := v.Decisions[deniedIndex]; d.Allowed || d.Reason == ReasonNone {
 						t.Fatalf("got per-second decision %+v, want it to deny with a reason", d)
 					}
@@ -152,5 +156,29 @@ func TestUndoOfOnlyEntryLeavesNoKey(t *testing.T) {
 	}
 	if keys := c.Keys(t.Context(), "*").Val(); len(keys) != 0 {
 		t.Fatalf("after undoing every admission: got keys %q, want none (a refunded key means a full bucket)", keys)
+	}
+}
+
+func TestFallbackLimit(t *testing.T) {
+	tests := []struct {
+		name  string
+		alg   Algorithm
+		lim   Limit
+		share float64
+		want  Limit
+	}{
+		{"a third of a gcra limit", GCRA, Limit{Rate: 30, Period: time.Minute, Burst: 60}, 0.34, Limit{Rate: 10, Period: time.Minute, Burst: 20}},
+		{"gcra without burst uses the rate", GCRA, Limit{Rate: 30, Period: time.Minute}, 0.5, Limit{Rate: 15, Period: time.Minute, Burst: 15}},
+		{"windows use the rate as quota", SlidingWindow, Limit{Rate: 100, Period: time.Hour}, 0.29, Limit{Rate: 29, Period: time.Hour, Burst: 29}},
+		{"never below one", FixedWindow, Limit{Rate: 2, Period: time.Second}, 0.1, Limit{Rate: 1, Period: time.Second, Burst: 1}},
+		{"zero share means the whole limit", GCRA, Limit{Rate: 7, Period: time.Second, Burst: 9}, 0, Limit{Rate: 7, Period: time.Second, Burst: 9}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := fallbackLimit(Check{Policy: &Policy{Name: "p", Algorithm: tt.alg, LocalShare: tt.share}, Limit: tt.lim})
+			if got != tt.want {
+				t.Fatalf("got %s, want %s", got, tt.want)
+			}
+		})
 	}
 }

@@ -28,8 +28,8 @@ type logCounter struct {
 }
 
 func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler        { return l }
-func (l *logCounter) WithGroup(string) slog.Handler             { return l }
+func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logCounter) WithGroup(string) slog.Handler            { return l }
 func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -123,47 +123,60 @@ func TestRedisHungDecisionsBoundedAndRecover(t *testing.T) {
 	c := newTestClient(t, failTimeout, s.Addr())
 	logs := &logCounter{}
 	r := newTestRedis(t, c, RedisConfig{Timeout: failTimeout, Logger: slog.New(logs)})
-	chk := Check{Policy: &Policy{Name: "hung", Algorithm: SlidingWindow, OnRedisError: FailDeny}, Limit: Limit{Rate: 1000, Period: time.Minute}, Key: "k"}
-	if ds, _ := timed(r, chk); !ds[0].Allowed {
-		t.Fatalf("before the hang: got denied (reason %d), want admitted", ds[0].Reason)
+	lim := Limit{Rate: 1000, Period: time.Minute}
+	modes := []struct {
+		mode   FailureMode
+		reason Reason
+	}{{FailDeny, ReasonUnavailable}, {FailAllow, ReasonFailedOpen}, {FailLocal, ReasonLocalFallback}}
+	checks := make([]Check, len(modes))
+	for i, m := range modes {
+		checks[i] = Check{Policy: &Policy{Name: "hung-" + string(m.mode), Algorithm: SlidingWindow, OnRedisError: m.mode, LocalShare: 0.5}, Limit: lim, Key: "k"}
+		if ds, _ := timed(r, checks[i]); !ds[0].Allowed || ds[0].Reason != ReasonNone {
+			t.Fatalf("before the hang: got allowed=%v reason %d, want admitted by redis", ds[0].Allowed, ds[0].Reason)
+		}
 	}
 
 	s.Stop()
 	hungAt := time.Now()
 	var slow, fast int
-	var maxTook, maxFast time.Duration
-	for time.Since(hungAt) < 1200*time.Millisecond {
-		ds, took := timed(r, chk)
-		if ds[0].Reason != ReasonUnavailable {
-			t.Fatalf("while hung: got reason %d, want ReasonUnavailable", ds[0].Reason)
+	maxSlow := make([]time.Duration, len(modes))
+	maxFast := make([]time.Duration, len(modes))
+	for n := 0; time.Since(hungAt) < 1200*time.Millisecond; n++ {
+		i := n % len(modes)
+		ds, took := timed(r, checks[i])
+		if ds[0].Reason != modes[i].reason {
+			t.Fatalf("while hung, on_redis_error=%s: got reason %d, want %d", modes[i].mode, ds[0].Reason, modes[i].reason)
 		}
 		if took > failTimeout+slack {
 			t.Fatalf("while hung: a decision took %s, want at most %s + %s", took, failTimeout, slack)
 		}
-		maxTook = max(maxTook, took)
 		if took >= failTimeout/2 {
 			slow++
+			maxSlow[i] = max(maxSlow[i], took)
 		} else {
 			fast++
-			maxFast = max(maxFast, took)
+			maxFast[i] = max(maxFast[i], took)
 		}
 		// Pace the loop: a request every 2ms is plenty to show the breaker.
 		<-time.After(2 * time.Millisecond)
 	}
 	hungFor := time.Since(hungAt)
 	// Slow: the failures that open the breaker, then one probe per cooldown.
-	maxSlow := DefaultBreakerFailures + int(hungFor/DefaultBreakerCooldown) + 1
-	if slow > maxSlow {
-		t.Fatalf("got %d decisions that paid the timeout, want at most %d (breaker failures + one probe per cooldown)", slow, maxSlow)
+	if limit := DefaultBreakerFailures + int(hungFor/DefaultBreakerCooldown) + 1; slow > limit {
+		t.Fatalf("got %d decisions that paid the timeout, want at most %d (breaker failures + one probe per cooldown)", slow, limit)
 	}
 	if fast < 100 {
 		t.Fatalf("got %d fail-fast decisions, want many", fast)
 	}
-	t.Logf("redis hung (SIGSTOP) for %s: %d decisions paid the timeout (max %s), %d failed fast (max %s)",
-		hungFor.Round(time.Millisecond), slow, maxTook.Round(time.Microsecond), fast, maxFast.Round(time.Microsecond))
+	t.Logf("redis hung (SIGSTOP) for %s, timeout %s: %d decisions paid the timeout, %d failed fast",
+		hungFor.Round(time.Millisecond), failTimeout, slow, fast)
+	for i, m := range modes {
+		t.Logf("  on_redis_error=%s: max latency when paying the timeout %s, with breaker open %s",
+			m.mode, maxSlow[i].Round(time.Microsecond), maxFast[i].Round(time.Microsecond))
+	}
 
 	s.Cont()
-	recovery := waitEnforced(t, r, chk, time.Now())
+	recovery := waitEnforced(t, r, checks[0], time.Now())
 	t.Logf("redis resumed: enforcement back after %s", recovery.Round(time.Millisecond))
 	if recovery > time.Second {
 		t.Fatalf("enforcement came back after %s, want within 1s", recovery)

@@ -100,3 +100,16 @@ func redisGetInt(t testing.TB, c redis.UniversalClient, key string) int64 {
 	}
 	return n
 }
+
+// avoidWindowEdge waits, when Redis's clock is within need of the end of a
+// fixed window of period, until the next window starts, so that a test
+// counting in one window does not straddle two.
+func avoidWindowEdge(t testing.TB, c redis.UniversalClient, period, need time.Duration) {
+	t.Helper()
+	now := redisNow(t, c)
+	into := time.Duration(now.UnixMilli()%period.Milliseconds()) * time.Millisecond
+	if period-into > need {
+		return
+	}
+	waitRedisTime(t, c, now.Add(period-into))
+}

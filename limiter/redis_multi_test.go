@@ -2,7 +2,7 @@ package limiter
 
 import (
 	"context"
-		"strconv"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -128,10 +128,10 @@ func TestCluster(t *testing.T) {
 		for i := range keys {
 			keys[i] = "tenant-" + strconv.Itoa(i)
 		}
-		lim := Limit{Rate: 60, Period: time.Second, Burst: 10}
+		lim := Limit{Rate: 150, Period: time.Second, Burst: 15}
 		hammer(t, clients, "warm-up", lim, keys, 200*time.Millisecond, 5_000_000)
 		res := hammer(t, clients, "shared-gcra", lim, keys, 1500*time.Millisecond, 5_000_000)
-		checkHammer(t, "cluster, 3 instances x 4 goroutines, 9 keys, 60/s burst 10 each", res)
+		checkHammer(t, "cluster, 3 instances x 4 goroutines, 9 keys, 150/s burst 15 each", res)
 		for _, srv := range cl.Servers {
 			n, err := redistest.Do(srv.Addr(), "DBSIZE")
 			if err != nil {

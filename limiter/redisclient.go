@@ -142,6 +142,14 @@ func (o RedisClientOptions) resolve() (resolvedRedis, error) {
 	}
 	noMaint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 
+	// Why these settings: DialerRetries 1 makes a refused dial fail at once
+	// instead of sleeping out the decision deadline in go-redis's dial
+	// backoff; PipelinePoolSize -1 keeps pipelines and single commands on one
+	// pool, so a Redis outage trips go-redis's dial gate (PoolSize failed
+	// dials, then one re-dial per second) as late as possible; maintenance
+	// notifications are a Redis Enterprise feature whose handshake would cost
+	// a round trip per new connection.
+
 	switch {
 	case o.SentinelMasterName != "":
 		return resolvedRedis{kind: redisSentinel, failover: &redis.FailoverOptions{
@@ -197,14 +205,6 @@ func (o RedisClientOptions) resolve() (resolvedRedis, error) {
 		}}, nil
 	}
 }
-
-// Why these settings: DialerRetries 1 makes a refused dial fail at once
-// instead of sleeping out the decision deadline in go-redis's dial backoff;
-// PipelinePoolSize -1 keeps pipelines and single commands on one pool, so a
-// Redis outage trips go-redis's dial gate (PoolSize failed dials, then one
-// re-dial per second) as late as possible; maintenance notifications are a
-// Redis Enterprise feature whose handshake would cost a round trip per new
-// connection.
 
 // parseRedisAddrs normalizes addresses to host:port and reports whether any
 // asked for TLS.

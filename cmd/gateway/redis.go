@@ -14,6 +14,8 @@ import (
 // newRedis builds the one Redis client of the process and the shared limiter
 // on it. The client outlives reloads; the caller closes it once.
 func newRedis(cfg policies.RedisConfig, local *limiter.Local, log *slog.Logger) (redis.UniversalClient, *limiter.Redis, error) {
+	// go-redis logs each failed dial; while Redis is down that is a flood.
+	redis.SetLogger(limiter.NewRedisLibraryLogger(log))
 	client, err := limiter.NewRedisClient(limiter.RedisClientOptions{
 		Addrs:              cfg.Addrs,
 		SentinelMasterName: cfg.Sentinel.MasterName,

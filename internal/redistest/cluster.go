@@ -26,11 +26,11 @@ func StartCluster(t testing.TB) *Cluster {
 	}
 	c := &Cluster{}
 	for i := 0; i < 3; i++ {
-		c.Servers = append(c.Servers, start(t, []string{
+		c.Servers = append(c.Servers, start(t, serverArgs([]string{
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "2000",
-		}, true))
+		}), true, nil))
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")

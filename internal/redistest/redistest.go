@@ -6,6 +6,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -30,10 +31,12 @@ const startTimeout = 10 * time.Second
 // Server is one redis-server process listening on 127.0.0.1. Its methods
 // may be called from the test's goroutines; mu guards the process.
 type Server struct {
-	t     testing.TB
-	port  int
-	dir   string
-	extra []string // extra redis-server arguments (cluster mode)
+	t    testing.TB
+	port int
+	dir  string
+	argv func(s *Server) ([]string, error) // the redis-server arguments
+
+	tls *tls.Config // set when the server speaks TLS only
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -45,10 +48,32 @@ type Server struct {
 // redis-server fails the test with the command that installs it.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	return start(t, nil, false)
+	return start(t, serverArgs(nil), false, nil)
 }
 
-func start(t testing.TB, extra []string, clusterBus bool) *Server {
+// StartWithArgs is Start with extra redis-server arguments, such as
+// "--requirepass", "secret".
+func StartWithArgs(t testing.TB, args ...string) *Server {
+	t.Helper()
+	return start(t, serverArgs(args), false, nil)
+}
+
+// serverArgs returns the arguments of a data server with no persistence.
+func serverArgs(extra []string) func(s *Server) ([]string, error) {
+	return func(s *Server) ([]string, error) {
+		args := []string{
+			"--port", strconv.Itoa(s.port),
+			"--bind", "127.0.0.1",
+			"--save", "",
+			"--appendonly", "no",
+			"--dir", s.dir,
+			"--daemonize", "no",
+		}
+		return append(args, extra...), nil
+	}
+}
+
+func start(t testing.TB, argv func(s *Server) ([]string, error), clusterBus bool, tlsCfg *tls.Config) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("redis-server not found on PATH; install it with: %s", InstallHint)
@@ -59,7 +84,7 @@ func start(t testing.TB, extra []string, clusterBus bool) *Server {
 		if err != nil {
 			t.Fatalf("redistest: finding a free port: %v", err)
 		}
-		s := &Server{t: t, port: port, dir: t.TempDir(), extra: extra}
+		s := &Server{t: t, port: port, dir: t.TempDir(), argv: argv, tls: tlsCfg}
 		if lastErr = s.launch(); lastErr == nil {
 			t.Cleanup(s.cleanup)
 			return s
@@ -108,16 +133,12 @@ func (s *Server) launch() error {
 	if err != nil {
 		return err
 	}
-	args := []string{
-		"--port", strconv.Itoa(s.port),
-		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
-		"--dir", s.dir,
-		"--daemonize", "no",
-		"--protected-mode", "yes",
+	args, err := s.argv(s)
+	if err != nil {
+		logf.Close()
+		return err
 	}
-	cmd := exec.Command("redis-server", append(args, s.extra...)...)
+	cmd := exec.Command("redis-server", args...)
 	// Files, not pipes: os/exec then starts no copying goroutines.
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -125,7 +146,7 @@ func (s *Server) launch() error {
 		return err
 	}
 	s.cmd, s.logf = cmd, logf
-	if err := waitPing(s.Addr(), cmd.Process.Pid); err != nil {
+	if err := waitPing(s.Addr(), s.tls, cmd.Process.Pid); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		s.cmd = nil
@@ -137,13 +158,13 @@ func (s *Server) launch() error {
 
 // waitPing polls until addr answers PING, the process died, or the start
 // timeout passed.
-func waitPing(addr string, pid int) error {
+func waitPing(addr string, tlsCfg *tls.Config, pid int) error {
 	deadline := time.Now().Add(startTimeout)
 	backoff := time.Millisecond
 	for {
-		reply, err := Do(addr, "PING")
-		if err == nil && reply == "PONG" {
-			return nil
+		reply, err := do(addr, tlsCfg, "PING")
+		if err == nil && reply == "PONG" || err != nil && strings.HasPrefix(err.Error(), "NOAUTH") {
+			return nil // answering; with requirepass it answers NOAUTH
 		}
 		if exited(pid) {
 			return fmt.Errorf("redis-server on %s exited", addr)
@@ -258,7 +279,23 @@ func (s *Server) cleanup() {
 // A Redis error reply is returned as an error. It is meant for test setup and
 // inspection, not for load.
 func Do(addr string, args ...string) (string, error) {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	return do(addr, nil, args...)
+}
+
+// Do is the package-level Do for this server, over TLS when it speaks TLS.
+func (s *Server) Do(args ...string) (string, error) {
+	return do(s.Addr(), s.tls, args...)
+}
+
+func do(addr string, tlsCfg *tls.Config, args ...string) (string, error) {
+	d := &net.Dialer{Timeout: time.Second}
+	var conn net.Conn
+	var err error
+	if tlsCfg != nil {
+		conn, err = tls.DialWithDialer(d, "tcp", addr, tlsCfg)
+	} else {
+		conn, err = d.Dial("tcp", addr)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -289,6 +326,11 @@ func readReply(r *bufio.Reader) (string, error) {
 		return line[1:], nil
 	case '-':
 		return "", errors.New(line[1:])
+	case '*':
+		if line == "*-1" {
+			return "", nil // a nil array
+		}
+		return "", fmt.Errorf("unsupported reply %q", line)
 	case '$':
 		n, err := strconv.Atoi(line[1:])
 		if err != nil {

@@ -1,0 +1,36 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// RedisLibraryLogger carries go-redis's own log lines (it writes one per
+// failed dial, among others) to slog, at most one line per second with a
+// count of the lines held back, so that a Redis outage under load does not
+// flood the log. go-redis's logger is process-wide: install it once at start
+// with redis.SetLogger(limiter.NewRedisLibraryLogger(log)). It is safe for
+// concurrent use.
+type RedisLibraryLogger struct {
+	log      *slog.Logger
+	clock    func() time.Time
+	throttle logThrottle
+}
+
+// NewRedisLibraryLogger returns a RedisLibraryLogger writing to l; nil means
+// slog.Default().
+func NewRedisLibraryLogger(l *slog.Logger) *RedisLibraryLogger {
+	if l == nil {
+		l = slog.Default()
+	}
+	return &RedisLibraryLogger{log: l, clock: time.Now}
+}
+
+// Printf implements go-redis's logging interface.
+func (l *RedisLibraryLogger) Printf(ctx context.Context, format string, v ...any) {
+	if n, ok := l.throttle.allow(l.clock()); ok {
+		l.log.WarnContext(ctx, "go-redis: "+fmt.Sprintf(format, v...), "suppressed", n)
+	}
+}
