@@ -12,6 +12,7 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
 	"github.com/mitchellh/copystructure"
 )
@@ -65,7 +66,9 @@ func (l Loader) options() Options { return Options{Env: l.Env, Builtins: l.Built
 // configuration are a *ValidationError listing every problem as
 // "file: place: message"; a file that cannot be read is a plain error.
 func Load(path string, opts Options) (*Snapshot, error) {
-	data, err := os.ReadFile(path)
+	// The file provider reads the bytes once; they are parsed (and digested
+	// for the watcher) from memory, so what was checked is what is in force.
+	data, err := file.Provider(path).ReadBytes()
 	if err != nil {
 		return nil, fmt.Errorf("loading config: %w", err)
 	}
