@@ -150,59 +150,30 @@ func (o RedisClientOptions) resolve() (resolvedRedis, error) {
 	// notifications are a Redis Enterprise feature whose handshake would cost
 	// a round trip per new connection.
 
+	u := redis.UniversalOptions{
+		Addrs:                    addrs,
+		Username:                 o.Username,
+		Password:                 o.Password,
+		TLSConfig:                tlsCfg,
+		PoolSize:                 o.PoolSize,
+		DialTimeout:              timeout,
+		ReadTimeout:              timeout,
+		WriteTimeout:             timeout,
+		PoolTimeout:              timeout,
+		ContextTimeoutEnabled:    true,
+		MaxRetries:               retries,
+		DialerRetries:            1,
+		PipelinePoolSize:         -1,
+		MaintNotificationsConfig: noMaint,
+	}
 	switch {
 	case o.SentinelMasterName != "":
-		return resolvedRedis{kind: redisSentinel, failover: &redis.FailoverOptions{
-			MasterName:            o.SentinelMasterName,
-			SentinelAddrs:         sentinels,
-			SentinelPassword:      o.SentinelPassword,
-			Username:              o.Username,
-			Password:              o.Password,
-			TLSConfig:             tlsCfg,
-			PoolSize:              o.PoolSize,
-			DialTimeout:           timeout,
-			ReadTimeout:           timeout,
-			WriteTimeout:          timeout,
-			PoolTimeout:           timeout,
-			ContextTimeoutEnabled: true,
-			MaxRetries:            retries,
-			DialerRetries:         1,
-			PipelinePoolSize:      -1,
-		}}, nil
+		u.MasterName, u.Addrs, u.SentinelPassword = o.SentinelMasterName, sentinels, o.SentinelPassword
+		return resolvedRedis{kind: redisSentinel, failover: u.Failover()}, nil
 	case len(addrs) > 1:
-		return resolvedRedis{kind: redisCluster, cluster: &redis.ClusterOptions{
-			Addrs:                    addrs,
-			Username:                 o.Username,
-			Password:                 o.Password,
-			TLSConfig:                tlsCfg,
-			PoolSize:                 o.PoolSize,
-			DialTimeout:              timeout,
-			ReadTimeout:              timeout,
-			WriteTimeout:             timeout,
-			PoolTimeout:              timeout,
-			ContextTimeoutEnabled:    true,
-			MaxRetries:               retries,
-			DialerRetries:            1,
-			PipelinePoolSize:         -1,
-			MaintNotificationsConfig: noMaint,
-		}}, nil
+		return resolvedRedis{kind: redisCluster, cluster: u.Cluster()}, nil
 	default:
-		return resolvedRedis{kind: redisStandalone, standalone: &redis.Options{
-			Addr:                     addrs[0],
-			Username:                 o.Username,
-			Password:                 o.Password,
-			TLSConfig:                tlsCfg,
-			PoolSize:                 o.PoolSize,
-			DialTimeout:              timeout,
-			ReadTimeout:              timeout,
-			WriteTimeout:             timeout,
-			PoolTimeout:              timeout,
-			ContextTimeoutEnabled:    true,
-			MaxRetries:               retries,
-			DialerRetries:            1,
-			PipelinePoolSize:         -1,
-			MaintNotificationsConfig: noMaint,
-		}}, nil
+		return resolvedRedis{kind: redisStandalone, standalone: u.Simple()}, nil
 	}
 }
 
