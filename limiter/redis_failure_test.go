@@ -243,3 +243,42 @@ func TestRedisRestartedEnforcementResumes(t *testing.T) {
 	c.Close()
 	goleak.VerifyNone(t, leaks)
 }
+
+// A long outage makes the breaker's probes fail to dial many times over the
+// pool size. go-redis would then stop dialing and re-dial only once a second;
+// the gateway's dialer keeps that gate shut, so enforcement comes back at the
+// first probe after Redis does (the breaker cooldown, not a second more).
+func TestLongOutageDoesNotDelayRecovery(t *testing.T) {
+	s := redistest.Start(t)
+	leaks := goleak.IgnoreCurrent()
+	c, err := NewRedisClient(RedisClientOptions{Addrs: []string{s.Addr()}, Timeout: failTimeout, PoolSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cooldown = 20 * time.Millisecond
+	r := newTestRedis(t, c, RedisConfig{Timeout: failTimeout, BreakerCooldown: cooldown, Logger: slog.New(&logCounter{})})
+	chk := Check{Policy: &Policy{Name: "long-outage", Algorithm: GCRA, OnRedisError: FailAllow}, Limit: Limit{Rate: 1000, Period: time.Second}, Key: "k"}
+	if d := decideOne(t, r, chk); !d.Allowed {
+		t.Fatalf("before the outage: got denied (reason %d), want admitted", d.Reason)
+	}
+
+	s.Kill()
+	downAt := time.Now()
+	for time.Since(downAt) < 500*time.Millisecond { // ~25 probes: far over the pool size of 2
+		if ds, _ := timed(r, chk); ds[0].Reason != ReasonFailedOpen {
+			t.Fatalf("while down: got reason %d, want ReasonFailedOpen", ds[0].Reason)
+		}
+		<-time.After(2 * time.Millisecond)
+	}
+	if st := r.Stats(); st.Errors < 10 {
+		t.Fatalf("got %d failed round trips during the outage, want the probes to have failed >= 10 times", st.Errors)
+	}
+	s.Restart()
+	recovery := waitEnforced(t, r, chk, time.Now())
+	t.Logf("after a %s outage with pool size 2: enforcement back %s after redis was", time.Since(downAt).Round(time.Millisecond), recovery.Round(time.Millisecond))
+	if limit := 10 * cooldown; recovery > limit {
+		t.Fatalf("enforcement came back after %s, want within %s (a few breaker cooldowns)", recovery, limit)
+	}
+	c.Close()
+	goleak.VerifyNone(t, leaks)
+}

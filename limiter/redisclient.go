@@ -165,6 +165,7 @@ func (o RedisClientOptions) resolve() (resolvedRedis, error) {
 		DialerRetries:            1,
 		PipelinePoolSize:         -1,
 		MaintNotificationsConfig: noMaint,
+		Dialer:                   redisDialer(timeout, tlsCfg),
 	}
 	switch {
 	case o.SentinelMasterName != "":
