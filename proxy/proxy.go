@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"strconv"
 	"strings"
 	"time"
 
@@ -157,6 +158,8 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, route *policies
 		h.writeError(w, r, http.StatusInternalServerError, errorBody{Message: "the rate limiter denied without a decision; see the gateway log"},
 			slog.String("route", route.Name))
 	case v.Unavailable():
+		// When Redis is worth asking again: the breaker's next probe.
+		w.Header()[hdrRetryAfter] = []string{strconv.FormatInt(retryAfterSeconds(d.RetryAfter), 10)}
 		h.writeError(w, r, http.StatusServiceUnavailable, errorBody{
 			Message: fmt.Sprintf("policy %q cannot be enforced right now and fails closed; try again shortly", d.Policy),
 			Policy:  d.Policy,

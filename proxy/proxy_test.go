@@ -247,9 +247,9 @@ func TestVerdictRendering(t *testing.T) {
 		{
 			name: "fail closed is 503",
 			lim: fakeLimiter{verdict: limiter.Verdict{Denied: 0, Decisions: []limiter.Decision{
-				{Policy: "shared", Limit: lim, Reason: limiter.ReasonUnavailable},
+				{Policy: "shared", Limit: lim, Reason: limiter.ReasonUnavailable, RetryAfter: 500 * time.Millisecond},
 			}}},
-			wantStatus: 503, wantPolicy: "shared", wantInMsg: "fails closed",
+			wantStatus: 503, wantPolicy: "shared", wantInMsg: "fails closed", wantRetry: "1",
 		},
 		{
 			name:       "limiter error is 500",
