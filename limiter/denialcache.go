@@ -13,9 +13,6 @@ const (
 	// denialSweepEvery bounds how often a full shard is scanned for expired
 	// entries, so a shard full of live denials does not scan on every insert.
 	denialSweepEvery = time.Second
-	// denialEvictSamples is how many entries are looked at to pick the one
-	// that expires first when a full shard needs room.
-	denialEvictSamples = 8
 )
 
 // denialKey is what a denial is remembered for: the policy, the limit that
@@ -114,19 +111,7 @@ func (sh *denialShard) makeRoom(now int64, limit int) {
 		}
 		sh.nextSweep = now + int64(denialSweepEvery)
 	}
-	for len(sh.m) >= limit {
-		var victim denialKey
-		soonest, n := int64(0), 0
-		for k, d := range sh.m { // map order is random
-			if n == 0 || d.until < soonest {
-				victim, soonest = k, d.until
-			}
-			if n++; n == denialEvictSamples {
-				break
-			}
-		}
-		delete(sh.m, victim)
-	}
+	evictSampled(sh.m, limit, func(d denial) int64 { return d.until })
 }
 
 // len counts the entries, live or not yet swept.

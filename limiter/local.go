@@ -215,18 +215,5 @@ func (s *bucketStore) makeRoom(sh *shard, now time.Time) {
 		}
 		sh.nextSweep = now.Add(max(s.idle, minSweepEvery))
 	}
-	for len(sh.m) >= s.perShard {
-		var victim string
-		oldest := int64(math.MaxInt64)
-		n := 0
-		for k, b := range sh.m { // map iteration order is random
-			if seen := b.lastSeen.Load(); seen < oldest {
-				victim, oldest = k, seen
-			}
-			if n++; n == evictSamples {
-				break
-			}
-		}
-		delete(sh.m, victim)
-	}
+	evictSampled(sh.m, s.perShard, func(b *bucket) int64 { return b.lastSeen.Load() })
 }
