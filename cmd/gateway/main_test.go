@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,50 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
-
-// logLines is an io.Writer that hands each complete log line to a channel.
-type logLines struct {
-	pw *io.PipeWriter
-	c  chan string
-}
-
-func newLogLines(t *testing.T) *logLines {
-	pr, pw := io.Pipe()
-	l := &logLines{pw: pw, c: make(chan string, 256)}
-	go func() {
-		defer close(l.c)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			l.c <- sc.Text()
-		}
-	}()
-	t.Cleanup(func() { pw.Close() })
-	return l
-}
-
-func (l *logLines) Write(p []byte) (int, error) { return l.pw.Write(p) }
-
-// waitFor returns the first log line matching re, failing after a deadline.
-func (l *logLines) waitFor(t *testing.T, re *regexp.Regexp) []string {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case line, ok := <-l.c:
-			if !ok {
-				t.Fatalf("log closed before a line matching %q", re)
-			}
-			t.Log(line)
-			if m := re.FindStringSubmatch(line); m != nil {
-				return m
-			}
-		case <-deadline:
-			t.Fatalf("no log line matching %q within 10s", re)
-		}
-	}
-}
 
 func copyDefaultConfig(t *testing.T) string {
 	t.Helper()
@@ -77,23 +33,8 @@ func copyDefaultConfig(t *testing.T) string {
 func TestServeDefaultConfig(t *testing.T) {
 	path := copyDefaultConfig(t)
 	t.Setenv("GATEWAY_SERVER_LISTEN", "127.0.0.1:0")
-	logs := newLogLines(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"serve", "-config", path}, io.Discard, logs) }()
-	defer func() {
-		cancel()
-		select {
-		case code := <-done:
-			if code != 0 {
-				t.Errorf("serve exited %d, want 0 after a drain", code)
-			}
-		case <-time.After(20 * time.Second):
-			t.Error("serve did not return after its context ended")
-		}
-	}()
-	addr := logs.waitFor(t, regexp.MustCompile(`gateway listening" addr=(\S+)`))[1]
-	base := "http://" + addr
+	g := startGateway(t, "gateway", path)
+	base := g.base
 
 	var codes []int
 	for range 30 {
@@ -132,7 +73,7 @@ func TestServeDefaultConfig(t *testing.T) {
 	if err := os.WriteFile(path, append(good, []byte("\nbogus: 1\n")...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logs.waitFor(t, regexp.MustCompile(`config reload failed.*bogus`))
+	g.waitLog(t, 0, regexp.MustCompile(`config reload failed.*bogus`))
 	if res, err := http.Get(base + "/"); err != nil || res.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("after a bad edit got %v %v, want the old limits (429)", res.StatusCode, err)
 	}
@@ -141,7 +82,7 @@ func TestServeDefaultConfig(t *testing.T) {
 	if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logs.waitFor(t, regexp.MustCompile(`config reloaded`))
+	g.waitLog(t, 0, regexp.MustCompile(`config reloaded`))
 	res, err := http.Get(base + "/")
 	if err != nil || res.StatusCode != http.StatusOK || res.Header.Get("RateLimit-Policy") != `"per-ip";q=10;w=60` {
 		t.Fatalf("after a good edit got %v %q %v, want 200 with the new limit", res.StatusCode, res.Header.Get("RateLimit-Policy"), err)
@@ -151,7 +92,7 @@ func TestServeDefaultConfig(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	logs.waitFor(t, regexp.MustCompile(`SIGHUP: reloading config`))
+	g.waitLog(t, 0, regexp.MustCompile(`SIGHUP: reloading config`))
 }
 
 func TestCheckCommand(t *testing.T) {
