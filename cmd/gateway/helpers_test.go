@@ -16,8 +16,9 @@ import (
 	"time"
 )
 
-// These tests run the real serve path in-process against real redis-server
-// processes and talk to it over HTTP only.
+// Helpers of the end-to-end tests: they run the real serve path in-process
+// (against real redis-server processes where needed) and talk to it over
+// HTTP only.
 
 // redisTimeout is redis.timeout in gateway.redis.yaml.
 const redisTimeout = 30 * time.Millisecond
