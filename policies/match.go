@@ -24,7 +24,7 @@ func (m *Match) Matches(r *http.Request) bool {
 	if m.Path != "" && r.URL.Path != m.Path {
 		return false
 	}
-	if m.PathPrefix != "" && !pathHasPrefix(r.URL.Path, m.PathPrefix) {
+	if m.PathPrefix != "" && !PathHasPrefix(r.URL.Path, m.PathPrefix) {
 		return false
 	}
 	if len(m.Methods) > 0 && !containsFold(m.Methods, r.Method) {
@@ -42,9 +42,10 @@ func (m *Match) Matches(r *http.Request) bool {
 	return true
 }
 
-// pathHasPrefix matches whole segments when the prefix does not end in "/":
-// "/api" matches "/api" and "/api/x" but not "/apix".
-func pathHasPrefix(path, prefix string) bool {
+// PathHasPrefix matches whole segments when the prefix does not end in "/":
+// "/api" matches "/api" and "/api/x" but not "/apix". Route matching and
+// the proxy's strip_prefix both use it.
+func PathHasPrefix(path, prefix string) bool {
 	if !strings.HasPrefix(path, prefix) {
 		return false
 	}

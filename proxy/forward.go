@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -184,7 +183,7 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 // escapes such as %2F) is cut by the same number of decoded bytes so that
 // escapes survive; if that is impossible it is dropped and Path wins.
 func stripPrefix(u *url.URL, prefix string) {
-	if !hasPathPrefix(u.Path, prefix) {
+	if !policies.PathHasPrefix(u.Path, prefix) {
 		return
 	}
 	rest := u.Path[len(prefix):]
@@ -196,15 +195,6 @@ func stripPrefix(u *url.URL, prefix string) {
 		}
 	}
 	u.Path = withSlash(rest)
-}
-
-// hasPathPrefix matches whole segments unless prefix ends in "/": "/api"
-// takes "/api" and "/api/x" but not "/apix".
-func hasPathPrefix(path, prefix string) bool {
-	if !strings.HasPrefix(path, prefix) {
-		return false
-	}
-	return len(path) == len(prefix) || strings.HasSuffix(prefix, "/") || path[len(prefix)] == '/'
 }
 
 // cutEscaped drops the first n decoded bytes of an escaped path.
