@@ -83,9 +83,10 @@ type problems struct {
 	file      string
 	envPlaces map[string]string
 	list      []*FieldError
-	// undecodable is set by a value of the wrong type: decoding would fail
-	// or guess, so validation does not run on top of it.
-	undecodable bool
+	// typePlaces holds the places whose value had the wrong type. Decoding
+	// leaves them at their zero value, so validation's words about those
+	// places are dropped: the type error is the one that matters.
+	typePlaces map[string]bool
 }
 
 func (p *problems) add(place, msg string) {
@@ -97,8 +98,35 @@ func (p *problems) addf(place, format string, args ...any) {
 }
 
 func (p *problems) typeErrorf(place, format string, args ...any) {
-	p.undecodable = true
+	if p.typePlaces == nil {
+		p.typePlaces = map[string]bool{}
+	}
+	p.typePlaces[place] = true
 	p.addf(place, format, args...)
+}
+
+// dropShadowed removes problems reported after first at places whose value
+// had the wrong type (or below them): validation saw a zero value there.
+func (p *problems) dropShadowed(first int) {
+	if len(p.typePlaces) == 0 {
+		return
+	}
+	kept := p.list[:first]
+	for _, fe := range p.list[first:] {
+		if !p.shadowed(fe.Place) {
+			kept = append(kept, fe)
+		}
+	}
+	p.list = kept
+}
+
+func (p *problems) shadowed(place string) bool {
+	for tp := range p.typePlaces {
+		if place == tp || strings.HasPrefix(place, tp+".") || strings.HasPrefix(place, tp+"[") {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *problems) err() error {

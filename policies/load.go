@@ -111,7 +111,9 @@ func Compile(source string, cfg Config, opts Options) (*Snapshot, error) {
 // are reported together.
 func build(cfg *Config, probs *problems, opts Options) (*Snapshot, error) {
 	cfg.ApplyDefaults()
+	decoded := len(probs.list)
 	validate(probs, cfg, opts.Builtins)
+	probs.dropShadowed(decoded)
 	if err := probs.err(); err != nil {
 		return nil, err
 	}
@@ -144,9 +146,6 @@ func decode(source string, data []byte, environ []string) (*Config, *problems, e
 	probs.envPlaces = ov.places
 
 	checkStrict(probs, k.Raw())
-	if probs.undecodable {
-		return nil, nil, probs.err()
-	}
 
 	var cfg Config
 	dc := &mapstructure.DecoderConfig{
@@ -156,9 +155,11 @@ func decode(source string, data []byte, environ []string) (*Config, *problems, e
 		ErrorUnused: len(probs.list) == 0,
 		TagName:     "koanf",
 	}
-	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: dc}); err != nil {
-		// checkStrict reports every type problem it knows of with its place;
-		// this is the net for anything it missed.
+	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: dc}); err != nil && len(probs.typePlaces) == 0 {
+		// checkStrict reports every type problem it knows of with its place
+		// (decoding then leaves those fields zero and goes on, so validation
+		// still reports everything else); this is the net for anything it
+		// missed.
 		return nil, nil, translateDecodeError(probs, err)
 	}
 	return &cfg, probs, nil

@@ -238,9 +238,10 @@ policies:
 	}
 }
 
-// TestTypeErrorsStopBeforeValidation: a value of the wrong type makes the
-// decoded config meaningless, so only the decoding problems are reported.
-func TestTypeErrorsStopBeforeValidation(t *testing.T) {
+// TestTypeErrorsReportedWithTheRest: values of the wrong type are reported
+// with every other problem at once; validation says nothing more about the
+// places whose value could not be decoded (rate: lots is not also "required").
+func TestTypeErrorsReportedWithTheRest(t *testing.T) {
 	yaml := `
 server: {listen: nowhere, idle_timeout: 5}
 routes: [{name: a, upstream: builtin:echo, policies: [missing]}]
@@ -250,6 +251,8 @@ policies: {per-ip: {key: ip, rate: lots, burst: many}}
 		`gateway.yaml: server.idle_timeout: must be a duration with a unit, like "1s" or "500ms" (got 5)`,
 		`gateway.yaml: policies.per-ip.rate: must be an integer, not the string "lots"`,
 		`gateway.yaml: policies.per-ip.burst: must be an integer, not the string "many"`,
+		`gateway.yaml: server.listen: must be host:port, got "nowhere"`,
+		`gateway.yaml: routes[0].policies[0]: unknown policy "missing"`,
 	}
 	if lines := errorLines(t, yaml); !slices.Equal(lines, want) {
 		t.Errorf("got\n  %s\nwant\n  %s", strings.Join(lines, "\n  "), strings.Join(want, "\n  "))
