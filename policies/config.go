@@ -13,8 +13,10 @@ type Config struct {
 	Policies map[string]PolicyConfig `koanf:"policies"`
 }
 
-// ServerConfig holds listener settings. They take effect at start only; a
-// reload that changes them is applied except for these, and says so.
+// ServerConfig holds listener settings. They take effect at start only (a
+// reload that changes them is applied except for these, and says so), except
+// TrustedProxies, ForwardedHeader, IPv4Prefix and IPv6Prefix, which the proxy
+// reads from each snapshot.
 type ServerConfig struct {
 	Listen            string        `koanf:"listen"`              // default 127.0.0.1:8080
 	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"` // default 5s
