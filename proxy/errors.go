@@ -55,6 +55,10 @@ func (h *Handler) logAnswer(ctx context.Context, r *http.Request, status int, ms
 	switch {
 	case status == http.StatusInternalServerError:
 		level = slog.LevelError
+	case status == http.StatusServiceUnavailable:
+		// A fail-closed policy during a Redis outage answers every request
+		// with 503; the limiter logs the outage itself (throttled), so one
+		// line per request would only flood the log.
 	case status >= 500:
 		level = slog.LevelWarn
 	}

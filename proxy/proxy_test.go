@@ -491,3 +491,41 @@ func TestUnauthorized(t *testing.T) {
 		})
 	}
 }
+
+// TestAnswerLogLevels: an upstream failure is worth a warning per request;
+// a fail-closed 503 is not, because during a Redis outage every request gets
+// one and the limiter already logs the outage (throttled).
+func TestAnswerLogLevels(t *testing.T) {
+	lim := perMinute(10, 10)
+	closed := newUpstream(t, http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close() // nothing listens there any more: 502
+	tests := []struct {
+		name   string
+		lim    limiter.Limiter
+		status int
+		level  slog.Level
+	}{
+		{"fail closed 503 at debug", fakeLimiter{verdict: limiter.Verdict{Denied: 0, Decisions: []limiter.Decision{
+			{Policy: "shared", Limit: lim, Reason: limiter.ReasonUnavailable, RetryAfter: time.Second},
+		}}}, http.StatusServiceUnavailable, slog.LevelDebug},
+		{"upstream 502 at warn", fakeLimiter{verdict: limiter.Verdict{Allowed: true, Denied: -1, Decisions: []limiter.Decision{
+			{Policy: "shared", Allowed: true, Limit: lim, Remaining: 9},
+		}}}, http.StatusBadGateway, slog.LevelWarn},
+		{"limiter failure 500 at error", fakeLimiter{err: errors.New("boom")}, http.StatusInternalServerError, slog.LevelError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := newLogRecorder()
+			snap := testSnapshot(t, nil, testRoute(t, "r", "/", closedURL,
+				testPolicy(t, "shared", "ip", lim, policies.MissingReject)))
+			gw, _ := newGateway(t, snap, tt.lim, gatewayOpts{log: rec})
+			if r := do(t, gw.Client(), "GET", gw.URL+"/", nil, nil); r.status != tt.status {
+				t.Fatalf("status: got %d, want %d", r.status, tt.status)
+			}
+			if got := rec.wait(t, int64(tt.status)); got.level != tt.level {
+				t.Errorf("log level: got %v, want %v", got.level, tt.level)
+			}
+		})
+	}
+}
