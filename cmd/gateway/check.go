@@ -22,7 +22,7 @@ func check(path string, w io.Writer) error {
 }
 
 func printSnapshot(w io.Writer, snap *policies.Snapshot) {
-	fmt.Fprintf(w, "%s: ok (%d routes, %d policies)\n\n", snap.Source, len(snap.Routes), len(snap.Policies))
+	fmt.Fprintf(w, "%s: ok (%s, %s)\n\n", snap.Source, count(len(snap.Routes), "route", "routes"), count(len(snap.Policies), "policy", "policies"))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROUTE\tMATCH\tUPSTREAM\tPOLICY\tKEY\tALGORITHM\tLIMIT")
 	for _, rt := range snap.Routes {
@@ -106,4 +106,11 @@ func describeLimit(l limiter.Limit, window bool) string {
 		return fmt.Sprintf("%d/%s", l.Rate, per)
 	}
 	return fmt.Sprintf("%d/%s burst %d", l.Rate, per, l.Burst)
+}
+
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
