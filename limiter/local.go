@@ -33,7 +33,7 @@ type Local struct {
 	maxKeys int
 	seed    maphash.Seed
 
-	mu     sync.Mutex // guards stores
+	mu     sync.RWMutex // guards stores; read on every decision, written on a new (policy, limit)
 	stores map[storeID]*bucketStore
 }
 
@@ -65,9 +65,9 @@ func (l *Local) Retain(keep func(policy string, lim Limit) bool) {
 
 // Keys returns how many buckets are held for policy at lim.
 func (l *Local) Keys(policy string, lim Limit) int {
-	l.mu.Lock()
+	l.mu.RLock()
 	s := l.stores[storeID{policy, lim}]
-	l.mu.Unlock()
+	l.mu.RUnlock()
 	if s == nil {
 		return 0
 	}
@@ -76,9 +76,15 @@ func (l *Local) Keys(policy string, lim Limit) int {
 
 func (l *Local) store(policy string, lim Limit) *bucketStore {
 	id := storeID{policy, lim}
+	l.mu.RLock()
+	s := l.stores[id]
+	l.mu.RUnlock()
+	if s != nil {
+		return s
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := l.stores[id]
+	s = l.stores[id]
 	if s == nil {
 		s = newBucketStore(lim, l.maxKeys, l.seed)
 		l.stores[id] = s
