@@ -16,6 +16,9 @@ import (
 type hammerResult struct {
 	admitted, requests int64
 	bound              int64 // burst + what the rate earned over the interval, summed over keys
+	// floor is the same over the part of the interval in which requests were
+	// still being sent: what a limiter that wastes nothing must admit.
+	floor int64
 }
 
 // hammer drives three Engines (each with its own Redis client, as three
@@ -41,6 +44,8 @@ func hammer(t *testing.T, clients [3]redis.UniversalClient, policyName string, l
 	var requests atomic.Int64
 	var failures atomic.Int64
 	start := redisNow(t, clients[0])
+	startLocal := time.Now()
+	var lastSend atomic.Int64 // unix ns of the latest request sent
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
 	for i, e := range engines {
@@ -50,6 +55,9 @@ func hammer(t *testing.T, clients [3]redis.UniversalClient, policyName string, l
 				defer wg.Done()
 				for n := i*4 + g; time.Now().Before(deadline) && requests.Add(1) <= maxRequests; n++ {
 					k := n % len(keys)
+					sent := time.Now().UnixNano()
+					for last := lastSend.Load(); sent > last && !lastSend.CompareAndSwap(last, sent); last = lastSend.Load() {
+					}
 					v, err := e.Decide(context.Background(), []Check{{Policy: pol, Limit: lim, Key: keys[k]}})
 					if err != nil || (v.Decisions[0].Reason != ReasonNone && v.Decisions[0].Reason != ReasonLimited && v.Decisions[0].Reason != ReasonDenialCached) {
 						failures.Add(1)
@@ -68,6 +76,8 @@ func hammer(t *testing.T, clients [3]redis.UniversalClient, policyName string, l
 		t.Fatalf("got %d decisions that were not Redis answers, want none", n)
 	}
 	earned := int64(end.Sub(start).Seconds() / lim.Period.Seconds() * float64(lim.Rate))
+	sending := time.Duration(lastSend.Load() - startLocal.UnixNano())
+	earnedWhileSending := int64(sending.Seconds() / lim.Period.Seconds() * float64(lim.Rate))
 	res := hammerResult{requests: min(requests.Load(), maxRequests)}
 	for k := range keys {
 		n := admittedPerKey[k].Load()
@@ -76,20 +86,21 @@ func hammer(t *testing.T, clients [3]redis.UniversalClient, policyName string, l
 		}
 		res.admitted += n
 		res.bound += lim.burst() + earned
+		res.floor += lim.burst() + earnedWhileSending
 	}
 	return res
 }
 
 func checkHammer(t *testing.T, name string, res hammerResult) {
 	t.Helper()
-	ratio := float64(res.admitted) / float64(res.bound)
-	t.Logf("%s: admitted %d of %d requests; limit+burst over the interval %d (%.2f%%)",
-		name, res.admitted, res.requests, res.bound, 100*ratio)
+	t.Logf("%s: admitted %d of %d requests; limit+burst over the interval %d (%.2f%%), over the sending time %d (%.2f%%)",
+		name, res.admitted, res.requests, res.bound, 100*float64(res.admitted)/float64(res.bound),
+		res.floor, 100*float64(res.admitted)/float64(res.floor))
 	if res.admitted > res.bound {
 		t.Fatalf("admitted %d, want at most %d (limit + burst over the interval)", res.admitted, res.bound)
 	}
-	if ratio < 0.99 {
-		t.Fatalf("admitted %d, want at least 99%% of %d", res.admitted, res.bound)
+	if float64(res.admitted) < 0.99*float64(res.floor) {
+		t.Fatalf("admitted %d, want at least 99%% of %d (limit + burst while requests were sent)", res.admitted, res.floor)
 	}
 }
 
@@ -100,13 +111,16 @@ func TestThreeInstancesShareOneLimit(t *testing.T) {
 	for i := range clients {
 		clients[i] = newTestClient(t, semanticsTimeout, s.Addr())
 	}
-	lim := Limit{Rate: 400, Period: time.Second, Burst: 40}
+	// A burst of half a second's rate: a worker stalled by a loaded machine
+	// for less than that loses no token, so the 99% floor measures the
+	// limiter, not the scheduler.
+	lim := Limit{Rate: 400, Period: time.Second, Burst: 200}
 	keys := []string{"tenant-a"}
 	// The warm-up run fills the pools and the script caches, which would
 	// otherwise eat into the measured interval.
 	hammer(t, clients, "warm-up", lim, keys, 200*time.Millisecond, 5_000_000)
 	res := hammer(t, clients, "shared-gcra", lim, keys, 1500*time.Millisecond, 5_000_000)
-	checkHammer(t, "standalone, 3 instances x 4 goroutines, 1 key, 400/s burst 40", res)
+	checkHammer(t, "standalone, 3 instances x 4 goroutines, 1 key, 400/s burst 200", res)
 }
 
 // The same on a three-master Redis Cluster with keys spread over all slots,
@@ -128,10 +142,10 @@ func TestCluster(t *testing.T) {
 		for i := range keys {
 			keys[i] = "tenant-" + strconv.Itoa(i)
 		}
-		lim := Limit{Rate: 150, Period: time.Second, Burst: 15}
+		lim := Limit{Rate: 150, Period: time.Second, Burst: 75} // half a second's rate, as above
 		hammer(t, clients, "warm-up", lim, keys, 200*time.Millisecond, 5_000_000)
 		res := hammer(t, clients, "shared-gcra", lim, keys, 1500*time.Millisecond, 5_000_000)
-		checkHammer(t, "cluster, 3 instances x 4 goroutines, 9 keys, 150/s burst 15 each", res)
+		checkHammer(t, "cluster, 3 instances x 4 goroutines, 9 keys, 150/s burst 75 each", res)
 		for _, srv := range cl.Servers {
 			n, err := redistest.Do(srv.Addr(), "DBSIZE")
 			if err != nil {
