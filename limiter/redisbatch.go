@@ -97,6 +97,7 @@ func checkGCRAReply(cmd *redis.Cmd) error {
 // batchCaller is the Redis client one GCRA goroutine's redis_rate.Limiter
 // sees. It is used by that goroutine only.
 type batchCaller struct {
+	scriptsOnly
 	b    *gcraBatch
 	used bool
 }
@@ -164,35 +165,40 @@ func (c *batchCaller) EvalSha(ctx context.Context, sha1 string, keys []string, a
 	return c.queue(ctx, "evalsha", sha1, keys, args)
 }
 
-func (c *batchCaller) EvalRO(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
-	return errCmd(ctx)
+// scriptsOnly answers every call redis_rate's client interface has besides
+// Eval and EvalSha with err: the adapters that embed it (the batch caller,
+// the script recorder) only ever run AllowN, which needs nothing else.
+type scriptsOnly struct{ err error }
+
+func (s scriptsOnly) EvalRO(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return s.cmd(ctx)
 }
 
-func (c *batchCaller) EvalShaRO(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
-	return errCmd(ctx)
+func (s scriptsOnly) EvalShaRO(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return s.cmd(ctx)
 }
 
-func (c *batchCaller) ScriptExists(ctx context.Context, _ ...string) *redis.BoolSliceCmd {
+func (s scriptsOnly) ScriptExists(ctx context.Context, _ ...string) *redis.BoolSliceCmd {
 	cmd := redis.NewBoolSliceCmd(ctx)
-	cmd.SetErr(errNotBatched)
+	cmd.SetErr(s.err)
 	return cmd
 }
 
-func (c *batchCaller) ScriptLoad(ctx context.Context, _ string) *redis.StringCmd {
+func (s scriptsOnly) ScriptLoad(ctx context.Context, _ string) *redis.StringCmd {
 	cmd := redis.NewStringCmd(ctx)
-	cmd.SetErr(errNotBatched)
+	cmd.SetErr(s.err)
 	return cmd
 }
 
-func (c *batchCaller) Del(ctx context.Context, _ ...string) *redis.IntCmd {
+func (s scriptsOnly) Del(ctx context.Context, _ ...string) *redis.IntCmd {
 	cmd := redis.NewIntCmd(ctx)
-	cmd.SetErr(errNotBatched)
+	cmd.SetErr(s.err)
 	return cmd
 }
 
-func errCmd(ctx context.Context) *redis.Cmd {
+func (s scriptsOnly) cmd(ctx context.Context) *redis.Cmd {
 	cmd := redis.NewCmd(ctx)
-	cmd.SetErr(errNotBatched)
+	cmd.SetErr(s.err)
 	return cmd
 }
 

@@ -57,7 +57,7 @@ func (r *Redis) roundTrip(parent context.Context, ops []*sharedOp) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				caller := &batchCaller{b: b}
+				caller := &batchCaller{scriptsOnly: scriptsOnly{errNotBatched}, b: b}
 				defer caller.finish()
 				op.res, op.err = allowN(ctx, redis_rate.NewLimiter(caller), op)
 			}()
@@ -107,7 +107,7 @@ func allowN(ctx context.Context, l *redis_rate.Limiter, op *sharedOp) (res *redi
 // batch re-run it as EVAL after Redis lost its script cache, in the same
 // second pipeline as our own scripts, instead of one extra call per check.
 func learnGCRAScript() (sha, src string, err error) {
-	rec := &scriptRecorder{}
+	rec := &scriptRecorder{scriptsOnly: scriptsOnly{errRecorded}}
 	_, _ = redis_rate.NewLimiter(rec).AllowN(context.Background(), "learn", redis_rate.PerSecond(1), 1)
 	if rec.sha == "" || rec.src == "" {
 		return "", "", errors.New("learning redis_rate's script: it sent no EVALSHA and EVAL")
@@ -123,7 +123,10 @@ var errRecorded = errors.New("limiter: recorded, not executed")
 
 // scriptRecorder is a Redis client that executes nothing and remembers the
 // script it was asked to run.
-type scriptRecorder struct{ sha, src string }
+type scriptRecorder struct {
+	scriptsOnly
+	sha, src string
+}
 
 func (s *scriptRecorder) EvalSha(ctx context.Context, sha1 string, _ []string, _ ...any) *redis.Cmd {
 	s.sha = sha1
@@ -135,32 +138,6 @@ func (s *scriptRecorder) EvalSha(ctx context.Context, sha1 string, _ []string, _
 func (s *scriptRecorder) Eval(ctx context.Context, script string, _ []string, _ ...any) *redis.Cmd {
 	s.src = script
 	cmd := redis.NewCmd(ctx)
-	cmd.SetErr(errRecorded)
-	return cmd
-}
-
-func (s *scriptRecorder) EvalRO(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
-	return errCmd(ctx)
-}
-
-func (s *scriptRecorder) EvalShaRO(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
-	return errCmd(ctx)
-}
-
-func (s *scriptRecorder) ScriptExists(ctx context.Context, _ ...string) *redis.BoolSliceCmd {
-	cmd := redis.NewBoolSliceCmd(ctx)
-	cmd.SetErr(errRecorded)
-	return cmd
-}
-
-func (s *scriptRecorder) ScriptLoad(ctx context.Context, _ string) *redis.StringCmd {
-	cmd := redis.NewStringCmd(ctx)
-	cmd.SetErr(errRecorded)
-	return cmd
-}
-
-func (s *scriptRecorder) Del(ctx context.Context, _ ...string) *redis.IntCmd {
-	cmd := redis.NewIntCmd(ctx)
 	cmd.SetErr(errRecorded)
 	return cmd
 }
