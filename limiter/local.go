@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // DefaultMaxKeys is the default cap on buckets per policy and limit.
@@ -22,7 +20,7 @@ const (
 	minSweepEvery = time.Second
 )
 
-// Local keeps in-process token buckets (golang.org/x/time/rate) in sharded
+// Local keeps in-process token buckets in sharded
 // maps with idle expiry and a hard cap on keys per policy and limit, so a flood
 // of random keys cannot grow memory without bound. Buckets are grouped by
 // (policy name, limit): a reload that keeps a policy's limit keeps its buckets,
@@ -92,8 +90,9 @@ func (l *Local) store(policy string, lim Limit) *bucketStore {
 	return s
 }
 
-// reserve takes c's cost from its bucket at now. When allowed, undo gives the
-// tokens back (used when another policy denies the same request).
+// reserve takes cost from key's bucket at now. When allowed, undo gives the
+// tokens back exactly (used when another policy denies the same request). A
+// denied request changes nothing.
 func (l *Local) reserve(now time.Time, policy string, lim Limit, key string, cost int64) (d Decision, undo func()) {
 	d = Decision{Policy: policy, Limit: lim}
 	if lim.DenyAll() {
@@ -104,26 +103,20 @@ func (l *Local) reserve(now time.Time, policy string, lim Limit, key string, cos
 		}
 		return d, nil
 	}
-	burst := lim.burst()
-	if cost > burst {
+	if cost > lim.burst() {
 		d.Reason = ReasonCostTooHigh
 		d.RetryAfter = lim.Period
 		return d, nil
 	}
-	lm := l.store(policy, lim).get(key, now)
-	r := lm.ReserveN(now, int(cost))
-	if delay := r.DelayFrom(now); delay > 0 {
-		r.CancelAt(now)
+	b := l.store(policy, lim).get(key, now)
+	g := b.take(now, lim, cost)
+	d.Allowed, d.Remaining, d.ResetAfter, d.RetryAfter = g.allowed, g.remaining, g.resetAfter, g.retryAfter
+	if !g.allowed {
 		d.Reason = ReasonLimited
-		d.RetryAfter = delay
-		d.ResetAfter = fillTime(lim, lm.TokensAt(now))
+		d.Remaining = 0
 		return d, nil
 	}
-	tokens := lm.TokensAt(now)
-	d.Allowed = true
-	d.Remaining = int64(math.Max(0, math.Floor(tokens)))
-	d.ResetAfter = fillTime(lim, tokens)
-	return d, func() { r.CancelAt(now) }
+	return d, func() { b.give(g.increment) }
 }
 
 func (l Limit) burst() int64 {
@@ -133,17 +126,77 @@ func (l Limit) burst() int64 {
 	return l.Rate
 }
 
-func (l Limit) perSecond() rate.Limit {
-	return rate.Limit(float64(l.Rate) / l.Period.Seconds())
+// emission is the time one token takes to come back, in nanoseconds.
+func (l Limit) emission() float64 { return float64(l.Period) / float64(l.Rate) }
+
+// fillTime is how long an empty bucket takes to be full again.
+func fillTime(lim Limit) time.Duration {
+	return time.Duration(lim.emission() * float64(lim.burst()))
 }
 
-// fillTime is how long a bucket holding tokens takes to be full again.
-func fillTime(lim Limit, tokens float64) time.Duration {
-	missing := float64(lim.burst()) - tokens
-	if missing <= 0 {
-		return 0
+// bucket is one key's token bucket, kept as GCRA state: tat is the instant
+// at which the bucket is full again, so taking n tokens moves it forward by n
+// emissions and giving them back moves it back by as much, exactly, whatever
+// happened in between. (x/time/rate's reservations cannot do that: CancelAt
+// restores less once later reservations exist, and nothing after their time.)
+// mu guards tat and last.
+type bucket struct {
+	mu       sync.Mutex
+	tat      int64        // Unix ns; at or before now means full
+	last     int64        // the latest instant seen: time never runs backwards here
+	lastSeen atomic.Int64 // as last, readable without mu by idle sweeps and eviction
+}
+
+// grant is the outcome of one take.
+type grant struct {
+	allowed    bool
+	remaining  int64
+	resetAfter time.Duration
+	retryAfter time.Duration
+	increment  int64 // ns the take moved tat forward, for give
+}
+
+// take admits cost tokens at now if the bucket holds them. An instant older
+// than one already seen (read before waiting for mu, while a later one got
+// here first) counts as that later instant, so no token is granted twice.
+func (b *bucket) take(now time.Time, lim Limit, cost int64) grant {
+	emission := lim.emission()
+	inc := saturatingNanos(emission * float64(cost))
+	tolerance := saturatingNanos(emission * float64(lim.burst()))
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := max(now.UnixNano(), b.last)
+	b.last = t
+	b.lastSeen.Store(t)
+	tat := max(b.tat, t)
+	newTAT := tat + inc
+	if allowAt := newTAT - tolerance; t < allowAt {
+		return grant{retryAfter: time.Duration(allowAt - t), resetAfter: time.Duration(tat - t)}
 	}
-	return time.Duration(missing / float64(lim.perSecond()) * float64(time.Second))
+	b.tat = newTAT
+	// The epsilon keeps 2.9999999 tokens (float emission) at 3.
+	left := math.Floor(float64(t+tolerance-newTAT)/emission + 1e-6)
+	return grant{
+		allowed:    true,
+		remaining:  int64(min(max(0, left), float64(lim.burst()))),
+		resetAfter: time.Duration(newTAT - t),
+		increment:  inc,
+	}
+}
+
+// give returns what a take consumed.
+func (b *bucket) give(increment int64) {
+	b.mu.Lock()
+	b.tat -= increment
+	b.mu.Unlock()
+}
+
+func saturatingNanos(f float64) int64 {
+	if f >= math.MaxInt64/4 {
+		return math.MaxInt64 / 4 // far beyond any period; leaves room for additions
+	}
+	return int64(math.Round(f))
 }
 
 // bucketStore is the sharded map of one (policy, limit).
@@ -161,15 +214,10 @@ type shard struct {
 	nextSweep time.Time
 }
 
-type bucket struct {
-	lim      *rate.Limiter
-	lastSeen atomic.Int64 // unix nanoseconds of the last use
-}
-
 func newBucketStore(lim Limit, maxKeys int, seed maphash.Seed) *bucketStore {
 	s := &bucketStore{
 		lim:      lim,
-		idle:     fillTime(lim, 0),
+		idle:     fillTime(lim),
 		perShard: max(1, (maxKeys+localShards-1)/localShards),
 		seed:     seed,
 	}
@@ -190,7 +238,7 @@ func (s *bucketStore) len() int {
 	return n
 }
 
-func (s *bucketStore) get(key string, now time.Time) *rate.Limiter {
+func (s *bucketStore) get(key string, now time.Time) *bucket {
 	sh := &s.shards[maphash.String(s.seed, key)%localShards]
 	sh.mu.RLock()
 	b := sh.m[key]
@@ -199,13 +247,13 @@ func (s *bucketStore) get(key string, now time.Time) *rate.Limiter {
 		sh.mu.Lock()
 		if b = sh.m[key]; b == nil {
 			s.makeRoom(sh, now)
-			b = &bucket{lim: rate.NewLimiter(s.lim.perSecond(), int(s.lim.burst()))}
+			b = &bucket{}
+			b.lastSeen.Store(now.UnixNano())
 			sh.m[key] = b
 		}
 		sh.mu.Unlock()
 	}
-	b.lastSeen.Store(now.UnixNano())
-	return b.lim
+	return b
 }
 
 // makeRoom sweeps idle buckets now and then and, when the shard is still at

@@ -20,7 +20,7 @@ func BenchmarkLocalDecide(b *testing.B) {
 		keys[i] = "203.0.113." + strconv.Itoa(i%256) + "/" + strconv.Itoa(i)
 	}
 	b.Run("anchor_rate_limiter", func(b *testing.B) {
-		lim := rate.NewLimiter(huge.perSecond(), int(huge.burst()))
+		lim := rate.NewLimiter(rate.Limit(float64(huge.Rate)/huge.Period.Seconds()), int(huge.burst()))
 		b.ReportAllocs()
 		for b.Loop() {
 			lim.AllowN(now, 1)
