@@ -109,6 +109,18 @@ func (b *breaker) failure(probe bool) (opened bool) {
 	return false
 }
 
+// trip opens a closed breaker at once, for a failure that is conclusive on
+// its own. It reports whether this call opened it.
+func (b *breaker) trip() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if breakerState(b.state.Load()) != breakerClosed {
+		return false
+	}
+	b.open()
+	return true
+}
+
 // release gives the probe back without a verdict (its request was cancelled
 // by its client, which says nothing about Redis): the next caller probes.
 func (b *breaker) release(probe bool) {

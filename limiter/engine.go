@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-// Shared decides checks whose state lives in Redis (see Redis). All checks of
-// one call go to Redis in one round trip. It returns one decision per check;
-// undo, when not nil, gives back what the allowed checks consumed, so that a
-// request denied elsewhere costs these policies nothing. Failure modes are the
-// implementation's business: it never returns an error for an unreachable
-// Redis, only decisions with the matching Reason.
+// Shared decides checks whose state lives in Redis (see Redis). It returns
+// one decision per check. When one of them denies, none of the checks
+// consumed anything and undo is nil; otherwise undo, when not nil, gives
+// back everything the request took. Failure modes are the implementation's
+// business: it never returns an error for an unreachable Redis, only
+// decisions with the matching Reason.
 type Shared interface {
 	DecideShared(ctx context.Context, checks []Check) (decisions []Decision, undo func(context.Context))
 }
@@ -92,7 +92,9 @@ func (e *Engine) Decide(ctx context.Context, checks []Check) (Verdict, error) {
 	for j, i := range sharedIdx {
 		sc[j] = checks[i]
 	}
-	ds, undoShared := e.shared.DecideShared(ctx, sc)
+	// Shared checks come last, so nothing after them can deny the request:
+	// their undo is never needed here.
+	ds, _ := e.shared.DecideShared(ctx, sc)
 	for j, i := range sharedIdx {
 		v.Decisions[i] = ds[j]
 		// A check not asked (another one denied first, from the denial cache)
@@ -101,22 +103,9 @@ func (e *Engine) Decide(ctx context.Context, checks []Check) (Verdict, error) {
 			v.Allowed, v.Denied = false, i
 		}
 	}
-	for j, i := range sharedIdx {
-		if !ds[j].Allowed && v.Allowed { // no decision gave a reason: the first refusal denies
-			v.Allowed, v.Denied = false, i
-		}
-	}
 	if !v.Allowed {
 		runAll(undos)
 		v.refunded(checks, undone)
-		if undoShared != nil {
-			undoShared(ctx)
-			for _, i := range sharedIdx {
-				if v.Decisions[i].Allowed && v.Decisions[i].Reason == ReasonNone {
-					v.refunded(checks, []int{i})
-				}
-			}
-		}
 	}
 	return v, nil
 }

@@ -110,6 +110,7 @@ const (
 	ReasonFailedOpen           // Redis failed and the policy fails open
 	ReasonLocalFallback        // Redis failed and a local share decided
 	ReasonDenialCached         // denied from the denial cache without asking Redis
+	ReasonOverloaded           // the instance could not get the check answered in time; denied, not failed open
 )
 
 // Decision is the outcome of one check. Headers and bodies are rendered from

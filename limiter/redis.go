@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -31,7 +33,11 @@ type RedisScripter interface {
 const (
 	DefaultBreakerFailures = 3
 	DefaultBreakerCooldown = 500 * time.Millisecond
+	DefaultQueueTimeout    = 250 * time.Millisecond
 )
+
+// DefaultMaxInFlight is go-redis's default pool size: 10 connections per CPU.
+var DefaultMaxInFlight = 10 * runtime.GOMAXPROCS(0)
 
 // RedisConfig tunes Redis. The zero value is usable: every field has a
 // default.
@@ -54,6 +60,14 @@ type RedisConfig struct {
 	// Logger receives state changes and throttled errors; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// MaxInFlight caps the round trips in flight at once; decisions beyond
+	// it wait for a slot. Set it to the client's pool size so that no
+	// decision ever waits inside go-redis, where the wait would eat into
+	// the Redis deadline; zero means DefaultMaxInFlight.
+	MaxInFlight int
+	// QueueTimeout bounds the wait for a slot; a decision still waiting then
+	// is denied (ReasonOverloaded). Zero means DefaultQueueTimeout.
+	QueueTimeout time.Duration
 	// Local holds the in-process buckets of the "local" failure mode (under
 	// FallbackPolicyName names); nil means private buckets with the default
 	// cap. Pass the Engine's so one Retain call covers both.
@@ -73,20 +87,28 @@ type Redis struct {
 	gcra    *redis_rate.Limiter
 	sources map[string]string // script SHA1 -> source, for the NOSCRIPT fallback
 
-	timeout  time.Duration
-	cooldown time.Duration
-	clock    func() time.Time
-	log      *slog.Logger
-	local    *Local
-	breaker  *breaker
-	denials  *denialCache
+	timeout      time.Duration
+	queueTimeout time.Duration
+	cooldown     time.Duration
+	cluster      bool // checks of one request may live on different nodes
+	slots        slots
+	clock        func() time.Time
+	log          *slog.Logger
+	local        *Local
+	breaker      *breaker
+	denials      *denialCache
 
 	memberPrefix string // makes sliding-window members unique across instances
 	seq          atomic.Uint64
 
-	stats  redisCounters
-	errLog logThrottle
-	downAt atomic.Int64 // Unix ns when the breaker last opened, for the recovery log
+	stats       redisCounters
+	errLog      logThrottle
+	downAt      atomic.Int64 // Unix ns when the breaker last opened, for the recovery log
+	lastOKStart atomic.Int64 // Unix ns at which the latest successful round trip started
+	// suspectSince is when the oldest timed-out round trip that no later
+	// success explains started (Unix ns; 0: none). See classify.
+	suspectSince  atomic.Int64
+	suspectWindow time.Duration
 }
 
 var _ Shared = (*Redis)(nil)
@@ -96,22 +118,29 @@ func NewRedis(client RedisScripter, cfg RedisConfig) (*Redis, error) {
 	if client == nil {
 		return nil, errors.New("creating redis limiter: nil client")
 	}
-	if cfg.Timeout < 0 || cfg.BreakerCooldown < 0 || cfg.BreakerFailures < 0 || cfg.DenialCacheSize < 0 {
+	if cfg.Timeout < 0 || cfg.BreakerCooldown < 0 || cfg.BreakerFailures < 0 || cfg.DenialCacheSize < 0 ||
+		cfg.MaxInFlight < 0 || cfg.QueueTimeout < 0 {
 		return nil, errors.New("creating redis limiter: negative setting")
 	}
 	r := &Redis{
-		client:   client,
-		gcra:     redis_rate.NewLimiter(client),
-		timeout:  cmp.Or(cfg.Timeout, DefaultRedisTimeout),
-		cooldown: cmp.Or(cfg.BreakerCooldown, DefaultBreakerCooldown),
-		clock:    cfg.Clock,
-		log:      cfg.Logger,
-		local:    cfg.Local,
-		denials:  newDenialCache(cfg.DenialCacheSize),
+		client:       client,
+		gcra:         redis_rate.NewLimiter(client),
+		timeout:      cmp.Or(cfg.Timeout, DefaultRedisTimeout),
+		queueTimeout: cmp.Or(cfg.QueueTimeout, DefaultQueueTimeout),
+		// Two unanswered waves of round trips this far apart are not one
+		// stall of this process: it would have to last twice the timeout.
+		suspectWindow: suspectWindowFactor * cmp.Or(cfg.Timeout, DefaultRedisTimeout),
+		slots:         newSlots(cmp.Or(cfg.MaxInFlight, DefaultMaxInFlight)),
+		cooldown:      cmp.Or(cfg.BreakerCooldown, DefaultBreakerCooldown),
+		clock:         cfg.Clock,
+		log:           cfg.Logger,
+		local:         cfg.Local,
+		denials:       newDenialCache(cfg.DenialCacheSize),
 	}
 	if r.clock == nil {
 		r.clock = time.Now
 	}
+	_, r.cluster = client.(*redis.ClusterClient)
 	if r.log == nil {
 		r.log = slog.Default()
 	}
@@ -126,18 +155,13 @@ func NewRedis(client RedisScripter, cfg RedisConfig) (*Redis, error) {
 	}
 	r.memberPrefix = hex.EncodeToString(nonce[:])
 
-	gcraSHA, gcraSrc, err := learnGCRAScript()
-	if err != nil {
-		return nil, fmt.Errorf("creating redis limiter: %w", err)
-	}
-	r.sources = map[string]string{gcraSHA: gcraSrc}
+	r.sources = map[string]string{}
 	for _, s := range []struct {
 		script *redis.Script
 		src    string
 	}{
-		{slidingWindowScript, slidingWindowSrc}, {slidingRefundScript, slidingRefundSrc},
-		{fixedWindowScript, fixedWindowSrc}, {fixedRefundScript, fixedRefundSrc},
-		{gcraRefundScript, gcraRefundSrc},
+		{decideScript, decideSrc}, {gcraRefundScript, gcraRefundSrc},
+		{slidingRefundScript, slidingRefundSrc}, {fixedRefundScript, fixedRefundSrc},
 	} {
 		r.sources[s.script.Hash()] = s.src
 	}
@@ -155,21 +179,33 @@ type sharedOp struct {
 	check  Check
 	cost   int64
 	digest keyDigest
-	base   string     // rl:{policy:digest}
-	member string     // sliding window only
-	cmd    *redis.Cmd // sliding and fixed window only
-	res    *redis_rate.Result
-	reply  scriptReply
-	err    error
+	base   string             // rl:{policy:digest}
+	member string             // sliding window only
+	res    *redis_rate.Result // a lone GCRA check, decided by redis_rate
+	reply  scriptReply        // any other check, decided by decideScript
+	asked  bool               // Redis answered for this check
+	taken  bool               // Redis recorded it: a refund must give it back
 }
+
+// suspectWindowFactor sets the suspect window in multiples of the timeout.
+const suspectWindowFactor = 3
+
+// overloadRetry is the Retry-After of a decision the instance could not make
+// in time because too many were waiting for Redis.
+const overloadRetry = time.Second
 
 // DecideShared implements Shared. Checks that cannot pass whatever Redis
 // says (rate zero, cost above the quota) and keys in the denial cache deny
-// the request before anything is sent, so a denied request consumes nothing.
-// Otherwise all checks go to Redis in one pipeline; undo refunds the checks
-// that Redis (or a local fallback bucket) admitted. A check of a local
-// algorithm (token_bucket), which the Engine never sends here, is decided by
-// the local buckets at its full limit.
+// the request before anything is sent. Otherwise the checks go to Redis
+// together and are recorded all or nothing (see roundTrip): a denied request
+// consumes nothing, and undo is nil. An admitted request's undo gives back
+// everything it took. A check of a local algorithm (token_bucket), which the
+// Engine never sends here, is decided by the local buckets at its full limit.
+//
+// A decision waits for one of a bounded number of round-trip slots before
+// its Redis deadline starts: waiting is the instance's own backpressure, not
+// a Redis failure. Past the queue timeout it is denied (ReasonOverloaded),
+// never let through unchecked.
 func (r *Redis) DecideShared(ctx context.Context, checks []Check) ([]Decision, func(context.Context)) {
 	now := r.clock()
 	ds := make([]Decision, len(checks))
@@ -210,9 +246,7 @@ func (r *Redis) DecideShared(ctx context.Context, checks []Check) ([]Decision, f
 		d, f := r.local.reserve(now, c.Policy.Name, c.Limit, c.Key, c.cost())
 		ds[i] = d
 		if !d.Allowed {
-			for _, g := range u.locals {
-				g()
-			}
+			u.giveBackLocal()
 			return ds, nil
 		}
 		if f != nil {
@@ -229,28 +263,82 @@ func (r *Redis) DecideShared(ctx context.Context, checks []Check) ([]Decision, f
 		for _, op := range ops {
 			ds[op.index] = r.degrade(now, op.check, &u)
 		}
-		return ds, u.fn()
+		return finish(ds, &u)
+	}
+	release, err := r.slots.acquire(ctx, r.queueTimeout)
+	if err != nil {
+		r.breaker.release(probe)
+		r.stats.overloaded.Add(1)
+		for _, op := range ops {
+			ds[op.index] = overloaded(op.check)
+		}
+		u.giveBackLocal()
+		return ds, nil
+	}
+	started := r.clock()
+	rtCtx, cancel := context.WithTimeout(ctx, r.timeout)
+	_, rtErr := r.roundTrip(rtCtx, ops)
+	cancel()
+	release()
+	r.stats.roundTrips.Add(1)
+
+	switch r.classify(ctx, started, rtErr, probe) {
+	case outcomeOverload:
+		r.stats.overloaded.Add(1)
+		for _, op := range ops {
+			ds[op.index] = overloaded(op.check)
+		}
+		u.giveBackLocal()
+		return ds, nil
+	case outcomeSuspect:
+		for _, op := range ops {
+			if op.check.Policy.OnRedisError == FailDeny || op.check.Policy.OnRedisError == FailLocal {
+				ds[op.index] = r.degrade(now, op.check, &u)
+			} else {
+				r.stats.overloaded.Add(1)
+				ds[op.index] = overloaded(op.check)
+			}
+		}
+		return finish(ds, &u)
+	case outcomeFailure:
+		for _, op := range ops {
+			ds[op.index] = r.degrade(now, op.check, &u)
+		}
+		return finish(ds, &u)
 	}
 
-	r.stats.roundTrips.Add(1)
-	r.roundTrip(ctx, ops)
-	r.recordOutcome(ctx, ops, probe)
-
+	now = r.clock() // Redis answered now: the denial lasts from here
 	for _, op := range ops {
-		if op.err != nil {
-			ds[op.index] = r.degrade(now, op.check, &u)
-			continue
+		if !op.asked {
+			continue // on a Cluster, after an earlier check denied
 		}
-		d, rf := r.decision(op)
+		d := r.decision(op)
 		ds[op.index] = d
-		if rf != nil {
-			u.refunds = append(u.refunds, *rf)
+		if op.taken {
+			u.ops = append(u.ops, op)
 		}
 		if !d.Allowed && d.RetryAfter > 0 {
 			r.denials.put(op.denialKey(), op.cost, now, now.Add(d.RetryAfter), now.Add(max(d.ResetAfter, d.RetryAfter)))
 		}
 	}
+	return finish(ds, &u)
+}
+
+// finish returns the decisions of a request, giving back what its admitted
+// checks took when another one denied it.
+func finish(ds []Decision, u *undo) ([]Decision, func(context.Context)) {
+	for _, d := range ds {
+		if !d.Allowed && d.Reason != ReasonNone {
+			u.giveBackLocal()
+			return ds, nil
+		}
+	}
 	return ds, u.fn()
+}
+
+// overloaded is the decision for a check that could not be asked in time.
+func overloaded(c Check) Decision {
+	return Decision{Policy: c.Policy.Name, Limit: c.Limit, Reason: ReasonOverloaded, RetryAfter: overloadRetry}
 }
 
 func policyName(c Check) string {
@@ -291,9 +379,10 @@ func staticDenial(c Check) (Decision, bool) {
 	return d, true
 }
 
-// decision turns a Redis answer into a Decision and, when admitted, the
-// refund that gives it back.
-func (r *Redis) decision(op *sharedOp) (Decision, *refund) {
+// decision turns a Redis answer into a Decision. A check that Redis would
+// have admitted but did not record (another check of the request denied)
+// shows what it still has, its cost not taken.
+func (r *Redis) decision(op *sharedOp) Decision {
 	c := op.check
 	d := Decision{Policy: c.Policy.Name, Limit: c.Limit}
 	if op.res != nil {
@@ -303,56 +392,103 @@ func (r *Redis) decision(op *sharedOp) (Decision, *refund) {
 		if !d.Allowed {
 			d.Reason = ReasonLimited
 			d.RetryAfter = max(0, op.res.RetryAfter)
-			return d, nil
 		}
-		return d, &refund{gcraRefundScript, []string{gcraKeyPrefix + op.base},
-			[]any{c.Limit.Period.Seconds(), c.Limit.Rate, op.cost}}
+		return d
 	}
 	rep := op.reply
 	d.Allowed, d.Remaining, d.ResetAfter = rep.allowed, rep.remaining, rep.resetAfter
-	if !d.Allowed {
+	if c.Policy.Algorithm == GCRA {
+		d.Remaining = gcraRemaining(c.Limit, d.ResetAfter)
+	}
+	switch {
+	case !d.Allowed:
 		d.Reason = ReasonLimited
 		d.RetryAfter = rep.retryAfter
-		return d, nil
+	case !op.taken:
+		d.Remaining = min(d.Remaining+op.cost, quota(c))
 	}
-	if c.Policy.Algorithm == SlidingWindow {
-		return d, &refund{slidingRefundScript,
-			[]string{op.base + slidingLogSuffix, op.base + slidingSumSuffix}, []any{op.member, op.cost}}
-	}
-	return d, &refund{fixedRefundScript, []string{op.base + fixedSuffix}, []any{rep.extra, op.cost}}
+	return d
 }
 
-// recordOutcome feeds the breaker and the error counters. A round trip that
-// failed because the caller's own context ended says nothing about Redis.
-func (r *Redis) recordOutcome(ctx context.Context, ops []*sharedOp, probe bool) {
-	var err error
-	for _, op := range ops {
-		if op.err != nil {
-			err = op.err
-			break
-		}
-	}
+// outcome is what a round trip's error says about Redis.
+type outcome int
+
+const (
+	outcomeOK       outcome = iota // Redis answered
+	outcomeFailure                 // Redis failed: the failure modes apply
+	outcomeOverload                // this instance was too slow, not Redis: deny
+	outcomeSuspect                 // a timeout not yet shown to be Redis's: deny what would fail open
+)
+
+// classify feeds the breaker and the counters. Only Redis's own failures
+// count against it. A caller that went away says nothing about Redis. A
+// go-redis pool timeout is this instance's queue (the slots should make it
+// impossible). A timeout is ambiguous: Redis may be hung, or this instance
+// may have been too starved (a flood on two cores) to read a reply that was
+// there in time. It is explained when a round trip that started later has
+// succeeded; otherwise it is suspect, and only a second timeout, of a round
+// trip started at least a suspect window after the first one, with no
+// success in between, shows Redis unresponsive and opens the breaker. Until
+// then a suspect timeout denies instead of failing open, so that a flood can
+// never switch a limit off.
+func (r *Redis) classify(ctx context.Context, started time.Time, err error, probe bool) outcome {
+	s := started.UnixNano()
 	if err == nil {
+		for {
+			last := r.lastOKStart.Load()
+			if s <= last || r.lastOKStart.CompareAndSwap(last, s) {
+				break
+			}
+		}
+		if first := r.suspectSince.Load(); first != 0 && s > first {
+			r.suspectSince.CompareAndSwap(first, 0)
+		}
 		if from := r.breaker.success(); from != breakerClosed {
 			down := time.Duration(r.clock().UnixNano() - r.downAt.Load())
 			r.log.Info("redis limiter: redis is back, circuit breaker closed", "down_for", down.Round(time.Millisecond))
 		}
-		return
+		return outcomeOK
 	}
 	r.stats.errors.Add(1)
 	if ctx.Err() != nil {
 		r.breaker.release(probe)
-		return
+		return outcomeFailure
+	}
+	if errors.Is(err, redis.ErrPoolTimeout) || (isTimeout(err) && r.lastOKStart.Load() > s) {
+		r.breaker.release(probe)
+		return outcomeOverload
+	}
+	if isTimeout(err) && !probe {
+		first := r.suspectSince.Load()
+		if first == 0 || s < first+int64(r.suspectWindow) {
+			if first == 0 {
+				r.suspectSince.CompareAndSwap(0, s)
+			}
+			return outcomeSuspect
+		}
+		r.suspectSince.CompareAndSwap(first, 0)
+		if r.breaker.trip() {
+			r.downAt.Store(r.clock().UnixNano())
+			r.log.Warn("redis limiter: redis did not answer round trips started "+r.suspectWindow.String()+
+				" apart; circuit breaker opened, failure modes apply", "error", err, "cooldown", r.cooldown)
+		}
+		return outcomeFailure
 	}
 	if r.breaker.failure(probe) {
 		r.downAt.Store(r.clock().UnixNano())
 		r.log.Warn("redis limiter: circuit breaker opened, failure modes apply",
 			"error", err, "cooldown", r.cooldown)
-		return
+		return outcomeFailure
 	}
 	if n, ok := r.errLog.allow(r.clock()); ok {
 		r.log.Warn("redis limiter: round trip failed", "error", err, "suppressed", n)
 	}
+	return outcomeFailure
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // degrade applies c's failure mode.
@@ -408,39 +544,46 @@ type refund struct {
 
 // undo collects what one DecideShared admitted.
 type undo struct {
-	r       *Redis
-	refunds []refund
-	locals  []func()
+	r      *Redis
+	ops    []*sharedOp // recorded by Redis
+	locals []func()
 }
 
-func (u *undo) fn() func(context.Context) {
-	if len(u.refunds) == 0 && len(u.locals) == 0 {
-		return nil
-	}
-	var once sync.Once
-	return func(ctx context.Context) { once.Do(func() { u.run(ctx) }) }
-}
-
-// run gives everything back: local buckets at once, Redis in one pipeline
-// bounded by the timeout. It detaches from ctx's cancellation because a
-// client that hung up must not leave its tokens taken.
-func (u *undo) run(ctx context.Context) {
+// giveBackLocal returns what local buckets gave; Redis recorded nothing.
+func (u *undo) giveBackLocal() {
 	for _, f := range u.locals {
 		f()
 	}
-	if len(u.refunds) == 0 {
+	u.locals = nil
+}
+
+func (u *undo) fn() func(context.Context) {
+	if len(u.ops) == 0 && len(u.locals) == 0 {
+		return nil
+	}
+	var once sync.Once
+	return func(ctx context.Context) {
+		once.Do(func() {
+			u.giveBackLocal()
+			u.r.refund(ctx, u.ops)
+		})
+	}
+}
+
+// runRefunds gives Redis back what fs describe, in one pipeline bounded by
+// the timeout. It detaches from ctx's cancellation because a client that
+// hung up must not leave its tokens taken.
+func (r *Redis) runRefunds(ctx context.Context, fs []refund) {
+	if len(fs) == 0 {
 		return
 	}
-	r := u.r
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(u.refunds))
-	for i, f := range u.refunds {
+	cmds := make([]*redis.Cmd, len(fs))
+	for i, f := range fs {
 		cmds[i] = newEvalCmd(ctx, "evalsha", f.script.Hash(), f.keys, f.args)
 	}
-	if execScripts(ctx, r.client, r.sources, cmds) {
-		r.stats.scriptReloads.Add(1)
-	}
+	r.exec(ctx, cmds)
 	for _, c := range cmds {
 		if err := c.Err(); err != nil {
 			r.stats.refundErrors.Add(1)
@@ -463,11 +606,6 @@ func gcraRemaining(l Limit, resetAfter time.Duration) int64 {
 	used := resetAfter.Seconds() / emission
 	left := math.Floor(float64(l.burst()) - used + 1e-3)
 	return int64(min(max(0, left), float64(l.burst())))
-}
-
-// gcraLimit converts a check's limit for redis_rate.
-func gcraLimit(c Check) redis_rate.Limit {
-	return redis_rate.Limit{Rate: int(c.Limit.Rate), Burst: int(c.Limit.burst()), Period: c.Limit.Period}
 }
 
 // nextMember returns a sliding-window member unique across instances:

@@ -1,87 +1,151 @@
 package limiter
 
 import (
+	"cmp"
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
+	"slices"
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 )
 
-// roundTrip asks Redis about every op in one pipeline (two when the script
-// cache must be refilled), bounded by the timeout, and leaves each op's
-// answer or error in the op.
-func (r *Redis) roundTrip(parent context.Context, ops []*sharedOp) {
-	ctx, cancel := context.WithTimeout(parent, r.timeout)
-	defer cancel()
+// roundTrip decides ops on Redis and leaves each op's reply or error in the
+// op. It reports whether the ops were recorded (all admitted) and the error
+// of the first failed call, if any.
+//
+// One GCRA check alone goes through redis_rate's AllowN, one command. Any
+// other request is one decideScript call covering all its checks, all or
+// nothing, on a standalone server or Sentinel's master. On a Cluster the
+// checks of one request live in different slots, which no script can span:
+// they are decided one call at a time, shortest period first, stopping at
+// the first denial, and what the earlier ones took is refunded. Shortest
+// first means a request that a per-second limit denies never reaches the
+// hourly quota, so the quota's refunds (and a denial cached while one is in
+// flight) only arise on the rarer path where the longer limit denies.
+func (r *Redis) roundTrip(ctx context.Context, ops []*sharedOp) (recorded bool, err error) {
+	for _, op := range ops {
+		op.base = redisBaseKey(op.check.Policy.Name, op.digest)
+		if op.check.Policy.Algorithm == SlidingWindow {
+			op.member = r.nextMember(op.cost)
+		}
+	}
+	if len(ops) == 1 && ops[0].check.Policy.Algorithm == GCRA {
+		return r.allowGCRA(ctx, ops[0])
+	}
+	if !r.cluster || len(ops) == 1 {
+		return r.decideAll(ctx, ops)
+	}
 
-	var gcra []*sharedOp
-	var cmds []*redis.Cmd
+	ordered := slices.Clone(ops)
+	slices.SortStableFunc(ordered, func(a, b *sharedOp) int {
+		return cmp.Compare(a.check.Limit.Period, b.check.Limit.Period)
+	})
+	var taken []*sharedOp
+	for _, op := range ordered {
+		ok, err := r.decideAll(ctx, []*sharedOp{op})
+		if err != nil || !ok {
+			if len(taken) > 0 {
+				r.refund(ctx, taken)
+				for _, t := range taken {
+					t.taken = false
+				}
+			}
+			return false, err
+		}
+		taken = append(taken, op)
+	}
+	return true, nil
+}
+
+// allowGCRA runs one GCRA check through redis_rate, turning a panic on a
+// malformed reply (it asserts the reply's types unchecked) into an error.
+func (r *Redis) allowGCRA(ctx context.Context, op *sharedOp) (recorded bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			op.res, recorded, err = nil, false, fmt.Errorf("limiter: redis_rate failed on its reply: %v", p)
+		}
+	}()
+	c := op.check
+	res, err := r.gcra.AllowN(ctx, op.base, redis_rate.Limit{
+		Rate: int(c.Limit.Rate), Burst: int(c.Limit.burst()), Period: c.Limit.Period,
+	}, int(op.cost))
+	if err != nil {
+		return false, err
+	}
+	op.res, op.asked, op.taken = res, true, res.Allowed > 0
+	return op.taken, nil
+}
+
+// decideAll runs decideScript once for ops, whose keys must share a slot
+// unless the server is not a Cluster.
+func (r *Redis) decideAll(ctx context.Context, ops []*sharedOp) (recorded bool, err error) {
+	keys := make([]string, 0, 2*len(ops))
+	args := make([]any, 0, 1+6*len(ops))
+	args = append(args, len(ops))
 	for _, op := range ops {
 		c := op.check
-		op.base = redisBaseKey(c.Policy.Name, op.digest)
 		switch c.Policy.Algorithm {
 		case GCRA:
-			gcra = append(gcra, op)
+			k := gcraKeyPrefix + op.base
+			keys = append(keys, k, k)
 		case SlidingWindow:
-			op.member = r.nextMember(op.cost)
-			op.cmd = newEvalCmd(ctx, "evalsha", slidingWindowScript.Hash(),
-				[]string{op.base + slidingLogSuffix, op.base + slidingSumSuffix},
-				[]any{c.Limit.Rate, max(1, c.Limit.Period.Microseconds()), op.cost, op.member})
-			cmds = append(cmds, op.cmd)
+			keys = append(keys, op.base+slidingLogSuffix, op.base+slidingSumSuffix)
 		case FixedWindow:
-			op.cmd = newEvalCmd(ctx, "evalsha", fixedWindowScript.Hash(),
-				[]string{op.base + fixedSuffix},
-				[]any{c.Limit.Rate, max(1, c.Limit.Period.Milliseconds()), op.cost})
-			cmds = append(cmds, op.cmd)
+			k := op.base + fixedSuffix
+			keys = append(keys, k, k)
 		default:
-			op.err = fmt.Errorf("limiter: algorithm %q is not shared", c.Policy.Algorithm)
+			return false, fmt.Errorf("limiter: algorithm %q is not shared", c.Policy.Algorithm)
 		}
+		args = append(args, string(c.Policy.Algorithm), c.Limit.Rate, max(1, c.Limit.Period.Microseconds()),
+			c.Limit.burst(), op.cost, op.member)
 	}
-
-	switch {
-	case len(gcra) == 1 && len(cmds) == 0:
-		// One GCRA check alone is one command: no batch needed.
-		op := gcra[0]
-		op.res, op.err = allowN(ctx, r.gcra, op)
-	case len(gcra) == 0:
-		r.exec(ctx, cmds)
-	default:
-		b := newGCRABatch(len(gcra))
-		var wg sync.WaitGroup
-		for _, op := range gcra {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				caller := &batchCaller{scriptsOnly: scriptsOnly{errNotBatched}, b: b}
-				defer caller.finish()
-				op.res, op.err = allowN(ctx, redis_rate.NewLimiter(caller), op)
-			}()
-		}
-		calls := b.collect(ctx)
-		all := make([]*redis.Cmd, 0, len(calls)+len(cmds))
-		for _, c := range calls {
-			all = append(all, c.cmd)
-		}
-		r.exec(ctx, append(all, cmds...))
-		b.release(calls)
-		wg.Wait() // the goroutines return as soon as their replies are released
+	cmd := newEvalCmd(ctx, "evalsha", decideScript.Hash(), keys, args)
+	r.exec(ctx, []*redis.Cmd{cmd})
+	v, err := cmd.Result()
+	if err != nil {
+		return false, err
 	}
+	replies, recorded, err := parseDecideReply(v, len(ops))
+	if err != nil {
+		return false, err
+	}
+	for i, op := range ops {
+		op.reply, op.asked, op.taken = replies[i], true, recorded
+	}
+	return recorded, nil
+}
 
+// refund gives back what ops took, in one pipeline.
+func (r *Redis) refund(ctx context.Context, ops []*sharedOp) {
+	var fs []refund
 	for _, op := range ops {
-		if op.cmd == nil {
-			continue
+		if f := op.refund(); f != nil {
+			fs = append(fs, *f)
 		}
-		v, err := op.cmd.Result()
-		if err == nil {
-			op.reply, err = parseScriptReply(v)
-		}
-		op.err = err
 	}
+	r.runRefunds(ctx, fs)
+}
+
+// refund is the script call that gives back what op took; nil when it took
+// nothing.
+func (op *sharedOp) refund() *refund {
+	if !op.taken {
+		return nil
+	}
+	c := op.check
+	switch c.Policy.Algorithm {
+	case GCRA:
+		return &refund{gcraRefundScript, []string{gcraKeyPrefix + op.base},
+			[]any{c.Limit.Period.Seconds(), c.Limit.Rate, op.cost}}
+	case SlidingWindow:
+		return &refund{slidingRefundScript,
+			[]string{op.base + slidingLogSuffix, op.base + slidingSumSuffix}, []any{op.member, op.cost}}
+	case FixedWindow:
+		return &refund{fixedRefundScript, []string{op.base + fixedSuffix}, []any{op.reply.extra, op.cost}}
+	}
+	return nil
 }
 
 func (r *Redis) exec(ctx context.Context, cmds []*redis.Cmd) {
@@ -90,54 +154,74 @@ func (r *Redis) exec(ctx context.Context, cmds []*redis.Cmd) {
 	}
 }
 
-// allowN runs redis_rate, turning a panic on a malformed reply (it asserts
-// types unchecked) into an error.
-func allowN(ctx context.Context, l *redis_rate.Limiter, op *sharedOp) (res *redis_rate.Result, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			res, err = nil, fmt.Errorf("limiter: redis_rate failed on its reply: %v", p)
+// newEvalCmd builds EVAL/EVALSHA exactly as go-redis does, including the key
+// position a Cluster pipeline routes by.
+func newEvalCmd(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, name, payload, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	a = append(a, args...)
+	cmd := redis.NewCmd(ctx, a...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	return cmd
+}
+
+// execScripts runs cmds (EVALSHA commands) in one pipeline. Those that fail
+// with NOSCRIPT (the script cache is empty after a restart, a failover, a
+// SCRIPT FLUSH or on a new Cluster node) run again as EVAL in a second
+// pipeline, and their replies are copied into the original commands. It
+// reports whether a second pipeline was needed.
+func execScripts(ctx context.Context, client RedisScripter, sources map[string]string, cmds []*redis.Cmd) (reloaded bool) {
+	if len(cmds) == 0 {
+		return false
+	}
+	pipe := client.Pipeline()
+	for _, c := range cmds {
+		_ = pipe.Process(ctx, c) // queues only
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+
+	var again, evals []*redis.Cmd
+	for _, c := range cmds {
+		if !isNoScript(c.Err()) {
+			continue
 		}
-	}()
-	return l.AllowN(ctx, op.base, gcraLimit(op.check), int(op.cost))
-}
-
-// learnGCRAScript obtains redis_rate's AllowN script, which it does not
-// export, by running AllowN against a recorder: EVALSHA answers NOSCRIPT, so
-// go-redis falls back to EVAL with the source. Knowing the source lets a
-// batch re-run it as EVAL after Redis lost its script cache, in the same
-// second pipeline as our own scripts, instead of one extra call per check.
-func learnGCRAScript() (sha, src string, err error) {
-	rec := &scriptRecorder{scriptsOnly: scriptsOnly{errRecorded}}
-	_, _ = redis_rate.NewLimiter(rec).AllowN(context.Background(), "learn", redis_rate.PerSecond(1), 1)
-	if rec.sha == "" || rec.src == "" {
-		return "", "", errors.New("learning redis_rate's script: it sent no EVALSHA and EVAL")
+		args := c.Args()
+		if len(args) < 3 {
+			continue
+		}
+		sha, _ := args[1].(string)
+		src, ok := sources[sha]
+		if !ok {
+			continue
+		}
+		a := make([]any, len(args))
+		copy(a, args)
+		a[0], a[1] = "eval", src
+		e := redis.NewCmd(ctx, a...)
+		e.SetFirstKeyPos(3)
+		again, evals = append(again, c), append(evals, e)
 	}
-	sum := sha1.Sum([]byte(rec.src))
-	if hex.EncodeToString(sum[:]) != rec.sha {
-		return "", "", errors.New("learning redis_rate's script: EVAL source does not match the EVALSHA digest")
+	if len(evals) == 0 {
+		return false
 	}
-	return rec.sha, rec.src, nil
+	pipe = client.Pipeline()
+	for _, e := range evals {
+		_ = pipe.Process(ctx, e)
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, c := range again {
+		v, err := evals[i].Result()
+		c.SetVal(v)
+		c.SetErr(err)
+	}
+	return true
 }
 
-var errRecorded = errors.New("limiter: recorded, not executed")
-
-// scriptRecorder is a Redis client that executes nothing and remembers the
-// script it was asked to run.
-type scriptRecorder struct {
-	scriptsOnly
-	sha, src string
-}
-
-func (s *scriptRecorder) EvalSha(ctx context.Context, sha1 string, _ []string, _ ...any) *redis.Cmd {
-	s.sha = sha1
-	cmd := redis.NewCmd(ctx)
-	cmd.SetErr(redis.ErrNoScript)
-	return cmd
-}
-
-func (s *scriptRecorder) Eval(ctx context.Context, script string, _ []string, _ ...any) *redis.Cmd {
-	s.src = script
-	cmd := redis.NewCmd(ctx)
-	cmd.SetErr(errRecorded)
-	return cmd
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }

@@ -20,6 +20,10 @@ type RedisStats struct {
 	FailedOpen     uint64
 	FailedClosed   uint64
 	LocalFallbacks uint64
+	// Overloaded counts decisions denied because the instance could not get
+	// them answered in time: no round-trip slot within the queue timeout, or
+	// a timeout while Redis was answering others.
+	Overloaded uint64
 	// DenialCacheHits counts requests denied from the denial cache.
 	DenialCacheHits uint64
 	// Refunds and RefundErrors count refund scripts that ran or failed.
@@ -40,7 +44,7 @@ type redisCounters struct {
 	roundTrips, errors, failFast             atomic.Uint64
 	failedOpen, failedClosed, localFallbacks atomic.Uint64
 	denialHits, refunds, refundErrors        atomic.Uint64
-	scriptReloads                            atomic.Uint64
+	scriptReloads, overloaded                atomic.Uint64
 }
 
 // Stats returns a snapshot of the counters. It is safe for concurrent use.
@@ -53,6 +57,7 @@ func (r *Redis) Stats() RedisStats {
 		FailedOpen:      c.failedOpen.Load(),
 		FailedClosed:    c.failedClosed.Load(),
 		LocalFallbacks:  c.localFallbacks.Load(),
+		Overloaded:      c.overloaded.Load(),
 		DenialCacheHits: c.denialHits.Load(),
 		Refunds:         c.refunds.Load(),
 		RefundErrors:    c.refundErrors.Load(),

@@ -12,47 +12,80 @@ import (
 // share one hash tag (one Cluster slot), and sets an expiry on every key it
 // writes so idle keys vanish by themselves.
 //
-// Decision scripts reply {allowed (0|1), remaining, retry_after_us,
-// reset_after_us, extra}; extra is the fixed window's end in Unix ms (what
-// its refund needs) and 0 otherwise.
+// For each check the decision script replies {allowed (0|1), remaining,
+// retry_after_us, reset_after_us, extra}; extra is the fixed window's end in
+// Unix ms (what its refund needs) and 0 otherwise. The refund scripts give
+// back what an admitted check took (used on a Cluster, whose checks are
+// decided one slot at a time, and for reconciling a cost afterwards).
 
-// slidingWindowScript keeps an exact log: a ZSET of admitted requests scored
-// by Redis time in microseconds, each member "<unique>:<cost>", and the sum
-// of the logged costs in a second key so counting costs O(1). Entries that
-// left the window are subtracted once, when they are trimmed. A denied
-// request adds nothing (it may only trim what already left the window).
+// decideScript decides every shared check of one request at once, all or
+// nothing: each check is decided against the state as it is, and only when
+// all of them admit are they all recorded. So a request that one policy
+// denies costs the others nothing, and no refund is ever in flight for
+// another request to trip over. Every key of the call must be in one Cluster
+// slot, so on a Cluster a request with checks on several keys calls it once
+// per check (see roundTrip).
 //
-// KEYS[1] log, KEYS[2] sum; ARGV limit, window_us, cost, member.
-const slidingWindowSrc = `
-local log, sum_key = KEYS[1], KEYS[2]
-local limit, window, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+// ARGV[1] is the number of checks n; then 6 values per check: algorithm
+// ("gcra", "sliding_window", "fixed_window"), rate, period in microseconds,
+// burst, cost, member (sliding window). KEYS holds 2 keys per check: GCRA
+// its redis_rate key twice, the sliding window its log and sum, the fixed
+// window its counter twice. The reply is 5 integers per check (see
+// scriptReply) followed by 1 when the checks were recorded, 0 when not.
+//
+// GCRA keeps redis_rate's state (a float TAT in seconds since 2017-01-01 at
+// "rate:<key>") so the two can decide on one key alike; a test holds them
+// to it. The sliding window keeps an exact log: a ZSET of admitted requests
+// scored by Redis time in microseconds, members "<unique>:<cost>", and the
+// sum of the logged costs in a second key so counting is O(1); entries that
+// left the window are subtracted once, when trimmed. The fixed window counts
+// in windows aligned to Redis time (Unix ms multiples of the period); the
+// counter expires at its window's end, and that expiry identifies the window:
+// a counter whose PEXPIRETIME is not the current window's end counts as zero.
+const decideSrc = `
 local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+local function gcra(key, rate, period_us, burst, cost)
+  local now = (tonumber(t[1]) - 1483228800) + (tonumber(t[2]) / 1000000)
+  local emission = (period_us / 1000000) / rate
+  local tat = tonumber(redis.call("GET", key)) or now
+  tat = math.max(tat, now)
+  local new_tat = tat + emission * cost
+  local allow_at = new_tat - emission * burst
+  if now < allow_at then
+    return {0, 0, math.ceil((allow_at - now) * 1000000), math.ceil((tat - now) * 1000000), 0}
+  end
+  local reset = new_tat - now
+  return {1, 0, 0, math.ceil(reset * 1000000), 0}, function()
+    if reset > 0 then redis.call("SET", key, new_tat, "EX", math.ceil(reset)) end
+  end
+end
 
 local function cost_of(member)
   return tonumber(string.match(member, ":(%d+)$")) or 1
 end
 
-local sum = tonumber(redis.call("GET", sum_key))
-local dirty = false
-local old = redis.call("ZRANGEBYSCORE", log, "-inf", now - window)
-if #old > 0 then
-  redis.call("ZREMRANGEBYSCORE", log, "-inf", now - window)
-  dirty = true
-end
-if redis.call("EXISTS", log) == 0 then
-  sum = 0
-elseif sum == nil then
-  -- the sum was lost (eviction): rebuild it from the log
-  sum, dirty = 0, true
-  for _, m in ipairs(redis.call("ZRANGE", log, 0, -1)) do sum = sum + cost_of(m) end
-else
-  for _, m in ipairs(old) do sum = sum - cost_of(m) end
-  if sum < 0 then sum = 0 end
-end
-
-if sum + cost > limit then
+local function sliding(log, sum_key, limit, window, cost, member)
+  local sum = tonumber(redis.call("GET", sum_key))
+  local dirty = false
+  local old = redis.call("ZRANGEBYSCORE", log, "-inf", now_us - window)
+  if #old > 0 then
+    redis.call("ZREMRANGEBYSCORE", log, "-inf", now_us - window)
+    dirty = true
+  end
+  if redis.call("EXISTS", log) == 0 then
+    sum = 0
+  elseif sum == nil then
+    -- the sum was lost (eviction): rebuild it from the log
+    sum, dirty = 0, true
+    for _, m in ipairs(redis.call("ZRANGE", log, 0, -1)) do sum = sum + cost_of(m) end
+  else
+    for _, m in ipairs(old) do sum = sum - cost_of(m) end
+    if sum < 0 then sum = 0 end
+  end
   if dirty then
+    -- Trimming changes no decision, so it stays even when nothing is recorded.
     local pttl = redis.call("PTTL", log)
     if pttl > 0 and sum > 0 then
       redis.call("SET", sum_key, sum, "PX", pttl)
@@ -60,33 +93,82 @@ if sum + cost > limit then
       redis.call("DEL", sum_key)
     end
   end
-  -- retry when the oldest entries holding the missing units have left
-  local need, freed, at, offset = sum + cost - limit, 0, nil, 0
-  while at == nil do
-    local page = redis.call("ZRANGE", log, offset, offset + 127, "WITHSCORES")
-    if #page == 0 then break end
-    for i = 1, #page, 2 do
-      freed = freed + cost_of(page[i])
-      if freed >= need then at = tonumber(page[i + 1]) break end
+  if sum + cost > limit then
+    -- retry when the oldest entries holding the missing units have left
+    local need, freed, at, offset = sum + cost - limit, 0, nil, 0
+    while at == nil do
+      local page = redis.call("ZRANGE", log, offset, offset + 127, "WITHSCORES")
+      if #page == 0 then break end
+      for i = 1, #page, 2 do
+        freed = freed + cost_of(page[i])
+        if freed >= need then at = tonumber(page[i + 1]) break end
+      end
+      offset = offset + 128
     end
-    offset = offset + 128
+    local retry = window
+    if at then retry = at + window - now_us end
+    local reset = 0
+    local newest = redis.call("ZRANGE", log, -1, -1, "WITHSCORES")
+    if #newest == 2 then reset = tonumber(newest[2]) + window - now_us end
+    return {0, math.max(0, limit - sum), retry, reset, 0}
   end
-  local retry = window
-  if at then retry = at + window - now end
-  local reset = 0
-  local newest = redis.call("ZRANGE", log, -1, -1, "WITHSCORES")
-  if #newest == 2 then reset = tonumber(newest[2]) + window - now end
-  return {0, math.max(0, limit - sum), retry, reset, 0}
+  return {1, limit - sum - cost, 0, window, 0}, function()
+    local ttl = math.ceil(window / 1000)
+    redis.call("ZADD", log, now_us, member)
+    redis.call("PEXPIRE", log, ttl)
+    redis.call("SET", sum_key, sum + cost, "PX", ttl)
+  end
 end
 
-local ttl = math.ceil(window / 1000)
-redis.call("ZADD", log, now, ARGV[4])
-redis.call("PEXPIRE", log, ttl)
-redis.call("SET", sum_key, sum + cost, "PX", ttl)
-return {1, limit - sum - cost, 0, window, 0}
+local function fixed(key, limit, period_us, cost)
+  local period = math.max(1, math.floor(period_us / 1000))
+  local now = math.floor(now_us / 1000)
+  local reset_at = now - (now % period) + period
+  local reset_us = (reset_at - now) * 1000
+  local n = 0
+  if redis.call("PEXPIRETIME", key) == reset_at then
+    n = tonumber(redis.call("GET", key)) or 0
+  end
+  if n + cost > limit then
+    return {0, math.max(0, limit - n), reset_us, reset_us, reset_at}
+  end
+  return {1, limit - n - cost, 0, reset_us, reset_at}, function()
+    if n == 0 then
+      redis.call("SET", key, cost, "PXAT", reset_at)
+    else
+      redis.call("INCRBY", key, cost)
+    end
+  end
+end
+
+local n = tonumber(ARGV[1])
+local reply, records, all = {}, {}, true
+for i = 1, n do
+  local a = 1 + (i - 1) * 6
+  local alg, rate, period, burst, cost = ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local k1, k2 = KEYS[2 * i - 1], KEYS[2 * i]
+  local res, record
+  if alg == "gcra" then
+    res, record = gcra(k1, rate, period, burst, cost)
+  elseif alg == "sliding_window" then
+    res, record = sliding(k1, k2, rate, period, cost, ARGV[a + 6])
+  elseif alg == "fixed_window" then
+    res, record = fixed(k1, rate, period, cost)
+  else
+    return redis.error_reply("unknown algorithm " .. tostring(alg))
+  end
+  if res[1] == 0 then all = false end
+  records[i] = record
+  for _, v in ipairs(res) do reply[#reply + 1] = v end
+end
+if all then
+  for i = 1, n do records[i]() end
+end
+reply[#reply + 1] = all and 1 or 0
+return reply
 `
 
-var slidingWindowScript = redis.NewScript(slidingWindowSrc)
+var decideScript = redis.NewScript(decideSrc)
 
 // slidingRefundScript removes one admitted entry again.
 //
@@ -101,37 +183,6 @@ return 1
 
 var slidingRefundScript = redis.NewScript(slidingRefundSrc)
 
-// fixedWindowScript counts in windows aligned to Redis time (Unix ms
-// multiples of the period). The counter expires at its window's end, and
-// that expiry identifies the window: a counter whose PEXPIRETIME is not the
-// current window's end (an old window, or a changed period) counts as zero.
-// It checks before it increments, so a denied request writes nothing.
-//
-// KEYS[1] counter; ARGV limit, period_ms, cost.
-const fixedWindowSrc = `
-local key = KEYS[1]
-local limit, period, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local reset_at = now - (now % period) + period
-local reset_us = (reset_at - now) * 1000
-local n = 0
-if redis.call("PEXPIRETIME", key) == reset_at then
-  n = tonumber(redis.call("GET", key)) or 0
-end
-if n + cost > limit then
-  return {0, math.max(0, limit - n), reset_us, reset_us, reset_at}
-end
-if n == 0 then
-  redis.call("SET", key, cost, "PXAT", reset_at)
-else
-  redis.call("INCRBY", key, cost)
-end
-return {1, limit - n - cost, 0, reset_us, reset_at}
-`
-
-var fixedWindowScript = redis.NewScript(fixedWindowSrc)
-
 // fixedRefundScript gives cost back to the window that took it, and only to
 // that window.
 //
@@ -145,7 +196,8 @@ return 1
 var fixedRefundScript = redis.NewScript(fixedRefundSrc)
 
 // gcraRefundScript moves redis_rate's theoretical arrival time back by what
-// one AllowN took (the same float expression its script added). redis_rate's
+// one AllowN took (the same float expression its script and decideScript
+// add). redis_rate's
 // own script cannot do this with a negative cost: it clamps the TAT to now
 // first. A TAT that falls to now or before means a full bucket: the key goes.
 //
@@ -175,26 +227,34 @@ type scriptReply struct {
 	extra      int64
 }
 
-// parseScriptReply checks every element's type: a reply of another shape is
-// an error, never a panic.
-func parseScriptReply(v any) (scriptReply, error) {
+// parseDecideReply reads decideScript's reply for n checks. It checks every
+// element's type: a reply of another shape is an error, never a panic.
+func parseDecideReply(v any, n int) (replies []scriptReply, recorded bool, err error) {
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 5 {
-		return scriptReply{}, fmt.Errorf("limiter script: unexpected reply %T %v", v, v)
+	if !ok || len(arr) != 5*n+1 {
+		return nil, false, fmt.Errorf("limiter script: unexpected reply %T %v", v, v)
 	}
-	var n [5]int64
+	ints := make([]int64, len(arr))
 	for i, e := range arr {
 		x, ok := e.(int64)
 		if !ok {
-			return scriptReply{}, fmt.Errorf("limiter script: reply[%d] is %T, want integer", i, e)
+			return nil, false, fmt.Errorf("limiter script: reply[%d] is %T, want integer", i, e)
 		}
-		n[i] = x
+		ints[i] = x
 	}
+	replies = make([]scriptReply, n)
+	for i := range replies {
+		replies[i] = newScriptReply([5]int64(ints[5*i : 5*i+5]))
+	}
+	return replies, ints[5*n] == 1, nil
+}
+
+func newScriptReply(n [5]int64) scriptReply {
 	return scriptReply{
 		allowed:    n[0] == 1,
 		remaining:  max(0, n[1]),
 		retryAfter: time.Duration(max(0, n[2])) * time.Microsecond,
 		resetAfter: time.Duration(max(0, n[3])) * time.Microsecond,
 		extra:      n[4],
-	}, nil
+	}
 }

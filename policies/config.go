@@ -43,8 +43,12 @@ type RedisConfig struct {
 	Password string         `koanf:"password"`
 	TLS      bool           `koanf:"tls"`
 	PoolSize int            `koanf:"pool_size"` // default 10 per CPU (go-redis)
-	// Timeout bounds one decision's round trip (default 30ms).
+	// Timeout bounds one decision's round trip (default 30ms). It starts once
+	// the decision has a round-trip slot (pool_size of them).
 	Timeout time.Duration `koanf:"timeout"`
+	// QueueTimeout bounds the wait for a round-trip slot; a decision still
+	// waiting then is denied with 429 (default 250ms).
+	QueueTimeout time.Duration `koanf:"queue_timeout"`
 	// Breaker: after BreakerFailures consecutive failures Redis is not asked
 	// for BreakerCooldown; then one probe decides whether it is back.
 	BreakerFailures int           `koanf:"breaker_failures"` // default 3

@@ -21,6 +21,7 @@ const (
 	DefaultMaxBodyBytes      = 10 << 20
 	DefaultPer               = time.Second
 	DefaultRedisTimeout      = 30 * time.Millisecond
+	DefaultQueueTimeout      = 250 * time.Millisecond
 	DefaultBreakerFailures   = 3
 	DefaultBreakerCooldown   = 500 * time.Millisecond
 	DefaultDenialCacheSize   = 100_000
@@ -44,6 +45,7 @@ func (c *Config) ApplyDefaults() {
 
 	r := &c.Redis
 	setDefault(&r.Timeout, DefaultRedisTimeout)
+	setDefault(&r.QueueTimeout, DefaultQueueTimeout)
 	setDefault(&r.BreakerFailures, DefaultBreakerFailures)
 	setDefault(&r.BreakerCooldown, DefaultBreakerCooldown)
 	setDefault(&r.DenialCacheSize, DefaultDenialCacheSize)

@@ -84,6 +84,7 @@ func validateRedis(p *problems, r *RedisConfig) {
 	if r.BreakerFailures < 0 {
 		p.add("redis.breaker_failures", "must be >= 1")
 	}
+	nonNegative(p, "redis.queue_timeout", r.QueueTimeout)
 	nonNegative(p, "redis.breaker_cooldown", r.BreakerCooldown)
 	if r.DenialCacheSize < 0 {
 		p.add("redis.denial_cache_size", "must not be negative")

@@ -91,6 +91,9 @@ func deniedMessage(d limiter.Decision) string {
 	switch d.Reason {
 	case limiter.ReasonDenyAll:
 		return fmt.Sprintf("policy %q denies all requests (rate 0)", d.Policy)
+	case limiter.ReasonOverloaded:
+		return fmt.Sprintf("policy %q could not be checked in time: too many requests are waiting for it; retry in %s",
+			d.Policy, roundUp(d.RetryAfter))
 	case limiter.ReasonCostTooHigh:
 		return fmt.Sprintf("the request costs more than policy %q allows at once (burst %d), so it can never pass",
 			d.Policy, quota(d.Limit))

@@ -32,6 +32,8 @@ func newRedis(cfg policies.RedisConfig, local *limiter.Local, log *slog.Logger) 
 	}
 	shared, err := limiter.NewRedis(client, limiter.RedisConfig{
 		Timeout:         cfg.Timeout,
+		QueueTimeout:    cfg.QueueTimeout,
+		MaxInFlight:     cfg.PoolSize, // no decision waits inside go-redis's pool
 		BreakerFailures: cfg.BreakerFailures,
 		BreakerCooldown: cfg.BreakerCooldown,
 		DenialCacheSize: cfg.DenialCacheSize,

@@ -41,9 +41,9 @@ func (c *callCounter) reset() {
 	c.pipelinedCmds.Store(0)
 }
 
-// All shared checks of one request go to Redis in one pipeline, GCRA checks
-// (run by redis_rate) included; after Redis lost its scripts, a second
-// pipeline re-sends them as EVAL.
+// All shared checks of one request go to Redis as one script call, all or
+// nothing; after Redis lost its scripts, a second pipeline re-sends it as
+// EVAL.
 func TestOneRoundTripPerRequest(t *testing.T) {
 	s := redistest.Start(t)
 	c := newTestClient(t, semanticsTimeout, s.Addr())
@@ -64,9 +64,9 @@ func TestOneRoundTripPerRequest(t *testing.T) {
 		wantPipelines int64
 		wantCmds      int64
 	}{
-		{"cold script cache", true, 2, 8},
-		{"warm script cache", false, 1, 4},
-		{"after SCRIPT FLUSH", true, 2, 8},
+		{"cold script cache", true, 2, 2},
+		{"warm script cache", false, 1, 1},
+		{"after SCRIPT FLUSH", true, 2, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,9 +123,9 @@ func TestSingleGCRACheckAfterScriptFlush(t *testing.T) {
 	}
 }
 
-// A batch whose Redis never answers returns within the timeout and every
-// GCRA goroutine it started has ended.
-func TestBatchRespectsDeadline(t *testing.T) {
+// A round trip whose Redis never answers returns within the timeout and
+// leaves no goroutine behind.
+func TestRoundTripRespectsDeadline(t *testing.T) {
 	// A listener that accepts and never answers: the Redis protocol stalls.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -173,7 +173,7 @@ func TestBatchRespectsDeadline(t *testing.T) {
 	if elapsed > timeout+40*time.Millisecond {
 		t.Fatalf("decision took %s, want at most the %s timeout plus slack", elapsed, timeout)
 	}
-	t.Logf("stalled redis, 3 checks in a batch: decided in %s (timeout %s)", elapsed.Round(time.Microsecond), timeout)
+	t.Logf("stalled redis, 3 checks in one call: decided in %s (timeout %s)", elapsed.Round(time.Microsecond), timeout)
 	c.Close()
 	goleak.VerifyNone(t, opts)
 }
