@@ -60,7 +60,7 @@ type Handler struct {
 	log            *slog.Logger
 	maxHeaderBytes int
 	rp             *httputil.ReverseProxy
-	afterFunc      func(time.Duration, func()) stopper
+	afterFunc      func(time.Duration, func()) timer
 }
 
 var _ http.Handler = (*Handler)(nil)
