@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptrace"
@@ -160,6 +161,13 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		return errUpstreamTimeout
 	}
 	setRateLimitHeaders(resp.Header, st.verdict)
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// The body is the upstream connection; ReverseProxy copies both ways
+		// until one side closes. Tracked so that a shutdown can wait for it.
+		if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
+			resp.Body = h.upgrades.track(rwc)
+		}
+	}
 	return nil
 }
 

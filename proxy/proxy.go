@@ -61,6 +61,7 @@ type Handler struct {
 	maxHeaderBytes int
 	rp             *httputil.ReverseProxy
 	afterFunc      func(time.Duration, func()) timer
+	upgrades       upgrades
 }
 
 var _ http.Handler = (*Handler)(nil)
