@@ -45,6 +45,11 @@ var clientAddrHeaders = []string{
 // canonicalRequest returns r in canonical form (r itself when it already
 // is), or the reason it cannot be made canonical.
 func canonicalRequest(r *http.Request, id policies.Identity) (*http.Request, string) {
+	if r.Method == http.MethodConnect {
+		// An authority-form target has no path to match; it would otherwise
+		// read as "/" and take the catch-all route.
+		return nil, "the gateway does not tunnel CONNECT requests"
+	}
 	esc, dec, bad := canonicalPath(r.URL.EscapedPath())
 	if bad != "" {
 		return nil, bad

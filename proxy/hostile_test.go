@@ -262,6 +262,9 @@ func TestHostilePaths(t *testing.T) {
 		{name: "encoded dot-dot above the root", target: "/a/%2e%2e/%2e%2e/etc/passwd", wantStatus: 400, wantCode: badPath, wantInMsg: "above the root"},
 		{name: "dot-dot with parameters", target: "/public/..;/admin/x", wantStatus: 400, wantCode: badPath, wantInMsg: `"..;"`},
 		{name: "asterisk form", target: "*", wantStatus: 400, wantCode: badPath, wantInMsg: "must be a path"},
+		{name: "CONNECT", method: "CONNECT", target: "admin.example:443", wantStatus: 400, wantCode: badPath, wantInMsg: "CONNECT"},
+		{name: "absolute form without a path", target: "http://other.example", wantStatus: 200, wantPolicy: "default-ip",
+			wantUp: "api", wantURI: "/"},
 		{name: "OPTIONS asterisk is Go's own", method: "OPTIONS", target: "*", wantStatus: 200}, // answered by net/http, never forwarded
 
 		{name: "strip prefix onto base", target: "/public/a/b?x=1", wantStatus: 200, wantPolicy: "public-ip",
