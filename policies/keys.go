@@ -77,6 +77,43 @@ func parseKeySpec(spec string) ([]keyPart, error) {
 	return parts, nil
 }
 
+// KeyReads is what a policy's key reads from a request.
+type KeyReads struct {
+	IP     bool
+	APIKey bool // the API key itself (api_key)
+	Tenant bool // the tenant of a known API key
+	// Headers are the canonical names of header:NAME parts.
+	Headers []string
+	// Queries are the names of query:NAME parts.
+	Queries []string
+}
+
+// Reads returns what p's key reads, parsed from KeySpec; a spec that does
+// not parse (compile never lets one through) reads nothing. It allocates, so
+// the request path calls it only when it needs the answer.
+func (p *Policy) Reads() KeyReads {
+	var kr KeyReads
+	parts, err := parseKeySpec(p.KeySpec)
+	if err != nil {
+		return kr
+	}
+	for _, part := range parts {
+		switch part.source {
+		case sourceIP:
+			kr.IP = true
+		case sourceAPIKey:
+			kr.APIKey = true
+		case sourceTenant:
+			kr.Tenant = true
+		case sourceHeader:
+			kr.Headers = append(kr.Headers, part.name)
+		case sourceQuery:
+			kr.Queries = append(kr.Queries, part.name)
+		}
+	}
+	return kr
+}
+
 // keyFunc builds the KeyFunc of parsed parts. A composite key is missing when
 // any of its parts is.
 func keyFunc(parts []keyPart) KeyFunc {

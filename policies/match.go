@@ -6,7 +6,9 @@ import (
 	"strings"
 )
 
-// Match returns the first route that takes r, or nil.
+// Match returns the first route that takes r, or nil. It compares r.URL.Path
+// as it is: the proxy makes the path canonical (dot segments, repeated
+// slashes, escapes) before it asks.
 func (s *Snapshot) Match(r *http.Request) *Route {
 	for _, rt := range s.Routes {
 		if rt.Match.Matches(r) {
@@ -27,7 +29,7 @@ func (m *Match) Matches(r *http.Request) bool {
 	if m.PathPrefix != "" && !PathHasPrefix(r.URL.Path, m.PathPrefix) {
 		return false
 	}
-	if len(m.Methods) > 0 && !containsFold(m.Methods, r.Method) {
+	if len(m.Methods) > 0 && !methodMatches(m.Methods, r.Method) {
 		return false
 	}
 	for _, h := range m.Headers {
@@ -61,6 +63,16 @@ func hostMatches(pattern, host string) bool {
 		return len(host) > len(suffix)+1 && strings.EqualFold(host[len(host)-len(suffix)-1:], "."+suffix)
 	}
 	return strings.EqualFold(pattern, host)
+}
+
+// methodMatches lets a route that takes GET take HEAD too, as net/http and
+// most gateways do: a HEAD is a GET without the body, so the GET route's
+// policies judge it (otherwise HEAD would walk past them).
+func methodMatches(methods []string, method string) bool {
+	if containsFold(methods, method) {
+		return true
+	}
+	return strings.EqualFold(method, http.MethodHead) && containsFold(methods, http.MethodGet)
 }
 
 func containsFold(list []string, s string) bool {

@@ -18,9 +18,11 @@ const requestCost = 1
 
 // buildChecks turns the route's policies into limiter checks for one request.
 // A policy whose key is missing is skipped, shares the anonymous bucket, or
-// rejects the request; for a rejection the rejecting policy is returned and
-// checks is nil. An unset or unknown OnMissingKey behaves as MissingShared,
-// the config's default: it never lets a keyless request escape the policy.
+// rejects the request. A rejection does not stop the others: their checks
+// are still built, so that a request answered 401 is counted by every policy
+// that can judge it; rejectedBy is the first rejecting policy. An unset or
+// unknown OnMissingKey behaves as MissingShared, the config's default: it
+// never lets a keyless request escape the policy.
 func buildChecks(r *http.Request, route *policies.Route, s *policies.Subject) (checks []limiter.Check, rejectedBy *policies.Policy) {
 	if len(route.Policies) == 0 {
 		return nil, nil
@@ -35,7 +37,10 @@ func buildChecks(r *http.Request, route *policies.Route, s *policies.Subject) (c
 		if !ok {
 			switch p.OnMissingKey {
 			case policies.MissingReject:
-				return nil, p
+				if rejectedBy == nil {
+					rejectedBy = p
+				}
+				continue
 			case policies.MissingSkip:
 				continue
 			default:
@@ -49,5 +54,5 @@ func buildChecks(r *http.Request, route *policies.Route, s *policies.Subject) (c
 			Cost:   requestCost,
 		})
 	}
-	return checks, nil
+	return checks, rejectedBy
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -19,6 +20,9 @@ import (
 // errUpstreamTimeout is returned by modifyResponse when the route timeout
 // fired while the response headers were arriving.
 var errUpstreamTimeout = errors.New("proxy: upstream timed out")
+
+// longAgo is a deadline that has passed whatever the clock says.
+var longAgo = time.Unix(1, 0)
 
 // stateKey carries a *requestState in the outbound request's context: the one
 // ReverseProxy is shared by all routes, so the route travels with the request.
@@ -32,22 +36,18 @@ type requestState struct {
 	// inbound is the client request's own context: when it is done the client
 	// went away (as opposed to the route timeout cancelling the outbound one).
 	inbound context.Context
-	// timer cancels the outbound request when the route timeout passes before
-	// the response headers; nil when the route has no timeout.
-	timer    stopper
-	timedOut atomic.Bool
+	// deadline cancels the outbound request when the upstream keeps the
+	// gateway waiting longer than the route timeout before the response
+	// headers; nil when the route has no timeout.
+	deadline *routeDeadline
+	// body is the outbound request body; nil when there is none.
+	body *uploadBody
 }
 
 func stateFrom(ctx context.Context) *requestState {
 	st, _ := ctx.Value(stateKey{}).(*requestState)
 	return st
 }
-
-// stopper is the part of *time.Timer the forwarder uses; tests substitute a
-// timer they fire by hand.
-type stopper interface{ Stop() bool }
-
-func realAfterFunc(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
 
 // newReverseProxy builds the Handler's single ReverseProxy.
 func (h *Handler) newReverseProxy(transport http.RoundTripper) *httputil.ReverseProxy {
@@ -67,27 +67,47 @@ func (h *Handler) newReverseProxy(transport http.RoundTripper) *httputil.Reverse
 	}
 }
 
-// forward sends an allowed request upstream. The route timeout covers the
-// wait for the response headers only: a stream that has started is never cut
-// by it.
+// forward sends an allowed request upstream. The route timeout bounds how
+// long the upstream keeps the gateway waiting (see routeDeadline): an upload
+// that moves and a stream that has started are never cut by it.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, peerTrusted bool) {
 	st := &requestState{route: route, verdict: v, peerTrusted: peerTrusted, inbound: r.Context()}
+	if r.Body != nil && r.Body != http.NoBody {
+		body := r.Body
+		if route.MaxBodyBytes > 0 {
+			// Catches bodies without a Content-Length (chunked) or that lie
+			// about it; the error surfaces from the transport and becomes a
+			// 413.
+			body = http.MaxBytesReader(w, body, route.MaxBodyBytes)
+		}
+		st.body = &uploadBody{ReadCloser: body}
+	}
 	ctx := context.WithValue(r.Context(), stateKey{}, st)
 	if route.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		st.timer = h.afterFunc(route.Timeout, func() {
-			st.timedOut.Store(true)
+		st.deadline = newRouteDeadline(h.afterFunc, route.Timeout, func() {
 			cancel()
+			if st.body != nil && !st.body.eof.Load() {
+				// The transport gives up only once its read of the body
+				// returns, and the client may be sending nothing: a read
+				// deadline in the past ends that read now.
+				http.NewResponseController(w).SetReadDeadline(longAgo)
+			}
 		})
-		defer st.timer.Stop()
+		defer st.deadline.stop()
+		if st.body != nil {
+			st.body.deadline = st.deadline
+		}
+		// The whole request is written: the wait for the answer starts now.
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { st.deadline.extend() },
+		})
 	}
 	out := r.WithContext(ctx)
-	if route.MaxBodyBytes > 0 && r.Body != nil && r.Body != http.NoBody {
-		// Catches bodies without a Content-Length (chunked) or that lie about
-		// it; the error surfaces from the transport and becomes a 413.
-		out.Body = http.MaxBytesReader(w, r.Body, route.MaxBodyBytes)
+	if st.body != nil {
+		out.Body = st.body
 	}
 	h.rp.ServeHTTP(w, out)
 }
@@ -135,12 +155,19 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	if st == nil {
 		return nil
 	}
-	if st.timer != nil && !st.timer.Stop() {
+	if st.deadline != nil && !st.deadline.stop() {
 		// The timer fired (or is firing) as the headers arrived; the outbound
 		// context is cancelled, so the body cannot be read anyway.
 		return errUpstreamTimeout
 	}
 	setRateLimitHeaders(resp.Header, st.verdict)
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// The body is the upstream connection; ReverseProxy copies both ways
+		// until one side closes. Tracked so that a shutdown can wait for it.
+		if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
+			resp.Body = h.upgrades.track(rwc)
+		}
+	}
 	return nil
 }
 
@@ -154,9 +181,15 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		return
 	}
 	route := slog.String("route", st.route.Name)
+	if st.body != nil && !st.body.eof.Load() {
+		// The client may still be sending a body nobody will read. Without
+		// this, Go's server would read up to 256 KiB of it before answering,
+		// and wait for ever on a client that stalled.
+		w.Header()["Connection"] = []string{"close"}
+	}
 	var tooLarge *http.MaxBytesError
 	switch {
-	case errors.Is(err, errUpstreamTimeout) || st.timedOut.Load():
+	case errors.Is(err, errUpstreamTimeout) || st.deadline.timedOut():
 		setRateLimitHeaders(w.Header(), st.verdict)
 		h.writeError(w, r, http.StatusGatewayTimeout, errorBody{
 			Message: fmt.Sprintf("the upstream did not answer within %s", st.route.Timeout),

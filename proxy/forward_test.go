@@ -2,14 +2,17 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -183,8 +186,8 @@ func TestStripPrefix(t *testing.T) {
 		{"prefix removed, query kept", "/api", "", "/api/users?x=1", "/users?x=1"},
 		{"exact prefix becomes /", "/api", "", "/api", "/"},
 		{"prefix with trailing slash", "/api/", "", "/api/users", "/users"},
-		{"escapes survive", "/api", "", "/api/a%2Fb", "/a%2Fb"},
-		{"escaped prefix", "/my api", "", "/my%20api/x%2Fy", "/x%2Fy"},
+		{"escapes survive", "/api", "", "/api/a%3Fb%20c", "/a%3Fb%20c"},
+		{"escaped prefix", "/my api", "", "/my%20api/x%3Fy", "/x%3Fy"},
 		{"upstream base path joined", "/api", "/base", "/api/users", "/base/users"},
 		{"other segment untouched", "/api", "", "/apix/users", "/apix/users"},
 	}
@@ -366,5 +369,95 @@ func TestBufferPool(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { p.Put(p.Get()) }); n != 0 {
 		t.Errorf("Get+Put allocations: got %v, want 0", fmt.Sprint(n))
+	}
+}
+
+// TestTimeoutCountsTheWaitNotTheUpload: a body that keeps moving is never
+// cut by the route timeout, however long the upload takes; a wait without
+// progress longer than the timeout is. The fake clock moves 60ms after each
+// chunk the upstream has read, against a 100ms timeout: 300ms of upload.
+func TestTimeoutCountsTheWaitNotTheUpload(t *testing.T) {
+	const (
+		chunk   = 1000
+		chunks  = 5
+		timeout = 100 * time.Millisecond
+	)
+	tests := []struct {
+		name       string
+		gap        time.Duration // fake time between chunks
+		wantStatus int
+		wantChunks int // chunks the upstream reads before the answer
+	}{
+		{"slow upload that moves", 60 * time.Millisecond, 200, chunks},
+		{"upload that stalls", 150 * time.Millisecond, 504, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := make(chan struct{}, chunks)
+			up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				buf := make([]byte, chunk)
+				n := 0
+				for {
+					if _, err := io.ReadFull(r.Body, buf); err != nil {
+						break
+					}
+					n++
+					got <- struct{}{}
+				}
+				fmt.Fprintf(w, "%d", n*chunk)
+			}))
+			var timers manualTimers
+			rt := testRoute(t, "upload", "/", up.URL)
+			rt.Timeout = timeout
+			gw, _ := newGateway(t, testSnapshot(t, nil, rt), fakeLimiter{}, gatewayOpts{afterFunc: timers.afterFunc})
+
+			pr, pw := io.Pipe()
+			var writers sync.WaitGroup
+			defer writers.Wait()
+			defer pw.CloseWithError(errors.New("test over")) // unblocks a writer the gateway stopped reading
+			done := make(chan response, 1)
+			go func() {
+				resp, err := gw.Client().Post(gw.URL+"/", "application/octet-stream", pr)
+				if err != nil {
+					done <- response{status: -1, body: []byte(err.Error())}
+					return
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				done <- response{status: resp.StatusCode, header: resp.Header, body: b}
+			}()
+			var answered *response
+			for i := 0; i < tt.wantChunks; i++ {
+				writers.Go(func() { pw.Write(bytes.Repeat([]byte{'x'}, chunk)) })
+				select {
+				case <-got:
+				case r := <-done:
+					answered = &r
+				case <-time.After(10 * time.Second):
+					t.Fatalf("chunk %d never reached the upstream", i+1)
+				}
+				if answered != nil {
+					t.Fatalf("answered %d during the upload, after %d of %d chunks (%s)", answered.status, i, tt.wantChunks, answered.body)
+				}
+				timers.advance(tt.gap)
+			}
+			if tt.wantStatus == 200 {
+				pw.Close()
+			}
+			var r response
+			select {
+			case r = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no answer")
+			}
+			if r.status != tt.wantStatus {
+				t.Fatalf("status: got %d, want %d (body %s)", r.status, tt.wantStatus, r.body)
+			}
+			if tt.wantStatus == 200 {
+				if want := fmt.Sprint(chunk * chunks); string(r.body) != want {
+					t.Errorf("upstream read: got %s bytes, want %s", r.body, want)
+				}
+			}
+		})
 	}
 }

@@ -141,7 +141,7 @@ func (s *snapshotHolder) Load() *policies.Snapshot { return s.p.Load() }
 // gatewayOpts tweak newGateway.
 type gatewayOpts struct {
 	maxHeaderBytes int
-	afterFunc      func(time.Duration, func()) stopper
+	afterFunc      func(time.Duration, func()) timer
 	log            *logRecorder
 }
 
@@ -327,10 +327,13 @@ func (l *logRecorder) wait(t *testing.T, status int64) logRecord {
 	}
 }
 
-// manualTimer replaces time.AfterFunc: it fires only when the test says so.
+// manualTimer replaces time.AfterFunc: it fires when the test says so, or
+// when its owner's fake clock passes its deadline.
 type manualTimer struct {
+	owner   *manualTimers
 	mu      sync.Mutex
 	f       func()
+	at      time.Duration // the fake instant it is due
 	stopped bool
 	fired   bool
 }
@@ -340,6 +343,17 @@ func (m *manualTimer) Stop() bool {
 	defer m.mu.Unlock()
 	wasActive := !m.stopped && !m.fired
 	m.stopped = true
+	return wasActive
+}
+
+// Reset makes the timer due d after the fake now, as time.Timer.Reset.
+func (m *manualTimer) Reset(d time.Duration) bool {
+	now := m.owner.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	wasActive := !m.stopped && !m.fired
+	m.stopped, m.fired = false, false
+	m.at = now + d
 	return wasActive
 }
 
@@ -358,18 +372,50 @@ func (m *manualTimer) fire() bool {
 	return true
 }
 
-// manualTimers hands out manualTimers and remembers them.
+// due reports whether the timer is armed and due at now.
+func (m *manualTimer) due(now time.Duration) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.stopped && !m.fired && m.at <= now
+}
+
+// manualTimers hands out manualTimers, remembers them, and keeps a fake
+// clock that advance moves.
 type manualTimers struct {
 	mu     sync.Mutex
+	clock  time.Duration
 	timers []*manualTimer
 }
 
-func (m *manualTimers) afterFunc(_ time.Duration, f func()) stopper {
+func (m *manualTimers) afterFunc(d time.Duration, f func()) timer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	tm := &manualTimer{f: f}
+	tm := &manualTimer{owner: m, f: f, at: m.clock + d}
 	m.timers = append(m.timers, tm)
 	return tm
+}
+
+func (m *manualTimers) now() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.clock
+}
+
+// advance moves the fake clock by d and fires every timer then due; it
+// returns how many fired.
+func (m *manualTimers) advance(d time.Duration) int {
+	m.mu.Lock()
+	m.clock += d
+	now := m.clock
+	timers := append([]*manualTimer(nil), m.timers...)
+	m.mu.Unlock()
+	n := 0
+	for _, tm := range timers {
+		if tm.due(now) && tm.fire() {
+			n++
+		}
+	}
+	return n
 }
 
 func (m *manualTimers) last(t *testing.T) *manualTimer {

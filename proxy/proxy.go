@@ -60,7 +60,8 @@ type Handler struct {
 	log            *slog.Logger
 	maxHeaderBytes int
 	rp             *httputil.ReverseProxy
-	afterFunc      func(time.Duration, func()) stopper
+	afterFunc      func(time.Duration, func()) timer
+	upgrades       upgrades
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -99,6 +100,7 @@ func New(cfg Config) (*Handler, error) {
 
 // ServeHTTP answers r or forwards it upstream.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r0 := r
 	snap := h.snapshots.Load()
 	if snap == nil {
 		h.writeError(w, r, http.StatusServiceUnavailable, errorBody{Message: "the gateway has no configuration loaded"})
@@ -108,6 +110,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, http.StatusRequestHeaderFieldsTooLarge, errorBody{
 			Message: fmt.Sprintf("request headers exceed %d bytes", h.maxHeaderBytes),
 		})
+		return
+	}
+	// One canonical request from here on: what is matched, keyed, stripped
+	// and forwarded is the same request.
+	r, bad := canonicalRequest(r, snap.Identity)
+	if bad != "" {
+		h.writeError(w, r0, http.StatusBadRequest, errorBody{Message: bad})
 		return
 	}
 	route := snap.Match(r)
@@ -120,6 +129,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.String("route", route.Name))
 		return
 	}
+	if msg := keyInputProblem(r, route, snap.Tenants.Header); msg != "" {
+		h.writeError(w, r, http.StatusBadRequest, errorBody{Message: msg}, slog.String("route", route.Name))
+		return
+	}
 	if route.MaxBodyBytes > 0 && r.ContentLength > route.MaxBodyBytes {
 		h.writeError(w, r, http.StatusRequestEntityTooLarge, errorBody{
 			Message: fmt.Sprintf("request body exceeds this route's limit of %d bytes", route.MaxBodyBytes),
@@ -128,11 +141,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	subject, peerTrusted := identify(r, snap)
+	// A policy that needs a key the request lacks answers 401, but only after
+	// the policies that can judge the request have: each guess costs its
+	// per-IP tokens, so keys cannot be guessed without limit.
 	checks, rejectedBy := buildChecks(r, route, &subject)
-	if rejectedBy != nil {
-		h.writeUnauthorized(w, r, snap, route, rejectedBy)
-		return
-	}
 	verdict := limiter.Verdict{Allowed: true, Denied: -1}
 	if len(checks) > 0 {
 		var err error
@@ -144,6 +156,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !verdict.Allowed {
 		h.refuse(w, r, route, verdict)
+		return
+	}
+	if rejectedBy != nil {
+		setRateLimitHeaders(w.Header(), verdict)
+		h.writeUnauthorized(w, r, snap, route, rejectedBy)
 		return
 	}
 	h.forward(w, r, route, verdict, peerTrusted)
@@ -177,10 +194,10 @@ func (h *Handler) writeUnauthorized(w http.ResponseWriter, r *http.Request, snap
 		header = defaultKeyHeader
 	}
 	var msg string
-	switch spec := strings.ToLower(p.KeySpec); {
-	case strings.Contains(spec, "tenant"):
+	switch reads := p.Reads(); {
+	case reads.Tenant:
 		msg = fmt.Sprintf("policy %q needs a known API key in the %s header", p.Name(), header)
-	case strings.Contains(spec, "api_key"):
+	case reads.APIKey:
 		msg = fmt.Sprintf("policy %q needs an API key in the %s header", p.Name(), header)
 	default:
 		msg = fmt.Sprintf("policy %q needs a key (%s) that this request does not carry", p.Name(), p.KeySpec)

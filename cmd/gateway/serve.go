@@ -142,6 +142,11 @@ func serve(ctx context.Context, path, level string, logOut io.Writer) error {
 		log.Warn("drain incomplete", "err", err)
 		srv.Close()
 	}
+	// Upgraded (WebSocket) connections are hijacked, so srv.Shutdown does not
+	// wait for them: they get what is left of the drain time, then are cut.
+	if cut := handler.Shutdown(drain); cut > 0 {
+		log.Warn("drain incomplete: closed upgraded connections still open", "connections", cut)
+	}
 	echoSrv.Close()
 	wg.Wait()
 	return runErr

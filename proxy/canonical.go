@@ -1,0 +1,371 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/ratelimit-gateway/gateway/policies"
+)
+
+// The gateway judges and forwards one canonical request. It is computed once,
+// before the route is matched, and it is what the route's match, the keys,
+// strip_prefix and the upstream all see:
+//
+//   - the path: percent-encoded unreserved characters decoded (%2E is ".",
+//     %61 is "a"), other escapes in upper case, repeated slashes collapsed,
+//     "." and ".." segments resolved. What cannot be made canonical without
+//     guessing how the upstream reads it is refused with 400: an encoded
+//     slash (%2F) or a backslash (raw or %5C), a control character (%00-%1F,
+//     %7F), ".." above the root, a dot segment with parameters ("..;x").
+//   - the query: as ReverseProxy would forward it (a query with ";" or a bad
+//     escape is re-encoded, dropping the pairs Go cannot parse).
+//   - the headers: hop-by-hop headers (those named in Connection and the
+//     standard list) removed as ReverseProxy removes them, and, from a peer
+//     that is not a trusted proxy, the headers that carry a client address
+//     (X-Forwarded-*, Forwarded, X-Real-IP, True-Client-IP, ...).
+
+// hopHeaders are removed on every hop (RFC 7230 section 6.1 and the older
+// list ReverseProxy keeps removing).
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// clientAddrHeaders carry a client's address as some proxy or CDN saw it.
+// Only a trusted proxy may set them; from anyone else they are dropped, so
+// the upstream (and a policy keyed on them) cannot be told a made-up address.
+var clientAddrHeaders = []string{
+	"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
+	"X-Real-Ip", "True-Client-Ip", "X-Client-Ip", "Cf-Connecting-Ip",
+	"Fastly-Client-Ip", "X-Cluster-Client-Ip",
+}
+
+// canonicalRequest returns r in canonical form (r itself when it already
+// is), or the reason it cannot be made canonical.
+func canonicalRequest(r *http.Request, id policies.Identity) (*http.Request, string) {
+	if r.Method == http.MethodConnect {
+		// An authority-form target has no path to match; it would otherwise
+		// read as "/" and take the catch-all route.
+		return nil, "the gateway does not tunnel CONNECT requests"
+	}
+	esc, dec, bad := canonicalPath(r.URL.EscapedPath())
+	if bad != "" {
+		return nil, bad
+	}
+	query := cleanQuery(r.URL.RawQuery)
+	peer, _ := parseHop(r.RemoteAddr)
+	header := cleanHeader(r.Header, isTrusted(peer, id.TrustedProxies))
+	if dec == r.URL.Path && esc == r.URL.EscapedPath() && query == r.URL.RawQuery && header == nil {
+		return r, ""
+	}
+	out := new(http.Request)
+	*out = *r
+	u := *r.URL
+	u.Path, u.RawPath, u.RawQuery = dec, esc, query
+	if esc == (&url.URL{Path: dec}).EscapedPath() {
+		u.RawPath = ""
+	}
+	out.URL = &u
+	if header != nil {
+		out.Header = header
+	}
+	return out, ""
+}
+
+// canonicalPath makes an escaped path canonical (see above). It returns the
+// escaped and decoded forms, or why it refuses.
+func canonicalPath(p string) (esc, dec, bad string) {
+	if p == "" {
+		return "/", "/", ""
+	}
+	if p[0] != '/' {
+		return "", "", fmt.Sprintf("the request target must be a path starting with \"/\", got %q", p)
+	}
+	if isCanonical(p) {
+		dec, err := url.PathUnescape(p)
+		if err != nil {
+			return "", "", "the path has a malformed escape"
+		}
+		return p, dec, ""
+	}
+	var segs []string
+	trailing := false
+	for _, raw := range strings.Split(p[1:], "/") {
+		seg, why := normalizeSegment(raw)
+		if why != "" {
+			return "", "", why
+		}
+		trailing = false
+		switch {
+		case seg == "" || seg == ".":
+			trailing = true
+		case seg == "..":
+			if len(segs) == 0 {
+				return "", "", `the path climbs above the root with ".."`
+			}
+			segs = segs[:len(segs)-1]
+			trailing = true
+		case strings.HasPrefix(seg, ".;") || strings.HasPrefix(seg, "..;"):
+			return "", "", fmt.Sprintf("the path has a dot segment with parameters (%q), which upstreams read in different ways", seg)
+		default:
+			segs = append(segs, seg)
+		}
+	}
+	esc = "/" + strings.Join(segs, "/")
+	if trailing && len(segs) > 0 {
+		esc += "/"
+	}
+	dec, err := url.PathUnescape(esc)
+	if err != nil {
+		return "", "", "the path has a malformed escape"
+	}
+	return esc, dec, ""
+}
+
+// isCanonical is the fast path: no escape, no backslash, no empty segment
+// before the end and no segment starting with a dot.
+func isCanonical(p string) bool {
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '%', '\\':
+			return false
+		case '/':
+			if i+1 < len(p) && (p[i+1] == '/' || p[i+1] == '.') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// normalizeSegment decodes escaped unreserved characters in one escaped
+// segment and upper-cases the other escapes.
+func normalizeSegment(s string) (string, string) {
+	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '\\') < 0 {
+		return s, ""
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\\':
+			return "", `the path has a backslash (\ or %5C), which some upstreams read as "/"`
+		case c != '%':
+			b.WriteByte(c)
+			continue
+		}
+		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			return "", "the path has a malformed escape"
+		}
+		v := unhex(s[i+1])<<4 | unhex(s[i+2])
+		i += 2
+		switch {
+		case v == '/':
+			return "", "the path has an encoded slash (%2F), which upstreams read either as a separator or as data"
+		case v == '\\':
+			return "", `the path has a backslash (\ or %5C), which some upstreams read as "/"`
+		case v < 0x20 || v == 0x7f:
+			return "", fmt.Sprintf("the path has a control character (%%%02X)", v)
+		case isUnreserved(v):
+			b.WriteByte(v)
+		default:
+			const hex = "0123456789ABCDEF"
+			b.WriteByte('%')
+			b.WriteByte(hex[v>>4])
+			b.WriteByte(hex[v&15])
+		}
+	}
+	return b.String(), ""
+}
+
+func isUnreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	default:
+		return c - 'a' + 10
+	}
+}
+
+// maxQueryParams is net/url's default limit; ReverseProxy re-encodes a query
+// with more.
+const maxQueryParams = 10000
+
+// cleanQuery is ReverseProxy's own cleaning of the outbound query, done
+// before judging so that a query key is read from what is forwarded.
+func cleanQuery(s string) string {
+	reencode := func(s string) string {
+		v, _ := url.ParseQuery(s)
+		return v.Encode()
+	}
+	if strings.Count(s, "&")+1 > maxQueryParams {
+		return reencode(s)
+	}
+	for i := 0; i < len(s); {
+		switch s[i] {
+		case ';':
+			return reencode(s)
+		case '%':
+			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+				return reencode(s)
+			}
+			i += 3
+		default:
+			i++
+		}
+	}
+	return s
+}
+
+// cleanHeader returns h without hop-by-hop headers and, unless the peer is
+// trusted, without client address headers; nil when there is nothing to
+// remove. It ends as ReverseProxy's own removal does: an upgrade keeps
+// "Connection: Upgrade" and its Upgrade header, "Te: trailers" stays, so
+// ReverseProxy's pass changes nothing more.
+func cleanHeader(h http.Header, peerTrusted bool) http.Header {
+	dirty := false
+	for _, name := range hopHeaders {
+		if _, ok := h[name]; ok {
+			dirty = true
+			break
+		}
+	}
+	if !peerTrusted && !dirty {
+		for _, name := range clientAddrHeaders {
+			if _, ok := h[name]; ok {
+				dirty = true
+				break
+			}
+		}
+	}
+	if !dirty {
+		return nil
+	}
+	out := h.Clone()
+	upgrade := ""
+	if headerHasToken(h["Connection"], "upgrade") {
+		upgrade = h.Get("Upgrade")
+	}
+	for _, v := range h["Connection"] {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				out.Del(name)
+			}
+		}
+	}
+	for _, name := range hopHeaders {
+		delete(out, name)
+	}
+	if !peerTrusted {
+		for _, name := range clientAddrHeaders {
+			delete(out, name)
+		}
+	}
+	if headerHasToken(h["Te"], "trailers") {
+		out["Te"] = []string{"trailers"}
+	}
+	if upgrade != "" {
+		out["Connection"] = []string{"Upgrade"}
+		out["Upgrade"] = []string{upgrade}
+	}
+	return out
+}
+
+// headerHasToken reports whether a comma-separated header holds token
+// (case-insensitive).
+func headerHasToken(values []string, token string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// keyInputProblem says why r's key inputs are ambiguous on route, or "".
+// A header or query parameter a key is read from must appear once: keyed on
+// one value and forwarded with several, a request could be judged as one
+// caller and served as another. The API key header always counts (it picks
+// the tenant and its plan); so does a header whose name differs from a key
+// header only by "_" for "-", which CGI-style upstreams read as the same.
+func keyInputProblem(r *http.Request, route *policies.Route, apiKeyHeader string) string {
+	if apiKeyHeader == "" {
+		apiKeyHeader = defaultKeyHeader
+	}
+	suspect, queryKeys := false, false
+	for name, vs := range r.Header {
+		if len(vs) > 1 || strings.IndexByte(name, '_') >= 0 {
+			suspect = true
+			break
+		}
+	}
+	for _, p := range route.Policies {
+		if strings.Contains(p.KeySpec, "query:") {
+			queryKeys = true
+		}
+	}
+	if !suspect && !queryKeys {
+		return ""
+	}
+	keyHeaders := map[string]bool{http.CanonicalHeaderKey(apiKeyHeader): true}
+	var queries []string
+	for _, p := range route.Policies {
+		reads := p.Reads()
+		for _, h := range reads.Headers {
+			keyHeaders[h] = true
+		}
+		queries = append(queries, reads.Queries...)
+	}
+	for name, vs := range r.Header {
+		if len(vs) > 1 && keyHeaders[name] {
+			return fmt.Sprintf("header %q appears %d times; a header the gateway keys on must appear once", name, len(vs))
+		}
+		if strings.IndexByte(name, '_') >= 0 {
+			if as := http.CanonicalHeaderKey(strings.ReplaceAll(name, "_", "-")); keyHeaders[as] {
+				return fmt.Sprintf("header %q is read as %q by some upstreams; send the key once, as %s", name, as, as)
+			}
+		}
+	}
+	for _, q := range queries {
+		if n := queryCount(r.URL.RawQuery, q); n > 1 {
+			return fmt.Sprintf("query parameter %q appears %d times; a parameter the gateway keys on must appear once", q, n)
+		}
+	}
+	return ""
+}
+
+// queryCount counts the values of name in a raw query, decoding names as
+// the query key function does.
+func queryCount(raw, name string) int {
+	n := 0
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		k, _, _ := strings.Cut(pair, "=")
+		if strings.ContainsAny(k, "%+") {
+			var err error
+			if k, err = url.QueryUnescape(k); err != nil {
+				continue
+			}
+		}
+		if k == name {
+			n++
+		}
+	}
+	return n
+}

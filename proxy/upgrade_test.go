@@ -1,0 +1,111 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// echoUpgradeUpstream switches to a line echo protocol on "Upgrade: echo"
+// and echoes until the gateway closes its side.
+func echoUpgradeUpstream(t *testing.T) string {
+	t.Helper()
+	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.EqualFold(r.Header.Get("Upgrade"), "echo") {
+			http.Error(w, "want Upgrade: echo", http.StatusBadRequest)
+			return
+		}
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		io.Copy(conn, brw) // until the gateway closes
+	}))
+	return up.URL
+}
+
+// upgradedClient opens an upgraded connection through the gateway and checks
+// that it echoes.
+func upgradedClient(t *testing.T, gwURL string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	addr := strings.TrimPrefix(gwURL, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: "+addr+"\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+	if err != nil {
+		t.Fatalf("reading the upgrade response: %v", err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: got status %d, want 101", resp.StatusCode)
+	}
+	echoLine(t, conn, br, "ping\n")
+	return conn, br
+}
+
+func echoLine(t *testing.T, conn net.Conn, br *bufio.Reader, line string) {
+	t.Helper()
+	if _, err := io.WriteString(conn, line); err != nil {
+		t.Fatalf("writing on the upgraded connection: %v", err)
+	}
+	got, err := br.ReadString('\n')
+	if err != nil || got != line {
+		t.Fatalf("echo: got (%q, %v), want %q", got, err, line)
+	}
+}
+
+// TestShutdownUpgradedConnections: Shutdown waits for upgraded connections
+// while they work and end by themselves, and cuts (and counts) the ones
+// still open when its deadline passes.
+func TestShutdownUpgradedConnections(t *testing.T) {
+	up := echoUpgradeUpstream(t)
+	snap := testSnapshot(t, nil, testRoute(t, "ws", "/", up))
+
+	t.Run("cut at the deadline", func(t *testing.T) {
+		gw, h := newGateway(t, snap, fakeLimiter{}, gatewayOpts{})
+		conn, br := upgradedClient(t, gw.URL)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // the drain time is over
+		if cut := h.Shutdown(ctx); cut != 1 {
+			t.Errorf("Shutdown: cut %d connections, want 1", cut)
+		}
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if b, err := br.ReadByte(); err == nil {
+			t.Errorf("client read after the cut: got %q, want the connection closed", b)
+		}
+	})
+
+	t.Run("waits while the connection works", func(t *testing.T) {
+		gw, h := newGateway(t, snap, fakeLimiter{}, gatewayOpts{})
+		conn, br := upgradedClient(t, gw.URL)
+		done := make(chan int, 1)
+		go func() { done <- h.Shutdown(context.Background()) }()
+		echoLine(t, conn, br, "still here\n") // the drain does not stop traffic
+		select {
+		case cut := <-done:
+			t.Fatalf("Shutdown returned (cut %d) with the connection still open", cut)
+		default:
+		}
+		conn.Close()
+		select {
+		case cut := <-done:
+			if cut != 0 {
+				t.Errorf("Shutdown: cut %d, want 0 (the client closed)", cut)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Shutdown did not return after the upgraded connection closed")
+		}
+	})
+}
