@@ -122,6 +122,7 @@ func build(cfg *Config, probs *problems, opts Options) (*Snapshot, error) {
 		return nil, fmt.Errorf("%s: compiling config: %w", probs.file, err)
 	}
 	snap.Source = probs.file
+	snap.Warnings = probs.warnings
 	return snap, nil
 }
 
