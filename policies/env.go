@@ -67,6 +67,12 @@ func (o *envOverlay) apply(name, value string, dest map[string]any) {
 	envErr := func(msg string) {
 		o.probs.list = append(o.probs.list, &FieldError{File: "environment", Place: name, Message: msg})
 	}
+	// A variable that names no setting is reported but not fatal: the
+	// prefix is not ours alone (Kubernetes sets GATEWAY_PORT,
+	// GATEWAY_SERVICE_HOST, ... for a Service named "gateway").
+	envWarn := func(msg string) {
+		o.probs.warnings = append(o.probs.warnings, &FieldError{File: "environment", Place: name, Message: msg})
+	}
 	switch {
 	case len(settable) > 1:
 		places := make([]string, len(settable))
@@ -77,10 +83,10 @@ func (o *envOverlay) apply(name, value string, dest map[string]any) {
 		envErr("ambiguous: could set " + strings.Join(places, " or "))
 		return
 	case len(settable) == 0 && len(sections) > 0:
-		envErr(stepsPlace(sections[0].steps) + " is a section, not a single setting; set one of its keys")
+		envWarn(stepsPlace(sections[0].steps) + " is a section, not a single setting; ignored (set one of its keys)")
 		return
 	case len(settable) == 0:
-		envErr("matches no setting (policies, routes and tenant keys must exist in the file to be overridden)")
+		envWarn("matches no setting, ignored (policies, routes and tenant keys must exist in the file to be overridden)")
 		return
 	}
 	target := settable[0]

@@ -3,6 +3,7 @@ package policies
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -108,14 +109,6 @@ func TestEnvErrors(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{"unknown variable", []string{"GATEWAY_SERVER_LISTN=x"},
-			"environment: GATEWAY_SERVER_LISTN: matches no setting (policies, routes and tenant keys must exist in the file to be overridden)"},
-		{"unknown policy", []string{"GATEWAY_POLICIES_NOPE_RATE=1"},
-			"environment: GATEWAY_POLICIES_NOPE_RATE: matches no setting (policies, routes and tenant keys must exist in the file to be overridden)"},
-		{"route index out of range", []string{"GATEWAY_ROUTES_5_UPSTREAM=http://x"},
-			"environment: GATEWAY_ROUTES_5_UPSTREAM: matches no setting (policies, routes and tenant keys must exist in the file to be overridden)"},
-		{"section", []string{"GATEWAY_SERVER=x"},
-			"environment: GATEWAY_SERVER: server is a section, not a single setting; set one of its keys"},
 		{"env value validated", []string{"GATEWAY_POLICIES_PER_IP_RATE=-3"},
 			"gateway.yaml: policies.per-ip.rate (from GATEWAY_POLICIES_PER_IP_RATE): must be >= 0"},
 		{"env value type checked", []string{"GATEWAY_POLICIES_PER_IP_RATE=many"},
@@ -123,11 +116,38 @@ func TestEnvErrors(t *testing.T) {
 		{"env duration checked", []string{"GATEWAY_SERVER_IDLE_TIMEOUT=30"},
 			`gateway.yaml: server.idle_timeout (from GATEWAY_SERVER_IDLE_TIMEOUT): must be a duration with a unit, like "1s" or "500ms" (got 30)`},
 		{"env list item validated", []string{"GATEWAY_SERVER_TRUSTED_PROXIES=10.0.0.0/8,bogus"},
-			`gateway.yaml: server.trusted_proxies[1]: must be a CIDR (10.0.0.0/8) or an address, got "bogus"`},
+			`gateway.yaml: server.trusted_proxies[1] (from GATEWAY_SERVER_TRUSTED_PROXIES): must be a CIDR (10.0.0.0/8) or an address, got "bogus"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			wantLine(t, errorLines(t, envYAML, tt.env...), tt.want)
+		})
+	}
+}
+
+// TestEnvWarnings: a variable that names no setting of this file is
+// ignored and reported as a warning naming it.
+func TestEnvWarnings(t *testing.T) {
+	tests := []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"unknown variable", []string{"GATEWAY_SERVER_LISTN=x"},
+			"environment: GATEWAY_SERVER_LISTN: matches no setting, ignored (policies, routes and tenant keys must exist in the file to be overridden)"},
+		{"unknown policy", []string{"GATEWAY_POLICIES_NOPE_RATE=1"},
+			"environment: GATEWAY_POLICIES_NOPE_RATE: matches no setting, ignored (policies, routes and tenant keys must exist in the file to be overridden)"},
+		{"route index out of range", []string{"GATEWAY_ROUTES_5_UPSTREAM=http://x"},
+			"environment: GATEWAY_ROUTES_5_UPSTREAM: matches no setting, ignored (policies, routes and tenant keys must exist in the file to be overridden)"},
+		{"section", []string{"GATEWAY_SERVER=x"},
+			"environment: GATEWAY_SERVER: server is a section, not a single setting; ignored (set one of its keys)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := mustParse(t, envYAML, tt.env...)
+			if len(snap.Warnings) != 1 || snap.Warnings[0].Error() != tt.want {
+				t.Errorf("warnings: got %v, want [%s]", snap.Warnings, tt.want)
+			}
 		})
 	}
 }
@@ -166,5 +186,57 @@ policies:
 	pol, ok := snap.Policies["api.v1"]
 	if !ok || pol.Limit.Rate != 7 || snap.Routes[0].Policies[0] != pol {
 		t.Errorf("got policies %v, want api.v1 at rate 7 used by the route", snap.Policies)
+	}
+}
+
+// TestEnvVariablesThatNameNoSettingWarn is a pod in a namespace with a
+// Service named "gateway": Kubernetes sets GATEWAY_PORT and friends in every
+// container. They name no setting, so they must not stop the load; each is
+// reported as a warning naming it. A variable that does name a setting is
+// still applied, and its bad value is still an error.
+func TestEnvVariablesThatNameNoSettingWarn(t *testing.T) {
+	kubernetes := []string{
+		"GATEWAY_PORT=tcp://10.0.0.1:8080",
+		"GATEWAY_SERVICE_HOST=10.0.0.1",
+		"GATEWAY_SERVICE_PORT=8080",
+		"GATEWAY_SERVICE_PORT_HTTP=8080",
+		"GATEWAY_PORT_8080_TCP=tcp://10.0.0.1:8080",
+		"GATEWAY_PORT_8080_TCP_PROTO=tcp",
+		"GATEWAY_PORT_8080_TCP_PORT=8080",
+		"GATEWAY_PORT_8080_TCP_ADDR=10.0.0.1",
+		// A Service named "gateway-redis" and a typo of a real setting.
+		"GATEWAY_REDIS_PORT=tcp://10.0.0.2:6379",
+		"GATEWAY_SERVER_LISTN=0.0.0.0:9",
+	}
+	env := append([]string{"GATEWAY_SERVER_LISTEN=127.0.0.1:9999"}, kubernetes...)
+	snap, err := parse(t, envYAML, env...)
+	if err != nil {
+		t.Fatalf("Parse: got error\n%v\nwant none (variables that name no setting are warnings)", err)
+	}
+	if got := snap.Config.Server.Listen; got != "127.0.0.1:9999" {
+		t.Errorf("listen: got %q, want 127.0.0.1:9999 (the override that names a setting applies)", got)
+	}
+	var warnings []string
+	for _, w := range snap.Warnings {
+		warnings = append(warnings, w.Error())
+	}
+	for _, kv := range kubernetes {
+		name, _, _ := strings.Cut(kv, "=")
+		wantLine(t, warnings, "environment: "+name+": matches no setting, ignored (policies, routes and tenant keys must exist in the file to be overridden)")
+	}
+	if len(warnings) != len(kubernetes) {
+		t.Errorf("got %d warnings, want %d:\n  %s", len(warnings), len(kubernetes), strings.Join(warnings, "\n  "))
+	}
+
+	// A bad value for a real setting is an error, reported with the
+	// warnings so that a typo that explains it is seen with it.
+	_, err = parse(t, envYAML, append([]string{"GATEWAY_POLICIES_PER_IP_RATE=many"}, kubernetes...)...)
+	if err == nil {
+		t.Fatalf("Parse with a bad rate: got no error, want one")
+	}
+	wantLine(t, errorLines(t, envYAML, "GATEWAY_POLICIES_PER_IP_RATE=many", "GATEWAY_PORT=tcp://10.0.0.1:8080"),
+		`gateway.yaml: policies.per-ip.rate (from GATEWAY_POLICIES_PER_IP_RATE): must be an integer, not the string "many"`)
+	if !strings.Contains(err.Error(), "warning: environment: GATEWAY_PORT: matches no setting") {
+		t.Errorf("error text:\n%v\nwant it to carry the warnings too", err)
 	}
 }

@@ -43,13 +43,22 @@ func (e *FieldError) Error() string {
 // single run of "gateway check" or one failed reload reports all of them.
 type ValidationError struct {
 	Errors []*FieldError
+	// Warnings are the problems that alone would not have stopped the load
+	// (see Snapshot.Warnings). They are carried along because one may
+	// explain an error: a mistyped GATEWAY_REDIS_ADRS is a warning, and the
+	// "gcra needs redis" it causes is the error.
+	Warnings []*FieldError
 }
 
-// Error renders one problem per line.
+// Error renders one problem per line, errors first, then each warning
+// prefixed with "warning: ".
 func (e *ValidationError) Error() string {
-	lines := make([]string, len(e.Errors))
-	for i, fe := range e.Errors {
-		lines[i] = fe.Error()
+	lines := make([]string, 0, len(e.Errors)+len(e.Warnings))
+	for _, fe := range e.Errors {
+		lines = append(lines, fe.Error())
+	}
+	for _, fe := range e.Warnings {
+		lines = append(lines, "warning: "+fe.Error())
 	}
 	return strings.Join(lines, "\n")
 }
@@ -83,6 +92,7 @@ type problems struct {
 	file      string
 	envPlaces map[string]string
 	list      []*FieldError
+	warnings  []*FieldError
 	// typePlaces holds the places whose value had the wrong type. Decoding
 	// leaves them at their zero value, so validation's words about those
 	// places are dropped: the type error is the one that matters.
@@ -90,11 +100,28 @@ type problems struct {
 }
 
 func (p *problems) add(place, msg string) {
-	p.list = append(p.list, &FieldError{File: p.file, Place: place, Env: p.envPlaces[place], Message: msg})
+	p.list = append(p.list, &FieldError{File: p.file, Place: place, Env: p.envFor(place), Message: msg})
+}
+
+// envFor names the variable that set place, or the list place is an item of
+// (GATEWAY_SERVER_TRUSTED_PROXIES sets every server.trusted_proxies[i]).
+func (p *problems) envFor(place string) string {
+	if v, ok := p.envPlaces[place]; ok {
+		return v
+	}
+	if i := strings.LastIndexByte(place, '['); i > 0 && strings.HasSuffix(place, "]") {
+		return p.envPlaces[place[:i]]
+	}
+	return ""
 }
 
 func (p *problems) addf(place, format string, args ...any) {
 	p.add(place, fmt.Sprintf(format, args...))
+}
+
+// warnf records a problem that does not stop the load.
+func (p *problems) warnf(place, format string, args ...any) {
+	p.warnings = append(p.warnings, &FieldError{File: p.file, Place: place, Env: p.envFor(place), Message: fmt.Sprintf(format, args...)})
 }
 
 func (p *problems) typeErrorf(place, format string, args ...any) {
@@ -133,5 +160,5 @@ func (p *problems) err() error {
 	if len(p.list) == 0 {
 		return nil
 	}
-	return &ValidationError{Errors: p.list}
+	return &ValidationError{Errors: p.list, Warnings: p.warnings}
 }

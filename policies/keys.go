@@ -241,3 +241,14 @@ func isToken(s string) bool {
 	}
 	return true
 }
+
+// identifiesTenant reports whether a key built from parts tells tenants
+// apart: it has a tenant or api_key part (an API key belongs to one tenant).
+func identifiesTenant(parts []keyPart) bool {
+	for _, p := range parts {
+		if p.source == sourceTenant || p.source == sourceAPIKey {
+			return true
+		}
+	}
+	return false
+}

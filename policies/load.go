@@ -12,7 +12,6 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/env/v2"
-	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
 	"github.com/mitchellh/copystructure"
 )
@@ -64,15 +63,17 @@ func (l Loader) options() Options { return Options{Env: l.Env, Builtins: l.Built
 // Load reads the YAML file at path, applies GATEWAY_ environment overrides
 // from opts, validates everything and compiles a Snapshot. Errors about the
 // configuration are a *ValidationError listing every problem as
-// "file: place: message"; a file that cannot be read is a plain error.
+// "file: place: message"; a file that cannot be read is a plain error, and
+// so is a path that is not a regular file of at most MaxConfigBytes (a FIFO
+// or a device is refused without reading, so Load never blocks on one).
 func Load(path string, opts Options) (*Snapshot, error) {
-	// The file provider reads the bytes once; they are parsed (and digested
-	// for the watcher) from memory, so what was checked is what is in force.
-	data, err := file.Provider(path).ReadBytes()
+	// The bytes are read once; they are parsed (and digested for the
+	// watcher) from memory, so what was checked is what is in force.
+	f, err := readConfig(path)
 	if err != nil {
 		return nil, fmt.Errorf("loading config: %w", err)
 	}
-	return Parse(path, data, opts)
+	return Parse(path, f.data, opts)
 }
 
 // Parse is Load for a configuration already in memory; source names it in
@@ -122,6 +123,7 @@ func build(cfg *Config, probs *problems, opts Options) (*Snapshot, error) {
 		return nil, fmt.Errorf("%s: compiling config: %w", probs.file, err)
 	}
 	snap.Source = probs.file
+	snap.Warnings = probs.warnings
 	return snap, nil
 }
 

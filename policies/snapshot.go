@@ -25,6 +25,11 @@ type Snapshot struct {
 	// Digest is the SHA-256 of the bytes the snapshot was parsed from (zero
 	// when built with Compile). The watcher skips content it has seen.
 	Digest [32]byte
+	// Warnings are problems that do not stop the configuration from loading
+	// (a GATEWAY_ variable that names no setting, a trusted_proxies entry
+	// that trusts every address). cmd logs them and "gateway check" prints
+	// them.
+	Warnings []*FieldError
 
 	Identity Identity
 	Tenants  Tenants

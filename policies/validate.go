@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -36,8 +37,23 @@ func validateServer(p *problems, s *ServerConfig) {
 		p.add("server.max_header_bytes", "must be > 0")
 	}
 	for i, tp := range s.TrustedProxies {
-		if _, err := parsePrefix(tp); err != nil {
-			p.addf(indexPlace("server.trusted_proxies", i), "must be a CIDR (10.0.0.0/8) or an address, got %q", tp)
+		place := indexPlace("server.trusted_proxies", i)
+		pfx, err := parsePrefix(tp)
+		switch {
+		case errors.Is(err, errMappedPrefixTooShort):
+			p.addf(place, "%v, got %q", err, tp)
+		case err != nil:
+			p.addf(place, "must be a CIDR (10.0.0.0/8) or an address, got %q", tp)
+		case pfx.Bits() == 0:
+			// Legitimate where nothing but the proxies can reach the
+			// gateway (a platform router in front), so not an error; but
+			// it voids every per-IP limit otherwise, so never silent.
+			family := "IPv4"
+			if pfx.Addr().Is6() {
+				family = "IPv6"
+			}
+			p.warnf(place, "%s trusts every %s address: any client can choose its own address with the forwarding header, "+
+				"so per-IP limits hold only if nothing but your proxies can reach the gateway", strings.TrimSpace(tp), family)
 		}
 	}
 	if s.ForwardedHeader != "x-forwarded-for" && s.ForwardedHeader != "forwarded" {
@@ -197,8 +213,16 @@ func validatePolicies(p *problems, c *Config) {
 		if !policyNameRE.MatchString(name) {
 			p.addf(place, "policy name must be 1 to 64 of A-Z a-z 0-9 _ . -, got %q", name)
 		}
-		if _, err := parseKeySpec(pc.Key); err != nil {
+		parts, err := parseKeySpec(pc.Key)
+		if err != nil {
 			p.add(place+".key", err.Error())
+		}
+		if len(pc.Plans) > 0 && err == nil && !identifiesTenant(parts) {
+			// Local buckets are per (policy, limit) and the limit follows the
+			// plan of the API key presented: without the tenant in the key,
+			// one client would get a fresh bucket for each plan it has a key of.
+			p.addf(place+".plans", "needs a key that identifies the tenant (tenant or api_key, alone or joined with +): "+
+				"with key %q a client presenting API keys of different plans gets a bucket per plan", pc.Key)
 		}
 		algo := limiter.Algorithm(pc.Algorithm)
 		switch algo {
@@ -255,13 +279,26 @@ func nonNegative(p *problems, place string, d time.Duration) {
 	}
 }
 
+// errMappedPrefixTooShort is an IPv4-mapped prefix shorter than /96: it
+// holds IPv6 addresses that are not mapped, so no IPv4 prefix stands for it.
+var errMappedPrefixTooShort = errors.New("an IPv4-mapped prefix needs a length of 96 or more (write the IPv4 CIDR instead)")
+
 // parsePrefix reads a CIDR or a bare address (a single host: /32 or /128).
+// Client addresses are unmapped before they are compared, so an IPv4-mapped
+// prefix (::ffff:10.0.0.0/104) becomes its IPv4 prefix (10.0.0.0/8); written
+// as is, it would never match.
 func parsePrefix(s string) (netip.Prefix, error) {
 	s = strings.TrimSpace(s)
 	if strings.Contains(s, "/") {
 		pfx, err := netip.ParsePrefix(s)
 		if err != nil {
 			return netip.Prefix{}, err
+		}
+		if pfx.Addr().Is4In6() {
+			if pfx.Bits() < 96 {
+				return netip.Prefix{}, errMappedPrefixTooShort
+			}
+			pfx = netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()-96)
 		}
 		return pfx.Masked(), nil
 	}

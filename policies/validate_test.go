@@ -186,3 +186,22 @@ func TestBuiltinUpstreams(t *testing.T) {
 		t.Errorf("got %v, want %q", err, want)
 	}
 }
+
+// TestPlansNeedATenantKey: local buckets are per (policy, limit), and the
+// limit comes from the plan of the API key presented. With a key that does
+// not identify the tenant, one client presenting keys of different plans
+// gets a bucket per plan.
+func TestPlansNeedATenantKey(t *testing.T) {
+	const msg = "needs a key that identifies the tenant (tenant or api_key, alone or joined with +): with key %q a client presenting API keys of different plans gets a bucket per plan"
+	for _, key := range []string{"ip", "header:X-User", "header:X-User+ip", "query:u"} {
+		t.Run("error "+key, func(t *testing.T) {
+			wantLine(t, errorLines(t, withPolicy("{key: '"+key+"', rate: 5, plans: {free: 5, pro: 50}}")),
+				"gateway.yaml: policies.p.plans: "+strings.Replace(msg, "%q", `"`+key+`"`, 1))
+		})
+	}
+	for _, key := range []string{"tenant", "api_key", "tenant+ip", "ip+api_key"} {
+		t.Run("ok "+key, func(t *testing.T) {
+			mustParse(t, withPolicy("{key: '"+key+"', rate: 5, plans: {free: 5, pro: 50}}"))
+		})
+	}
+}

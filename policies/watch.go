@@ -2,11 +2,9 @@ package policies
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,9 +19,15 @@ import (
 // several steps, and one reload should see the end result.
 const DefaultDebounce = 100 * time.Millisecond
 
-// maxDebounceFactor bounds how long a stream of changes can postpone a
-// reload: at most this many debounce periods after the first change.
+// maxDebounceFactor bounds how long a stream of change events can postpone
+// reading the file: at most this many debounce periods after the first.
 const maxDebounceFactor = 10
+
+// DefaultSettle is how long the file's content must stay the same before the
+// watcher applies it. A file rewritten in place in several writes can be
+// valid YAML half-way (a cut-off "per: 1m" defaults to 1s); waiting until
+// two reads this far apart agree keeps such a half from being applied.
+const DefaultSettle = time.Second
 
 // WatcherConfig configures a Watcher.
 type WatcherConfig struct {
@@ -34,9 +38,15 @@ type WatcherConfig struct {
 	// hold the snapshot loaded from Loader.Path (its Digest tells the
 	// watcher which content is in force).
 	Current *Current
-	// Debounce is the quiet time after a change before reloading; zero means
-	// DefaultDebounce.
+	// Debounce is the quiet time after a change event before the file is
+	// read; zero means DefaultDebounce.
 	Debounce time.Duration
+	// Settle is how long new content must stay unchanged (same bytes, same
+	// modification time) before the watcher applies it; zero means
+	// DefaultSettle, a negative value applies content as soon as it is read.
+	// Reload (SIGHUP) does not wait: it is the operator saying the file is
+	// complete.
+	Settle time.Duration
 	// Logger receives reload results; nil means slog.Default().
 	Logger *slog.Logger
 	// OnReload, if set, is called after every attempt that found new content
@@ -45,7 +55,8 @@ type WatcherConfig struct {
 	// stays. cmd uses it to drop the buckets of limits that are gone.
 	OnReload func(*Snapshot, error)
 	// OnEvent, if set, is called after every attempt, including the ones
-	// skipped because the content was unchanged, with the details.
+	// skipped because the content was unchanged and the ones that found new
+	// content still settling, with the details.
 	OnEvent func(ReloadEvent)
 }
 
@@ -61,6 +72,10 @@ type ReloadEvent struct {
 	// Unchanged is true when the file had the content last loaded (or last
 	// rejected), so nothing was parsed. OnReload is not called for these.
 	Unchanged bool
+	// Settling is true when the watcher found new content that has not yet
+	// stayed the same for the settle time; it reads the file again then.
+	// Nothing was parsed; OnReload is not called for these.
+	Settling bool
 	// RestartRequired lists changed settings that are not applied until the
 	// process restarts (see RestartRequired).
 	RestartRequired []string
@@ -78,7 +93,10 @@ type WatchStats struct {
 // changes (Run) or when asked (Reload, which cmd calls on SIGHUP). Each
 // reload reads the file once, parses it with a fresh koanf instance, builds a
 // whole Snapshot and swaps it in; a failed reload keeps the old snapshot, is
-// logged with file and place, and is counted. The hooks of WatcherConfig run
+// logged with file and place, and is counted. Run applies new content only
+// once it has stayed the same for the settle time, so a file being written
+// in several steps is not applied half-way. A path that is not a regular
+// file (a FIFO, a device) is refused without blocking. The hooks of WatcherConfig run
 // on the goroutine that attempted the reload (Run's, or Reload's caller), one
 // attempt at a time, and must not call Reload. Watcher is safe for concurrent
 // use; Run may be called once.
@@ -88,6 +106,7 @@ type Watcher struct {
 	abs     string
 	current *Current
 	logger  *slog.Logger
+	now     func() time.Time
 
 	reloadMu   sync.Mutex // serialises attempts and their OnReload calls
 	lastDigest [32]byte   // guarded by reloadMu
@@ -115,6 +134,12 @@ func NewWatcher(cfg WatcherConfig) (*Watcher, error) {
 	if cfg.Debounce <= 0 {
 		cfg.Debounce = DefaultDebounce
 	}
+	switch {
+	case cfg.Settle == 0:
+		cfg.Settle = DefaultSettle
+	case cfg.Settle < 0:
+		cfg.Settle = 0
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -127,6 +152,7 @@ func NewWatcher(cfg WatcherConfig) (*Watcher, error) {
 		logger:     logger,
 		lastDigest: cfg.Current.Load().Digest,
 		ready:      make(chan struct{}),
+		now:        time.Now,
 	}, nil
 }
 
@@ -143,12 +169,21 @@ func (w *Watcher) Ready() <-chan struct{} { return w.ready }
 
 // Reload reads the file and, if its content is new, swaps in the snapshot
 // built from it. It returns the reason a new content was rejected, and nil
-// when the content was applied or unchanged.
+// when the content was applied or unchanged. It does not wait for the
+// content to settle.
 func (w *Watcher) Reload() error {
 	w.reloadMu.Lock()
 	defer w.reloadMu.Unlock()
-	ev := w.attempt()
-	if w.cfg.OnReload != nil && !ev.Unchanged {
+	f, err := readConfig(w.path)
+	if err != nil {
+		return w.report(w.readFailed(err))
+	}
+	return w.report(w.attempt(f))
+}
+
+// report hands ev to the hooks and returns its error. reloadMu is held.
+func (w *Watcher) report(ev ReloadEvent) error {
+	if w.cfg.OnReload != nil && !ev.Unchanged && !ev.Settling {
 		w.cfg.OnReload(ev.Snapshot, ev.Err)
 	}
 	if w.cfg.OnEvent != nil {
@@ -157,27 +192,37 @@ func (w *Watcher) Reload() error {
 	return ev.Err
 }
 
-func (w *Watcher) attempt() ReloadEvent {
+func (w *Watcher) readFailed(err error) ReloadEvent {
+	ev := ReloadEvent{Previous: w.current.Load(), Err: fmt.Errorf("reloading config: %w", err)}
+	w.fail(ev.Err)
+	return ev
+}
+
+// unchanged reports whether f holds the content last loaded or rejected,
+// counting and logging it if so. reloadMu is held.
+func (w *Watcher) unchanged(f configFile) bool {
+	if f.digest != w.lastDigest {
+		return false
+	}
+	w.statsMu.Lock()
+	w.stats.Unchanged++
+	w.statsMu.Unlock()
+	w.logger.Debug("config unchanged, not reloaded", "file", w.path)
+	return true
+}
+
+// attempt parses f and swaps in its snapshot, unless its content is the one
+// last loaded or rejected. reloadMu is held.
+func (w *Watcher) attempt(f configFile) ReloadEvent {
 	prev := w.current.Load()
 	ev := ReloadEvent{Previous: prev}
-	data, err := os.ReadFile(w.path)
-	if err != nil {
-		ev.Err = fmt.Errorf("reloading config: %w", err)
-		w.fail(ev.Err)
-		return ev
-	}
-	digest := sha256.Sum256(data)
-	if digest == w.lastDigest {
+	if w.unchanged(f) {
 		ev.Unchanged = true
-		w.statsMu.Lock()
-		w.stats.Unchanged++
-		w.statsMu.Unlock()
-		w.logger.Debug("config unchanged, not reloaded", "file", w.path)
 		return ev
 	}
 	// Remember rejected content too: parsing it again would fail again.
-	w.lastDigest = digest
-	snap, err := w.cfg.Loader.Parse(data)
+	w.lastDigest = f.digest
+	snap, err := w.cfg.Loader.Parse(f.data)
 	if err != nil {
 		ev.Err = err
 		w.fail(err)
@@ -190,11 +235,55 @@ func (w *Watcher) attempt() ReloadEvent {
 	w.stats.Reloads++
 	w.statsMu.Unlock()
 	w.logger.Info("config reloaded", "file", w.path, "routes", len(snap.Routes), "policies", len(snap.Policies))
+	LogWarnings(w.logger, snap)
 	if len(ev.RestartRequired) > 0 {
 		w.logger.Warn("config changes that need a restart were not applied",
 			"file", w.path, "settings", strings.Join(ev.RestartRequired, ", "))
 	}
 	return ev
+}
+
+// LogWarnings logs each of snap's warnings at WARN level.
+func LogWarnings(log *slog.Logger, snap *Snapshot) {
+	for _, fe := range snap.Warnings {
+		log.Warn("config warning", "warning", fe.Error())
+	}
+}
+
+// pendingChange is new content Run has read but not applied yet: it waits
+// until the file has held it for the settle time.
+type pendingChange struct {
+	file  configFile
+	since time.Time // when this content was first read
+}
+
+// check is Run's reload attempt: it applies the file's content only once it
+// has stayed the same for the settle time. It returns how long to wait
+// before checking again (0: nothing pending).
+func (w *Watcher) check(pending *pendingChange) (time.Duration, *pendingChange) {
+	w.reloadMu.Lock()
+	defer w.reloadMu.Unlock()
+	f, err := readConfig(w.path)
+	if err != nil {
+		_ = w.report(w.readFailed(err)) // logged and counted
+		return 0, nil
+	}
+	now := w.now()
+	switch {
+	case w.unchanged(f):
+		// Back to the content in force (or just applied by Reload).
+		_ = w.report(ReloadEvent{Previous: w.current.Load(), Unchanged: true})
+		return 0, nil
+	case pending == nil || !pending.file.sameAs(f):
+		pending = &pendingChange{file: f, since: now}
+	}
+	if wait := w.cfg.Settle - now.Sub(pending.since); wait > 0 {
+		w.logger.Debug("config changed; waiting for it to settle", "file", w.path, "bytes", len(f.data), "wait", wait)
+		_ = w.report(ReloadEvent{Previous: w.current.Load(), Settling: true})
+		return wait, pending
+	}
+	_ = w.report(w.attempt(f))
+	return 0, nil
 }
 
 func (w *Watcher) fail(err error) {
@@ -205,8 +294,10 @@ func (w *Watcher) fail(err error) {
 	w.logger.Error("config reload failed; keeping the previous config", "file", w.path, "error", err.Error())
 }
 
-// Run watches the file's directory until ctx is done, reloading after each
-// burst of changes. Watching the directory rather than the file is what
+// Run watches the file's directory until ctx is done. After each burst of
+// change events (the debounce) it reads the file, and applies new content
+// once a read the settle time later finds it unchanged; a change in between
+// starts the wait again. Watching the directory rather than the file is what
 // makes an editor's write-then-rename and a ConfigMap's "..data" symlink swap
 // visible: both replace the file instead of writing to it. When the path is a
 // symlink, the directory of its target is watched as well. Run returns nil
@@ -227,11 +318,13 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	watched := map[string]bool{dir: true}
 	target := w.followTarget(fw, watched, "")
+	w.logger.Info("watching config for changes", "file", w.path, "debounce", w.cfg.Debounce, "settle", w.cfg.Settle)
 	w.readyOnce.Do(func() { close(w.ready) })
 
 	timer := time.NewTimer(w.cfg.Debounce)
 	timer.Stop()
-	var deadline time.Time // of the pending reload; zero when none is pending
+	var deadline time.Time // of the pending read; zero when none is pending
+	var pending *pendingChange
 	for {
 		select {
 		case <-ctx.Done():
@@ -244,7 +337,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if !w.relevant(ev.Name, target) {
 				continue
 			}
-			now := time.Now()
+			now := w.now()
 			if deadline.IsZero() {
 				deadline = now.Add(maxDebounceFactor * w.cfg.Debounce)
 			}
@@ -256,7 +349,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.logger.Warn("watching config", "file", w.path, "error", err.Error())
 		case <-timer.C:
 			deadline = time.Time{}
-			_ = w.Reload() // the result is logged, counted and reported to OnReload
+			var wait time.Duration
+			wait, pending = w.check(pending) // the result is logged, counted and reported to the hooks
+			if wait > 0 {
+				timer.Reset(wait)
+			}
 			target = w.followTarget(fw, watched, target)
 		}
 	}

@@ -60,6 +60,11 @@ type reloadCall struct {
 	err  error
 }
 
+// harnessSettle is the settle time of the harness's watchers: short, because
+// these tests replace the file whole (by rename) or test other things;
+// TestWatchInPlaceEditInTwoWrites tests the settle time.
+const harnessSettle = 20 * time.Millisecond
+
 // newHarness loads path and makes a watcher for it without running it.
 func newHarness(t *testing.T, path string, debounce time.Duration) *harness {
 	t.Helper()
@@ -75,6 +80,7 @@ func newHarness(t *testing.T, path string, debounce time.Duration) *harness {
 		Loader:   Loader{Path: path},
 		Current:  h.cur,
 		Debounce: debounce,
+		Settle:   harnessSettle,
 		Logger:   slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		OnReload: func(s *Snapshot, err error) { h.reloads <- reloadCall{s, err} },
 		OnEvent:  func(ev ReloadEvent) { h.events <- ev },
@@ -112,14 +118,21 @@ func (h *harness) run(t *testing.T) {
 	}
 }
 
+// next returns the next attempt that was not deferred for settling.
 func (h *harness) next(t *testing.T) ReloadEvent {
 	t.Helper()
-	select {
-	case ev := <-h.events:
-		return ev
-	case <-time.After(waitLimit):
-		t.Fatalf("no reload event within %v", waitLimit)
-		return ReloadEvent{}
+	deadline := time.After(waitLimit)
+	for {
+		select {
+		case ev := <-h.events:
+			if ev.Settling {
+				continue
+			}
+			return ev
+		case <-deadline:
+			t.Fatalf("no reload event within %v", waitLimit)
+			return ReloadEvent{}
+		}
 	}
 }
 

@@ -11,11 +11,17 @@ import (
 	"github.com/ratelimit-gateway/gateway/policies"
 )
 
-// check loads the config as serve would and prints routes → policies → limits.
-func check(path string, w io.Writer) error {
+// check loads the config as serve would and prints routes → policies →
+// limits to w, and each warning (a GATEWAY_ variable that names no setting,
+// a trusted_proxies entry that trusts everyone) to warnings. Warnings alone
+// do not fail the check. A failed load's error carries its warnings too.
+func check(path string, w, warnings io.Writer) error {
 	snap, err := policies.Load(path, policies.DefaultOptions())
 	if err != nil {
 		return err
+	}
+	for _, fe := range snap.Warnings {
+		fmt.Fprintf(warnings, "warning: %v\n", fe)
 	}
 	printSnapshot(w, snap)
 	return nil

@@ -49,7 +49,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if fs.Parse(args) != nil {
 			return 2
 		}
-		if err := check(*config, stdout); err != nil {
+		if err := check(*config, stdout, stderr); err != nil {
 			fmt.Fprintf(stderr, "%v\n", err)
 			return 1
 		}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -11,22 +13,17 @@ import (
 	"github.com/ratelimit-gateway/gateway/policies"
 )
 
+// startupPingTimeout bounds the one PING at start. It is a start's deadline,
+// not a decision's: long enough for a slow network, short enough that a
+// Redis that is down delays the start by little.
+const startupPingTimeout = 2 * time.Second
+
 // newRedis builds the one Redis client of the process and the shared limiter
 // on it. The client outlives reloads; the caller closes it once.
 func newRedis(cfg policies.RedisConfig, local *limiter.Local, log *slog.Logger) (redis.UniversalClient, *limiter.Redis, error) {
 	// go-redis logs each failed dial; while Redis is down that is a flood.
 	redis.SetLogger(limiter.NewRedisLibraryLogger(log))
-	client, err := limiter.NewRedisClient(limiter.RedisClientOptions{
-		Addrs:              cfg.Addrs,
-		SentinelMasterName: cfg.Sentinel.MasterName,
-		SentinelAddrs:      cfg.Sentinel.Addrs,
-		SentinelPassword:   cfg.Sentinel.Password,
-		Username:           cfg.Username,
-		Password:           cfg.Password,
-		TLS:                cfg.TLS,
-		PoolSize:           cfg.PoolSize,
-		Timeout:            cfg.Timeout,
-	})
+	client, err := limiter.NewRedisClient(redisClientOptions(cfg))
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting to redis: %w", err)
 	}
@@ -46,4 +43,80 @@ func newRedis(cfg policies.RedisConfig, local *limiter.Local, log *slog.Logger) 
 		return nil, nil, err
 	}
 	return client, shared, nil
+}
+
+func redisClientOptions(cfg policies.RedisConfig) limiter.RedisClientOptions {
+	return limiter.RedisClientOptions{
+		Addrs:              cfg.Addrs,
+		SentinelMasterName: cfg.Sentinel.MasterName,
+		SentinelAddrs:      cfg.Sentinel.Addrs,
+		SentinelPassword:   cfg.Sentinel.Password,
+		Username:           cfg.Username,
+		Password:           cfg.Password,
+		TLS:                cfg.TLS,
+		PoolSize:           cfg.PoolSize,
+		Timeout:            cfg.Timeout,
+	}
+}
+
+// checkRedis pings Redis once at start, with the configured credentials, on
+// a client of its own whose deadlines fit a start rather than a decision.
+//
+// Credentials or permissions Redis refuses are an error naming the setting
+// (source is the config file): every shared decision would fail, and with
+// on_redis_error: allow the gateway would run without its shared limits,
+// saying so once. A Redis that does not answer is an outage, which the
+// failure modes are for: it is logged and the start goes on.
+func checkRedis(ctx context.Context, source string, cfg policies.RedisConfig, log *slog.Logger) error {
+	opts := redisClientOptions(cfg)
+	opts.Timeout = startupPingTimeout
+	opts.PoolSize = 1
+	client, err := limiter.NewRedisClient(opts)
+	if err != nil {
+		return fmt.Errorf("connecting to redis: %w", err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(ctx, startupPingTimeout)
+	defer cancel()
+	err = client.Ping(ctx).Err()
+	where := strings.Join(cfg.Addrs, ",")
+	if cfg.Sentinel.MasterName != "" {
+		where = fmt.Sprintf("sentinels %s (master %q)", strings.Join(cfg.Sentinel.Addrs, ","), cfg.Sentinel.MasterName)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case isRedisAuthError(err):
+		settings := "redis.username and redis.password, or GATEWAY_REDIS_USERNAME and GATEWAY_REDIS_PASSWORD"
+		if cfg.Sentinel.MasterName != "" {
+			settings += "; for the sentinels, redis.sentinel.password"
+		}
+		return fmt.Errorf("%s: redis.password: redis at %s refused the credentials: %v (check %s)", source, where, err, settings)
+	case isRedisPermissionError(err):
+		return fmt.Errorf("%s: redis.username: redis at %s refused user %q a command: %v (the user needs the gateway's commands)", source, where, cfg.Username, err)
+	}
+	log.Warn("redis did not answer at start; shared policies apply their on_redis_error mode until it does",
+		"addrs", where, "error", err.Error())
+	return nil
+}
+
+// isRedisAuthError reports whether Redis refused the credentials. go-redis
+// recognises a reply that starts with NOAUTH or WRONGPASS; through Sentinel,
+// or from an older server ("ERR invalid password"), the words come later.
+func isRedisAuthError(err error) bool {
+	if redis.IsAuthError(err) {
+		return true
+	}
+	s := err.Error()
+	for _, sign := range []string{"WRONGPASS", "NOAUTH", "invalid password", "invalid username-password"} {
+		if strings.Contains(s, sign) {
+			return true
+		}
+	}
+	return false
+}
+
+// isRedisPermissionError reports whether an ACL refused a command.
+func isRedisPermissionError(err error) bool {
+	return redis.IsPermissionError(err) || strings.Contains(err.Error(), "NOPERM")
 }

@@ -50,6 +50,7 @@ func serve(ctx context.Context, path, level string, logOut io.Writer) error {
 		return err
 	}
 	cfg := snap.Config
+	policies.LogWarnings(log, snap)
 
 	local := limiter.NewLocal(cfg.Server.MaxKeysPerPolicy)
 	var shared limiter.Shared
@@ -60,6 +61,10 @@ func serve(ctx context.Context, path, level string, logOut io.Writer) error {
 			return err
 		}
 		defer client.Close()
+		if err := checkRedis(ctx, snap.Source, cfg.Redis, log); err != nil {
+			echoLn.Close()
+			return err
+		}
 		shared = rl
 	}
 	engine, err := limiter.NewEngine(time.Now, local, shared)
