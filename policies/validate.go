@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"path"
 	"regexp"
 	"strings"
 	"time"
@@ -160,6 +161,8 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 		}
 		if rt.StripPrefix != "" && !strings.HasPrefix(rt.StripPrefix, "/") {
 			p.addf(place+".strip_prefix", "must start with \"/\", got %q", rt.StripPrefix)
+		} else {
+			canonicalConfigPath(p, place+".strip_prefix", rt.StripPrefix)
 		}
 		nonNegative(p, place+".timeout", rt.Timeout)
 		if rt.MaxBodyBytes < -1 {
@@ -187,9 +190,13 @@ func validateMatch(p *problems, place string, m *MatchConfig) {
 	}
 	if m.Path != "" && !strings.HasPrefix(m.Path, "/") {
 		p.addf(place+".path", "must start with \"/\", got %q", m.Path)
+	} else {
+		canonicalConfigPath(p, place+".path", m.Path)
 	}
 	if m.PathPrefix != "" && !strings.HasPrefix(m.PathPrefix, "/") {
 		p.addf(place+".path_prefix", "must start with \"/\", got %q", m.PathPrefix)
+	} else {
+		canonicalConfigPath(p, place+".path_prefix", m.PathPrefix)
 	}
 	if m.Path != "" && m.PathPrefix != "" {
 		p.add(place, "set path or path_prefix, not both")
@@ -308,4 +315,24 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	}
 	addr = addr.Unmap()
 	return netip.PrefixFrom(addr, addr.BitLen()), nil
+}
+
+// canonicalConfigPath reports a path that no request can have: the proxy
+// matches the canonical (decoded, cleaned) path, so "/a//b", "/a/../b" or
+// "/a%2Fb" in the config could never match and would silently leave its
+// route or prefix unused.
+func canonicalConfigPath(p *problems, place, v string) {
+	if v == "" {
+		return
+	}
+	clean := path.Clean(v)
+	if strings.HasSuffix(v, "/") && clean != "/" {
+		clean += "/"
+	}
+	switch {
+	case strings.ContainsAny(v, "\\%"):
+		p.addf(place, "must be a decoded path without %% escapes or backslashes, got %q", v)
+	case clean != v:
+		p.addf(place, "must be a clean path (no \"//\", \".\" or \"..\" segments): requests are matched after cleaning, so %q would never match; did you mean %q?", v, clean)
+	}
 }
