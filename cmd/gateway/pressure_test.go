@@ -146,11 +146,11 @@ func TestPressureLocalTokenBucket(t *testing.T) {
 	})
 
 	t.Run("10/min Retry-After after a burst", func(t *testing.T) {
-		// 64 connections take the burst of 10 at once and keep asking for a
-		// second; then one more request. A token comes every 6s, so no 429
+		// 64 connections take the burst of 10 at once and keep asking for
+		// 1.5s; then one more request. A token comes every 6s, so no 429
 		// may say more than 6 (retry_after_ms: 6000, and 1 for float
 		// rounding of the delay).
-		res := httpFlood(c, g.base+"/slow", []string{"X-Client", "burst-key"}, conns, time.Second, 1_000_000)
+		res := httpFlood(c, g.base+"/slow", []string{"X-Client", "burst-key"}, conns, 1500*time.Millisecond, 1_000_000)
 		if res.err != nil {
 			t.Fatalf("a request failed: %v", res.err)
 		}
