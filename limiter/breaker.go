@@ -71,17 +71,27 @@ func (b *breaker) allow() (ok, probe bool) {
 	}
 }
 
-// success records a round trip that worked. It returns the state the breaker
-// was in, so that the caller logs a change (anything but closed) once.
-func (b *breaker) success() (from breakerState) {
+// success records a round trip that worked; probe says whether it was the
+// probe. It returns the state the breaker was in when this call closed it,
+// so that the caller logs a change (anything but closed) once. Only the probe
+// closes an open breaker: a straggler that was in flight when the breaker
+// opened may have been answered just before Redis went down.
+func (b *breaker) success(probe bool) (from breakerState) {
 	if breakerState(b.state.Load()) == breakerClosed && b.failures.Load() == 0 {
 		return breakerClosed
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	from = breakerState(b.state.Load())
-	b.failures.Store(0)
-	b.state.Store(int32(breakerClosed))
+	switch {
+	case from == breakerClosed:
+		b.failures.Store(0)
+	case probe:
+		b.failures.Store(0)
+		b.state.Store(int32(breakerClosed))
+	default:
+		return breakerClosed
+	}
 	return from
 }
 

@@ -31,7 +31,7 @@ func TestBreakerAtFixedInstants(t *testing.T) {
 	type step struct {
 		name      string
 		advance   time.Duration
-		do        string // "allow", "fail", "failProbe", "succeed", "release"
+		do        string // "allow", "fail", "failProbe", "succeed", "succeedProbe", "release"
 		wantOK    bool   // for allow
 		wantProbe bool   // for allow
 		wantOpen  bool   // for fail: opened by this failure
@@ -48,6 +48,7 @@ func TestBreakerAtFixedInstants(t *testing.T) {
 		{name: "open refuses", do: "allow", wantOK: false, wantState: breakerOpen},
 		{name: "still open just before the cooldown", advance: 499 * time.Millisecond, do: "allow", wantOK: false, wantState: breakerOpen},
 		{name: "straggler failure changes nothing", do: "fail", wantState: breakerOpen},
+		{name: "straggler success changes nothing", do: "succeed", wantState: breakerOpen},
 		{name: "after the cooldown one probe", advance: time.Millisecond, do: "allow", wantOK: true, wantProbe: true, wantState: breakerHalfOpen},
 		{name: "others fail fast while probing", do: "allow", wantOK: false, wantState: breakerHalfOpen},
 		{name: "failed probe reopens", do: "failProbe", wantState: breakerOpen},
@@ -55,7 +56,8 @@ func TestBreakerAtFixedInstants(t *testing.T) {
 		{name: "next probe", advance: 100 * time.Millisecond, do: "allow", wantOK: true, wantProbe: true, wantState: breakerHalfOpen},
 		{name: "a cancelled probe gives its turn back", do: "release", wantState: breakerOpen},
 		{name: "next caller probes at once", do: "allow", wantOK: true, wantProbe: true, wantState: breakerHalfOpen},
-		{name: "successful probe closes", do: "succeed", wantState: breakerClosed},
+		{name: "straggler success while probing changes nothing", do: "succeed", wantState: breakerHalfOpen},
+		{name: "successful probe closes", do: "succeedProbe", wantState: breakerClosed},
 		{name: "closed again", do: "allow", wantOK: true, wantState: breakerClosed},
 	}
 	for _, st := range steps {
@@ -71,8 +73,8 @@ func TestBreakerAtFixedInstants(t *testing.T) {
 				if opened := b.failure(st.do == "failProbe"); opened != st.wantOpen {
 					t.Fatalf("failure: got opened=%v, want %v", opened, st.wantOpen)
 				}
-			case "succeed":
-				b.success()
+			case "succeed", "succeedProbe":
+				b.success(st.do == "succeedProbe")
 			case "release":
 				b.release(true)
 			}

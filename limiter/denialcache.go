@@ -66,10 +66,24 @@ func (c *denialCache) shard(k denialKey) *denialShard {
 // denied at a smaller cost covers larger ones, not the reverse, because a
 // cheaper request may fit where a dearer one did not.
 func (c *denialCache) get(k denialKey, cost int64, now time.Time) (denial, bool) {
+	d, _, ok := c.lookup(k, cost, func() time.Time { return now })
+	return d, ok
+}
+
+// lookup is get reading the clock under the shard's lock, and returning the
+// instant it read: an entry put while this caller waited for the lock must
+// not look longer than it is (its retry counts from when it was put).
+func (c *denialCache) lookup(k denialKey, cost int64, clock func() time.Time) (denial, time.Time, bool) {
 	sh := c.shard(k)
-	n := now.UnixNano()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	now := clock()
+	d, ok := c.find(sh, k, cost, now.UnixNano())
+	return d, now, ok
+}
+
+// find must be called with sh.mu held.
+func (c *denialCache) find(sh *denialShard, k denialKey, cost int64, n int64) (denial, bool) {
 	d, ok := sh.m[k]
 	if !ok {
 		return denial{}, false

@@ -55,9 +55,11 @@ type outcome struct {
 func (o outcome) sentAt() time.Time { return time.Unix(0, o.sent) }
 func (o outcome) recvAt() time.Time { return time.Unix(0, o.recv) }
 
-// failed reports whether a failure mode decided the request (Redis did not).
+// failed reports whether a failure mode decided the request, or the
+// instance denied it as overloaded: Redis did not.
 func (o outcome) failed() bool {
-	return o.reason == limiter.ReasonFailedOpen || o.reason == limiter.ReasonUnavailable || o.reason == limiter.ReasonLocalFallback
+	return o.reason == limiter.ReasonFailedOpen || o.reason == limiter.ReasonUnavailable ||
+		o.reason == limiter.ReasonLocalFallback || o.reason == limiter.ReasonOverloaded
 }
 
 // floodResult is what one flood saw. Admissions and decisions taken by a
@@ -150,7 +152,8 @@ func floodUntil(e *limiter.Engine, checks []limiter.Check, workers int, d time.D
 				// A failure mode on any check matters, not only on the
 				// deciding one.
 				for _, d := range v.Decisions {
-					if d.Reason == limiter.ReasonFailedOpen || d.Reason == limiter.ReasonUnavailable || d.Reason == limiter.ReasonLocalFallback {
+					if d.Reason == limiter.ReasonFailedOpen || d.Reason == limiter.ReasonUnavailable ||
+						d.Reason == limiter.ReasonLocalFallback || d.Reason == limiter.ReasonOverloaded {
 						o.reason = d.Reason
 					}
 				}
@@ -417,6 +420,7 @@ func newRedisEngine(t *testing.T, c redis.UniversalClient, cfg limiter.RedisConf
 	if err != nil {
 		t.Fatalf("NewRedis: %v", err)
 	}
+	t.Cleanup(func() { r.Close() })
 	e, err := limiter.NewEngine(time.Now, local, r)
 	if err != nil {
 		t.Fatalf("NewEngine: %v", err)

@@ -18,7 +18,9 @@ import (
 //     "unavailable" (503).
 //   - local: while Redis is down, each instance admits at most its share of
 //     the limit.
-//   - allow: requests pass while Redis is down.
+//   - allow: requests pass while Redis is down, once the outage is known
+//     (at once for a refused connection; for a hang, after a direct check
+//     went unanswered: until then a timeout denies, it may be overload).
 //   - all: enforcement through Redis is back within breaker_cooldown (+
 //     slack) after Redis is, and the limit holds again from then on; a
 //     healthy Redis before the outage enforces the limit.
@@ -34,8 +36,13 @@ const (
 	// downFlood in all.
 	downBefore = 300 * time.Millisecond
 	downFor    = 400 * time.Millisecond
+	// hungFor is longer: a hung Redis is only taken for down once it also
+	// left a direct check unanswered for breaker_cooldown (a timeout alone
+	// may be a starved gateway), about 620ms with the defaults, and the
+	// allow row must see requests pass after that.
+	hungFor = time.Second
 	downAfter  = 500 * time.Millisecond
-	downFlood  = 3 * time.Second
+	downFlood  = 3500 * time.Millisecond
 	// recoverySlack is what enforcement may take beyond the breaker's
 	// cooldown after Redis is back: reconnecting on a loaded machine under
 	// -race.
@@ -54,8 +61,8 @@ type outage struct {
 	// lost is whether Redis forgets the limit's state (no persistence): one
 	// extra burst is then allowed, as the README says.
 	lost bool
-	// long is whether the outage lasts downFor (a restart lasts only as long
-	// as redis-server takes to start).
+	// long is whether the outage lasts (downFor, or hungFor for a hang; a
+	// restart lasts only as long as redis-server takes to start).
 	long bool
 }
 
@@ -96,7 +103,11 @@ func runRedisDown(t *testing.T, out outage, mode limiter.FailureMode) {
 	out.down(s)
 	downDone := time.Now()
 	if out.long {
-		<-time.After(downFor)
+		d := downFor
+		if out.name == "hung" {
+			d = hungFor
+		}
+		<-time.After(d)
 	}
 	upStart := time.Now()
 	out.up(s)

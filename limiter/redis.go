@@ -21,11 +21,13 @@ import (
 )
 
 // RedisScripter is the part of a go-redis client that Redis uses: scripts,
-// pipelines and the DEL redis_rate may call. *redis.Client (standalone or
+// pipelines, the DEL redis_rate may call and the EXISTS that checks whether
+// Redis answers at all. *redis.Client (standalone or
 // Sentinel failover) and *redis.ClusterClient implement it.
 type RedisScripter interface {
 	redis.Scripter
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
+	Exists(ctx context.Context, keys ...string) *redis.IntCmd
 	Pipeline() redis.Pipeliner
 }
 
@@ -79,9 +81,9 @@ type RedisConfig struct {
 // one pipeline, refunds when the request is denied, per-policy failure modes,
 // a circuit breaker and a denial cache.
 //
-// Create it with NewRedis; it starts nothing and owns no goroutine between
-// calls (the client is the caller's to close). Redis is safe for concurrent
-// use.
+// Create it with NewRedis; it starts nothing. A decision may leave one
+// bounded background check running (see verify): call Close before closing
+// the client. Redis is safe for concurrent use.
 type Redis struct {
 	client  RedisScripter
 	gcra    *redis_rate.Limiter
@@ -109,6 +111,11 @@ type Redis struct {
 	// success explains started (Unix ns; 0: none). See classify.
 	suspectSince  atomic.Int64
 	suspectWindow time.Duration
+	verifying     atomic.Bool // a verify goroutine is running
+
+	closeMu sync.Mutex // guards closed against wg.Add after Close
+	closed  bool
+	wg      sync.WaitGroup
 }
 
 var _ Shared = (*Redis)(nil)
@@ -228,11 +235,11 @@ func (r *Redis) DecideShared(ctx context.Context, checks []Check) ([]Decision, f
 			continue
 		}
 		op := &sharedOp{index: i, check: c, cost: c.cost(), digest: digestKey(c.Key)}
-		if den, hit := r.denials.get(op.denialKey(), op.cost, now); hit {
+		if den, at, hit := r.denials.lookup(op.denialKey(), op.cost, r.clock); hit {
 			r.stats.denialHits.Add(1)
 			ds[i].Reason = ReasonDenialCached
-			ds[i].RetryAfter = time.Duration(den.until - now.UnixNano())
-			ds[i].ResetAfter = max(ds[i].RetryAfter, time.Duration(den.resetAt-now.UnixNano()))
+			ds[i].RetryAfter = time.Duration(den.until - at.UnixNano())
+			ds[i].ResetAfter = max(ds[i].RetryAfter, time.Duration(den.resetAt-at.UnixNano()))
 			return ds, nil
 		}
 		ops = append(ops, op)
@@ -276,13 +283,20 @@ func (r *Redis) DecideShared(ctx context.Context, checks []Check) ([]Decision, f
 		return ds, nil
 	}
 	started := r.clock()
-	rtCtx, cancel := context.WithTimeout(ctx, r.timeout)
+	timeout := r.timeout
+	if probe {
+		// The probe may have to dial and handshake again, and a flood
+		// answered by the failure modes meanwhile competes for the CPU: a
+		// probe that times out keeps the limit off for another cooldown.
+		timeout = max(timeout, r.cooldown/2)
+	}
+	rtCtx, cancel := context.WithTimeout(ctx, timeout)
 	_, rtErr := r.roundTrip(rtCtx, ops)
 	cancel()
 	release()
 	r.stats.roundTrips.Add(1)
 
-	switch r.classify(ctx, started, rtErr, probe) {
+	switch r.classify(ctx, started, rtErr, probe, ops[0].base) {
 	case outcomeOverload:
 		r.stats.overloaded.Add(1)
 		for _, op := range ops {
@@ -426,12 +440,12 @@ const (
 // impossible). A timeout is ambiguous: Redis may be hung, or this instance
 // may have been too starved (a flood on two cores) to read a reply that was
 // there in time. It is explained when a round trip that started later has
-// succeeded; otherwise it is suspect, and only a second timeout, of a round
-// trip started at least a suspect window after the first one, with no
-// success in between, shows Redis unresponsive and opens the breaker. Until
-// then a suspect timeout denies instead of failing open, so that a flood can
-// never switch a limit off.
-func (r *Redis) classify(ctx context.Context, started time.Time, err error, probe bool) outcome {
+// succeeded; otherwise it is suspect. When round trips started a suspect
+// window apart have both timed out with no success in between, Redis is
+// asked directly with a deadline of breaker_cooldown (see verify), and only
+// its silence opens the breaker. Until then a suspect timeout denies instead
+// of failing open, so that a flood can never switch a limit off.
+func (r *Redis) classify(ctx context.Context, started time.Time, err error, probe bool, key string) outcome {
 	s := started.UnixNano()
 	if err == nil {
 		for {
@@ -443,7 +457,7 @@ func (r *Redis) classify(ctx context.Context, started time.Time, err error, prob
 		if first := r.suspectSince.Load(); first != 0 && s > first {
 			r.suspectSince.CompareAndSwap(first, 0)
 		}
-		if from := r.breaker.success(); from != breakerClosed {
+		if from := r.breaker.success(probe); from != breakerClosed {
 			down := time.Duration(r.clock().UnixNano() - r.downAt.Load())
 			r.log.Info("redis limiter: redis is back, circuit breaker closed", "down_for", down.Round(time.Millisecond))
 		}
@@ -460,19 +474,12 @@ func (r *Redis) classify(ctx context.Context, started time.Time, err error, prob
 	}
 	if isTimeout(err) && !probe {
 		first := r.suspectSince.Load()
-		if first == 0 || s < first+int64(r.suspectWindow) {
-			if first == 0 {
-				r.suspectSince.CompareAndSwap(0, s)
-			}
-			return outcomeSuspect
+		if first == 0 {
+			r.suspectSince.CompareAndSwap(0, s)
+		} else if s >= first+int64(r.suspectWindow) {
+			r.verify(key)
 		}
-		r.suspectSince.CompareAndSwap(first, 0)
-		if r.breaker.trip() {
-			r.downAt.Store(r.clock().UnixNano())
-			r.log.Warn("redis limiter: redis did not answer round trips started "+r.suspectWindow.String()+
-				" apart; circuit breaker opened, failure modes apply", "error", err, "cooldown", r.cooldown)
-		}
-		return outcomeFailure
+		return outcomeSuspect
 	}
 	if r.breaker.failure(probe) {
 		r.downAt.Store(r.clock().UnixNano())
@@ -484,6 +491,57 @@ func (r *Redis) classify(ctx context.Context, started time.Time, err error, prob
 		r.log.Warn("redis limiter: round trip failed", "error", err, "suppressed", n)
 	}
 	return outcomeFailure
+}
+
+// verify asks Redis, in the background so that no request waits for it and
+// at most once at a time, whether it answers a cheap command on key's node
+// within breaker_cooldown: a deadline no starved-but-alive instance misses.
+// An answer means the timeouts were this instance's own and clears them; no
+// answer opens the breaker. The goroutine is Close's to wait for.
+func (r *Redis) verify(key string) {
+	if !r.verifying.CompareAndSwap(false, true) {
+		return
+	}
+	r.closeMu.Lock()
+	if r.closed {
+		r.closeMu.Unlock()
+		r.verifying.Store(false)
+		return
+	}
+	r.wg.Add(1)
+	r.closeMu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		defer r.verifying.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), r.cooldown)
+		defer cancel()
+		release, err := r.slots.acquire(ctx, r.cooldown)
+		if err != nil {
+			return // every slot busy all along: this says nothing about Redis
+		}
+		err = r.client.Exists(ctx, key).Err()
+		release()
+		if err == nil {
+			r.suspectSince.Store(0)
+			return
+		}
+		if r.breaker.trip() {
+			r.downAt.Store(r.clock().UnixNano())
+			r.log.Warn("redis limiter: redis did not answer within the timeout nor within breaker_cooldown; "+
+				"circuit breaker opened, failure modes apply", "error", err, "cooldown", r.cooldown)
+		}
+	}()
+}
+
+// Close waits for the background check that verify may have started. The
+// client stays the caller's to close, after Close. Decisions after Close
+// still work; they start no goroutine.
+func (r *Redis) Close() error {
+	r.closeMu.Lock()
+	r.closed = true
+	r.closeMu.Unlock()
+	r.wg.Wait()
+	return nil
 }
 
 func isTimeout(err error) bool {

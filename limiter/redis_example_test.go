@@ -28,6 +28,7 @@ func ExampleNewRedis() {
 		fmt.Println(err)
 		return
 	}
+	defer shared.Close() // runs before client.Close
 	engine, err := limiter.NewEngine(time.Now, local, shared)
 	if err != nil {
 		fmt.Println(err)

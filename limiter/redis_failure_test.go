@@ -143,13 +143,13 @@ func TestRedisHungDecisionsBoundedAndRecover(t *testing.T) {
 	maxFast := make([]time.Duration, len(modes))
 	for n := 0; time.Since(hungAt) < 1200*time.Millisecond; n++ {
 		i := n % len(modes)
+		opened := r.Stats().BreakerOpens > 0 // before the decision: the breaker opens in the background
 		ds, took := timed(r, checks[i])
-		opened := r.Stats().BreakerOpens > 0
 		switch got := ds[0].Reason; {
 		case got == modes[i].reason:
 		case got == ReasonOverloaded && modes[i].mode == FailAllow && !opened:
-			// A timeout is only suspect until a second wave of round trips
-			// a window later goes unanswered too: until then it denies
+			// A timeout is only suspect until Redis has also left a direct
+			// check unanswered for breaker_cooldown: until then it denies
 			// rather than failing open.
 			overloadedBeforeOpen++
 		default:
@@ -169,13 +169,14 @@ func TestRedisHungDecisionsBoundedAndRecover(t *testing.T) {
 		<-time.After(2 * time.Millisecond)
 	}
 	hungFor := time.Since(hungAt)
-	// Slow: the timeouts of the suspect window and the one that opens the
-	// breaker, then one probe per cooldown.
-	if limit := suspectWindowFactor + 2 + int(hungFor/DefaultBreakerCooldown) + 1; slow > limit {
-		t.Fatalf("got %d decisions that paid the timeout, want at most %d (suspect window + one probe per cooldown)", slow, limit)
+	// Slow: the timeouts until the breaker opens (the suspect window, then
+	// the direct check's cooldown), then one probe per cooldown.
+	detect := suspectWindowFactor*failTimeout + DefaultBreakerCooldown + 2*failTimeout
+	if limit := int(detect/failTimeout) + int(hungFor/DefaultBreakerCooldown) + 1; slow > limit {
+		t.Fatalf("got %d decisions that paid the timeout, want at most %d (until detection + one probe per cooldown)", slow, limit)
 	}
-	if overloadedBeforeOpen > suspectWindowFactor+2 {
-		t.Fatalf("got %d fail-open decisions denied as overloaded, want only those of the suspect window", overloadedBeforeOpen)
+	if limit := int(detect / failTimeout); overloadedBeforeOpen > limit {
+		t.Fatalf("got %d fail-open decisions denied as overloaded, want at most %d, those before the breaker opened", overloadedBeforeOpen, limit)
 	}
 	if fast < 100 {
 		t.Fatalf("got %d fail-fast decisions, want many", fast)
@@ -196,6 +197,7 @@ func TestRedisHungDecisionsBoundedAndRecover(t *testing.T) {
 	if msgs := logs.messages(); len(msgs) > 2+int(hungFor/time.Second)+1 {
 		t.Fatalf("got %d log lines %q, want at most one per state change and per second", len(msgs), msgs)
 	}
+	r.Close()
 	c.Close()
 	goleak.VerifyNone(t, leaks)
 }

@@ -23,6 +23,7 @@ func TestFloodDoesNotSwitchTheLimitOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { r.Close() })
 	lim := Limit{Rate: 100, Period: time.Second, Burst: 100}
 	pol := &Policy{Name: "flood", Algorithm: GCRA, OnRedisError: FailAllow}
 	// Every decision goes to Redis: distinct costs keep the denial cache from

@@ -34,6 +34,7 @@ func newTestRedis(t testing.TB, client redis.UniversalClient, cfg RedisConfig) *
 	if err != nil {
 		t.Fatalf("NewRedis: %v", err)
 	}
+	t.Cleanup(func() { r.Close() })
 	return r
 }
 

@@ -14,6 +14,10 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
+// SocketBackstop bounds a Redis call that carries no context deadline; every
+// call the limiter makes carries a shorter one.
+const SocketBackstop = 5 * time.Second
+
 // DefaultRedisTimeout bounds one decision's Redis round trip when no timeout
 // is configured: short enough that a sick Redis costs a request little, long
 // enough for a loaded server on the same network.
@@ -46,8 +50,8 @@ type RedisClientOptions struct {
 	// PoolSize is the number of connections per server; zero means the
 	// go-redis default (10 per CPU).
 	PoolSize int
-	// Timeout is the decision deadline applied to dialing, reading, writing
-	// and waiting for a pooled connection; zero means DefaultRedisTimeout.
+	// Timeout is the decision deadline, applied through each call's context
+	// and to waiting for a pooled connection; zero means DefaultRedisTimeout.
 	Timeout time.Duration
 	// MaxRetries is how often a failed command is retried; zero means never
 	// (unlike go-redis, whose zero means 3) because a retry cannot fit in a
@@ -142,7 +146,13 @@ func (o RedisClientOptions) resolve() (resolvedRedis, error) {
 	}
 	noMaint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 
-	// Why these settings: DialerRetries 1 makes a refused dial fail at once
+	// Why these settings: every call the limiter makes carries a context
+	// deadline, which go-redis (ContextTimeoutEnabled) puts on the socket:
+	// the decision timeout for decisions, longer ones for the breaker's probe
+	// and for the check that tells a hung Redis from a starved gateway. The
+	// socket timeouts are only a backstop above all of them, since go-redis
+	// applies the shorter of the two. Dials run in the background in go-redis
+	// and never delay a caller past its deadline. DialerRetries 1 makes a refused dial fail at once
 	// instead of sleeping out the decision deadline in go-redis's dial
 	// backoff; PipelinePoolSize -1 keeps pipelines and single commands on one
 	// pool, so a Redis outage trips go-redis's dial gate (PoolSize failed
@@ -156,9 +166,9 @@ func (o RedisClientOptions) resolve() (resolvedRedis, error) {
 		Password:                 o.Password,
 		TLSConfig:                tlsCfg,
 		PoolSize:                 o.PoolSize,
-		DialTimeout:              timeout,
-		ReadTimeout:              timeout,
-		WriteTimeout:             timeout,
+		DialTimeout:              max(timeout, SocketBackstop),
+		ReadTimeout:              max(timeout, SocketBackstop),
+		WriteTimeout:             max(timeout, SocketBackstop),
 		PoolTimeout:              timeout,
 		ContextTimeoutEnabled:    true,
 		MaxRetries:               retries,

@@ -144,10 +144,13 @@ func TestRedisClientOptionsMapping(t *testing.T) {
 			if tt.opts.TLSConfig != nil && (got.tls == tt.opts.TLSConfig || got.tls.ServerName != "redis.example.com") {
 				t.Fatal("custom TLS config: want a clone carrying its settings")
 			}
-			for name, d := range map[string]time.Duration{"dial": got.dial, "read": got.read, "write": got.write, "pool": got.pool} {
-				if d != tt.timeout {
-					t.Fatalf("%s timeout: got %s, want %s", name, d, tt.timeout)
+			for name, d := range map[string]time.Duration{"dial": got.dial, "read": got.read, "write": got.write} {
+				if d != max(tt.timeout, SocketBackstop) {
+					t.Fatalf("%s timeout: got %s, want the backstop %s", name, d, max(tt.timeout, SocketBackstop))
 				}
+			}
+			if got.pool != tt.timeout {
+				t.Fatalf("pool timeout: got %s, want %s", got.pool, tt.timeout)
 			}
 			if !got.ctxTimeout || got.retries != tt.retries || got.dialerRetries != 1 {
 				t.Fatalf("got ContextTimeoutEnabled=%v MaxRetries=%d DialerRetries=%d, want true %d 1", got.ctxTimeout, got.retries, got.dialerRetries, tt.retries)

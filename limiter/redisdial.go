@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -37,8 +38,14 @@ func redisDialer(timeout time.Duration, tlsCfg *tls.Config) func(ctx context.Con
 }
 
 // failedConn is a connection whose dial failed: every read and write returns
-// the dial error.
+// the dial error. go-redis dials in the background and keeps a dialed
+// connection that its caller no longer waits for as idle, so a failedConn
+// can sit in the pool after Redis is back; SyscallConn failing is what
+// go-redis's health check on every checkout reads as "dead, discard it", so
+// no request after the outage fails on a stale dial error.
 type failedConn struct{ err error }
+
+func (c failedConn) SyscallConn() (syscall.RawConn, error) { return nil, c.err }
 
 func (c failedConn) Read([]byte) (int, error)         { return 0, c.err }
 func (c failedConn) Write([]byte) (int, error)        { return 0, c.err }

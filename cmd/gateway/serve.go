@@ -61,6 +61,7 @@ func serve(ctx context.Context, path, level string, logOut io.Writer) error {
 			return err
 		}
 		defer client.Close()
+		defer rl.Close() // before the client: it waits for its last check of Redis
 		if err := checkRedis(ctx, snap.Source, cfg.Redis, log); err != nil {
 			echoLn.Close()
 			return err
