@@ -40,9 +40,9 @@ const (
 	// left a direct check unanswered for breaker_cooldown (a timeout alone
 	// may be a starved gateway), about 620ms with the defaults, and the
 	// allow row must see requests pass after that.
-	hungFor = time.Second
-	downAfter  = 500 * time.Millisecond
-	downFlood  = 3500 * time.Millisecond
+	hungFor   = time.Second
+	downAfter = 500 * time.Millisecond
+	downFlood = 3500 * time.Millisecond
 	// recoverySlack is what enforcement may take beyond the breaker's
 	// cooldown after Redis is back: reconnecting on a loaded machine under
 	// -race.
