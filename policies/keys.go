@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/url"
 	"strings"
@@ -200,29 +201,52 @@ func digestPart(v string) string {
 // queryValue returns the first value of name in a raw query, without
 // building the whole url.Values map for every request.
 func queryValue(raw, name string) string {
-	for raw != "" {
-		var pair string
-		pair, raw, _ = strings.Cut(raw, "&")
-		k, v, _ := strings.Cut(pair, "=")
-		if strings.ContainsAny(k, "%+") {
-			var err error
-			if k, err = url.QueryUnescape(k); err != nil {
-				continue
-			}
-		}
-		if k != name {
-			continue
-		}
-		if strings.ContainsAny(v, "%+") {
-			uv, err := url.QueryUnescape(v)
-			if err != nil {
-				continue
-			}
-			v = uv
-		}
+	for v := range queryValues(raw, name) {
 		return v
 	}
 	return ""
+}
+
+// QueryCount counts the values of name in a raw query, read as a query:NAME
+// key reads them. The proxy refuses a request that carries a key parameter
+// twice: it could be judged on one value and served on another.
+func QueryCount(raw, name string) int {
+	n := 0
+	for range queryValues(raw, name) {
+		n++
+	}
+	return n
+}
+
+// queryValues yields the decoded values of name in a raw query, in order,
+// skipping pairs that do not decode.
+func queryValues(raw, name string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for raw != "" {
+			var pair string
+			pair, raw, _ = strings.Cut(raw, "&")
+			k, v, _ := strings.Cut(pair, "=")
+			if strings.ContainsAny(k, "%+") {
+				var err error
+				if k, err = url.QueryUnescape(k); err != nil {
+					continue
+				}
+			}
+			if k != name {
+				continue
+			}
+			if strings.ContainsAny(v, "%+") {
+				uv, err := url.QueryUnescape(v)
+				if err != nil {
+					continue
+				}
+				v = uv
+			}
+			if !yield(v) {
+				return
+			}
+		}
+	}
 }
 
 // isToken reports whether s is a valid HTTP token (header names, methods).

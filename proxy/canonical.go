@@ -342,30 +342,9 @@ func keyInputProblem(r *http.Request, route *policies.Route, apiKeyHeader string
 		}
 	}
 	for _, q := range queries {
-		if n := queryCount(r.URL.RawQuery, q); n > 1 {
+		if n := policies.QueryCount(r.URL.RawQuery, q); n > 1 {
 			return fmt.Sprintf("query parameter %q appears %d times; a parameter the gateway keys on must appear once", q, n)
 		}
 	}
 	return ""
-}
-
-// queryCount counts the values of name in a raw query, decoding names as
-// the query key function does.
-func queryCount(raw, name string) int {
-	n := 0
-	for raw != "" {
-		var pair string
-		pair, raw, _ = strings.Cut(raw, "&")
-		k, _, _ := strings.Cut(pair, "=")
-		if strings.ContainsAny(k, "%+") {
-			var err error
-			if k, err = url.QueryUnescape(k); err != nil {
-				continue
-			}
-		}
-		if k == name {
-			n++
-		}
-	}
-	return n
 }

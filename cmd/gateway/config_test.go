@@ -3,57 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
 	"os"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
-
-// serveOutcome runs "gateway serve -config path" and returns when it either
-// logged its address (exited false; the gateway runs until the test ends, as
-// with startGateway) or returned (exited true, with its exit code and
-// output). It fails the test if neither happens within 10s.
-func serveOutcome(t *testing.T, name, path string) (g *gateway, exited bool) {
-	t.Helper()
-	g = &gateway{name: name, log: newGatewayLog(t, name), done: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		defer close(g.done)
-		g.code = run(ctx, []string{"serve", "-config", path}, io.Discard, g.log)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-g.done:
-		case <-time.After(20 * time.Second):
-			t.Errorf("%s: serve did not return within 20s after its context ended", name)
-		}
-	})
-	deadline := time.After(10 * time.Second)
-	for {
-		g.log.mu.Lock()
-		for _, line := range g.log.lines {
-			if m := listeningLine.FindStringSubmatch(line); m != nil {
-				g.base = "http://" + m[1]
-			}
-		}
-		changed := g.log.changed
-		g.log.mu.Unlock()
-		if g.base != "" {
-			return g, false
-		}
-		select {
-		case <-changed:
-		case <-g.done:
-			return g, true
-		case <-deadline:
-			t.Fatalf("%s: neither listening nor exited within 10s", name)
-		}
-	}
-}
 
 // output is everything the gateway wrote so far, one line per log line.
 func (g *gateway) output() string {

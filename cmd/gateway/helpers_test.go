@@ -83,10 +83,23 @@ type gateway struct {
 
 // startGateway runs "gateway serve -config path" until the test ends, when
 // it cancels the run and waits for a clean exit. It returns once the gateway
-// logged its address.
+// logged its address, and fails the test if serve exits instead.
 func startGateway(t *testing.T, name, path string) *gateway {
 	t.Helper()
-	g := &gateway{name: name, log: newGatewayLog(t, name), done: make(chan struct{})}
+	g, exited := serveOutcome(t, name, path)
+	if exited {
+		t.Fatalf("%s: serve exited %d before listening:\n%s", name, g.code, g.output())
+	}
+	return g
+}
+
+// serveOutcome runs "gateway serve -config path" and returns when it either
+// logged its address (exited false; the gateway runs until the test ends, as
+// with startGateway) or returned (exited true, with its exit code and
+// output). It fails the test if neither happens within 10s.
+func serveOutcome(t *testing.T, name, path string) (g *gateway, exited bool) {
+	t.Helper()
+	g = &gateway{name: name, log: newGatewayLog(t, name), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		defer close(g.done)
@@ -96,15 +109,34 @@ func startGateway(t *testing.T, name, path string) *gateway {
 		cancel()
 		select {
 		case <-g.done:
-			if g.code != 0 {
+			if g.base != "" && g.code != 0 {
 				t.Errorf("%s: serve exited %d, want 0 after a drain", name, g.code)
 			}
 		case <-time.After(20 * time.Second):
 			t.Errorf("%s: serve did not return within 20s after its context ended", name)
 		}
 	})
-	g.base = "http://" + g.waitLog(t, 0, listeningLine)[1]
-	return g
+	deadline := time.After(10 * time.Second)
+	for {
+		g.log.mu.Lock()
+		for _, line := range g.log.lines {
+			if m := listeningLine.FindStringSubmatch(line); m != nil {
+				g.base = "http://" + m[1]
+			}
+		}
+		changed := g.log.changed
+		g.log.mu.Unlock()
+		if g.base != "" {
+			return g, false
+		}
+		select {
+		case <-changed:
+		case <-g.done:
+			return g, true
+		case <-deadline:
+			t.Fatalf("%s: neither listening nor exited within 10s", name)
+		}
+	}
 }
 
 // waitLog returns the submatches of the first log line at index from or
