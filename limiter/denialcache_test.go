@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"github.com/ratelimit-gateway/gateway/limiter/internal/shardmap"
 	"strconv"
 	"sync"
 	"testing"
@@ -81,7 +82,7 @@ func TestDenialCacheIsBounded(t *testing.T) {
 	}
 	// Later, all have expired: new entries sweep them instead of evicting.
 	later := t0.Add(2 * time.Minute)
-	for i := 0; i < denialShards*2; i++ {
+	for i := 0; i < shardmap.Shards*2; i++ {
 		k := denialKey{policy: "q", limit: lim, key: digestKey("new" + strconv.Itoa(i))}
 		c.put(k, 1, later, later.Add(time.Minute), later.Add(time.Minute))
 	}
@@ -107,7 +108,7 @@ func TestDenialCacheConcurrentUse(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := c.len(); n > 1000+denialShards {
+	if n := c.len(); n > 1000+shardmap.Shards {
 		t.Fatalf("got %d entries, want at most about 1000", n)
 	}
 }

@@ -6,19 +6,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratelimit-gateway/gateway/limiter/internal/shardmap"
 )
 
 // DefaultMaxKeys is the default cap on buckets per policy and limit.
 const DefaultMaxKeys = 100_000
 
-const (
-	localShards = 64
-	// evictSamples is how many random entries are looked at to find the least
-	// recently used one when a full shard needs room (as Redis's approximate LRU).
-	evictSamples = 8
-	// minSweepEvery bounds how often one shard is swept for idle buckets.
-	minSweepEvery = time.Second
-)
+// minSweepEvery bounds how often one shard is swept for idle buckets.
+const minSweepEvery = time.Second
 
 // Local keeps in-process token buckets in sharded
 // maps with idle expiry and a hard cap on keys per policy and limit, so a flood
@@ -199,75 +195,40 @@ func saturatingNanos(f float64) int64 {
 	return int64(math.Round(f))
 }
 
-// bucketStore is the sharded map of one (policy, limit).
+// bucketStore holds the buckets of one (policy, limit).
 type bucketStore struct {
-	lim      Limit
-	idle     time.Duration // a bucket idle this long is full again: dropping it changes nothing
-	perShard int
-	seed     maphash.Seed
-	shards   [localShards]shard
-}
-
-type shard struct {
-	mu        sync.RWMutex
-	m         map[string]*bucket
-	nextSweep time.Time
+	lim  Limit
+	idle time.Duration // a bucket idle this long is full again: dropping it changes nothing
+	m    *shardmap.Map[string, *bucket]
 }
 
 func newBucketStore(lim Limit, maxKeys int, seed maphash.Seed) *bucketStore {
-	s := &bucketStore{
-		lim:      lim,
-		idle:     fillTime(lim),
-		perShard: max(1, (maxKeys+localShards-1)/localShards),
-		seed:     seed,
-	}
-	for i := range s.shards {
-		s.shards[i].m = make(map[string]*bucket)
-	}
-	return s
+	idle := fillTime(lim)
+	return &bucketStore{lim: lim, idle: idle, m: shardmap.New(shardmap.Config[string, *bucket]{
+		Cap:        maxKeys,
+		Hash:       func(k string) uint64 { return maphash.String(seed, k) },
+		Expired:    func(b *bucket, now int64) bool { return b.lastSeen.Load() <= now-int64(idle) },
+		Score:      func(b *bucket) int64 { return b.lastSeen.Load() },
+		SweepEvery: max(idle, minSweepEvery),
+	})}
 }
 
-func (s *bucketStore) len() int {
-	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.RLock()
-		n += len(sh.m)
-		sh.mu.RUnlock()
-	}
-	return n
-}
+func (s *bucketStore) len() int { return s.m.Len() }
 
 func (s *bucketStore) get(key string, now time.Time) *bucket {
-	sh := &s.shards[maphash.String(s.seed, key)%localShards]
-	sh.mu.RLock()
-	b := sh.m[key]
-	sh.mu.RUnlock()
-	if b == nil {
-		sh.mu.Lock()
-		if b = sh.m[key]; b == nil {
-			s.makeRoom(sh, now)
-			b = &bucket{}
-			b.lastSeen.Store(now.UnixNano())
-			sh.m[key] = b
-		}
-		sh.mu.Unlock()
+	sh := s.m.Shard(key)
+	sh.RLock()
+	b, ok := sh.Get(key)
+	sh.RUnlock()
+	if ok {
+		return b
+	}
+	sh.Lock()
+	defer sh.Unlock()
+	if b, ok = sh.Get(key); !ok {
+		b = &bucket{}
+		b.lastSeen.Store(now.UnixNano())
+		sh.Set(key, b, now.UnixNano())
 	}
 	return b
-}
-
-// makeRoom sweeps idle buckets now and then and, when the shard is still at
-// its cap, evicts the least recently used of a few random buckets.
-// The caller holds sh.mu.
-func (s *bucketStore) makeRoom(sh *shard, now time.Time) {
-	if !now.Before(sh.nextSweep) {
-		cutoff := now.Add(-s.idle).UnixNano()
-		for k, b := range sh.m {
-			if b.lastSeen.Load() <= cutoff {
-				delete(sh.m, k)
-			}
-		}
-		sh.nextSweep = now.Add(max(s.idle, minSweepEvery))
-	}
-	evictSampled(sh.m, s.perShard, func(b *bucket) int64 { return b.lastSeen.Load() })
 }
