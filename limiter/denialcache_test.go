@@ -121,7 +121,7 @@ func TestDenialCacheCutsRedisCalls(t *testing.T) {
 	for _, alg := range []Algorithm{GCRA, SlidingWindow, FixedWindow} {
 		t.Run(string(alg), func(t *testing.T) {
 			r := newTestRedis(t, c, RedisConfig{})
-			chk := Check{Policy: policy("hammered-"+string(alg), alg), Limit: Limit{Rate: 5, Period: time.Hour}, Key: "one-client"}
+			chk := Check{Rule: policy("hammered-"+string(alg), alg), Limit: Limit{Rate: 5, Period: time.Hour}, Key: "one-client"}
 			avoidWindowEdge(t, c, time.Hour, 5*time.Second)
 			redistest.ResetStats(t, s.Addr())
 			const requests = 1000

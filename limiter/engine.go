@@ -6,14 +6,14 @@ import (
 	"time"
 )
 
-// Shared decides checks whose state lives in Redis (see Redis). It returns
+// Backend decides checks whose state lives in Redis (see Redis). It returns
 // one decision per check. When one of them denies, none of the checks
 // consumed anything and undo is nil; otherwise undo, when not nil, gives
 // back everything the request took. Failure modes are the implementation's
 // business: it never returns an error for an unreachable Redis, only
 // decisions with the matching Reason.
-type Shared interface {
-	DecideShared(ctx context.Context, checks []Check) (decisions []Decision, undo func(context.Context))
+type Backend interface {
+	Decide(ctx context.Context, checks []Check) (decisions []Decision, undo func(context.Context))
 }
 
 // Engine is the Limiter used by the proxy: in-process token buckets for local
@@ -23,7 +23,7 @@ type Shared interface {
 type Engine struct {
 	clock  func() time.Time
 	local  *Local
-	shared Shared
+	shared Backend
 }
 
 var _ Limiter = (*Engine)(nil)
@@ -34,7 +34,7 @@ var ErrNoSharedBackend = errors.New("limiter: policy needs redis but none is con
 
 // NewEngine returns an Engine. clock is required; shared may be nil when no
 // Redis is configured.
-func NewEngine(clock func() time.Time, local *Local, shared Shared) (*Engine, error) {
+func NewEngine(clock func() time.Time, local *Local, shared Backend) (*Engine, error) {
 	if clock == nil {
 		return nil, errors.New("limiter: nil clock")
 	}
@@ -52,10 +52,10 @@ func (e *Engine) Local() *Local { return e.local }
 func (e *Engine) Decide(ctx context.Context, checks []Check) (Verdict, error) {
 	v := Verdict{Allowed: true, Denied: -1, Decisions: make([]Decision, len(checks))}
 	for i, c := range checks {
-		if c.Policy == nil {
+		if c.Rule == nil {
 			return Verdict{}, errors.New("limiter: check without policy")
 		}
-		v.Decisions[i] = Decision{Policy: c.Policy.Name, Limit: c.Limit}
+		v.Decisions[i] = notAsked(c)
 	}
 
 	now := e.clock()
@@ -63,11 +63,11 @@ func (e *Engine) Decide(ctx context.Context, checks []Check) (Verdict, error) {
 	var undone []int // local decisions to correct when their tokens go back
 	var sharedIdx []int
 	for i, c := range checks {
-		if c.Policy.Algorithm.Shared() {
+		if c.Rule.Algorithm.Shared() {
 			sharedIdx = append(sharedIdx, i)
 			continue
 		}
-		d, undo := e.local.reserve(now, c.Policy.Name, c.Limit, c.Key, c.cost())
+		d, undo := e.local.Reserve(now, BucketGroup{Policy: c.Rule.Name, Limit: c.Limit}, c.Key, c.Units())
 		v.Decisions[i] = d
 		if !d.Allowed {
 			runAll(undos)
@@ -94,12 +94,10 @@ func (e *Engine) Decide(ctx context.Context, checks []Check) (Verdict, error) {
 	}
 	// Shared checks come last, so nothing after them can deny the request:
 	// their undo is never needed here.
-	ds, _ := e.shared.DecideShared(ctx, sc)
+	ds, _ := e.shared.Decide(ctx, sc)
 	for j, i := range sharedIdx {
 		v.Decisions[i] = ds[j]
-		// A check not asked (another one denied first, from the denial cache)
-		// is not allowed but has no reason: it is not the one that denied.
-		if !ds[j].Allowed && v.Allowed && ds[j].Reason != ReasonNone {
+		if !ds[j].Allowed && v.Allowed && ds[j].Reason != ReasonNotAsked {
 			v.Allowed, v.Denied = false, i
 		}
 	}
@@ -115,7 +113,7 @@ func (e *Engine) Decide(ctx context.Context, checks []Check) (Verdict, error) {
 func (v *Verdict) refunded(checks []Check, idx []int) {
 	for _, i := range idx {
 		d := &v.Decisions[i]
-		d.Remaining = min(d.Remaining+checks[i].cost(), d.Limit.burst())
+		d.Remaining = min(d.Remaining+checks[i].Units(), d.Limit.Quota())
 	}
 }
 

@@ -22,7 +22,11 @@ const (
 )
 
 // Shared reports whether the algorithm keeps its state in Redis.
-func (a Algorithm) Shared() bool { return a == GCRA || a == SlidingWindow || a == FixedWindow }
+func (a Algorithm) Shared() bool { return a == GCRA || a.Windowed() }
+
+// Windowed reports whether the algorithm counts Rate per window of Period
+// (sliding or fixed) rather than refilling a bucket continuously.
+func (a Algorithm) Windowed() bool { return a == SlidingWindow || a == FixedWindow }
 
 // FailureMode says what a shared policy does when Redis cannot answer.
 type FailureMode string
@@ -36,11 +40,22 @@ const (
 
 // Limit is Rate events per Period with bursts of up to Burst. It is a value:
 // callers pass it with every check, so changing a limit never touches state.
-// The zero Rate denies everything.
+// The zero Rate denies everything. The window algorithms admit Rate per
+// window: their Burst is left zero (or equal to Rate).
 type Limit struct {
 	Rate   int64
 	Period time.Duration
 	Burst  int64
+}
+
+// Quota is the most a key can spend at once: Burst, or Rate when Burst is
+// zero. It is the bucket size of the token bucket and GCRA and the count of
+// a window.
+func (l Limit) Quota() int64 {
+	if l.Burst > 0 {
+		return l.Burst
+	}
+	return max(l.Rate, 0)
 }
 
 // DenyAll reports whether the limit admits nothing.
@@ -63,9 +78,9 @@ func ShortDuration(d time.Duration) string {
 	return d.String()
 }
 
-// Policy is what the limiter needs to know about one configured policy. It is
+// Rule is what the limiter needs to know about one configured policy. It is
 // immutable once compiled and shared by every request of a snapshot.
-type Policy struct {
+type Rule struct {
 	// Name identifies the policy in headers, bodies and Redis keys. It is
 	// validated by the config to [A-Za-z0-9_.-].
 	Name string
@@ -80,7 +95,7 @@ type Policy struct {
 
 // Check asks whether Cost units may pass for Key under Policy at Limit.
 type Check struct {
-	Policy *Policy
+	Rule *Rule
 	// Limit is the limit that applies to this key (it may depend on the plan).
 	Limit Limit
 	// Key identifies the bucket within the policy. It must already be bounded
@@ -90,7 +105,8 @@ type Check struct {
 	Cost int64
 }
 
-func (c Check) cost() int64 {
+// Units is what the check takes: Cost, or 1 when Cost is below 1.
+func (c Check) Units() int64 {
 	if c.Cost < 1 {
 		return 1
 	}
@@ -111,7 +127,37 @@ const (
 	ReasonLocalFallback        // Redis failed and a local share decided
 	ReasonDenialCached         // denied from the denial cache without asking Redis
 	ReasonOverloaded           // the instance could not get the check answered in time; denied, not failed open
+	ReasonNotAsked             // another check denied the request first: this one was not decided
 )
+
+// StaticDenial denies what no state could admit: a limit whose rate is zero,
+// or a cost above the limit's quota. ok is false for any other check.
+func (c Check) StaticDenial() (d Decision, ok bool) {
+	return staticDenial(c.Rule.Name, c.Limit, c.Units())
+}
+
+func staticDenial(policy string, lim Limit, units int64) (d Decision, ok bool) {
+	d = Decision{Policy: policy, Limit: lim}
+	switch {
+	case lim.DenyAll():
+		d.Reason = ReasonDenyAll
+	case units > lim.Quota():
+		d.Reason = ReasonCostTooHigh
+	default:
+		return Decision{}, false
+	}
+	d.RetryAfter = lim.Period
+	if d.RetryAfter <= 0 {
+		d.RetryAfter = time.Second
+	}
+	return d, true
+}
+
+// notAsked is the decision of a check that was not decided because another
+// one denied the request first.
+func notAsked(c Check) Decision {
+	return Decision{Policy: c.Rule.Name, Limit: c.Limit, Reason: ReasonNotAsked}
+}
 
 // Decision is the outcome of one check. Headers and bodies are rendered from
 // it and nowhere else.

@@ -28,12 +28,7 @@ type Local struct {
 	seed    maphash.Seed
 
 	mu     sync.RWMutex // guards stores; read on every decision, written on a new (policy, limit)
-	stores map[storeID]*bucketStore
-}
-
-type storeID struct {
-	policy string
-	limit  Limit
+	stores map[BucketGroup]*bucketStore
 }
 
 // NewLocal returns an empty set of local buckets holding at most maxKeys keys
@@ -42,25 +37,25 @@ func NewLocal(maxKeys int) *Local {
 	if maxKeys <= 0 {
 		maxKeys = DefaultMaxKeys
 	}
-	return &Local{maxKeys: maxKeys, seed: maphash.MakeSeed(), stores: make(map[storeID]*bucketStore)}
+	return &Local{maxKeys: maxKeys, seed: maphash.MakeSeed(), stores: make(map[BucketGroup]*bucketStore)}
 }
 
-// Retain drops the buckets of every (policy, limit) for which keep is false.
-// It is called after a reload with the limits of the new snapshot.
-func (l *Local) Retain(keep func(policy string, lim Limit) bool) {
+// Retain drops the buckets of every group for which keep is false. It is
+// called after a reload with the limits of the new snapshot.
+func (l *Local) Retain(keep func(BucketGroup) bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for id := range l.stores {
-		if !keep(id.policy, id.limit) {
-			delete(l.stores, id)
+	for g := range l.stores {
+		if !keep(g) {
+			delete(l.stores, g)
 		}
 	}
 }
 
-// Keys returns how many buckets are held for policy at lim.
-func (l *Local) Keys(policy string, lim Limit) int {
+// Keys returns how many buckets g holds.
+func (l *Local) Keys(g BucketGroup) int {
 	l.mu.RLock()
-	s := l.stores[storeID{policy, lim}]
+	s := l.stores[g]
 	l.mu.RUnlock()
 	if s == nil {
 		return 0
@@ -68,58 +63,62 @@ func (l *Local) Keys(policy string, lim Limit) int {
 	return s.len()
 }
 
-func (l *Local) store(policy string, lim Limit) *bucketStore {
-	id := storeID{policy, lim}
+func (l *Local) store(g BucketGroup) *bucketStore {
 	l.mu.RLock()
-	s := l.stores[id]
+	s := l.stores[g]
 	l.mu.RUnlock()
 	if s != nil {
 		return s
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s = l.stores[id]
+	s = l.stores[g]
 	if s == nil {
-		s = newBucketStore(lim, l.maxKeys, l.seed)
-		l.stores[id] = s
+		s = newBucketStore(g.Limit, l.maxKeys, l.seed)
+		l.stores[g] = s
 	}
 	return s
 }
 
-// reserve takes cost from key's bucket at now. When allowed, undo gives the
-// tokens back exactly (used when another policy denies the same request). A
-// denied request changes nothing.
-func (l *Local) reserve(now time.Time, policy string, lim Limit, key string, cost int64) (d Decision, undo func()) {
-	d = Decision{Policy: policy, Limit: lim}
-	if lim.DenyAll() {
-		d.Reason = ReasonDenyAll
-		d.RetryAfter = lim.Period
-		if d.RetryAfter <= 0 {
-			d.RetryAfter = time.Second
-		}
+// BucketGroup names the buckets of one policy at one limit. Fallback marks
+// the buckets a shared policy falls back to while Redis is down (see
+// FailLocal), kept apart from any local policy of the same name.
+type BucketGroup struct {
+	Policy   string
+	Limit    Limit
+	Fallback bool
+}
+
+// Allow takes cost units (at least 1) from key's bucket under lim, now. It
+// is AllowAt(time.Now(), key, lim, cost).
+func (l *Local) Allow(key string, lim Limit, cost int64) Decision {
+	return l.AllowAt(time.Now(), key, lim, cost)
+}
+
+// AllowAt takes cost units (at least 1) from key's bucket under lim at now.
+// Keys of different limits never share a bucket.
+func (l *Local) AllowAt(now time.Time, key string, lim Limit, cost int64) Decision {
+	d, _ := l.Reserve(now, BucketGroup{Limit: lim}, key, cost)
+	return d
+}
+
+// Reserve takes cost units (at least 1) from key's bucket in g at now. When
+// allowed, undo gives them back exactly (when another policy denies the same
+// request). A denied request changes nothing.
+func (l *Local) Reserve(now time.Time, g BucketGroup, key string, cost int64) (d Decision, undo func()) {
+	cost = max(cost, 1)
+	if d, denied := staticDenial(g.Policy, g.Limit, cost); denied {
 		return d, nil
 	}
-	if cost > lim.burst() {
-		d.Reason = ReasonCostTooHigh
-		d.RetryAfter = lim.Period
-		return d, nil
-	}
-	b := l.store(policy, lim).get(key, now)
-	g := b.take(now, lim, cost)
-	d.Allowed, d.Remaining, d.ResetAfter, d.RetryAfter = g.allowed, g.remaining, g.resetAfter, g.retryAfter
-	if !g.allowed {
+	b := l.store(g).get(key, now)
+	r := b.take(now, g.Limit, cost)
+	d = Decision{Policy: g.Policy, Limit: g.Limit, Allowed: r.allowed, Remaining: r.remaining, ResetAfter: r.resetAfter, RetryAfter: r.retryAfter}
+	if !r.allowed {
 		d.Reason = ReasonLimited
 		d.Remaining = 0
 		return d, nil
 	}
-	return d, func() { b.give(g.increment) }
-}
-
-func (l Limit) burst() int64 {
-	if l.Burst > 0 {
-		return l.Burst
-	}
-	return l.Rate
+	return d, func() { b.give(r.increment) }
 }
 
 // emission is the time one token takes to come back, in nanoseconds.
@@ -127,7 +126,7 @@ func (l Limit) emission() float64 { return float64(l.Period) / float64(l.Rate) }
 
 // fillTime is how long an empty bucket takes to be full again.
 func fillTime(lim Limit) time.Duration {
-	return time.Duration(lim.emission() * float64(lim.burst()))
+	return time.Duration(lim.emission() * float64(lim.Quota()))
 }
 
 // bucket is one key's token bucket, kept as GCRA state: tat is the instant
@@ -158,7 +157,7 @@ type grant struct {
 func (b *bucket) take(now time.Time, lim Limit, cost int64) grant {
 	emission := lim.emission()
 	inc := saturatingNanos(emission * float64(cost))
-	tolerance := saturatingNanos(emission * float64(lim.burst()))
+	tolerance := saturatingNanos(emission * float64(lim.Quota()))
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -175,7 +174,7 @@ func (b *bucket) take(now time.Time, lim Limit, cost int64) grant {
 	left := math.Floor(float64(t+tolerance-newTAT)/emission + 1e-6)
 	return grant{
 		allowed:    true,
-		remaining:  int64(min(max(0, left), float64(lim.burst()))),
+		remaining:  int64(min(max(0, left), float64(lim.Quota()))),
 		resetAfter: time.Duration(newTAT - t),
 		increment:  inc,
 	}

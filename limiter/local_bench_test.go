@@ -20,7 +20,7 @@ func BenchmarkLocalDecide(b *testing.B) {
 		keys[i] = "203.0.113." + strconv.Itoa(i%256) + "/" + strconv.Itoa(i)
 	}
 	b.Run("anchor_rate_limiter", func(b *testing.B) {
-		lim := rate.NewLimiter(rate.Limit(float64(huge.Rate)/huge.Period.Seconds()), int(huge.burst()))
+		lim := rate.NewLimiter(rate.Limit(float64(huge.Rate)/huge.Period.Seconds()), int(huge.Quota()))
 		b.ReportAllocs()
 		for b.Loop() {
 			lim.AllowN(now, 1)
@@ -30,10 +30,10 @@ func BenchmarkLocalDecide(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := &Policy{Name: "per-ip"}
+	p := &Rule{Name: "per-ip"}
 	b.Run("engine_one_policy", func(b *testing.B) {
 		b.ReportAllocs()
-		checks := []Check{{Policy: p, Limit: huge}}
+		checks := []Check{{Rule: p, Limit: huge}}
 		for i := 0; b.Loop(); i++ {
 			checks[0].Key = keys[i%len(keys)]
 			if v, _ := e.Decide(context.Background(), checks); !v.Allowed {
@@ -44,7 +44,7 @@ func BenchmarkLocalDecide(b *testing.B) {
 	b.Run("engine_one_policy_parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			checks := []Check{{Policy: p, Limit: huge}}
+			checks := []Check{{Rule: p, Limit: huge}}
 			for i := 0; pb.Next(); i++ {
 				checks[0].Key = keys[i%len(keys)]
 				e.Decide(context.Background(), checks)

@@ -25,7 +25,7 @@ func TestLocalStaleInstantGrantsNothingTwice(t *testing.T) {
 		{2 * time.Second, true},
 	}
 	for i, s := range steps {
-		d, _ := l.reserve(at(s.t), "p", lim, "k", 1)
+		d, _ := l.Reserve(at(s.t), BucketGroup{Policy: "p", Limit: lim}, "k", 1)
 		if d.Allowed != s.ok {
 			t.Fatalf("step %d at %v: got allowed=%v, want %v", i, s.t, d.Allowed, s.ok)
 		}
@@ -38,7 +38,7 @@ func TestLocalConcurrentDenialsRetryAtMostOneEmission(t *testing.T) {
 	l := NewLocal(0)
 	lim := Limit{Rate: 10, Period: time.Minute, Burst: 10}
 	for range 10 {
-		if d, _ := l.reserve(t0, "p", lim, "k", 1); !d.Allowed {
+		if d, _ := l.Reserve(t0, BucketGroup{Policy: "p", Limit: lim}, "k", 1); !d.Allowed {
 			t.Fatal("burst: got denied, want allowed")
 		}
 	}
@@ -50,7 +50,7 @@ func TestLocalConcurrentDenialsRetryAtMostOneEmission(t *testing.T) {
 			defer wg.Done()
 			for i := range 200 {
 				now := at(time.Duration(g*200+i) * time.Microsecond)
-				d, _ := l.reserve(now, "p", lim, "k", 1)
+				d, _ := l.Reserve(now, BucketGroup{Policy: "p", Limit: lim}, "k", 1)
 				if d.Allowed {
 					t.Errorf("got a request admitted 13ms after the burst, want none")
 					return
@@ -79,7 +79,7 @@ func TestEngineLocalBucketHoldsUnderConcurrency(t *testing.T) {
 		t.Fatal(err)
 	}
 	lim := Limit{Rate: 200, Period: time.Second, Burst: 20}
-	checks := []Check{{Policy: &Policy{Name: "p"}, Limit: lim, Key: "one"}}
+	checks := []Check{{Rule: &Rule{Name: "p"}, Limit: lim, Key: "one"}}
 	var admitted atomic.Int64
 	start := time.Now()
 	deadline := start.Add(time.Second)

@@ -36,7 +36,7 @@ func TestLocalTokenBucketAtFixedInstants(t *testing.T) {
 	l := NewLocal(0)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, _ := l.reserve(at(tt.t), "p", lim, "k", tt.cost)
+			d, _ := l.Reserve(at(tt.t), BucketGroup{Policy: "p", Limit: lim}, "k", tt.cost)
 			if d.Allowed != tt.ok || d.Remaining != tt.remaining || d.RetryAfter != tt.retry || d.Reason != tt.reason {
 				t.Fatalf("got allowed=%v remaining=%d retry=%v reason=%v, want %v %d %v %v",
 					d.Allowed, d.Remaining, d.RetryAfter, d.Reason, tt.ok, tt.remaining, tt.retry, tt.reason)
@@ -49,7 +49,7 @@ func TestLocalRateZeroDeniesAll(t *testing.T) {
 	l := NewLocal(0)
 	lim := Limit{Rate: 0, Period: time.Minute}
 	for i := range 3 {
-		d, undo := l.reserve(at(time.Duration(i)*time.Hour), "closed", lim, "k", 1)
+		d, undo := l.Reserve(at(time.Duration(i)*time.Hour), BucketGroup{Policy: "closed", Limit: lim}, "k", 1)
 		if d.Allowed || d.Reason != ReasonDenyAll || undo != nil {
 			t.Fatalf("call %d: got allowed=%v reason=%v, want denied with ReasonDenyAll", i, d.Allowed, d.Reason)
 		}
@@ -57,7 +57,7 @@ func TestLocalRateZeroDeniesAll(t *testing.T) {
 			t.Fatalf("got retry %v, want %v", d.RetryAfter, time.Minute)
 		}
 	}
-	if n := l.Keys("closed", lim); n != 0 {
+	if n := l.Keys(BucketGroup{Policy: "closed", Limit: lim}); n != 0 {
 		t.Fatalf("got %d buckets for a deny-all policy, want 0", n)
 	}
 }
@@ -65,12 +65,12 @@ func TestLocalRateZeroDeniesAll(t *testing.T) {
 func TestLocalUndoGivesTokensBack(t *testing.T) {
 	l := NewLocal(0)
 	lim := Limit{Rate: 1, Period: time.Minute, Burst: 2}
-	d, undo := l.reserve(t0, "p", lim, "k", 2)
+	d, undo := l.Reserve(t0, BucketGroup{Policy: "p", Limit: lim}, "k", 2)
 	if !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("got allowed=%v remaining=%d, want allowed with 0 left", d.Allowed, d.Remaining)
 	}
 	undo()
-	d, _ = l.reserve(t0, "p", lim, "k", 1)
+	d, _ = l.Reserve(t0, BucketGroup{Policy: "p", Limit: lim}, "k", 1)
 	if !d.Allowed || d.Remaining != 1 {
 		t.Fatalf("after undo got allowed=%v remaining=%d, want allowed with 1 left", d.Allowed, d.Remaining)
 	}
@@ -80,20 +80,20 @@ func TestLocalIdleExpiry(t *testing.T) {
 	l := NewLocal(0)
 	lim := Limit{Rate: 10, Period: time.Second, Burst: 10} // full again 1s after last use
 	for i := range 100 {
-		l.reserve(t0, "p", lim, fmt.Sprint("k", i), 1)
+		l.Reserve(t0, BucketGroup{Policy: "p", Limit: lim}, fmt.Sprint("k", i), 1)
 	}
-	if got := l.Keys("p", lim); got != 100 {
+	if got := l.Keys(BucketGroup{Policy: "p", Limit: lim}); got != 100 {
 		t.Fatalf("got %d keys, want 100", got)
 	}
 	// Every shard that takes a new key after the idle time sweeps its idle buckets.
 	for i := range 1000 {
-		l.reserve(at(5*time.Second), "p", lim, fmt.Sprint("fresh", i), 1)
+		l.Reserve(at(5*time.Second), BucketGroup{Policy: "p", Limit: lim}, fmt.Sprint("fresh", i), 1)
 	}
-	if got := l.Keys("p", lim); got > 1000+10 {
+	if got := l.Keys(BucketGroup{Policy: "p", Limit: lim}); got > 1000+10 {
 		t.Fatalf("got %d keys after idle expiry, want the idle ones (mostly) gone: <= 1010", got)
 	}
 	for i := range 100 { // an expired bucket comes back full
-		d, _ := l.reserve(at(5*time.Second), "p", lim, fmt.Sprint("k", i), 10)
+		d, _ := l.Reserve(at(5*time.Second), BucketGroup{Policy: "p", Limit: lim}, fmt.Sprint("k", i), 10)
 		if !d.Allowed {
 			t.Fatalf("key k%d: got denied, want a full bucket after idling", i)
 		}
@@ -105,9 +105,9 @@ func TestLocalHardCapOnKeys(t *testing.T) {
 	l := NewLocal(maxKeys)
 	lim := Limit{Rate: 1, Period: time.Hour, Burst: 1} // buckets stay "active" for an hour
 	for i := range 20 * maxKeys {
-		l.reserve(at(time.Duration(i)*time.Millisecond), "p", lim, fmt.Sprint("random-", i), 1)
+		l.Reserve(at(time.Duration(i)*time.Millisecond), BucketGroup{Policy: "p", Limit: lim}, fmt.Sprint("random-", i), 1)
 	}
-	if got := l.Keys("p", lim); got > maxKeys {
+	if got := l.Keys(BucketGroup{Policy: "p", Limit: lim}); got > maxKeys {
 		t.Fatalf("got %d keys, want at most %d", got, maxKeys)
 	}
 }
@@ -115,19 +115,19 @@ func TestLocalHardCapOnKeys(t *testing.T) {
 func TestLocalBucketsSurviveOnlyUnchangedLimits(t *testing.T) {
 	l := NewLocal(0)
 	old := Limit{Rate: 1, Period: time.Minute, Burst: 1}
-	if d, _ := l.reserve(t0, "p", old, "k", 1); !d.Allowed {
+	if d, _ := l.Reserve(t0, BucketGroup{Policy: "p", Limit: old}, "k", 1); !d.Allowed {
 		t.Fatal("got first request denied, want allowed")
 	}
-	if d, _ := l.reserve(t0, "p", old, "k", 1); d.Allowed {
+	if d, _ := l.Reserve(t0, BucketGroup{Policy: "p", Limit: old}, "k", 1); d.Allowed {
 		t.Fatal("got second request allowed, want denied: same limit keeps state")
 	}
 	changed := Limit{Rate: 5, Period: time.Minute, Burst: 5}
-	if d, _ := l.reserve(t0, "p", changed, "k", 1); !d.Allowed || d.Remaining != 4 {
+	if d, _ := l.Reserve(t0, BucketGroup{Policy: "p", Limit: changed}, "k", 1); !d.Allowed || d.Remaining != 4 {
 		t.Fatalf("changed limit: got allowed=%v remaining=%d, want allowed with 4 left", d.Allowed, d.Remaining)
 	}
-	l.Retain(func(p string, lim Limit) bool { return lim == changed })
-	if l.Keys("p", old) != 0 || l.Keys("p", changed) != 1 {
-		t.Fatalf("after Retain got old=%d changed=%d keys, want 0 and 1", l.Keys("p", old), l.Keys("p", changed))
+	l.Retain(func(g BucketGroup) bool { return g.Limit == changed })
+	if l.Keys(BucketGroup{Policy: "p", Limit: old}) != 0 || l.Keys(BucketGroup{Policy: "p", Limit: changed}) != 1 {
+		t.Fatalf("after Retain got old=%d changed=%d keys, want 0 and 1", l.Keys(BucketGroup{Policy: "p", Limit: old}), l.Keys(BucketGroup{Policy: "p", Limit: changed}))
 	}
 }
 
@@ -137,11 +137,11 @@ func TestEngineDeniedRequestConsumesNothingElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hourly := &Policy{Name: "hourly"}
-	strict := &Policy{Name: "strict"}
+	hourly := &Rule{Name: "hourly"}
+	strict := &Rule{Name: "strict"}
 	checks := []Check{
-		{Policy: hourly, Limit: Limit{Rate: 100, Period: time.Hour}, Key: "tenant"},
-		{Policy: strict, Limit: Limit{Rate: 1, Period: time.Minute}, Key: "tenant"},
+		{Rule: hourly, Limit: Limit{Rate: 100, Period: time.Hour}, Key: "tenant"},
+		{Rule: strict, Limit: Limit{Rate: 1, Period: time.Minute}, Key: "tenant"},
 	}
 	allowed := 0
 	for range 10 {
@@ -160,7 +160,7 @@ func TestEngineDeniedRequestConsumesNothingElsewhere(t *testing.T) {
 	if allowed != 1 {
 		t.Fatalf("got %d allowed, want 1", allowed)
 	}
-	d, _ := e.Local().reserve(now, "hourly", checks[0].Limit, "tenant", 1)
+	d, _ := e.Local().Reserve(now, BucketGroup{Policy: "hourly", Limit: checks[0].Limit}, "tenant", 1)
 	if want := int64(100 - allowed - 1); d.Remaining != want {
 		t.Fatalf("hourly remaining got %d, want %d: denied requests must not consume it", d.Remaining, want)
 	}
@@ -168,7 +168,7 @@ func TestEngineDeniedRequestConsumesNothingElsewhere(t *testing.T) {
 
 func TestEngineSharedWithoutBackend(t *testing.T) {
 	e, _ := NewEngine(time.Now, NewLocal(0), nil)
-	_, err := e.Decide(context.Background(), []Check{{Policy: &Policy{Name: "g", Algorithm: GCRA}, Limit: Limit{Rate: 1, Period: time.Second}}})
+	_, err := e.Decide(context.Background(), []Check{{Rule: &Rule{Name: "g", Algorithm: GCRA}, Limit: Limit{Rate: 1, Period: time.Second}}})
 	if err != ErrNoSharedBackend {
 		t.Fatalf("got %v, want ErrNoSharedBackend", err)
 	}

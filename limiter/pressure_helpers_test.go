@@ -468,6 +468,10 @@ func reasonName(r limiter.Reason) string {
 		return "local_fallback"
 	case limiter.ReasonDenialCached:
 		return "denial_cached"
+	case limiter.ReasonOverloaded:
+		return "overloaded"
+	case limiter.ReasonNotAsked:
+		return "not_asked"
 	}
 	return "reason_" + strconv.Itoa(int(r))
 }

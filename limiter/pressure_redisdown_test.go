@@ -85,8 +85,8 @@ func TestPressureRedisDown(t *testing.T) {
 func runRedisDown(t *testing.T, out outage, mode limiter.FailureMode) {
 	s := redistest.Start(t)
 	e, r := newRedisEngine(t, newClient(t, 0, s.Addr()), limiter.RedisConfig{})
-	pol := &limiter.Policy{Name: "pressure-down", Algorithm: limiter.GCRA, OnRedisError: mode, LocalShare: downShare}
-	check := limiter.Check{Policy: pol, Limit: downLimit, Key: "one-key"}
+	pol := &limiter.Rule{Name: "pressure-down", Algorithm: limiter.GCRA, OnRedisError: mode, LocalShare: downShare}
+	check := limiter.Check{Rule: pol, Limit: downLimit, Key: "one-key"}
 	warm := check
 	warm.Key = "warm-up"
 	if v := decideOnce(t, e, warm); !v.Allowed {

@@ -65,8 +65,8 @@ func TestPressureOneKey(t *testing.T) {
 // runOneKey floods one key of row's algorithm and checks the bounds, the
 // retry times of the denials and, for Redis, that the breaker stayed shut.
 func runOneKey(t *testing.T, e *limiter.Engine, r *limiter.Redis, row oneKeyRow) {
-	pol := &limiter.Policy{Name: "pressure-" + string(row.alg), Algorithm: row.alg, OnRedisError: limiter.FailDeny}
-	check := limiter.Check{Policy: pol, Limit: row.lim, Key: "one-key"}
+	pol := &limiter.Rule{Name: "pressure-" + string(row.alg), Algorithm: row.alg, OnRedisError: limiter.FailDeny}
+	check := limiter.Check{Rule: pol, Limit: row.lim, Key: "one-key"}
 	// Warm up on another key: connections dialed, scripts loaded.
 	warm := check
 	warm.Key = "warm-up"
@@ -168,11 +168,11 @@ func TestPressureTwoPolicies(t *testing.T) {
 }
 
 func runTwoPolicies(t *testing.T, e *limiter.Engine, r *limiter.Redis, alg limiter.Algorithm) {
-	rps := &limiter.Policy{Name: "pressure-rps-" + string(alg), Algorithm: alg, OnRedisError: limiter.FailDeny}
-	hourly := &limiter.Policy{Name: "pressure-hourly-" + string(alg), Algorithm: alg, OnRedisError: limiter.FailDeny}
+	rps := &limiter.Rule{Name: "pressure-rps-" + string(alg), Algorithm: alg, OnRedisError: limiter.FailDeny}
+	hourly := &limiter.Rule{Name: "pressure-hourly-" + string(alg), Algorithm: alg, OnRedisError: limiter.FailDeny}
 	const key = "tenant"
-	checks := []limiter.Check{{Policy: rps, Limit: perSecond, Key: key}, {Policy: hourly, Limit: perHour, Key: key}}
-	warm := []limiter.Check{{Policy: rps, Limit: perSecond, Key: "warm-up"}, {Policy: hourly, Limit: perHour, Key: "warm-up"}}
+	checks := []limiter.Check{{Rule: rps, Limit: perSecond, Key: key}, {Rule: hourly, Limit: perHour, Key: key}}
+	warm := []limiter.Check{{Rule: rps, Limit: perSecond, Key: "warm-up"}, {Rule: hourly, Limit: perHour, Key: "warm-up"}}
 	if v := decideOnce(t, e, warm...); !v.Allowed {
 		t.Fatalf("warm-up: got denied %+v, want admitted", v.Decisions)
 	}

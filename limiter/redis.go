@@ -70,8 +70,8 @@ type RedisConfig struct {
 	// QueueTimeout bounds the wait for a slot; a decision still waiting then
 	// is denied (ReasonOverloaded). Zero means DefaultQueueTimeout.
 	QueueTimeout time.Duration
-	// Local holds the in-process buckets of the "local" failure mode (under
-	// FallbackPolicyName names); nil means private buckets with the default
+	// Local holds the in-process buckets of the "local" failure mode (in
+	// groups marked Fallback); nil means private buckets with the default
 	// cap. Pass the Engine's so one Retain call covers both.
 	Local *Local
 }
@@ -118,7 +118,7 @@ type Redis struct {
 	wg      sync.WaitGroup
 }
 
-var _ Shared = (*Redis)(nil)
+var _ Backend = (*Redis)(nil)
 
 // NewRedis returns a Redis deciding through client, which must not be nil.
 func NewRedis(client RedisScripter, cfg RedisConfig) (*Redis, error) {
@@ -175,11 +175,6 @@ func NewRedis(client RedisScripter, cfg RedisConfig) (*Redis, error) {
 	return r, nil
 }
 
-// FallbackPolicyName is the name under which the "local" failure mode keeps
-// a policy's in-process buckets, apart from any local policy of that name.
-// A Local.Retain after a reload should keep these for the policies it keeps.
-func FallbackPolicyName(policy string) string { return policy + "#fallback" }
-
 // sharedOp is one check on its way through DecideShared.
 type sharedOp struct {
 	index  int // of the check in DecideShared's argument
@@ -201,7 +196,7 @@ const suspectWindowFactor = 3
 // in time because too many were waiting for Redis.
 const overloadRetry = time.Second
 
-// DecideShared implements Shared. Checks that cannot pass whatever Redis
+// Decide implements Shared. Checks that cannot pass whatever Redis
 // says (rate zero, cost above the quota) and keys in the denial cache deny
 // the request before anything is sent. Otherwise the checks go to Redis
 // together and are recorded all or nothing (see roundTrip): a denied request
@@ -213,28 +208,28 @@ const overloadRetry = time.Second
 // its Redis deadline starts: waiting is the instance's own backpressure, not
 // a Redis failure. Past the queue timeout it is denied (ReasonOverloaded),
 // never let through unchecked.
-func (r *Redis) DecideShared(ctx context.Context, checks []Check) ([]Decision, func(context.Context)) {
+func (r *Redis) Decide(ctx context.Context, checks []Check) ([]Decision, func(context.Context)) {
 	now := r.clock()
 	ds := make([]Decision, len(checks))
 	for i, c := range checks {
-		ds[i] = Decision{Policy: policyName(c), Limit: c.Limit}
+		ds[i] = Decision{Policy: policyName(c), Limit: c.Limit, Reason: ReasonNotAsked}
 	}
 	ops := make([]*sharedOp, 0, len(checks))
 	local := make([]bool, len(checks))
 	for i, c := range checks {
-		if c.Policy == nil {
+		if c.Rule == nil {
 			ds[i].Reason = ReasonUnavailable // cannot be decided; the Engine rejects it earlier
 			return ds, nil
 		}
-		if d, denied := staticDenial(c); denied {
+		if d, denied := c.StaticDenial(); denied {
 			ds[i] = d
 			return ds, nil
 		}
-		if !c.Policy.Algorithm.Shared() {
+		if !c.Rule.Algorithm.Shared() {
 			local[i] = true
 			continue
 		}
-		op := &sharedOp{index: i, check: c, cost: c.cost(), digest: digestKey(c.Key)}
+		op := &sharedOp{index: i, check: c, cost: c.Units(), digest: digestKey(c.Key)}
 		if den, at, hit := r.denials.lookup(op.denialKey(), op.cost, r.clock); hit {
 			r.stats.denialHits.Add(1)
 			ds[i].Reason = ReasonDenialCached
@@ -250,7 +245,7 @@ func (r *Redis) DecideShared(ctx context.Context, checks []Check) ([]Decision, f
 		if !local[i] {
 			continue
 		}
-		d, f := r.local.reserve(now, c.Policy.Name, c.Limit, c.Key, c.cost())
+		d, f := r.local.Reserve(now, BucketGroup{Policy: c.Rule.Name, Limit: c.Limit}, c.Key, c.Units())
 		ds[i] = d
 		if !d.Allowed {
 			u.giveBackLocal()
@@ -306,7 +301,7 @@ func (r *Redis) DecideShared(ctx context.Context, checks []Check) ([]Decision, f
 		return ds, nil
 	case outcomeSuspect:
 		for _, op := range ops {
-			if op.check.Policy.OnRedisError == FailDeny || op.check.Policy.OnRedisError == FailLocal {
+			if op.check.Rule.OnRedisError == FailDeny || op.check.Rule.OnRedisError == FailLocal {
 				ds[op.index] = r.degrade(now, op.check, &u)
 			} else {
 				r.stats.overloaded.Add(1)
@@ -324,7 +319,7 @@ func (r *Redis) DecideShared(ctx context.Context, checks []Check) ([]Decision, f
 	now = r.clock() // Redis answered now: the denial lasts from here
 	for _, op := range ops {
 		if !op.asked {
-			continue // on a Cluster, after an earlier check denied
+			continue // on a Cluster, after an earlier check denied: not asked
 		}
 		d := r.decision(op)
 		ds[op.index] = d
@@ -342,7 +337,7 @@ func (r *Redis) DecideShared(ctx context.Context, checks []Check) ([]Decision, f
 // checks took when another one denied it.
 func finish(ds []Decision, u *undo) ([]Decision, func(context.Context)) {
 	for _, d := range ds {
-		if !d.Allowed && d.Reason != ReasonNone {
+		if !d.Allowed && d.Reason != ReasonNotAsked {
 			u.giveBackLocal()
 			return ds, nil
 		}
@@ -352,45 +347,18 @@ func finish(ds []Decision, u *undo) ([]Decision, func(context.Context)) {
 
 // overloaded is the decision for a check that could not be asked in time.
 func overloaded(c Check) Decision {
-	return Decision{Policy: c.Policy.Name, Limit: c.Limit, Reason: ReasonOverloaded, RetryAfter: overloadRetry}
+	return Decision{Policy: c.Rule.Name, Limit: c.Limit, Reason: ReasonOverloaded, RetryAfter: overloadRetry}
 }
 
 func policyName(c Check) string {
-	if c.Policy == nil {
+	if c.Rule == nil {
 		return ""
 	}
-	return c.Policy.Name
+	return c.Rule.Name
 }
 
 func (op *sharedOp) denialKey() denialKey {
-	return denialKey{policy: op.check.Policy.Name, limit: op.check.Limit, key: op.digest}
-}
-
-// quota is the most one request may cost: the burst for GCRA, the Rate per
-// Period for the windows (their Burst is ignored).
-func quota(c Check) int64 {
-	if c.Policy.Algorithm == SlidingWindow || c.Policy.Algorithm == FixedWindow {
-		return c.Limit.Rate
-	}
-	return c.Limit.burst()
-}
-
-// staticDenial denies what no Redis state could admit.
-func staticDenial(c Check) (Decision, bool) {
-	d := Decision{Policy: c.Policy.Name, Limit: c.Limit}
-	switch {
-	case c.Limit.DenyAll():
-		d.Reason = ReasonDenyAll
-	case c.cost() > quota(c):
-		d.Reason = ReasonCostTooHigh
-	default:
-		return d, false
-	}
-	d.RetryAfter = c.Limit.Period
-	if d.RetryAfter <= 0 {
-		d.RetryAfter = time.Second
-	}
-	return d, true
+	return denialKey{policy: op.check.Rule.Name, limit: op.check.Limit, key: op.digest}
 }
 
 // decision turns a Redis answer into a Decision. A check that Redis would
@@ -398,7 +366,7 @@ func staticDenial(c Check) (Decision, bool) {
 // shows what it still has, its cost not taken.
 func (r *Redis) decision(op *sharedOp) Decision {
 	c := op.check
-	d := Decision{Policy: c.Policy.Name, Limit: c.Limit}
+	d := Decision{Policy: c.Rule.Name, Limit: c.Limit}
 	if op.res != nil {
 		d.Allowed = op.res.Allowed > 0
 		d.ResetAfter = max(0, op.res.ResetAfter)
@@ -411,7 +379,7 @@ func (r *Redis) decision(op *sharedOp) Decision {
 	}
 	rep := op.reply
 	d.Allowed, d.Remaining, d.ResetAfter = rep.allowed, rep.remaining, rep.resetAfter
-	if c.Policy.Algorithm == GCRA {
+	if c.Rule.Algorithm == GCRA {
 		d.Remaining = gcraRemaining(c.Limit, d.ResetAfter)
 	}
 	switch {
@@ -419,7 +387,7 @@ func (r *Redis) decision(op *sharedOp) Decision {
 		d.Reason = ReasonLimited
 		d.RetryAfter = rep.retryAfter
 	case !op.taken:
-		d.Remaining = min(d.Remaining+op.cost, quota(c))
+		d.Remaining = min(d.Remaining+op.cost, c.Limit.Quota())
 	}
 	return d
 }
@@ -551,8 +519,8 @@ func isTimeout(err error) bool {
 
 // degrade applies c's failure mode.
 func (r *Redis) degrade(now time.Time, c Check, u *undo) Decision {
-	d := Decision{Policy: c.Policy.Name, Limit: c.Limit}
-	switch c.Policy.OnRedisError {
+	d := Decision{Policy: c.Rule.Name, Limit: c.Limit}
+	switch c.Rule.OnRedisError {
 	case FailDeny:
 		r.stats.failedClosed.Add(1)
 		d.Reason = ReasonUnavailable
@@ -561,8 +529,8 @@ func (r *Redis) degrade(now time.Time, c Check, u *undo) Decision {
 	case FailLocal:
 		r.stats.localFallbacks.Add(1)
 		lim := fallbackLimit(c)
-		ld, undoLocal := r.local.reserve(now, FallbackPolicyName(c.Policy.Name), lim, c.Key, c.cost())
-		ld.Policy = c.Policy.Name
+		ld, undoLocal := r.local.Reserve(now, BucketGroup{Policy: c.Rule.Name, Limit: lim, Fallback: true}, c.Key, c.Units())
+		ld.Policy = c.Rule.Name
 		if ld.Reason == ReasonNone || ld.Reason == ReasonLimited {
 			ld.Reason = ReasonLocalFallback
 		}
@@ -576,7 +544,7 @@ func (r *Redis) degrade(now time.Time, c Check, u *undo) Decision {
 		// failed-open check from looking like the most restrictive one.
 		d.Allowed = true
 		d.Reason = ReasonFailedOpen
-		d.Remaining = quota(c)
+		d.Remaining = c.Limit.Quota()
 		return d
 	}
 }
@@ -584,13 +552,13 @@ func (r *Redis) degrade(now time.Time, c Check, u *undo) Decision {
 // fallbackLimit is the share of c's limit one instance enforces alone:
 // rate and quota scaled by LocalShare (zero means 1), at least 1 each.
 func fallbackLimit(c Check) Limit {
-	share := c.Policy.LocalShare
+	share := c.Rule.LocalShare
 	if share <= 0 {
 		share = 1
 	}
 	// The epsilon keeps 100 * 0.29 (28.999999999999996) at 29.
 	scale := func(n int64) int64 { return max(1, int64(float64(n)*share+1e-9)) }
-	return Limit{Rate: scale(c.Limit.Rate), Period: c.Limit.Period, Burst: scale(quota(c))}
+	return Limit{Rate: scale(c.Limit.Rate), Period: c.Limit.Period, Burst: scale(c.Limit.Quota())}
 }
 
 // refund is one script call that gives back what a check took.
@@ -662,8 +630,8 @@ func (r *Redis) runRefunds(ctx context.Context, fs []refund) {
 func gcraRemaining(l Limit, resetAfter time.Duration) int64 {
 	emission := l.Period.Seconds() / float64(l.Rate)
 	used := resetAfter.Seconds() / emission
-	left := math.Floor(float64(l.burst()) - used + 1e-3)
-	return int64(min(max(0, left), float64(l.burst())))
+	left := math.Floor(float64(l.Quota()) - used + 1e-3)
+	return int64(min(max(0, left), float64(l.Quota())))
 }
 
 // nextMember returns a sliding-window member unique across instances:

@@ -17,7 +17,7 @@ func TestGCRABurstThenDenyThenAdmit(t *testing.T) {
 	c := newTestClient(t, semanticsTimeout, s.Addr())
 	r := newTestRedis(t, c, RedisConfig{})
 	// 10 per second with bursts of 3: one token every 100ms.
-	chk := Check{Policy: policy("gcra", GCRA), Limit: Limit{Rate: 10, Period: time.Second, Burst: 3}, Key: "client-1"}
+	chk := Check{Rule: policy("gcra", GCRA), Limit: Limit{Rate: 10, Period: time.Second, Burst: 3}, Key: "client-1"}
 
 	for i, wantRemaining := range []int64{2, 1, 0} {
 		d := decideOne(t, r, chk)
@@ -53,7 +53,7 @@ func TestSlidingWindowSeedCase(t *testing.T) {
 	skewed := func() time.Time { return time.Now().Add(-time.Hour) }
 	r := newTestRedis(t, c, RedisConfig{Clock: skewed})
 	const window = 200 * time.Millisecond
-	chk := Check{Policy: policy("login", SlidingWindow), Limit: Limit{Rate: 3, Period: window}, Key: "203.0.113.7"}
+	chk := Check{Rule: policy("login", SlidingWindow), Limit: Limit{Rate: 3, Period: window}, Key: "203.0.113.7"}
 
 	before := redisNow(t, c)
 	for i := 1; i <= 3; i++ {
@@ -92,7 +92,7 @@ func TestSlidingWindowCostAware(t *testing.T) {
 	r := newTestRedis(t, c, RedisConfig{})
 	lim := Limit{Rate: 10, Period: time.Minute}
 	chk := func(cost int64) Check {
-		return Check{Policy: policy("tokens", SlidingWindow), Limit: lim, Key: "tenant-a", Cost: cost}
+		return Check{Rule: policy("tokens", SlidingWindow), Limit: lim, Key: "tenant-a", Cost: cost}
 	}
 	steps := []struct {
 		cost          int64
@@ -132,7 +132,7 @@ func TestSlidingWindowRetryAfterCoversCost(t *testing.T) {
 	r := newTestRedis(t, c, RedisConfig{})
 	const window = 300 * time.Millisecond
 	chk := func(cost int64) Check {
-		return Check{Policy: policy("sw", SlidingWindow), Limit: Limit{Rate: 4, Period: window}, Key: "k", Cost: cost}
+		return Check{Rule: policy("sw", SlidingWindow), Limit: Limit{Rate: 4, Period: window}, Key: "k", Cost: cost}
 	}
 	// Two entries of 2 at distinct instants; a request of 3 needs both gone.
 	decideOne(t, r, chk(2))
@@ -160,7 +160,7 @@ func TestFixedWindowCountAndReset(t *testing.T) {
 	r := newTestRedis(t, c, RedisConfig{})
 	const period = 400 * time.Millisecond
 	chk := func(cost int64) Check {
-		return Check{Policy: policy("fw", FixedWindow), Limit: Limit{Rate: 5, Period: period}, Key: "k", Cost: cost}
+		return Check{Rule: policy("fw", FixedWindow), Limit: Limit{Rate: 5, Period: period}, Key: "k", Cost: cost}
 	}
 	// Start right after a window boundary so the calls share one window.
 	waitWindowStart(t, c, period)
@@ -212,7 +212,7 @@ func TestGCRACostAware(t *testing.T) {
 	r := newTestRedis(t, c, RedisConfig{})
 	lim := Limit{Rate: 100, Period: time.Hour, Burst: 100}
 	chk := func(cost int64) Check {
-		return Check{Policy: policy("tpm", GCRA), Limit: lim, Key: "tenant", Cost: cost}
+		return Check{Rule: policy("tpm", GCRA), Limit: lim, Key: "tenant", Cost: cost}
 	}
 	steps := []struct {
 		cost        int64
@@ -240,10 +240,10 @@ func TestDenyAllAndCostTooHighSkipRedis(t *testing.T) {
 		chk  Check
 		want Reason
 	}{
-		{"rate zero gcra", Check{Policy: policy("a", GCRA), Limit: Limit{Rate: 0, Period: time.Second}, Key: "k"}, ReasonDenyAll},
-		{"rate zero window", Check{Policy: policy("b", SlidingWindow), Limit: Limit{Rate: 0, Period: time.Second}, Key: "k"}, ReasonDenyAll},
-		{"cost above burst", Check{Policy: policy("c", GCRA), Limit: Limit{Rate: 10, Period: time.Second, Burst: 5}, Key: "k", Cost: 6}, ReasonCostTooHigh},
-		{"cost above quota", Check{Policy: policy("d", FixedWindow), Limit: Limit{Rate: 10, Period: time.Second, Burst: 50}, Key: "k", Cost: 11}, ReasonCostTooHigh},
+		{"rate zero gcra", Check{Rule: policy("a", GCRA), Limit: Limit{Rate: 0, Period: time.Second}, Key: "k"}, ReasonDenyAll},
+		{"rate zero window", Check{Rule: policy("b", SlidingWindow), Limit: Limit{Rate: 0, Period: time.Second}, Key: "k"}, ReasonDenyAll},
+		{"cost above burst", Check{Rule: policy("c", GCRA), Limit: Limit{Rate: 10, Period: time.Second, Burst: 5}, Key: "k", Cost: 6}, ReasonCostTooHigh},
+		{"cost above a window's quota", Check{Rule: policy("d", FixedWindow), Limit: Limit{Rate: 10, Period: time.Second}, Key: "k", Cost: 11}, ReasonCostTooHigh},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -265,12 +265,12 @@ func TestDenyAllAndCostTooHighSkipRedis(t *testing.T) {
 // When one check is denied before Redis is asked (rate zero, cost too high,
 // denial cache), the others are left unasked: not allowed and without a
 // reason, which the proxy renders as "not decided". Nothing is consumed.
-func TestUnaskedChecksCarryNoReason(t *testing.T) {
+func TestUnaskedChecksSayNotAsked(t *testing.T) {
 	s := redistest.Start(t)
 	c := newTestClient(t, semanticsTimeout, s.Addr())
 	r := newTestRedis(t, c, RedisConfig{})
-	fresh := Check{Policy: policy("fresh", GCRA), Limit: Limit{Rate: 10, Period: time.Minute}, Key: "k"}
-	over := Check{Policy: policy("over", SlidingWindow), Limit: Limit{Rate: 1, Period: time.Minute}, Key: "k"}
+	fresh := Check{Rule: policy("fresh", GCRA), Limit: Limit{Rate: 10, Period: time.Minute}, Key: "k"}
+	over := Check{Rule: policy("over", SlidingWindow), Limit: Limit{Rate: 1, Period: time.Minute}, Key: "k"}
 	if d := decideOne(t, r, over); !d.Allowed {
 		t.Fatal("first call: got denied, want admitted")
 	}
@@ -286,8 +286,8 @@ func TestUnaskedChecksCarryNoReason(t *testing.T) {
 		wantReason Reason
 	}{
 		{"denial cache after", []Check{fresh, over}, 1, ReasonDenialCached},
-		{"deny-all after", []Check{fresh, {Policy: policy("zero", GCRA), Limit: Limit{Period: time.Minute}, Key: "k"}}, 1, ReasonDenyAll},
-		{"cost too high first", []Check{{Policy: policy("big", FixedWindow), Limit: Limit{Rate: 2, Period: time.Minute}, Key: "k", Cost: 3}, fresh}, 0, ReasonCostTooHigh},
+		{"deny-all after", []Check{fresh, {Rule: policy("zero", GCRA), Limit: Limit{Period: time.Minute}, Key: "k"}}, 1, ReasonDenyAll},
+		{"cost too high first", []Check{{Rule: policy("big", FixedWindow), Limit: Limit{Rate: 2, Period: time.Minute}, Key: "k", Cost: 3}, fresh}, 0, ReasonCostTooHigh},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -302,8 +302,8 @@ func TestUnaskedChecksCarryNoReason(t *testing.T) {
 					}
 					continue
 				}
-				if d.Allowed || d.Reason != ReasonNone || d.Policy != tt.checks[i].Policy.Name {
-					t.Fatalf("check %d: got %+v, want unasked (not allowed, no reason, its policy name)", i, d)
+				if d.Allowed || d.Reason != ReasonNotAsked || d.Policy != tt.checks[i].Rule.Name {
+					t.Fatalf("check %d: got %+v, want unasked (not allowed, ReasonNotAsked, its policy name)", i, d)
 				}
 			}
 		})

@@ -21,25 +21,25 @@ func BenchmarkRedisDecide(b *testing.B) {
 		checks func(i int) []Check
 	}{
 		{"gcra", func(i int) []Check {
-			return []Check{{Policy: policy("b-gcra", GCRA), Limit: big, Key: strconv.Itoa(i % 1000)}}
+			return []Check{{Rule: policy("b-gcra", GCRA), Limit: big, Key: strconv.Itoa(i % 1000)}}
 		}},
 		{"sliding_window", func(i int) []Check {
-			return []Check{{Policy: policy("b-sw", SlidingWindow), Limit: Limit{Rate: 1 << 40, Period: 10 * time.Millisecond}, Key: strconv.Itoa(i % 1000)}}
+			return []Check{{Rule: policy("b-sw", SlidingWindow), Limit: Limit{Rate: 1 << 40, Period: 10 * time.Millisecond}, Key: strconv.Itoa(i % 1000)}}
 		}},
 		{"fixed_window", func(i int) []Check {
-			return []Check{{Policy: policy("b-fw", FixedWindow), Limit: big, Key: strconv.Itoa(i % 1000)}}
+			return []Check{{Rule: policy("b-fw", FixedWindow), Limit: big, Key: strconv.Itoa(i % 1000)}}
 		}},
 		{"gcra+gcra+sliding+fixed", func(i int) []Check {
 			k := strconv.Itoa(i % 1000)
 			return []Check{
-				{Policy: policy("b4-g1", GCRA), Limit: big, Key: k},
-				{Policy: policy("b4-g2", GCRA), Limit: big, Key: k},
-				{Policy: policy("b4-sw", SlidingWindow), Limit: Limit{Rate: 1 << 40, Period: 10 * time.Millisecond}, Key: k},
-				{Policy: policy("b4-fw", FixedWindow), Limit: big, Key: k},
+				{Rule: policy("b4-g1", GCRA), Limit: big, Key: k},
+				{Rule: policy("b4-g2", GCRA), Limit: big, Key: k},
+				{Rule: policy("b4-sw", SlidingWindow), Limit: Limit{Rate: 1 << 40, Period: 10 * time.Millisecond}, Key: k},
+				{Rule: policy("b4-fw", FixedWindow), Limit: big, Key: k},
 			}
 		}},
 		{"denial_cache_hit", func(int) []Check {
-			return []Check{{Policy: policy("b-denied", GCRA), Limit: Limit{Rate: 1, Period: time.Hour}, Key: "k"}}
+			return []Check{{Rule: policy("b-denied", GCRA), Limit: Limit{Rate: 1, Period: time.Hour}, Key: "k"}}
 		}},
 	}
 	// The anchor: one bare PING round trip on the same client, so each case
@@ -55,11 +55,11 @@ func BenchmarkRedisDecide(b *testing.B) {
 	for _, bc := range cases {
 		b.Run(bc.name, func(b *testing.B) {
 			r := newTestRedis(b, c, RedisConfig{})
-			r.DecideShared(context.Background(), bc.checks(0)) // load scripts
+			r.Decide(context.Background(), bc.checks(0)) // load scripts
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
-				r.DecideShared(context.Background(), bc.checks(i))
+				r.Decide(context.Background(), bc.checks(i))
 			}
 			b.StopTimer()
 			if st := r.Stats(); st.Errors > 0 {

@@ -20,7 +20,7 @@ func TestSharedLimitsIgnoreGatewayClocks(t *testing.T) {
 	avoidWindowEdge(t, c, time.Minute, 5*time.Second)
 	for _, alg := range []Algorithm{GCRA, SlidingWindow, FixedWindow} {
 		t.Run(string(alg), func(t *testing.T) {
-			chk := Check{Policy: policy("skew-"+string(alg), alg), Limit: lim, Key: "k"}
+			chk := Check{Rule: policy("skew-"+string(alg), alg), Limit: lim, Key: "k"}
 			admitted := 0
 			for i := range 12 {
 				r := ahead

@@ -34,9 +34,9 @@ func ExampleNewRedis() {
 		fmt.Println(err)
 		return
 	}
-	tenantRPM := &limiter.Policy{Name: "tenant-rpm", Algorithm: limiter.GCRA, OnRedisError: limiter.FailLocal, LocalShare: 0.34}
+	tenantRPM := &limiter.Rule{Name: "tenant-rpm", Algorithm: limiter.GCRA, OnRedisError: limiter.FailLocal, LocalShare: 0.34}
 	v, err := engine.Decide(context.Background(), []limiter.Check{
-		{Policy: tenantRPM, Limit: limiter.Limit{Rate: 60, Period: time.Minute}, Key: "acme"},
+		{Rule: tenantRPM, Limit: limiter.Limit{Rate: 60, Period: time.Minute}, Key: "acme"},
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -46,7 +46,7 @@ func (l *logCounter) messages() []string {
 // timed runs one decision and measures it.
 func timed(r *Redis, checks ...Check) ([]Decision, time.Duration) {
 	start := time.Now()
-	ds, _ := r.DecideShared(context.Background(), checks)
+	ds, _ := r.Decide(context.Background(), checks)
 	return ds, time.Since(start)
 }
 
@@ -68,7 +68,7 @@ func TestFailureModesWithRedisKilled(t *testing.T) {
 	}
 	// Warm the pool while Redis is up, then kill it.
 	warm := newTestRedis(t, c, RedisConfig{Timeout: failTimeout})
-	if d := decideOne(t, warm, Check{Policy: policy("warm", GCRA), Limit: lim, Key: "k"}); !d.Allowed {
+	if d := decideOne(t, warm, Check{Rule: policy("warm", GCRA), Limit: lim, Key: "k"}); !d.Allowed {
 		t.Fatalf("warm-up: got denied (reason %d), want admitted", d.Reason)
 	}
 	s.Kill()
@@ -78,7 +78,7 @@ func TestFailureModesWithRedisKilled(t *testing.T) {
 			// A fresh Redis per mode: a closed breaker, so the first
 			// decisions really try the dead server.
 			r := newTestRedis(t, c, RedisConfig{Timeout: failTimeout, Local: local, Logger: slog.New(&logCounter{})})
-			chk := Check{Policy: &Policy{Name: "p-" + string(tt.mode), Algorithm: GCRA, OnRedisError: tt.mode, LocalShare: 0.34}, Limit: lim, Key: "10.0.0.1"}
+			chk := Check{Rule: &Rule{Name: "p-" + string(tt.mode), Algorithm: GCRA, OnRedisError: tt.mode, LocalShare: 0.34}, Limit: lim, Key: "10.0.0.1"}
 			allowed := 0
 			var tried, failFast []time.Duration
 			for i := 0; i < 15; i++ {
@@ -130,7 +130,7 @@ func TestRedisHungDecisionsBoundedAndRecover(t *testing.T) {
 	}{{FailDeny, ReasonUnavailable}, {FailAllow, ReasonFailedOpen}, {FailLocal, ReasonLocalFallback}}
 	checks := make([]Check, len(modes))
 	for i, m := range modes {
-		checks[i] = Check{Policy: &Policy{Name: "hung-" + string(m.mode), Algorithm: SlidingWindow, OnRedisError: m.mode, LocalShare: 0.5}, Limit: lim, Key: "k"}
+		checks[i] = Check{Rule: &Rule{Name: "hung-" + string(m.mode), Algorithm: SlidingWindow, OnRedisError: m.mode, LocalShare: 0.5}, Limit: lim, Key: "k"}
 		if ds, _ := timed(r, checks[i]); !ds[0].Allowed || ds[0].Reason != ReasonNone {
 			t.Fatalf("before the hang: got allowed=%v reason %d, want admitted by redis", ds[0].Allowed, ds[0].Reason)
 		}
@@ -222,7 +222,7 @@ func TestRedisRestartedEnforcementResumes(t *testing.T) {
 	leaks := goleak.IgnoreCurrent()
 	c := newTestClient(t, failTimeout, s.Addr())
 	r := newTestRedis(t, c, RedisConfig{Timeout: failTimeout, Logger: slog.New(&logCounter{})})
-	chk := Check{Policy: &Policy{Name: "restart", Algorithm: GCRA, OnRedisError: FailAllow}, Limit: Limit{Rate: 5, Period: time.Minute}, Key: "k"}
+	chk := Check{Rule: &Rule{Name: "restart", Algorithm: GCRA, OnRedisError: FailAllow}, Limit: Limit{Rate: 5, Period: time.Minute}, Key: "k"}
 	if d := decideOne(t, r, chk); !d.Allowed {
 		t.Fatalf("before the restart: got denied (reason %d), want admitted", d.Reason)
 	}
@@ -271,7 +271,7 @@ func TestLongOutageDoesNotDelayRecovery(t *testing.T) {
 	}
 	const cooldown = 20 * time.Millisecond
 	r := newTestRedis(t, c, RedisConfig{Timeout: failTimeout, BreakerCooldown: cooldown, Logger: slog.New(&logCounter{})})
-	chk := Check{Policy: &Policy{Name: "long-outage", Algorithm: GCRA, OnRedisError: FailAllow}, Limit: Limit{Rate: 1000, Period: time.Second}, Key: "k"}
+	chk := Check{Rule: &Rule{Name: "long-outage", Algorithm: GCRA, OnRedisError: FailAllow}, Limit: Limit{Rate: 1000, Period: time.Second}, Key: "k"}
 	if d := decideOne(t, r, chk); !d.Allowed {
 		t.Fatalf("before the outage: got denied (reason %d), want admitted", d.Reason)
 	}

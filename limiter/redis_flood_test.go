@@ -25,7 +25,7 @@ func TestFloodDoesNotSwitchTheLimitOff(t *testing.T) {
 	}
 	t.Cleanup(func() { r.Close() })
 	lim := Limit{Rate: 100, Period: time.Second, Burst: 100}
-	pol := &Policy{Name: "flood", Algorithm: GCRA, OnRedisError: FailAllow}
+	pol := &Rule{Name: "flood", Algorithm: GCRA, OnRedisError: FailAllow}
 	// Every decision goes to Redis: distinct costs keep the denial cache from
 	// answering (a cached denial covers only dearer requests), which is the
 	// worst case for the round-trip queue.
@@ -42,7 +42,7 @@ func TestFloodDoesNotSwitchTheLimitOff(t *testing.T) {
 				if g%2 == 1 {
 					cost = 2
 				}
-				ds, _ := r.DecideShared(context.Background(), []Check{{Policy: pol, Limit: lim, Key: "one", Cost: cost}})
+				ds, _ := r.Decide(context.Background(), []Check{{Rule: pol, Limit: lim, Key: "one", Cost: cost}})
 				switch {
 				case ds[0].Allowed:
 					admitted.Add(cost)

@@ -16,8 +16,8 @@ func TestGCRAStateSharedWithRedisRate(t *testing.T) {
 	c := newTestClient(t, semanticsTimeout, s.Addr())
 	r := newTestRedis(t, c, RedisConfig{})
 	lim := Limit{Rate: 5, Period: time.Minute, Burst: 5}
-	g := Check{Policy: policy("compat-g", GCRA), Limit: lim, Key: "k"}
-	other := Check{Policy: policy("compat-fw", FixedWindow), Limit: Limit{Rate: 100, Period: time.Hour}, Key: "k"}
+	g := Check{Rule: policy("compat-g", GCRA), Limit: lim, Key: "k"}
+	other := Check{Rule: policy("compat-fw", FixedWindow), Limit: Limit{Rate: 100, Period: time.Hour}, Key: "k"}
 	avoidWindowEdge(t, c, time.Hour, 5*time.Second)
 
 	steps := []struct {
@@ -37,7 +37,7 @@ func TestGCRAStateSharedWithRedisRate(t *testing.T) {
 		ds, _ := decide(t, r, st.checks...)
 		var d Decision
 		for _, x := range ds {
-			if x.Policy == g.Policy.Name {
+			if x.Policy == g.Rule.Name {
 				d = x
 			}
 		}
@@ -45,7 +45,7 @@ func TestGCRAStateSharedWithRedisRate(t *testing.T) {
 			t.Fatalf("%s: got allowed=%v remaining=%d, want %v %d", st.name, d.Allowed, d.Remaining, st.allowed, st.remaining)
 		}
 	}
-	key := gcraKeyPrefix + redisBaseKey(g.Policy.Name, digestKey(g.Key))
+	key := gcraKeyPrefix + redisBaseKey(g.Rule.Name, digestKey(g.Key))
 	if n, err := c.Exists(t.Context(), key).Result(); err != nil || n != 1 {
 		t.Fatalf("redis_rate's key %q: got exists=%d err=%v, want it to hold the state", key, n, err)
 	}

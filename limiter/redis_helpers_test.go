@@ -72,7 +72,7 @@ func waitRedisTime(t testing.TB, c redis.UniversalClient, at time.Time) {
 // decide runs one DecideShared and returns the decisions and undo.
 func decide(t testing.TB, r *Redis, checks ...Check) ([]Decision, func(context.Context)) {
 	t.Helper()
-	return r.DecideShared(context.Background(), checks)
+	return r.Decide(context.Background(), checks)
 }
 
 // decideOne runs one check.
@@ -85,8 +85,8 @@ func decideOne(t testing.TB, r *Redis, c Check) Decision {
 	return ds[0]
 }
 
-func policy(name string, alg Algorithm) *Policy {
-	return &Policy{Name: name, Algorithm: alg}
+func policy(name string, alg Algorithm) *Rule {
+	return &Rule{Name: name, Algorithm: alg}
 }
 
 // redisGetInt reads an integer key; a missing key is 0.

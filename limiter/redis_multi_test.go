@@ -58,7 +58,7 @@ func hammer(t *testing.T, clients [3]redis.UniversalClient, policyName string, l
 					sent := time.Now().UnixNano()
 					for last := lastSend.Load(); sent > last && !lastSend.CompareAndSwap(last, sent); last = lastSend.Load() {
 					}
-					v, err := e.Decide(context.Background(), []Check{{Policy: pol, Limit: lim, Key: keys[k]}})
+					v, err := e.Decide(context.Background(), []Check{{Rule: pol, Limit: lim, Key: keys[k]}})
 					if err != nil || (v.Decisions[0].Reason != ReasonNone && v.Decisions[0].Reason != ReasonLimited && v.Decisions[0].Reason != ReasonDenialCached) {
 						failures.Add(1)
 						continue
@@ -81,12 +81,12 @@ func hammer(t *testing.T, clients [3]redis.UniversalClient, policyName string, l
 	res := hammerResult{requests: min(requests.Load(), maxRequests)}
 	for k := range keys {
 		n := admittedPerKey[k].Load()
-		if n > lim.burst()+earned {
-			t.Fatalf("key %q: admitted %d, want at most %d (burst + rate over the interval)", keys[k], n, lim.burst()+earned)
+		if n > lim.Quota()+earned {
+			t.Fatalf("key %q: admitted %d, want at most %d (burst + rate over the interval)", keys[k], n, lim.Quota()+earned)
 		}
 		res.admitted += n
-		res.bound += lim.burst() + earned
-		res.floor += lim.burst() + earnedWhileSending
+		res.bound += lim.Quota() + earned
+		res.floor += lim.Quota() + earnedWhileSending
 	}
 	return res
 }
@@ -171,7 +171,7 @@ func TestCluster(t *testing.T) {
 		lim := Limit{Rate: 10, Period: time.Minute}
 		var checks []Check
 		for i, alg := range []Algorithm{GCRA, GCRA, SlidingWindow, FixedWindow, SlidingWindow, FixedWindow} {
-			checks = append(checks, Check{Policy: policy("multi-"+strconv.Itoa(i), alg), Limit: lim, Key: "k" + strconv.Itoa(i)})
+			checks = append(checks, Check{Rule: policy("multi-"+strconv.Itoa(i), alg), Limit: lim, Key: "k" + strconv.Itoa(i)})
 		}
 		ds, undo := decide(t, r, checks...)
 		for i, d := range ds {

@@ -211,7 +211,7 @@ func TestNewRedisClientAgainstRedis(t *testing.T) {
 			t.Fatalf("PING over TLS: %v", err)
 		}
 		r := newTestRedis(t, c, RedisConfig{})
-		if d := decideOne(t, r, Check{Policy: policy("tls", SlidingWindow), Limit: Limit{Rate: 1, Period: time.Minute}, Key: "k"}); !d.Allowed {
+		if d := decideOne(t, r, Check{Rule: policy("tls", SlidingWindow), Limit: Limit{Rate: 1, Period: time.Minute}, Key: "k"}); !d.Allowed {
 			t.Fatalf("decision over TLS: got denied (reason %d), want admitted", d.Reason)
 		}
 		// Without the CA the server's certificate is not trusted.

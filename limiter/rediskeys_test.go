@@ -73,7 +73,7 @@ func TestHostileKeyNeverReachesRedis(t *testing.T) {
 	hostile := "{tag}\r\nFLUSHALL\r\n" + strings.Repeat("x", 10<<10)
 	lim := Limit{Rate: 5, Period: time.Minute}
 	for _, alg := range []Algorithm{GCRA, SlidingWindow, FixedWindow} {
-		if d := decideOne(t, r, Check{Policy: policy("p-"+string(alg), alg), Limit: lim, Key: hostile}); !d.Allowed {
+		if d := decideOne(t, r, Check{Rule: policy("p-"+string(alg), alg), Limit: lim, Key: hostile}); !d.Allowed {
 			t.Fatalf("%s: got denied (reason %d), want admitted", alg, d.Reason)
 		}
 	}

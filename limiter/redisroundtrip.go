@@ -26,12 +26,12 @@ import (
 // flight) only arise on the rarer path where the longer limit denies.
 func (r *Redis) roundTrip(ctx context.Context, ops []*sharedOp) (recorded bool, err error) {
 	for _, op := range ops {
-		op.base = redisBaseKey(op.check.Policy.Name, op.digest)
-		if op.check.Policy.Algorithm == SlidingWindow {
+		op.base = redisBaseKey(op.check.Rule.Name, op.digest)
+		if op.check.Rule.Algorithm == SlidingWindow {
 			op.member = r.nextMember(op.cost)
 		}
 	}
-	if len(ops) == 1 && ops[0].check.Policy.Algorithm == GCRA {
+	if len(ops) == 1 && ops[0].check.Rule.Algorithm == GCRA {
 		return r.allowGCRA(ctx, ops[0])
 	}
 	if !r.cluster || len(ops) == 1 {
@@ -69,7 +69,7 @@ func (r *Redis) allowGCRA(ctx context.Context, op *sharedOp) (recorded bool, err
 	}()
 	c := op.check
 	res, err := r.gcra.AllowN(ctx, op.base, redis_rate.Limit{
-		Rate: int(c.Limit.Rate), Burst: int(c.Limit.burst()), Period: c.Limit.Period,
+		Rate: int(c.Limit.Rate), Burst: int(c.Limit.Quota()), Period: c.Limit.Period,
 	}, int(op.cost))
 	if err != nil {
 		return false, err
@@ -86,7 +86,7 @@ func (r *Redis) decideAll(ctx context.Context, ops []*sharedOp) (recorded bool, 
 	args = append(args, len(ops))
 	for _, op := range ops {
 		c := op.check
-		switch c.Policy.Algorithm {
+		switch c.Rule.Algorithm {
 		case GCRA:
 			k := gcraKeyPrefix + op.base
 			keys = append(keys, k, k)
@@ -96,10 +96,10 @@ func (r *Redis) decideAll(ctx context.Context, ops []*sharedOp) (recorded bool, 
 			k := op.base + fixedSuffix
 			keys = append(keys, k, k)
 		default:
-			return false, fmt.Errorf("limiter: algorithm %q is not shared", c.Policy.Algorithm)
+			return false, fmt.Errorf("limiter: algorithm %q is not shared", c.Rule.Algorithm)
 		}
-		args = append(args, string(c.Policy.Algorithm), c.Limit.Rate, max(1, c.Limit.Period.Microseconds()),
-			c.Limit.burst(), op.cost, op.member)
+		args = append(args, string(c.Rule.Algorithm), c.Limit.Rate, max(1, c.Limit.Period.Microseconds()),
+			c.Limit.Quota(), op.cost, op.member)
 	}
 	cmd := newEvalCmd(ctx, "evalsha", decideScript.Hash(), keys, args)
 	r.exec(ctx, []*redis.Cmd{cmd})
@@ -135,7 +135,7 @@ func (op *sharedOp) refund() *refund {
 		return nil
 	}
 	c := op.check
-	switch c.Policy.Algorithm {
+	switch c.Rule.Algorithm {
 	case GCRA:
 		return &refund{gcraRefundScript, []string{gcraKeyPrefix + op.base},
 			[]any{c.Limit.Period.Seconds(), c.Limit.Rate, op.cost}}

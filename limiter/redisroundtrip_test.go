@@ -52,10 +52,10 @@ func TestOneRoundTripPerRequest(t *testing.T) {
 	r := newTestRedis(t, c, RedisConfig{})
 	lim := Limit{Rate: 100, Period: time.Minute}
 	checks := []Check{
-		{Policy: policy("g1", GCRA), Limit: lim, Key: "k"},
-		{Policy: policy("g2", GCRA), Limit: lim, Key: "k", Cost: 3},
-		{Policy: policy("sw", SlidingWindow), Limit: lim, Key: "k"},
-		{Policy: policy("fw", FixedWindow), Limit: lim, Key: "k"},
+		{Rule: policy("g1", GCRA), Limit: lim, Key: "k"},
+		{Rule: policy("g2", GCRA), Limit: lim, Key: "k", Cost: 3},
+		{Rule: policy("sw", SlidingWindow), Limit: lim, Key: "k"},
+		{Rule: policy("fw", FixedWindow), Limit: lim, Key: "k"},
 	}
 
 	tests := []struct {
@@ -112,7 +112,7 @@ func TestSingleGCRACheckAfterScriptFlush(t *testing.T) {
 	s := redistest.Start(t)
 	c := newTestClient(t, semanticsTimeout, s.Addr())
 	r := newTestRedis(t, c, RedisConfig{})
-	chk := Check{Policy: policy("g", GCRA), Limit: Limit{Rate: 2, Period: time.Minute}, Key: "k"}
+	chk := Check{Rule: policy("g", GCRA), Limit: Limit{Rate: 2, Period: time.Minute}, Key: "k"}
 	for i, want := range []bool{true, true, false} {
 		if err := c.ScriptFlush(t.Context()).Err(); err != nil {
 			t.Fatal(err)
@@ -155,9 +155,9 @@ func TestRoundTripRespectsDeadline(t *testing.T) {
 	r := newTestRedis(t, c, RedisConfig{Timeout: timeout})
 	lim := Limit{Rate: 10, Period: time.Second}
 	checks := []Check{
-		{Policy: &Policy{Name: "g1", Algorithm: GCRA, OnRedisError: FailDeny}, Limit: lim, Key: "k"},
-		{Policy: &Policy{Name: "g2", Algorithm: GCRA, OnRedisError: FailDeny}, Limit: lim, Key: "k"},
-		{Policy: &Policy{Name: "sw", Algorithm: SlidingWindow, OnRedisError: FailDeny}, Limit: lim, Key: "k"},
+		{Rule: &Rule{Name: "g1", Algorithm: GCRA, OnRedisError: FailDeny}, Limit: lim, Key: "k"},
+		{Rule: &Rule{Name: "g2", Algorithm: GCRA, OnRedisError: FailDeny}, Limit: lim, Key: "k"},
+		{Rule: &Rule{Name: "sw", Algorithm: SlidingWindow, OnRedisError: FailDeny}, Limit: lim, Key: "k"},
 	}
 	start := time.Now()
 	ds, undo := decide(t, r, checks...)

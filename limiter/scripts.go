@@ -28,7 +28,7 @@ import (
 //
 // ARGV[1] is the number of checks n; then 6 values per check: algorithm
 // ("gcra", "sliding_window", "fixed_window"), rate, period in microseconds,
-// burst, cost, member (sliding window). KEYS holds 2 keys per check: GCRA
+// quota (GCRA's burst, a window's count), cost, member (sliding window). KEYS holds 2 keys per check: GCRA
 // its redis_rate key twice, the sliding window its log and sum, the fixed
 // window its counter twice. The reply is 5 integers per check (see
 // scriptReply) followed by 1 when the checks were recorded, 0 when not.
@@ -151,9 +151,9 @@ for i = 1, n do
   if alg == "gcra" then
     res, record = gcra(k1, rate, period, burst, cost)
   elseif alg == "sliding_window" then
-    res, record = sliding(k1, k2, rate, period, cost, ARGV[a + 6])
+    res, record = sliding(k1, k2, burst, period, cost, ARGV[a + 6])
   elseif alg == "fixed_window" then
-    res, record = fixed(k1, rate, period, cost)
+    res, record = fixed(k1, burst, period, cost)
   else
     return redis.error_reply("unknown algorithm " .. tostring(alg))
   end

@@ -57,7 +57,7 @@ func compilePolicy(name string, pc PolicyConfig) (*Policy, error) {
 		return nil, fmt.Errorf("key: %w", err)
 	}
 	pol := &Policy{
-		Limiter: &limiter.Policy{
+		Rule: &limiter.Rule{
 			Name:         name,
 			Algorithm:    limiter.Algorithm(pc.Algorithm),
 			OnRedisError: limiter.FailureMode(pc.OnRedisError),

@@ -111,9 +111,9 @@ redis: {addrs: ["127.0.0.1:6379"]}
 		t.Errorf("route: got strip %q timeout %v", rt.StripPrefix, rt.Timeout)
 	}
 	b := snap.Policies["b"]
-	want := limiter.Policy{Name: "b", Algorithm: limiter.FixedWindow, OnRedisError: limiter.FailDeny}
-	if *b.Limiter != want || b.Name() != "b" {
-		t.Errorf("limiter policy: got %+v, want %+v", *b.Limiter, want)
+	want := limiter.Rule{Name: "b", Algorithm: limiter.FixedWindow, OnRedisError: limiter.FailDeny}
+	if *b.Rule != want || b.Name() != "b" {
+		t.Errorf("limiter policy: got %+v, want %+v", *b.Rule, want)
 	}
 }
 

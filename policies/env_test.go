@@ -65,7 +65,7 @@ func TestEnvOverrides(t *testing.T) {
 			}
 		}},
 		{"redis addrs turn on shared algorithms", []string{"GATEWAY_REDIS_ADDRS=127.0.0.1:6379", "GATEWAY_POLICIES_TENANT_RPM_ALGORITHM=gcra"}, func(t *testing.T, s *Snapshot) {
-			if got := s.Policies["tenant-rpm"].Limiter.Algorithm; got != "gcra" {
+			if got := s.Policies["tenant-rpm"].Rule.Algorithm; got != "gcra" {
 				t.Errorf("got %q, want gcra", got)
 			}
 		}},

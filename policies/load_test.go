@@ -109,7 +109,7 @@ func TestLocalShareDefaultsWithLocalFailureMode(t *testing.T) {
   shared: {key: ip, rate: 5, algorithm: gcra, on_redis_error: local}
 redis: {addrs: ["127.0.0.1:6379"]}
 `)
-	pol := snap.Policies["shared"].Limiter
+	pol := snap.Policies["shared"].Rule
 	if pol.LocalShare != 1 || pol.OnRedisError != limiter.FailLocal || pol.Algorithm != limiter.GCRA {
 		t.Errorf("got %+v, want gcra, local, share 1", *pol)
 	}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -130,8 +129,8 @@ type KeyFunc func(r *http.Request, s *Subject) (key string, ok bool)
 
 // Policy is one compiled policy.
 type Policy struct {
-	// Limiter is what the limiter needs; shared by every check of the policy.
-	Limiter *limiter.Policy
+	// Rule is what the limiter needs; shared by every check of the policy.
+	Rule *limiter.Rule
 	// KeySpec is the configured key ("ip", "header:X-User", "tenant+ip"...).
 	KeySpec      string
 	Key          KeyFunc
@@ -142,7 +141,7 @@ type Policy struct {
 }
 
 // Name returns the policy's name.
-func (p *Policy) Name() string { return p.Limiter.Name }
+func (p *Policy) Name() string { return p.Rule.Name }
 
 // LimitFor returns the limit that applies to s.
 func (p *Policy) LimitFor(s *Subject) limiter.Limit {
@@ -154,24 +153,23 @@ func (p *Policy) LimitFor(s *Subject) limiter.Limit {
 	return p.Limit
 }
 
-// KeepsBuckets reports whether local buckets of policy at lim are still of use
-// under this snapshot: the policy exists with lim as its limit or a plan's
+// KeepsBuckets reports whether local buckets of g are still of use under
+// this snapshot: the policy exists with g's limit as its limit or a plan's
 // limit, or (for the fallback buckets of a shared policy) the policy exists.
 // cmd passes it to limiter.Local.Retain after each reload.
-func (s *Snapshot) KeepsBuckets(policy string, lim limiter.Limit) bool {
-	if base, ok := strings.CutSuffix(policy, limiter.FallbackPolicyName("")); ok {
-		_, exists := s.Policies[base]
-		return exists
-	}
-	p, ok := s.Policies[policy]
+func (s *Snapshot) KeepsBuckets(g limiter.BucketGroup) bool {
+	p, ok := s.Policies[g.Policy]
 	if !ok {
 		return false
 	}
-	if p.Limit == lim {
+	if g.Fallback {
+		return true
+	}
+	if p.Limit == g.Limit {
 		return true
 	}
 	for _, l := range p.Plans {
-		if l == lim {
+		if l == g.Limit {
 			return true
 		}
 	}

@@ -253,7 +253,7 @@ func validatePolicies(p *problems, c *Config) {
 			p.add(place+".burst", "must be >= 0")
 		} else if pc.Rate != nil && *pc.Rate > 0 && pc.Burst < 1 {
 			p.add(place+".burst", "must be >= 1 when rate > 0")
-		} else if window := limiter.Algorithm(pc.Algorithm); (window == limiter.SlidingWindow || window == limiter.FixedWindow) &&
+		} else if window := limiter.Algorithm(pc.Algorithm); window.Windowed() &&
 			pc.Rate != nil && pc.Burst != *pc.Rate {
 			p.addf(place+".burst", "applies to token_bucket and gcra only: a %s admits rate per per", window)
 		}

@@ -48,10 +48,10 @@ func buildChecks(r *http.Request, route *policies.Route, s *policies.Subject) (c
 			}
 		}
 		checks = append(checks, limiter.Check{
-			Policy: p.Limiter,
-			Limit:  p.LimitFor(s),
-			Key:    key,
-			Cost:   requestCost,
+			Rule:  p.Rule,
+			Limit: p.LimitFor(s),
+			Key:   key,
+			Cost:  requestCost,
 		})
 	}
 	return checks, rejectedBy

@@ -96,10 +96,10 @@ func deniedMessage(d limiter.Decision) string {
 			d.Policy, roundUp(d.RetryAfter))
 	case limiter.ReasonCostTooHigh:
 		return fmt.Sprintf("the request costs more than policy %q allows at once (burst %d), so it can never pass",
-			d.Policy, quota(d.Limit))
+			d.Policy, d.Limit.Quota())
 	default:
 		return fmt.Sprintf("rate limit exceeded for policy %q (%d per %s, burst %d); retry in %s",
-			d.Policy, d.Limit.Rate, limiter.ShortDuration(d.Limit.Period), quota(d.Limit), roundUp(d.RetryAfter))
+			d.Policy, d.Limit.Rate, limiter.ShortDuration(d.Limit.Period), d.Limit.Quota(), roundUp(d.RetryAfter))
 	}
 }
 

@@ -41,7 +41,7 @@ func setRateLimitHeaders(h http.Header, v limiter.Verdict) {
 		}
 		writeSFString(&pol, d.Policy)
 		pol.WriteString(";q=")
-		pol.WriteString(strconv.FormatInt(quota(d.Limit), 10))
+		pol.WriteString(strconv.FormatInt(d.Limit.Quota(), 10))
 		pol.WriteString(";w=")
 		pol.WriteString(strconv.FormatInt(ceilSeconds(d.Limit.Period), 10))
 
@@ -60,17 +60,15 @@ func setRateLimitHeaders(h http.Header, v limiter.Verdict) {
 
 	d, _ := v.Deciding()
 	r, t := remainingAndReset(&d)
-	h[hdrXLimit] = []string{strconv.FormatInt(quota(d.Limit), 10)}
+	h[hdrXLimit] = []string{strconv.FormatInt(d.Limit.Quota(), 10)}
 	h[hdrXRemaining] = []string{strconv.FormatInt(r, 10)}
 	h[hdrXReset] = []string{strconv.FormatInt(t, 10)}
 }
 
 // decided reports whether a check was actually asked. When one check denies,
-// the limiter may leave later ones unasked: they carry only policy and limit
-// (not allowed, no reason) and would otherwise render as "r=0".
-func decided(d *limiter.Decision) bool {
-	return d.Allowed || d.Reason != limiter.ReasonNone
-}
+// the limiter may leave later ones unasked, which would otherwise render as
+// "r=0".
+func decided(d *limiter.Decision) bool { return d.Reason != limiter.ReasonNotAsked }
 
 // remainingAndReset gives the r and t values of a decision: for a denial,
 // nothing remains and t is the wait until a retry can pass.
@@ -79,15 +77,6 @@ func remainingAndReset(d *limiter.Decision) (r, t int64) {
 		return 0, ceilSeconds(d.RetryAfter)
 	}
 	return max(d.Remaining, 0), ceilSeconds(d.ResetAfter)
-}
-
-// quota is the most a key can spend at once: the burst, or the rate when no
-// burst is configured.
-func quota(l limiter.Limit) int64 {
-	if l.Burst > 0 {
-		return l.Burst
-	}
-	return max(l.Rate, 0)
 }
 
 // retryAfterSeconds is the Retry-After value: whole seconds rounded up and at

@@ -49,7 +49,7 @@ func TestSetRateLimitHeaders(t *testing.T) {
 			verdict: limiter.Verdict{Denied: 1, Decisions: []limiter.Decision{
 				{Policy: "a", Allowed: true, Limit: lim, Remaining: 5, ResetAfter: 45 * time.Second},
 				{Policy: "b", Limit: noBurst, Reason: limiter.ReasonLimited, Remaining: 3, RetryAfter: 2100 * time.Millisecond, ResetAfter: time.Minute},
-				{Policy: "c", Limit: lim}, // not asked
+				{Policy: "c", Limit: lim, Reason: limiter.ReasonNotAsked},
 			}},
 			want: map[string]string{
 				"RateLimit-Policy": `"a";q=20;w=60, "b";q=7;w=2`, "RateLimit": `"a";r=5;t=45, "b";r=0;t=3`,

@@ -84,7 +84,7 @@ func testPolicy(t testing.TB, name, key string, lim limiter.Limit, onMissing pol
 		t.Fatalf("testPolicy: unknown key %q", key)
 	}
 	return &policies.Policy{
-		Limiter:      &limiter.Policy{Name: name, Algorithm: limiter.TokenBucket},
+		Rule:         &limiter.Rule{Name: name, Algorithm: limiter.TokenBucket},
 		KeySpec:      key,
 		Key:          kf,
 		OnMissingKey: onMissing,

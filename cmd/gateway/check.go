@@ -44,14 +44,14 @@ func printSnapshot(w io.Writer, snap *policies.Snapshot) {
 			if i > 0 {
 				name, match, up = "", "", ""
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, match, up, p.Name(), p.KeySpec, describeAlgorithm(p.Limiter), describeLimits(p))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, match, up, p.Name(), p.KeySpec, describeAlgorithm(p.Rule), describeLimits(p))
 		}
 	}
 	tw.Flush()
 }
 
 // describeAlgorithm adds the failure mode to shared algorithms.
-func describeAlgorithm(p *limiter.Policy) string {
+func describeAlgorithm(p *limiter.Rule) string {
 	if !p.Algorithm.Shared() {
 		return string(p.Algorithm)
 	}
@@ -90,7 +90,7 @@ func describeMatch(m policies.Match) string {
 }
 
 func describeLimits(p *policies.Policy) string {
-	window := p.Limiter.Algorithm == limiter.SlidingWindow || p.Limiter.Algorithm == limiter.FixedWindow
+	window := p.Rule.Algorithm.Windowed()
 	s := describeLimit(p.Limit, window)
 	if len(p.Plans) == 0 {
 		return s

@@ -53,7 +53,7 @@ func serve(ctx context.Context, path, level string, logOut io.Writer) error {
 	policies.LogWarnings(log, snap)
 
 	local := limiter.NewLocal(cfg.Server.MaxKeysPerPolicy)
-	var shared limiter.Shared
+	var shared limiter.Backend
 	if cfg.Redis.Enabled() {
 		client, rl, err := newRedis(cfg.Redis, local, log)
 		if err != nil {
