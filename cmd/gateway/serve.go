@@ -32,130 +32,203 @@ func serve(ctx context.Context, path, level string, logOut io.Writer) error {
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		return fmt.Errorf("-log-level: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: lvl}))
-
-	// Built-in upstreams listen on loopback so that even the default route
-	// goes through the real proxy path.
-	echoLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("starting builtin:echo: %w", err)
-	}
-	echoSrv := &http.Server{Handler: builtin.Echo(), ReadHeaderTimeout: 5 * time.Second}
-	builtins := map[string]*url.URL{"echo": {Scheme: "http", Host: echoLn.Addr().String()}}
-
-	loader := policies.Loader{Path: path, Env: os.Environ(), Builtins: builtins}
-	snap, err := loader.Load()
-	if err != nil {
-		echoLn.Close()
+	p := &process{log: slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: lvl}))}
+	defer p.close()
+	if err := p.build(ctx, path); err != nil {
 		return err
 	}
-	cfg := snap.Config
-	policies.LogWarnings(log, snap)
+	return p.run(ctx)
+}
 
+// process is what serve builds once and releases once. Each resource
+// registers its release as soon as it exists, so a build that fails halfway
+// and a run that ends release the same way: through close.
+type process struct {
+	log     *slog.Logger
+	snap    *policies.Snapshot // as loaded at start; reloads do not rebuild the process
+	echoLn  net.Listener
+	echoSrv *http.Server
+	handler *proxy.Handler
+	watcher *policies.Watcher
+	srv     *http.Server
+	ln      net.Listener
+	hup     chan os.Signal
+	closers []func() error
+}
+
+// onClose registers a release for close.
+func (p *process) onClose(f func() error) { p.closers = append(p.closers, f) }
+
+// close releases whatever was built, in reverse order: the shared limiter
+// before the Redis client it uses, everything before the builtin upstreams.
+// Errors are ignored: the process is ending, and a listener that a server
+// already closed says so.
+func (p *process) close() {
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		_ = p.closers[i]()
+	}
+	p.closers = nil
+}
+
+// build makes everything serve runs, in dependency order: builtin upstreams,
+// config, limiter, proxy and watcher, then the listener.
+func (p *process) build(ctx context.Context, path string) error {
+	builtins, err := p.listenBuiltins()
+	if err != nil {
+		return err
+	}
+	loader := policies.Loader{Path: path, Env: os.Environ(), Builtins: builtins}
+	if p.snap, err = loader.Load(); err != nil {
+		return err
+	}
+	policies.LogWarnings(p.log, p.snap)
+	local, engine, err := p.newLimiter(ctx)
+	if err != nil {
+		return err
+	}
+	if err := p.newProxy(loader, local, engine); err != nil {
+		return err
+	}
+	return p.listen()
+}
+
+// listenBuiltins opens the builtin upstreams' listener and returns their
+// addresses for the config. They listen on loopback so that even the
+// default route goes through the real proxy path.
+func (p *process) listenBuiltins() (map[string]*url.URL, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("starting builtin:echo: %w", err)
+	}
+	p.onClose(ln.Close)
+	p.echoLn = ln
+	p.echoSrv = &http.Server{Handler: builtin.Echo(), ReadHeaderTimeout: 5 * time.Second}
+	return map[string]*url.URL{"echo": {Scheme: "http", Host: ln.Addr().String()}}, nil
+}
+
+// newLimiter builds the local buckets and, when Redis is configured, the
+// one Redis client of the process and the shared limiter on it.
+func (p *process) newLimiter(ctx context.Context) (*limiter.Local, *limiter.Engine, error) {
+	cfg := p.snap.Config
 	local := limiter.NewLocal(cfg.Server.MaxKeysPerPolicy)
 	var shared limiter.Backend
 	if cfg.Redis.Enabled() {
-		client, rl, err := newRedis(cfg.Redis, local, log)
+		client, rl, err := newRedis(cfg.Redis, local, p.log)
 		if err != nil {
-			echoLn.Close()
-			return err
+			return nil, nil, err
 		}
-		defer client.Close()
-		defer rl.Close() // before the client: it waits for its last check of Redis
-		if err := checkRedis(ctx, snap.Source, cfg.Redis, log); err != nil {
-			echoLn.Close()
-			return err
+		p.onClose(client.Close)
+		p.onClose(rl.Close) // closed before the client: it waits for its last check of Redis
+		if err := checkRedis(ctx, p.snap.Source, cfg.Redis, p.log); err != nil {
+			return nil, nil, err
 		}
 		shared = rl
 	}
 	engine, err := limiter.NewEngine(time.Now, local, shared)
 	if err != nil {
-		echoLn.Close()
-		return err
+		return nil, nil, err
 	}
+	return local, engine, nil
+}
 
-	current := policies.NewCurrent(snap)
-	handler, err := proxy.New(proxy.Config{
+// newProxy builds the handler on the current snapshot and the watcher that
+// replaces it; a reload that succeeds drops the buckets of removed policies.
+func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine *limiter.Engine) error {
+	current := policies.NewCurrent(p.snap)
+	var err error
+	p.handler, err = proxy.New(proxy.Config{
 		Snapshots:      current,
 		Limiter:        engine,
 		Transport:      proxy.NewTransport(),
-		Logger:         log,
-		MaxHeaderBytes: cfg.Server.MaxHeaderBytes,
+		Logger:         p.log,
+		MaxHeaderBytes: p.snap.Config.Server.MaxHeaderBytes,
 	})
 	if err != nil {
-		echoLn.Close()
 		return err
 	}
-	watcher, err := policies.NewWatcher(policies.WatcherConfig{
+	p.watcher, err = policies.NewWatcher(policies.WatcherConfig{
 		Loader:  loader,
 		Current: current,
-		Logger:  log,
+		Logger:  p.log,
 		OnReload: func(s *policies.Snapshot, err error) {
 			if err == nil {
 				local.Retain(s.KeepsBuckets)
 			}
 		},
 	})
-	if err != nil {
-		echoLn.Close()
-		return err
-	}
+	return err
+}
 
-	srv := &http.Server{
+// listen opens server.listen and says so in the log.
+func (p *process) listen() error {
+	cfg := p.snap.Config
+	p.srv = &http.Server{
 		Addr:              cfg.Server.Listen,
-		Handler:           handler,
+		Handler:           p.handler,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		ReadTimeout:       cfg.Server.ReadTimeout,
 		WriteTimeout:      cfg.Server.WriteTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes + headerSlack,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
-	ln, err := net.Listen("tcp", srv.Addr)
+	ln, err := net.Listen("tcp", p.srv.Addr)
 	if err != nil {
-		echoLn.Close()
-		return fmt.Errorf("listening on %s: %w", srv.Addr, err)
+		return fmt.Errorf("listening on %s: %w", p.srv.Addr, err)
 	}
+	p.onClose(ln.Close)
+	p.ln = ln
 	// Registered before the first log line, so a SIGHUP sent once the
 	// gateway says it listens never takes the default action (exit).
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	log.Info("gateway listening", "addr", ln.Addr().String(), "config", snap.Source,
-		"routes", len(snap.Routes), "policies", len(snap.Policies), "redis", cfg.Redis.Enabled(), "version", version)
+	p.hup = make(chan os.Signal, 1)
+	signal.Notify(p.hup, syscall.SIGHUP)
+	p.onClose(func() error { signal.Stop(p.hup); return nil })
+	p.log.Info("gateway listening", "addr", ln.Addr().String(), "config", p.snap.Source,
+		"routes", len(p.snap.Routes), "policies", len(p.snap.Policies), "redis", cfg.Redis.Enabled(), "version", version)
+	return nil
+}
 
-	// Every goroutine below is owned here and waited for before returning.
+// run serves until ctx is done or a server or the watcher fails, then
+// drains. Every goroutine it starts is stopped and waited for before it
+// returns.
+func (p *process) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 3)
-	wg.Add(4)
-	go func() { defer wg.Done(); errc <- ignoreClosed(echoSrv.Serve(echoLn)) }()
-	go func() { defer wg.Done(); errc <- ignoreClosed(srv.Serve(ln)) }()
-	go func() { defer wg.Done(); errc <- watcher.Run(ctx) }()
-	go func() { defer wg.Done(); reloadOnHUP(ctx, hup, watcher, log) }()
+	errc := make(chan error, 3) // one per goroutine that sends: none blocks
+	wg.Go(func() { errc <- ignoreClosed(p.echoSrv.Serve(p.echoLn)) })
+	wg.Go(func() { errc <- ignoreClosed(p.srv.Serve(p.ln)) })
+	wg.Go(func() { errc <- p.watcher.Run(ctx) })
+	wg.Go(func() { reloadOnHUP(ctx, p.hup, p.watcher, p.log) })
 
 	var runErr error
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down: draining connections", "timeout", cfg.Server.ShutdownTimeout)
+		p.log.Info("shutting down: draining connections", "timeout", p.snap.Config.Server.ShutdownTimeout)
 	case runErr = <-errc:
 	}
 	cancel()
-	drain, stop := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
+	p.drain()
+	wg.Wait()
+	return runErr
+}
+
+// drain gives open connections server.shutdown_timeout: the gateway's
+// server first, then the upgraded connections it does not track, then the
+// builtin upstreams, which the drained requests no longer need.
+func (p *process) drain() {
+	ctx, stop := context.WithTimeout(context.Background(), p.snap.Config.Server.ShutdownTimeout)
 	defer stop()
-	if err := srv.Shutdown(drain); err != nil {
-		log.Warn("drain incomplete", "err", err)
-		srv.Close()
+	if err := p.srv.Shutdown(ctx); err != nil {
+		p.log.Warn("drain incomplete", "err", err)
+		p.srv.Close()
 	}
 	// Upgraded (WebSocket) connections are hijacked, so srv.Shutdown does not
 	// wait for them: they get what is left of the drain time, then are cut.
-	if cut := handler.Shutdown(drain); cut > 0 {
-		log.Warn("drain incomplete: closed upgraded connections still open", "connections", cut)
+	if cut := p.handler.Shutdown(ctx); cut > 0 {
+		p.log.Warn("drain incomplete: closed upgraded connections still open", "connections", cut)
 	}
-	echoSrv.Close()
-	wg.Wait()
-	return runErr
+	p.echoSrv.Close()
 }
 
 func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, w *policies.Watcher, log *slog.Logger) {
@@ -166,7 +239,6 @@ func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, w *policies.Watcher,
 		case <-hup:
 			log.Info("SIGHUP: reloading config")
 			_ = w.Reload() // the watcher logs and counts the outcome
-
 		}
 	}
 }

@@ -22,8 +22,40 @@ import (
 
 // TestServeRedisConfig runs gateway.redis.yaml against a real redis-server:
 // shared limits while Redis is up, each failure mode once it is killed, and
-// enforcement through Redis again after a restart.
+// enforcement through Redis again after a restart. Each case starts a Redis
+// and a gateway of its own, so any one runs alone, e.g.
+// -run 'TestServeRedisConfig/redis_killed:_login'.
 func TestServeRedisConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		test func(*testing.T, *redisGateway)
+	}{
+		{"default route: 10 then 429", testRedisDefaultRoute},
+		{"api route: three policies", testRedisAPIRoute},
+		{"login: sliding window 10 then 429", testRedisLogin},
+		{"redis killed: login fails closed", testRedisKilledLoginFailsClosed},
+		{"redis killed: per-ip enforces its local share", testRedisKilledPerIPLocalShare},
+		{"redis killed: tenant-hourly fails open", testRedisKilledTenantHourlyFailsOpen},
+		{"redis restarted: enforcement back through redis", testRedisRestarted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.test(t, startRedisGateway(t)) })
+	}
+}
+
+// redisGateway is one gateway on gateway.redis.yaml with a redis-server of
+// its own, and a client to talk to it.
+type redisGateway struct {
+	*gateway
+	redis *redistest.Server
+	c     *http.Client
+}
+
+// startRedisGateway starts a redis-server and a gateway on gateway.redis.yaml
+// that uses it. Both end with the test, which then fails if a goroutine was
+// left behind.
+func startRedisGateway(t *testing.T) *redisGateway {
+	t.Helper()
 	leaks := goleak.IgnoreCurrent()
 	// Registered first, so it runs after every other cleanup (gateway
 	// drained, client closed, Redis killed).
@@ -37,191 +69,207 @@ func TestServeRedisConfig(t *testing.T) {
 	if m := g.waitLog(t, 0, regexp.MustCompile(`gateway listening.* redis=(\S+)`)); m[1] != "true" {
 		t.Fatalf("listening line says redis=%s, want true", m[1])
 	}
-	c := newTestClient(t)
-	xff := func(ip string) []string { return []string{"X-Forwarded-For", ip} }
+	return &redisGateway{gateway: g, redis: s, c: newTestClient(t)}
+}
 
-	t.Run("default route: 10 then 429", func(t *testing.T) {
-		for i := range 12 {
-			r := mustSend(t, c, "GET", g.base+"/", xff("203.0.113.1")...)
-			if got, want := r.header.Get("RateLimit-Policy"), `"per-ip";q=10;w=60`; got != want {
-				t.Fatalf("request %d: got RateLimit-Policy %q, want %q", i+1, got, want)
-			}
-			if got := r.header.Get("X-RateLimit-Limit"); got != "10" {
-				t.Fatalf("request %d: got X-RateLimit-Limit %q, want 10", i+1, got)
-			}
-			if i < 10 {
-				if r.status != http.StatusOK {
-					t.Fatalf("request %d: got %d %s, want 200", i+1, r.status, r.body)
-				}
-				want := fmt.Sprintf(`"per-ip";r=%d;t=`, 9-i)
-				if got := r.header.Get("RateLimit"); !strings.HasPrefix(got, want) {
-					t.Fatalf("request %d: got RateLimit %q, want it to start with %q", i+1, got, want)
-				}
-				if got, want := r.header.Get("X-RateLimit-Remaining"), strconv.Itoa(9-i); got != want {
-					t.Fatalf("request %d: got X-RateLimit-Remaining %q, want %q", i+1, got, want)
-				}
-				continue
-			}
-			// The 11th is Redis's denial, the 12th the denial cache's.
-			if r.status != http.StatusTooManyRequests {
-				t.Fatalf("request %d: got %d %s, want 429", i+1, r.status, r.body)
-			}
-			e := r.errorBody(t)
-			if e.Code != 42900 || e.Policy != "per-ip" || e.RetryAfterMs == nil || *e.RetryAfterMs <= 0 || *e.RetryAfterMs > 6000 {
-				t.Fatalf("request %d: got body %s, want code 42900, policy per-ip, retry_after_ms in (0, 6000]", i+1, r.body)
-			}
-			if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || ra > 6 {
-				t.Fatalf("request %d: got Retry-After %q, want 1..6 (one token per 6s)", i+1, r.header.Get("Retry-After"))
-			}
-			if got := r.header.Get("RateLimit"); !strings.HasPrefix(got, `"per-ip";r=0;t=`) {
-				t.Fatalf("request %d: got RateLimit %q, want r=0", i+1, got)
-			}
-			if got := r.header.Get("X-RateLimit-Remaining"); got != "0" {
-				t.Fatalf("request %d: got X-RateLimit-Remaining %q, want 0", i+1, got)
-			}
-		}
-	})
+// xff is the header that makes the gateway see a client at ip.
+func xff(ip string) []string { return []string{"X-Forwarded-For", ip} }
 
-	t.Run("api route: three policies", func(t *testing.T) {
-		r := mustSend(t, c, "GET", g.base+"/v1/models", append(xff("203.0.113.2"), "X-API-Key", "sk-demo-free")...)
-		if r.status != http.StatusOK {
-			t.Fatalf("got %d %s, want 200", r.status, r.body)
-		}
-		if got, want := r.header.Get("RateLimit-Policy"), `"per-ip";q=10;w=60, "tenant-rps";q=5;w=1, "tenant-hourly";q=1000;w=3600`; got != want {
-			t.Fatalf("got RateLimit-Policy %q, want %q", got, want)
-		}
-		rl := strings.Split(r.header.Get("RateLimit"), ", ")
-		want := []string{`"per-ip";r=9;`, `"tenant-rps";r=4;`, `"tenant-hourly";r=999;`}
-		if len(rl) != len(want) {
-			t.Fatalf("got RateLimit %q, want %d items", r.header.Get("RateLimit"), len(want))
-		}
-		for i, w := range want {
-			if !strings.HasPrefix(rl[i], w) {
-				t.Fatalf("got RateLimit item %q, want it to start with %q", rl[i], w)
-			}
-		}
-	})
+// loginsWhileDown is how many logins killRedis sends: more than
+// redis.breaker_failures (3), so the breaker opens.
+const loginsWhileDown = 8
 
-	t.Run("login: sliding window 10 then 429", func(t *testing.T) {
-		for i := range 11 {
-			r := mustSend(t, c, "POST", g.base+"/login", xff("203.0.113.3")...)
-			want := http.StatusOK
-			if i >= 10 {
-				want = http.StatusTooManyRequests
-			}
-			if r.status != want {
-				t.Fatalf("request %d: got %d %s, want %d", i+1, r.status, r.body, want)
-			}
-			if got, want := r.header.Get("RateLimit-Policy"), `"login-attempts";q=10;w=60`; got != want {
-				t.Fatalf("request %d: got RateLimit-Policy %q, want %q", i+1, got, want)
-			}
-			if want == http.StatusTooManyRequests {
-				if e := r.errorBody(t); e.Code != 42900 || e.Policy != "login-attempts" {
-					t.Fatalf("request %d: got body %s, want code 42900 for policy login-attempts", i+1, r.body)
-				}
-			}
-		}
-	})
-	if t.Failed() {
-		return
-	}
-
+// killRedis kills the gateway's Redis and sends logins from one client
+// until the gateway's circuit breaker opened, as it does once an outage is
+// noticed. Every login must fail closed (503); their answers are returned.
+func (g *redisGateway) killRedis(t *testing.T) []reply {
+	t.Helper()
 	killedAt := g.logLen()
-	s.Kill()
-
-	t.Run("redis killed: login fails closed", func(t *testing.T) {
-		var lat []time.Duration
-		for i := range 8 {
-			r := mustSend(t, c, "POST", g.base+"/login", xff("203.0.113.20")...)
-			lat = append(lat, r.took)
-			if r.status != http.StatusServiceUnavailable {
-				t.Fatalf("request %d: got %d %s, want 503", i+1, r.status, r.body)
-			}
-			if e := r.errorBody(t); e.Code != 50300 || e.Policy != "login-attempts" {
-				t.Fatalf("request %d: got body %s, want code 50300 for policy login-attempts", i+1, r.body)
-			}
-			if r.took > redisTimeout+latencySlack {
-				t.Fatalf("request %d took %s, want at most the timeout %s + %s", i+1, r.took, redisTimeout, latencySlack)
-			}
-			if i == 0 {
-				t.Logf("503 answer: Retry-After %q, RateLimit-Policy %q, body %s", r.header.Get("Retry-After"), r.header.Get("RateLimit-Policy"), bytes.TrimSpace(r.body))
-			}
+	g.redis.Kill()
+	var rs []reply
+	for i := range loginsWhileDown {
+		r := mustSend(t, g.c, "POST", g.base+"/login", xff("203.0.113.20")...)
+		if r.status != http.StatusServiceUnavailable {
+			t.Fatalf("request %d: got %d %s, want 503", i+1, r.status, r.body)
 		}
-		g.waitLog(t, killedAt, regexp.MustCompile(`circuit breaker opened`))
-		t.Logf("redis killed, on_redis_error=deny: 503 latencies (client side, HTTP included) %s; max %s, timeout %s",
-			durations(lat), slices.Max(lat).Round(10*time.Microsecond), redisTimeout)
-	})
-
-	t.Run("redis killed: per-ip enforces its local share", func(t *testing.T) {
-		// local_share 0.34 of burst 10: 3 for this instance. A client Redis
-		// never saw, so nothing but the fallback bucket decides.
-		var lat []time.Duration
-		for i := range 6 {
-			r := mustSend(t, c, "GET", g.base+"/", xff("203.0.113.30")...)
-			lat = append(lat, r.took)
-			want := http.StatusOK
-			if i >= 3 {
-				want = http.StatusTooManyRequests
-			}
-			if r.status != want {
-				t.Fatalf("request %d: got %d %s, want %d (local share 3 of burst 10)", i+1, r.status, r.body, want)
-			}
-			if want == http.StatusTooManyRequests {
-				if e := r.errorBody(t); e.Code != 42900 || e.Policy != "per-ip" {
-					t.Fatalf("request %d: got body %s, want code 42900 for policy per-ip", i+1, r.body)
-				}
-				if r.header.Get("Retry-After") == "" {
-					t.Fatalf("request %d: 429 without Retry-After", i+1)
-				}
-				if i == 3 {
-					t.Logf("local-share 429: RateLimit-Policy %q, RateLimit %q, Retry-After %q", r.header.Get("RateLimit-Policy"), r.header.Get("RateLimit"), r.header.Get("Retry-After"))
-				}
-			}
-			if r.took > redisTimeout+latencySlack {
-				t.Fatalf("request %d took %s, want at most %s + %s", i+1, r.took, redisTimeout, latencySlack)
-			}
-		}
-		t.Logf("redis killed, on_redis_error=local: 3 admitted then 429; latencies %s", durations(lat))
-	})
-
-	t.Run("redis killed: tenant-hourly fails open", func(t *testing.T) {
-		// The pro plan's tenant-rps share (17/s) leaves per-ip's share (3)
-		// as the only limit that can deny; tenant-hourly must never.
-		var lat []time.Duration
-		for i := range 4 {
-			r := mustSend(t, c, "GET", g.base+"/v1/models", append(xff("203.0.113.40"), "X-API-Key", "sk-demo-pro")...)
-			lat = append(lat, r.took)
-			if i < 3 {
-				if r.status != http.StatusOK {
-					t.Fatalf("request %d: got %d %s, want 200 (tenant-hourly allows while redis is down)", i+1, r.status, r.body)
-				}
-				if got := r.header.Get("RateLimit"); !strings.Contains(got, `"tenant-hourly";r=100000;`) {
-					t.Fatalf("request %d: got RateLimit %q, want tenant-hourly failed open with its full quota", i+1, got)
-				}
-				continue
-			}
-			if r.status != http.StatusTooManyRequests {
-				t.Fatalf("request %d: got %d %s, want 429 from per-ip's local share", i+1, r.status, r.body)
-			}
-			if e := r.errorBody(t); e.Policy != "per-ip" {
-				t.Fatalf("request %d: got body %s, want policy per-ip to deny, not tenant-hourly", i+1, r.body)
-			}
-		}
-		t.Logf("redis killed, on_redis_error=allow (tenant-hourly): admitted; latencies %s", durations(lat))
-	})
-	if t.Failed() {
-		return
+		rs = append(rs, r)
 	}
+	g.waitLog(t, killedAt, regexp.MustCompile(`circuit breaker opened`))
+	return rs
+}
 
+func testRedisDefaultRoute(t *testing.T, g *redisGateway) {
+	for i := range 12 {
+		r := mustSend(t, g.c, "GET", g.base+"/", xff("203.0.113.1")...)
+		if got, want := r.header.Get("RateLimit-Policy"), `"per-ip";q=10;w=60`; got != want {
+			t.Fatalf("request %d: got RateLimit-Policy %q, want %q", i+1, got, want)
+		}
+		if got := r.header.Get("X-RateLimit-Limit"); got != "10" {
+			t.Fatalf("request %d: got X-RateLimit-Limit %q, want 10", i+1, got)
+		}
+		if i < 10 {
+			if r.status != http.StatusOK {
+				t.Fatalf("request %d: got %d %s, want 200", i+1, r.status, r.body)
+			}
+			want := fmt.Sprintf(`"per-ip";r=%d;t=`, 9-i)
+			if got := r.header.Get("RateLimit"); !strings.HasPrefix(got, want) {
+				t.Fatalf("request %d: got RateLimit %q, want it to start with %q", i+1, got, want)
+			}
+			if got, want := r.header.Get("X-RateLimit-Remaining"), strconv.Itoa(9-i); got != want {
+				t.Fatalf("request %d: got X-RateLimit-Remaining %q, want %q", i+1, got, want)
+			}
+			continue
+		}
+		// The 11th is Redis's denial, the 12th the denial cache's.
+		if r.status != http.StatusTooManyRequests {
+			t.Fatalf("request %d: got %d %s, want 429", i+1, r.status, r.body)
+		}
+		e := r.errorBody(t)
+		if e.Code != 42900 || e.Policy != "per-ip" || e.RetryAfterMs == nil || *e.RetryAfterMs <= 0 || *e.RetryAfterMs > 6000 {
+			t.Fatalf("request %d: got body %s, want code 42900, policy per-ip, retry_after_ms in (0, 6000]", i+1, r.body)
+		}
+		if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || ra > 6 {
+			t.Fatalf("request %d: got Retry-After %q, want 1..6 (one token per 6s)", i+1, r.header.Get("Retry-After"))
+		}
+		if got := r.header.Get("RateLimit"); !strings.HasPrefix(got, `"per-ip";r=0;t=`) {
+			t.Fatalf("request %d: got RateLimit %q, want r=0", i+1, got)
+		}
+		if got := r.header.Get("X-RateLimit-Remaining"); got != "0" {
+			t.Fatalf("request %d: got X-RateLimit-Remaining %q, want 0", i+1, got)
+		}
+	}
+}
+
+func testRedisAPIRoute(t *testing.T, g *redisGateway) {
+	r := mustSend(t, g.c, "GET", g.base+"/v1/models", append(xff("203.0.113.2"), "X-API-Key", "sk-demo-free")...)
+	if r.status != http.StatusOK {
+		t.Fatalf("got %d %s, want 200", r.status, r.body)
+	}
+	if got, want := r.header.Get("RateLimit-Policy"), `"per-ip";q=10;w=60, "tenant-rps";q=5;w=1, "tenant-hourly";q=1000;w=3600`; got != want {
+		t.Fatalf("got RateLimit-Policy %q, want %q", got, want)
+	}
+	rl := strings.Split(r.header.Get("RateLimit"), ", ")
+	want := []string{`"per-ip";r=9;`, `"tenant-rps";r=4;`, `"tenant-hourly";r=999;`}
+	if len(rl) != len(want) {
+		t.Fatalf("got RateLimit %q, want %d items", r.header.Get("RateLimit"), len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(rl[i], w) {
+			t.Fatalf("got RateLimit item %q, want it to start with %q", rl[i], w)
+		}
+	}
+}
+
+func testRedisLogin(t *testing.T, g *redisGateway) {
+	for i := range 11 {
+		r := mustSend(t, g.c, "POST", g.base+"/login", xff("203.0.113.3")...)
+		want := http.StatusOK
+		if i >= 10 {
+			want = http.StatusTooManyRequests
+		}
+		if r.status != want {
+			t.Fatalf("request %d: got %d %s, want %d", i+1, r.status, r.body, want)
+		}
+		if got, want := r.header.Get("RateLimit-Policy"), `"login-attempts";q=10;w=60`; got != want {
+			t.Fatalf("request %d: got RateLimit-Policy %q, want %q", i+1, got, want)
+		}
+		if want == http.StatusTooManyRequests {
+			if e := r.errorBody(t); e.Code != 42900 || e.Policy != "login-attempts" {
+				t.Fatalf("request %d: got body %s, want code 42900 for policy login-attempts", i+1, r.body)
+			}
+		}
+	}
+}
+
+func testRedisKilledLoginFailsClosed(t *testing.T, g *redisGateway) {
+	var lat []time.Duration
+	for i, r := range g.killRedis(t) {
+		lat = append(lat, r.took)
+		if e := r.errorBody(t); e.Code != 50300 || e.Policy != "login-attempts" {
+			t.Fatalf("request %d: got body %s, want code 50300 for policy login-attempts", i+1, r.body)
+		}
+		if r.took > redisTimeout+latencySlack {
+			t.Fatalf("request %d took %s, want at most the timeout %s + %s", i+1, r.took, redisTimeout, latencySlack)
+		}
+		if i == 0 {
+			t.Logf("503 answer: Retry-After %q, RateLimit-Policy %q, body %s", r.header.Get("Retry-After"), r.header.Get("RateLimit-Policy"), bytes.TrimSpace(r.body))
+		}
+	}
+	t.Logf("redis killed, on_redis_error=deny: 503 latencies (client side, HTTP included) %s; max %s, timeout %s",
+		durations(lat), slices.Max(lat).Round(10*time.Microsecond), redisTimeout)
+}
+
+func testRedisKilledPerIPLocalShare(t *testing.T, g *redisGateway) {
+	g.killRedis(t)
+	// local_share 0.34 of burst 10: 3 for this instance. A client Redis
+	// never saw, so nothing but the fallback bucket decides.
+	var lat []time.Duration
+	for i := range 6 {
+		r := mustSend(t, g.c, "GET", g.base+"/", xff("203.0.113.30")...)
+		lat = append(lat, r.took)
+		want := http.StatusOK
+		if i >= 3 {
+			want = http.StatusTooManyRequests
+		}
+		if r.status != want {
+			t.Fatalf("request %d: got %d %s, want %d (local share 3 of burst 10)", i+1, r.status, r.body, want)
+		}
+		if want == http.StatusTooManyRequests {
+			if e := r.errorBody(t); e.Code != 42900 || e.Policy != "per-ip" {
+				t.Fatalf("request %d: got body %s, want code 42900 for policy per-ip", i+1, r.body)
+			}
+			if r.header.Get("Retry-After") == "" {
+				t.Fatalf("request %d: 429 without Retry-After", i+1)
+			}
+			if i == 3 {
+				t.Logf("local-share 429: RateLimit-Policy %q, RateLimit %q, Retry-After %q", r.header.Get("RateLimit-Policy"), r.header.Get("RateLimit"), r.header.Get("Retry-After"))
+			}
+		}
+		if r.took > redisTimeout+latencySlack {
+			t.Fatalf("request %d took %s, want at most %s + %s", i+1, r.took, redisTimeout, latencySlack)
+		}
+	}
+	t.Logf("redis killed, on_redis_error=local: 3 admitted then 429; latencies %s", durations(lat))
+}
+
+func testRedisKilledTenantHourlyFailsOpen(t *testing.T, g *redisGateway) {
+	g.killRedis(t)
+	// The pro plan's tenant-rps share (17/s) leaves per-ip's share (3)
+	// as the only limit that can deny; tenant-hourly must never.
+	var lat []time.Duration
+	for i := range 4 {
+		r := mustSend(t, g.c, "GET", g.base+"/v1/models", append(xff("203.0.113.40"), "X-API-Key", "sk-demo-pro")...)
+		lat = append(lat, r.took)
+		if i < 3 {
+			if r.status != http.StatusOK {
+				t.Fatalf("request %d: got %d %s, want 200 (tenant-hourly allows while redis is down)", i+1, r.status, r.body)
+			}
+			if got := r.header.Get("RateLimit"); !strings.Contains(got, `"tenant-hourly";r=100000;`) {
+				t.Fatalf("request %d: got RateLimit %q, want tenant-hourly failed open with its full quota", i+1, got)
+			}
+			continue
+		}
+		if r.status != http.StatusTooManyRequests {
+			t.Fatalf("request %d: got %d %s, want 429 from per-ip's local share", i+1, r.status, r.body)
+		}
+		if e := r.errorBody(t); e.Policy != "per-ip" {
+			t.Fatalf("request %d: got body %s, want policy per-ip to deny, not tenant-hourly", i+1, r.body)
+		}
+	}
+	t.Logf("redis killed, on_redis_error=allow (tenant-hourly): admitted; latencies %s", durations(lat))
+}
+
+func testRedisRestarted(t *testing.T, g *redisGateway) {
+	g.killRedis(t)
 	restartedAt := g.logLen()
-	s.Restart()
+	g.redis.Restart()
 	back := time.Now()
 	var first reply
 	polls := 0
 	tick := time.NewTicker(5 * time.Millisecond) // paces the probing requests
 	defer tick.Stop()
 	for {
-		first = mustSend(t, c, "POST", g.base+"/login", xff("203.0.113.50")...)
+		first = mustSend(t, g.c, "POST", g.base+"/login", xff("203.0.113.50")...)
 		polls++
 		if first.status != http.StatusServiceUnavailable || time.Since(back) > 5*time.Second {
 			break
@@ -241,7 +289,7 @@ func TestServeRedisConfig(t *testing.T) {
 	}
 	// Through Redis again: the window holds 10, the recovering request included.
 	for i := 1; i < 11; i++ {
-		r := mustSend(t, c, "POST", g.base+"/login", xff("203.0.113.50")...)
+		r := mustSend(t, g.c, "POST", g.base+"/login", xff("203.0.113.50")...)
 		want := http.StatusOK
 		if i >= 10 {
 			want = http.StatusTooManyRequests
