@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Backend decides checks whose state lives in Redis (see Redis). It returns
+// Backend decides checks whose state is shared (see redislimit). It returns
 // one decision per check. When one of them denies, none of the checks
 // consumed anything and undo is nil; otherwise undo, when not nil, gives
 // back everything the request took. Failure modes are the implementation's
@@ -17,7 +17,7 @@ type Backend interface {
 }
 
 // Engine is the Limiter used by the proxy: in-process token buckets for local
-// policies and, when configured, a Shared backend for the others. Local checks
+// policies and, when configured, a Backend for the shared ones. Local checks
 // run first, so a request they deny never reaches Redis. Engine is safe for
 // concurrent use.
 type Engine struct {
@@ -43,9 +43,6 @@ func NewEngine(clock func() time.Time, local *Local, shared Backend) (*Engine, e
 	}
 	return &Engine{clock: clock, local: local, shared: shared}, nil
 }
-
-// Local returns the engine's in-process buckets.
-func (e *Engine) Local() *Local { return e.local }
 
 // Decide asks every check and returns one verdict. A request denied by one
 // check consumes nothing from the others.

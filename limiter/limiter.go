@@ -1,6 +1,13 @@
 // Package limiter decides whether a request may pass. It knows nothing about
-// HTTP: callers hand it a list of checks (policy, key, cost) and get back one
-// Verdict value from which every header and status is rendered.
+// HTTP: callers hand it checks (a rule, a key, a cost, the limit that
+// applies) and get back one Verdict value from which every header and status
+// is rendered.
+//
+// It holds the vocabulary (Limit, Rule, Check, Decision, Verdict), the
+// in-process token buckets (Local, the short path for a library user:
+// Local.Allow(key, limit, cost)), and the Engine that decides a request's
+// checks, local ones first, then the shared ones through a Backend (package
+// limiter/redislimit). It imports no Redis client.
 package limiter
 
 import (

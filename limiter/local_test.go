@@ -160,7 +160,7 @@ func TestEngineDeniedRequestConsumesNothingElsewhere(t *testing.T) {
 	if allowed != 1 {
 		t.Fatalf("got %d allowed, want 1", allowed)
 	}
-	d, _ := e.Local().Reserve(now, BucketGroup{Policy: "hourly", Limit: checks[0].Limit}, "tenant", 1)
+	d, _ := e.local.Reserve(now, BucketGroup{Policy: "hourly", Limit: checks[0].Limit}, "tenant", 1)
 	if want := int64(100 - allowed - 1); d.Remaining != want {
 		t.Fatalf("hourly remaining got %d, want %d: denied requests must not consume it", d.Remaining, want)
 	}

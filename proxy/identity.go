@@ -19,7 +19,7 @@ const (
 	defaultKeyHeader  = "X-API-Key"
 )
 
-// Identify works out who is asking: the client address (see ClientIP), its
+// Identify works out who is asking: the client address (see resolveClient), its
 // network as configured by snap.Identity, the presented API key and its
 // tenant. It reads r and snap only and is safe for concurrent use.
 func Identify(r *http.Request, snap *policies.Snapshot) policies.Subject {
@@ -41,7 +41,8 @@ func identify(r *http.Request, snap *policies.Snapshot) (s policies.Subject, pee
 	return s, peerTrusted
 }
 
-// ClientIP returns the address of r's client. The socket peer is the client
+// resolveClient returns the address of r's client, and whether the socket
+// peer is a trusted proxy. The socket peer is the client
 // unless it is in id.TrustedProxies; then the forwarding chain (every
 // X-Forwarded-For line, or with id.UseForwarded the Forwarded header) is walked from the right and
 // the client is the right-most address that is not trusted, or the left-most
@@ -54,11 +55,6 @@ func identify(r *http.Request, snap *policies.Snapshot) (s policies.Subject, pee
 //
 // Only the configured header is read: a client cannot choose its address
 // through the other one, which its proxies pass along untouched.
-func ClientIP(r *http.Request, id policies.Identity) netip.Addr {
-	a, _ := resolveClient(r, id)
-	return a
-}
-
 func resolveClient(r *http.Request, id policies.Identity) (client netip.Addr, peerTrusted bool) {
 	trusted := id.TrustedProxies
 	peer, ok := parseHop(r.RemoteAddr)

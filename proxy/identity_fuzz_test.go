@@ -25,7 +25,7 @@ func FuzzClientIP(f *testing.F) {
 		r.RemoteAddr = "10.0.0.1:1234"
 		r.Header["X-Forwarded-For"] = []string{header}
 		r.Header["Forwarded"] = []string{header}
-		got := ClientIP(r, policies.Identity{TrustedProxies: trusted, UseForwarded: useForwarded})
+		got, _ := resolveClient(r, policies.Identity{TrustedProxies: trusted, UseForwarded: useForwarded})
 		if !got.IsValid() {
 			t.Fatalf("got an invalid client for a valid peer (header %q)", header)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 	"github.com/ratelimit-gateway/gateway/policies"
 )
 
@@ -20,14 +21,14 @@ const startupPingTimeout = 2 * time.Second
 
 // newRedis builds the one Redis client of the process and the shared limiter
 // on it. The client outlives reloads; the caller closes it once.
-func newRedis(cfg policies.RedisConfig, local *limiter.Local, log *slog.Logger) (redis.UniversalClient, *limiter.Redis, error) {
+func newRedis(cfg policies.RedisConfig, local *limiter.Local, log *slog.Logger) (redis.UniversalClient, *redislimit.Limiter, error) {
 	// go-redis logs each failed dial; while Redis is down that is a flood.
-	redis.SetLogger(limiter.NewRedisLibraryLogger(log))
-	client, err := limiter.NewRedisClient(redisClientOptions(cfg))
+	redis.SetLogger(redislimit.NewLibraryLogger(log))
+	client, err := redislimit.NewClient(redisClientOptions(cfg))
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting to redis: %w", err)
 	}
-	shared, err := limiter.NewRedis(client, limiter.RedisConfig{
+	shared, err := redislimit.New(client, redislimit.Config{
 		Timeout:         cfg.Timeout,
 		QueueTimeout:    cfg.QueueTimeout,
 		MaxInFlight:     cfg.PoolSize, // no decision waits inside go-redis's pool
@@ -45,8 +46,8 @@ func newRedis(cfg policies.RedisConfig, local *limiter.Local, log *slog.Logger) 
 	return client, shared, nil
 }
 
-func redisClientOptions(cfg policies.RedisConfig) limiter.RedisClientOptions {
-	return limiter.RedisClientOptions{
+func redisClientOptions(cfg policies.RedisConfig) redislimit.ClientOptions {
+	return redislimit.ClientOptions{
 		Addrs:              cfg.Addrs,
 		SentinelMasterName: cfg.Sentinel.MasterName,
 		SentinelAddrs:      cfg.Sentinel.Addrs,
@@ -71,7 +72,7 @@ func checkRedis(ctx context.Context, source string, cfg policies.RedisConfig, lo
 	opts := redisClientOptions(cfg)
 	opts.Timeout = startupPingTimeout
 	opts.PoolSize = 1
-	client, err := limiter.NewRedisClient(opts)
+	client, err := redislimit.NewClient(opts)
 	if err != nil {
 		return fmt.Errorf("connecting to redis: %w", err)
 	}

@@ -3,7 +3,6 @@ package redistest
 import (
 	"os/exec"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -19,7 +18,7 @@ type Cluster struct {
 // StartCluster starts three cluster-enabled servers on free loopback ports,
 // joins them with `redis-cli --cluster create`, and waits until every node
 // reports cluster_state:ok. Everything is cleaned up when the test ends.
-func StartCluster(t testing.TB) *Cluster {
+func StartCluster(t TB) *Cluster {
 	t.Helper()
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		t.Fatalf("redis-cli not found on PATH; install it with: %s", InstallHint)

@@ -3,14 +3,13 @@ package redistest
 import (
 	"strconv"
 	"strings"
-	"testing"
 )
 
 // CommandCount returns how often addr executed the named commands (lower
 // case, as INFO commandstats names them: "evalsha", "eval"), or all commands
 // when none are named, since start or the last ResetStats. The INFO call
 // itself is not counted in its own reply.
-func CommandCount(t testing.TB, addr string, names ...string) int64 {
+func CommandCount(t TB, addr string, names ...string) int64 {
 	t.Helper()
 	info, err := Do(addr, "INFO", "commandstats")
 	if err != nil {
@@ -58,7 +57,7 @@ func parseCommandStats(info string) (map[string]int64, error) {
 }
 
 // ResetStats clears addr's command statistics (CONFIG RESETSTAT).
-func ResetStats(t testing.TB, addr string) {
+func ResetStats(t TB, addr string) {
 	t.Helper()
 	if _, err := Do(addr, "CONFIG", "RESETSTAT"); err != nil {
 		t.Fatalf("redistest: CONFIG RESETSTAT on %s: %v", addr, err)

@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -31,7 +30,7 @@ const startTimeout = 10 * time.Second
 // Server is one redis-server process listening on 127.0.0.1. Its methods
 // may be called from the test's goroutines; mu guards the process.
 type Server struct {
-	t    testing.TB
+	t    TB
 	port int
 	dir  string
 	argv func(s *Server) ([]string, error) // the redis-server arguments
@@ -46,14 +45,14 @@ type Server struct {
 // Start starts redis-server on a free loopback port and waits until it
 // answers PING. The server is killed when the test ends. A missing
 // redis-server fails the test with the command that installs it.
-func Start(t testing.TB) *Server {
+func Start(t TB) *Server {
 	t.Helper()
 	return start(t, serverArgs(nil), false, nil)
 }
 
 // StartWithArgs is Start with extra redis-server arguments, such as
 // "--requirepass", "secret".
-func StartWithArgs(t testing.TB, args ...string) *Server {
+func StartWithArgs(t TB, args ...string) *Server {
 	t.Helper()
 	return start(t, serverArgs(args), false, nil)
 }
@@ -73,7 +72,7 @@ func serverArgs(extra []string) func(s *Server) ([]string, error) {
 	}
 }
 
-func start(t testing.TB, argv func(s *Server) ([]string, error), clusterBus bool, tlsCfg *tls.Config) *Server {
+func start(t TB, argv func(s *Server) ([]string, error), clusterBus bool, tlsCfg *tls.Config) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("redis-server not found on PATH; install it with: %s", InstallHint)

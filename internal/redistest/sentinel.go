@@ -5,12 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"testing"
 )
 
 // StartSentinel starts a Redis Sentinel on a free loopback port that
 // monitors master under name (quorum 1) and waits until it answers PING.
-func StartSentinel(t testing.TB, master *Server, name string) *Server {
+func StartSentinel(t TB, master *Server, name string) *Server {
 	t.Helper()
 	return start(t, func(s *Server) ([]string, error) {
 		// Sentinel rewrites its config file, so each start writes a fresh one.

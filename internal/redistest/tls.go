@@ -14,14 +14,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"testing"
 	"time"
 )
 
 // StartTLS starts redis-server accepting only TLS on a free loopback port,
 // with a certificate for 127.0.0.1 signed by a CA made for this test. Clients
 // verify it with the returned pool; client certificates are not required.
-func StartTLS(t testing.TB) (*Server, *x509.CertPool) {
+func StartTLS(t TB) (*Server, *x509.CertPool) {
 	t.Helper()
 	dir := t.TempDir()
 	pool, err := writeTestCerts(dir)

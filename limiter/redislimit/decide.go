@@ -1,0 +1,315 @@
+package redislimit
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+)
+
+// sharedOp is one check on its way through Decide.
+type sharedOp struct {
+	index  int // of the check in Decide's argument
+	check  limiter.Check
+	cost   int64
+	digest keyDigest
+	base   string             // rl:{policy:digest}
+	member string             // sliding window only
+	res    *redis_rate.Result // a lone GCRA check, decided by redis_rate
+	reply  scriptReply        // any other check, decided by decideScript
+	asked  bool               // Redis answered for this check
+	taken  bool               // Redis recorded it: a refund must give it back
+}
+
+// overloadRetry is the Retry-After of a decision the instance could not make
+// in time because too many were waiting for Redis.
+const overloadRetry = time.Second
+
+// Decide implements limiter.Backend. Checks that cannot pass whatever Redis
+// says (rate zero, cost above the quota) and keys in the denial cache deny
+// the request before anything is sent. Otherwise the checks go to Redis
+// together and are recorded all or nothing (see roundTrip): a denied request
+// consumes nothing, and undo is nil. An admitted request's undo gives back
+// everything it took. A check of a local algorithm (token_bucket), which the
+// Engine never sends here, is decided by the local buckets at its full limit.
+//
+// A decision waits for one of a bounded number of round-trip slots before
+// its Redis deadline starts: waiting is the instance's own backpressure, not
+// a Redis failure. Past the queue timeout it is denied (ReasonOverloaded),
+// never let through unchecked.
+func (r *Limiter) Decide(ctx context.Context, checks []limiter.Check) ([]limiter.Decision, func(context.Context)) {
+	now := r.clock()
+	ds := make([]limiter.Decision, len(checks))
+	for i, c := range checks {
+		ds[i] = limiter.Decision{Policy: policyName(c), Limit: c.Limit, Reason: limiter.ReasonNotAsked}
+	}
+	ops := make([]*sharedOp, 0, len(checks))
+	local := make([]bool, len(checks))
+	for i, c := range checks {
+		if c.Rule == nil {
+			ds[i].Reason = limiter.ReasonUnavailable // cannot be decided; the Engine rejects it earlier
+			return ds, nil
+		}
+		if d, denied := c.StaticDenial(); denied {
+			ds[i] = d
+			return ds, nil
+		}
+		if !c.Rule.Algorithm.Shared() {
+			local[i] = true
+			continue
+		}
+		op := &sharedOp{index: i, check: c, cost: c.Units(), digest: digestKey(c.Key)}
+		if den, at, hit := r.denials.lookup(op.denialKey(), op.cost, r.clock); hit {
+			r.stats.denialHits.Add(1)
+			ds[i].Reason = limiter.ReasonDenialCached
+			ds[i].RetryAfter = time.Duration(den.until - at.UnixNano())
+			ds[i].ResetAfter = max(ds[i].RetryAfter, time.Duration(den.resetAt-at.UnixNano()))
+			return ds, nil
+		}
+		ops = append(ops, op)
+	}
+
+	u := undo{r: r}
+	for i, c := range checks {
+		if !local[i] {
+			continue
+		}
+		d, f := r.local.Reserve(now, limiter.BucketGroup{Policy: c.Rule.Name, Limit: c.Limit}, c.Key, c.Units())
+		ds[i] = d
+		if !d.Allowed {
+			u.giveBackLocal()
+			return ds, nil
+		}
+		if f != nil {
+			u.locals = append(u.locals, f)
+		}
+	}
+	if len(ops) == 0 {
+		return ds, u.fn()
+	}
+
+	ok, probe := r.breaker.allow()
+	if !ok {
+		r.stats.failFast.Add(1)
+		for _, op := range ops {
+			ds[op.index] = r.degrade(now, op.check, &u)
+		}
+		return finish(ds, &u)
+	}
+	release, err := r.slots.acquire(ctx, r.queueTimeout)
+	if err != nil {
+		r.breaker.release(probe)
+		r.stats.overloaded.Add(1)
+		for _, op := range ops {
+			ds[op.index] = overloaded(op.check)
+		}
+		u.giveBackLocal()
+		return ds, nil
+	}
+	started := r.clock()
+	timeout := r.timeout
+	if probe {
+		// The probe may have to dial and handshake again, and a flood
+		// answered by the failure modes meanwhile competes for the CPU: a
+		// probe that times out keeps the limit off for another cooldown.
+		timeout = max(timeout, r.cooldown/2)
+	}
+	rtCtx, cancel := context.WithTimeout(ctx, timeout)
+	_, rtErr := r.roundTrip(rtCtx, ops)
+	cancel()
+	release()
+	r.stats.roundTrips.Add(1)
+
+	switch r.classify(ctx, started, rtErr, probe, ops[0].base) {
+	case outcomeOverload:
+		r.stats.overloaded.Add(1)
+		for _, op := range ops {
+			ds[op.index] = overloaded(op.check)
+		}
+		u.giveBackLocal()
+		return ds, nil
+	case outcomeSuspect:
+		for _, op := range ops {
+			if op.check.Rule.OnRedisError == limiter.FailDeny || op.check.Rule.OnRedisError == limiter.FailLocal {
+				ds[op.index] = r.degrade(now, op.check, &u)
+			} else {
+				r.stats.overloaded.Add(1)
+				ds[op.index] = overloaded(op.check)
+			}
+		}
+		return finish(ds, &u)
+	case outcomeFailure:
+		for _, op := range ops {
+			ds[op.index] = r.degrade(now, op.check, &u)
+		}
+		return finish(ds, &u)
+	}
+
+	now = r.clock() // Redis answered now: the denial lasts from here
+	for _, op := range ops {
+		if !op.asked {
+			continue // on a Cluster, after an earlier check denied: not asked
+		}
+		d := r.decision(op)
+		ds[op.index] = d
+		if op.taken {
+			u.ops = append(u.ops, op)
+		}
+		if !d.Allowed && d.RetryAfter > 0 {
+			r.denials.put(op.denialKey(), op.cost, now, now.Add(d.RetryAfter), now.Add(max(d.ResetAfter, d.RetryAfter)))
+		}
+	}
+	return finish(ds, &u)
+}
+
+// roundTrip decides ops on Redis and leaves each op's reply or error in the
+// op. It reports whether the ops were recorded (all admitted) and the error
+// of the first failed call, if any.
+//
+// One GCRA check alone goes through redis_rate's AllowN, one command. Any
+// other request is one decideScript call covering all its checks, all or
+// nothing, on a standalone server or Sentinel's master. On a Cluster the
+// checks of one request live in different slots, which no script can span:
+// they are decided one call at a time, shortest period first, stopping at
+// the first denial, and what the earlier ones took is refunded. Shortest
+// first means a request that a per-second limit denies never reaches the
+// hourly quota, so the quota's refunds (and a denial cached while one is in
+// flight) only arise on the rarer path where the longer limit denies.
+func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp) (recorded bool, err error) {
+	for _, op := range ops {
+		op.base = redisBaseKey(op.check.Rule.Name, op.digest)
+		if op.check.Rule.Algorithm == limiter.SlidingWindow {
+			op.member = r.nextMember(op.cost)
+		}
+	}
+	if len(ops) == 1 && ops[0].check.Rule.Algorithm == limiter.GCRA {
+		return r.allowGCRA(ctx, ops[0])
+	}
+	if !r.cluster || len(ops) == 1 {
+		return r.decideAll(ctx, ops)
+	}
+
+	ordered := slices.Clone(ops)
+	slices.SortStableFunc(ordered, func(a, b *sharedOp) int {
+		return cmp.Compare(a.check.Limit.Period, b.check.Limit.Period)
+	})
+	var taken []*sharedOp
+	for _, op := range ordered {
+		ok, err := r.decideAll(ctx, []*sharedOp{op})
+		if err != nil || !ok {
+			if len(taken) > 0 {
+				r.refund(ctx, taken)
+				for _, t := range taken {
+					t.taken = false
+				}
+			}
+			return false, err
+		}
+		taken = append(taken, op)
+	}
+	return true, nil
+}
+
+// decideAll runs decideScript once for ops, whose keys must share a slot
+// unless the server is not a Cluster.
+func (r *Limiter) decideAll(ctx context.Context, ops []*sharedOp) (recorded bool, err error) {
+	keys := make([]string, 0, 2*len(ops))
+	args := make([]any, 0, 1+6*len(ops))
+	args = append(args, len(ops))
+	for _, op := range ops {
+		c := op.check
+		switch c.Rule.Algorithm {
+		case limiter.GCRA:
+			k := gcraKeyPrefix + op.base
+			keys = append(keys, k, k)
+		case limiter.SlidingWindow:
+			keys = append(keys, op.base+slidingLogSuffix, op.base+slidingSumSuffix)
+		case limiter.FixedWindow:
+			k := op.base + fixedSuffix
+			keys = append(keys, k, k)
+		default:
+			return false, fmt.Errorf("limiter: algorithm %q is not shared", c.Rule.Algorithm)
+		}
+		args = append(args, string(c.Rule.Algorithm), c.Limit.Rate, max(1, c.Limit.Period.Microseconds()),
+			c.Limit.Quota(), op.cost, op.member)
+	}
+	cmd := newEvalCmd(ctx, "evalsha", decideScript.Hash(), keys, args)
+	r.exec(ctx, []*redis.Cmd{cmd})
+	v, err := cmd.Result()
+	if err != nil {
+		return false, err
+	}
+	replies, recorded, err := parseDecideReply(v, len(ops))
+	if err != nil {
+		return false, err
+	}
+	for i, op := range ops {
+		op.reply, op.asked, op.taken = replies[i], true, recorded
+	}
+	return recorded, nil
+}
+
+// decision turns a Redis answer into a Decision. A check that Redis would
+// have admitted but did not record (another check of the request denied)
+// shows what it still has, its cost not taken.
+func (r *Limiter) decision(op *sharedOp) limiter.Decision {
+	c := op.check
+	d := limiter.Decision{Policy: c.Rule.Name, Limit: c.Limit}
+	if op.res != nil {
+		d.Allowed = op.res.Allowed > 0
+		d.ResetAfter = max(0, op.res.ResetAfter)
+		d.Remaining = gcraRemaining(c.Limit, d.ResetAfter)
+		if !d.Allowed {
+			d.Reason = limiter.ReasonLimited
+			d.RetryAfter = max(0, op.res.RetryAfter)
+		}
+		return d
+	}
+	rep := op.reply
+	d.Allowed, d.Remaining, d.ResetAfter = rep.allowed, rep.remaining, rep.resetAfter
+	if c.Rule.Algorithm == limiter.GCRA {
+		d.Remaining = gcraRemaining(c.Limit, d.ResetAfter)
+	}
+	switch {
+	case !d.Allowed:
+		d.Reason = limiter.ReasonLimited
+		d.RetryAfter = rep.retryAfter
+	case !op.taken:
+		d.Remaining = min(d.Remaining+op.cost, c.Limit.Quota())
+	}
+	return d
+}
+
+// finish returns the decisions of a request, giving back what its admitted
+// checks took when another one denied it.
+func finish(ds []limiter.Decision, u *undo) ([]limiter.Decision, func(context.Context)) {
+	for _, d := range ds {
+		if !d.Allowed && d.Reason != limiter.ReasonNotAsked {
+			u.giveBackLocal()
+			return ds, nil
+		}
+	}
+	return ds, u.fn()
+}
+
+// overloaded is the decision for a check that could not be asked in time.
+func overloaded(c limiter.Check) limiter.Decision {
+	return limiter.Decision{Policy: c.Rule.Name, Limit: c.Limit, Reason: limiter.ReasonOverloaded, RetryAfter: overloadRetry}
+}
+
+func policyName(c limiter.Check) string {
+	if c.Rule == nil {
+		return ""
+	}
+	return c.Rule.Name
+}
+
+func (op *sharedOp) denialKey() denialKey {
+	return denialKey{policy: op.check.Rule.Name, limit: op.check.Limit, key: op.digest}
+}

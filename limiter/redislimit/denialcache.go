@@ -1,0 +1,98 @@
+package redislimit
+
+import (
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+
+	"github.com/ratelimit-gateway/gateway/limiter/internal/shardmap"
+)
+
+// DefaultDenialCacheSize is the default cap on keys remembered as denied.
+const DefaultDenialCacheSize = 100_000
+
+// denialSweepEvery bounds how often a shard is scanned for expired entries,
+// so a shard full of live denials does not scan on every insert.
+const denialSweepEvery = time.Second
+
+// denialKey is what a denial is remembered for: the policy, the limit that
+// applied (a reload that changes it starts afresh) and the key's digest (no
+// user bytes are kept).
+type denialKey struct {
+	policy string
+	limit  limiter.Limit
+	key    keyDigest
+}
+
+// denial says that requests costing cost or more are denied until until.
+type denial struct {
+	until   int64 // Unix nanoseconds, by the injected clock
+	resetAt int64
+	cost    int64
+}
+
+// denialCache remembers keys that Redis said are over their limit, so that
+// the instance answers 429 for them without asking Redis again until the
+// retry time. It holds at most its cap of entries; expired entries are
+// dropped on lookup and swept now and then. It is safe for concurrent use.
+type denialCache struct {
+	m *shardmap.Map[denialKey, denial]
+}
+
+func newDenialCache(size int) *denialCache {
+	if size <= 0 {
+		size = DefaultDenialCacheSize
+	}
+	return &denialCache{m: shardmap.New(shardmap.Config[denialKey, denial]{
+		Cap:        size,
+		Hash:       func(k denialKey) uint64 { return uint64(k.key[0]) }, // the digest is uniform
+		Expired:    func(d denial, now int64) bool { return now >= d.until },
+		Score:      func(d denial) int64 { return d.until }, // the one expiring first goes first
+		SweepEvery: denialSweepEvery,
+	})}
+}
+
+// get returns the live denial for k that covers a request of cost: one
+// denied at a smaller cost covers larger ones, not the reverse, because a
+// cheaper request may fit where a dearer one did not.
+func (c *denialCache) get(k denialKey, cost int64, now time.Time) (denial, bool) {
+	d, _, ok := c.lookup(k, cost, func() time.Time { return now })
+	return d, ok
+}
+
+// lookup is get reading the clock under the shard's lock, and returning the
+// instant it read: an entry put while this caller waited for the lock must
+// not look longer than it is (its retry counts from when it was put).
+func (c *denialCache) lookup(k denialKey, cost int64, clock func() time.Time) (denial, time.Time, bool) {
+	sh := c.m.Shard(k)
+	sh.Lock()
+	defer sh.Unlock()
+	now := clock()
+	d, ok := sh.Get(k)
+	if !ok {
+		return denial{}, now, false
+	}
+	if now.UnixNano() >= d.until {
+		sh.Delete(k)
+		return denial{}, now, false
+	}
+	return d, now, cost >= d.cost
+}
+
+// put remembers that requests of cost or more are denied for k until until.
+func (c *denialCache) put(k denialKey, cost int64, now, until, resetAt time.Time) {
+	if !until.After(now) {
+		return
+	}
+	sh := c.m.Shard(k)
+	n := now.UnixNano()
+	sh.Lock()
+	defer sh.Unlock()
+	if old, ok := sh.Get(k); ok && n < old.until && old.cost < cost && old.until >= until.UnixNano() {
+		return // the entry already covers more
+	}
+	sh.Set(k, denial{until: until.UnixNano(), resetAt: resetAt.UnixNano(), cost: cost}, n)
+}
+
+// len counts the entries, live or not yet swept.
+func (c *denialCache) len() int { return c.m.Len() }

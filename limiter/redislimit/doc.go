@@ -1,0 +1,23 @@
+// Package redislimit is the limiter's shared backend: limits that every
+// gateway instance enforces together through one Redis (standalone,
+// Sentinel or Cluster). A Limiter implements limiter.Backend.
+//
+// One file tells each part of the story: decide.go follows a request's
+// checks from the denial cache to Redis and back; gcra.go, sliding.go and
+// fixed.go each hold one algorithm (its Lua, its refund); script.go puts the
+// algorithms together into the one script a request calls; failure.go is
+// what happens when Redis does not answer (failure modes, the breaker, and
+// telling a hung Redis from a starved gateway); client.go builds the go-redis
+// client; keys.go names the keys.
+//
+// All the checks of one request are decided by one script call, all or
+// nothing, timed by Redis's clock: a request that one policy denies takes
+// nothing from the others, and gateway clocks may drift. A lone GCRA check is
+// one redis_rate AllowN call instead, through its public API: redis_rate
+// sends its script and reads the reply in one call, so it cannot take part
+// in another script's all-or-nothing decision, and the multi-check script
+// carries its own GCRA, which keeps redis_rate's state format (a test fails
+// if an upgrade changes it). Measured against calling AllowN once per check
+// (BenchmarkRedisDecide, same run): two GCRA checks in one script call cost
+// one round trip where two AllowN calls cost two.
+package redislimit

@@ -1,0 +1,187 @@
+package redislimit
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+)
+
+// Client is the part of a go-redis client that Redis uses: scripts,
+// pipelines, the DEL redis_rate may call and the EXISTS that checks whether
+// Redis answers at all. *redis.Client (standalone or
+// Sentinel failover) and *redis.ClusterClient implement it.
+type Client interface {
+	redis.Scripter
+	Del(ctx context.Context, keys ...string) *redis.IntCmd
+	Exists(ctx context.Context, keys ...string) *redis.IntCmd
+	Pipeline() redis.Pipeliner
+}
+
+// Defaults of Config.
+const (
+	DefaultBreakerFailures = 3
+	DefaultBreakerCooldown = 500 * time.Millisecond
+	DefaultQueueTimeout    = 250 * time.Millisecond
+)
+
+// DefaultMaxInFlight is go-redis's default pool size: 10 connections per CPU.
+var DefaultMaxInFlight = 10 * runtime.GOMAXPROCS(0)
+
+// Config tunes Redis. The zero value is usable: every field has a
+// default.
+type Config struct {
+	// Timeout bounds one decision's round trip, NOSCRIPT reload included;
+	// zero means DefaultRedisTimeout. Past it the checks' failure modes apply.
+	Timeout time.Duration
+	// BreakerFailures is how many consecutive failed round trips open the
+	// circuit breaker; zero means DefaultBreakerFailures.
+	BreakerFailures int
+	// BreakerCooldown is how long an open breaker answers without Redis
+	// before one request probes it; zero means DefaultBreakerCooldown.
+	BreakerCooldown time.Duration
+	// DenialCacheSize caps the keys remembered as denied; zero means
+	// DefaultDenialCacheSize.
+	DenialCacheSize int
+	// Clock is the gateway clock used for the denial cache and the breaker
+	// (limits themselves use Redis time); nil means time.Now.
+	Clock func() time.Time
+	// Logger receives state changes and throttled errors; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// MaxInFlight caps the round trips in flight at once; decisions beyond
+	// it wait for a slot. Set it to the client's pool size so that no
+	// decision ever waits inside go-redis, where the wait would eat into
+	// the Redis deadline; zero means DefaultMaxInFlight.
+	MaxInFlight int
+	// QueueTimeout bounds the wait for a slot; a decision still waiting then
+	// is denied (ReasonOverloaded). Zero means DefaultQueueTimeout.
+	QueueTimeout time.Duration
+	// Local holds the in-process buckets of the "local" failure mode (in
+	// groups marked Fallback); nil means private buckets with the default
+	// cap. Pass the Engine's so one Retain call covers both.
+	Local *limiter.Local
+}
+
+// Limiter decides checks on Redis for every gateway instance at once: GCRA,
+// sliding-window log and fixed window, all timed by Redis's clock, every
+// check of a request decided in one call, all or nothing, with per-policy
+// failure modes, a circuit breaker and a denial cache. It implements
+// limiter.Backend.
+//
+// Create it with New; it starts nothing. A decision may leave one bounded
+// background check running (see verify): call Close before closing the
+// client. Limiter is safe for concurrent use.
+type Limiter struct {
+	client  Client
+	gcra    *redis_rate.Limiter
+	sources map[string]string // script SHA1 -> source, for the NOSCRIPT fallback
+
+	timeout      time.Duration
+	queueTimeout time.Duration
+	cooldown     time.Duration
+	cluster      bool // checks of one request may live on different nodes
+	slots        slots
+	clock        func() time.Time
+	log          *slog.Logger
+	local        *limiter.Local
+	breaker      *breaker
+	denials      *denialCache
+
+	memberPrefix string // makes sliding-window members unique across instances
+	seq          atomic.Uint64
+
+	stats       redisCounters
+	errLog      logThrottle
+	downAt      atomic.Int64 // Unix ns when the breaker last opened, for the recovery log
+	lastOKStart atomic.Int64 // Unix ns at which the latest successful round trip started
+	// suspectSince is when the oldest timed-out round trip that no later
+	// success explains started (Unix ns; 0: none). See classify.
+	suspectSince  atomic.Int64
+	suspectWindow time.Duration
+	verifying     atomic.Bool // a verify goroutine is running
+
+	closeMu sync.Mutex // guards closed against wg.Add after Close
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+var _ limiter.Backend = (*Limiter)(nil)
+
+// New returns a Limiter deciding through client, which must not be nil.
+func New(client Client, cfg Config) (*Limiter, error) {
+	if client == nil {
+		return nil, errors.New("creating redis limiter: nil client")
+	}
+	if cfg.Timeout < 0 || cfg.BreakerCooldown < 0 || cfg.BreakerFailures < 0 || cfg.DenialCacheSize < 0 ||
+		cfg.MaxInFlight < 0 || cfg.QueueTimeout < 0 {
+		return nil, errors.New("creating redis limiter: negative setting")
+	}
+	r := &Limiter{
+		client:       client,
+		gcra:         redis_rate.NewLimiter(client),
+		timeout:      cmp.Or(cfg.Timeout, DefaultTimeout),
+		queueTimeout: cmp.Or(cfg.QueueTimeout, DefaultQueueTimeout),
+		// Two unanswered waves of round trips this far apart are not one
+		// stall of this process: it would have to last twice the timeout.
+		suspectWindow: suspectWindowFactor * cmp.Or(cfg.Timeout, DefaultTimeout),
+		slots:         newSlots(cmp.Or(cfg.MaxInFlight, DefaultMaxInFlight)),
+		cooldown:      cmp.Or(cfg.BreakerCooldown, DefaultBreakerCooldown),
+		clock:         cfg.Clock,
+		log:           cfg.Logger,
+		local:         cfg.Local,
+		denials:       newDenialCache(cfg.DenialCacheSize),
+	}
+	if r.clock == nil {
+		r.clock = time.Now
+	}
+	_, r.cluster = client.(*redis.ClusterClient)
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if r.local == nil {
+		r.local = limiter.NewLocal(0)
+	}
+	r.breaker = newBreaker(r.clock, cmp.Or(cfg.BreakerFailures, DefaultBreakerFailures), r.cooldown)
+
+	var nonce [6]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return nil, fmt.Errorf("creating redis limiter: %w", err)
+	}
+	r.memberPrefix = hex.EncodeToString(nonce[:])
+
+	r.sources = map[string]string{}
+	for _, s := range []struct {
+		script *redis.Script
+		src    string
+	}{
+		{decideScript, decideSrc}, {gcraRefundScript, gcraRefundSrc},
+		{slidingRefundScript, slidingRefundSrc}, {fixedRefundScript, fixedRefundSrc},
+	} {
+		r.sources[s.script.Hash()] = s.src
+	}
+	return r, nil
+}
+
+// Close waits for the background check that verify may have started. The
+// client stays the caller's to close, after Close. Decisions after Close
+// still work; they start no goroutine.
+func (r *Limiter) Close() error {
+	r.closeMu.Lock()
+	r.closed = true
+	r.closeMu.Unlock()
+	r.wg.Wait()
+	return nil
+}

@@ -1,0 +1,96 @@
+package redislimit
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+
+	"github.com/ratelimit-gateway/gateway/internal/redistest"
+	"github.com/ratelimit-gateway/gateway/limiter"
+)
+
+// BenchmarkRedisDecide measures one Decide against a local
+// redis-server: one round trip per op except for denial-cache hits. Report
+// each case as a ratio to anchor_ping from the same run.
+func BenchmarkRedisDecide(b *testing.B) {
+	s := redistest.Start(b)
+	c := newTestClient(b, time.Second, s.Addr())
+	big := limiter.Limit{Rate: 1 << 40, Period: time.Second}
+	cases := []struct {
+		name   string
+		checks func(i int) []limiter.Check
+	}{
+		{"gcra", func(i int) []limiter.Check {
+			return []limiter.Check{{Rule: policy("b-gcra", limiter.GCRA), Limit: big, Key: strconv.Itoa(i % 1000)}}
+		}},
+		{"sliding_window", func(i int) []limiter.Check {
+			return []limiter.Check{{Rule: policy("b-sw", limiter.SlidingWindow), Limit: limiter.Limit{Rate: 1 << 40, Period: 10 * time.Millisecond}, Key: strconv.Itoa(i % 1000)}}
+		}},
+		{"fixed_window", func(i int) []limiter.Check {
+			return []limiter.Check{{Rule: policy("b-fw", limiter.FixedWindow), Limit: big, Key: strconv.Itoa(i % 1000)}}
+		}},
+		{"gcra+gcra+sliding+fixed", func(i int) []limiter.Check {
+			k := strconv.Itoa(i % 1000)
+			return []limiter.Check{
+				{Rule: policy("b4-g1", limiter.GCRA), Limit: big, Key: k},
+				{Rule: policy("b4-g2", limiter.GCRA), Limit: big, Key: k},
+				{Rule: policy("b4-sw", limiter.SlidingWindow), Limit: limiter.Limit{Rate: 1 << 40, Period: 10 * time.Millisecond}, Key: k},
+				{Rule: policy("b4-fw", limiter.FixedWindow), Limit: big, Key: k},
+			}
+		}},
+		{"gcra+gcra", func(i int) []limiter.Check {
+			k := strconv.Itoa(i % 1000)
+			return []limiter.Check{
+				{Rule: policy("b2-g1", limiter.GCRA), Limit: big, Key: k},
+				{Rule: policy("b2-g2", limiter.GCRA), Limit: big, Key: k},
+			}
+		}},
+		{"denial_cache_hit", func(int) []limiter.Check {
+			return []limiter.Check{{Rule: policy("b-denied", limiter.GCRA), Limit: limiter.Limit{Rate: 1, Period: time.Hour}, Key: "k"}}
+		}},
+	}
+	// The anchor: one bare PING round trip on the same client, so each case
+	// reads as a ratio to the network round trip it cannot avoid.
+	b.Run("anchor_ping", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := c.Ping(context.Background()).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// What two GCRA checks of one request would cost through redis_rate's
+	// public API alone: two AllowN calls, two round trips (the alternative
+	// to decideScript that the package doc weighs).
+	b.Run("gcra+gcra_via_two_AllowN", func(b *testing.B) {
+		rl := redis_rate.NewLimiter(c)
+		lim := redis_rate.Limit{Rate: 1 << 40, Burst: 1 << 40, Period: time.Second}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			k := strconv.Itoa(i % 1000)
+			for _, p := range []string{"b2a-g1", "b2a-g2"} {
+				if _, err := rl.AllowN(context.Background(), redisBaseKey(p, digestKey(k)), lim, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	for _, bc := range cases {
+		b.Run(bc.name, func(b *testing.B) {
+			r := newTestRedis(b, c, Config{})
+			r.Decide(context.Background(), bc.checks(0)) // load scripts
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				r.Decide(context.Background(), bc.checks(i))
+			}
+			b.StopTimer()
+			if st := r.Stats(); st.Errors > 0 {
+				b.Fatalf("got %d failed round trips, want none", st.Errors)
+			}
+		})
+	}
+}

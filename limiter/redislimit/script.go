@@ -1,0 +1,188 @@
+package redislimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The Lua scripts read the clock with redis.call("TIME"), so that gateway
+// clocks may drift; touch only keys that share one hash tag (one Cluster
+// slot); and set an expiry on every key they write, so idle keys vanish by
+// themselves. For each check the decision script replies {allowed (0|1),
+// remaining, retry_after_us, reset_after_us, extra}; extra is the fixed
+// window's end in Unix ms (what its refund needs) and 0 otherwise. The
+// refund scripts give back what an admitted check took (on a Cluster, whose
+// checks are decided one slot at a time, and to reconcile a cost later).
+
+// decideScript decides every shared check of one request at once, all or
+// nothing: each check is decided against the state as it is, and only when
+// all of them admit are they all recorded. So a request that one policy
+// denies costs the others nothing, and no refund is ever in flight for
+// another request to trip over. Every key of the call must be in one Cluster
+// slot, so on a Cluster a request with checks on several keys calls it once
+// per check (see roundTrip).
+//
+// ARGV[1] is the number of checks n; then 6 values per check: algorithm
+// ("gcra", "sliding_window", "fixed_window"), rate, period in microseconds,
+// quota (GCRA's burst, a window's count), cost, member (sliding window). KEYS holds 2 keys per check: GCRA
+// its redis_rate key twice, the sliding window its log and sum, the fixed
+// window its counter twice. The reply is 5 integers per check (see
+// scriptReply) followed by 1 when the checks were recorded, 0 when not.
+//
+// Each algorithm's Lua is in its own file: gcraLua, slidingLua, fixedLua.
+const decideSrc = `
+local t = redis.call("TIME")
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+` + gcraLua + slidingLua + fixedLua + `
+local n = tonumber(ARGV[1])
+local reply, records, all = {}, {}, true
+for i = 1, n do
+  local a = 1 + (i - 1) * 6
+  local alg, rate, period, burst, cost = ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local k1, k2 = KEYS[2 * i - 1], KEYS[2 * i]
+  local res, record
+  if alg == "gcra" then
+    res, record = gcra(k1, rate, period, burst, cost)
+  elseif alg == "sliding_window" then
+    res, record = sliding(k1, k2, burst, period, cost, ARGV[a + 6])
+  elseif alg == "fixed_window" then
+    res, record = fixed(k1, burst, period, cost)
+  else
+    return redis.error_reply("unknown algorithm " .. tostring(alg))
+  end
+  if res[1] == 0 then all = false end
+  records[i] = record
+  for _, v in ipairs(res) do reply[#reply + 1] = v end
+end
+if all then
+  for i = 1, n do records[i]() end
+end
+reply[#reply + 1] = all and 1 or 0
+return reply
+`
+
+var decideScript = redis.NewScript(decideSrc)
+
+// scriptReply is a decision script's parsed reply.
+type scriptReply struct {
+	allowed    bool
+	remaining  int64
+	retryAfter time.Duration
+	resetAfter time.Duration
+	extra      int64
+}
+
+// parseDecideReply reads decideScript's reply for n checks. It checks every
+// element's type: a reply of another shape is an error, never a panic.
+func parseDecideReply(v any, n int) (replies []scriptReply, recorded bool, err error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 5*n+1 {
+		return nil, false, fmt.Errorf("limiter script: unexpected reply %T %v", v, v)
+	}
+	ints := make([]int64, len(arr))
+	for i, e := range arr {
+		x, ok := e.(int64)
+		if !ok {
+			return nil, false, fmt.Errorf("limiter script: reply[%d] is %T, want integer", i, e)
+		}
+		ints[i] = x
+	}
+	replies = make([]scriptReply, n)
+	for i := range replies {
+		replies[i] = newScriptReply([5]int64(ints[5*i : 5*i+5]))
+	}
+	return replies, ints[5*n] == 1, nil
+}
+
+func newScriptReply(n [5]int64) scriptReply {
+	return scriptReply{
+		allowed:    n[0] == 1,
+		remaining:  max(0, n[1]),
+		retryAfter: time.Duration(max(0, n[2])) * time.Microsecond,
+		resetAfter: time.Duration(max(0, n[3])) * time.Microsecond,
+		extra:      n[4],
+	}
+}
+
+func (r *Limiter) exec(ctx context.Context, cmds []*redis.Cmd) {
+	if execScripts(ctx, r.client, r.sources, cmds) {
+		r.stats.scriptReloads.Add(1)
+	}
+}
+
+// newEvalCmd builds EVAL/EVALSHA exactly as go-redis does, including the key
+// position a Cluster pipeline routes by.
+func newEvalCmd(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, name, payload, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	a = append(a, args...)
+	cmd := redis.NewCmd(ctx, a...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	return cmd
+}
+
+// execScripts runs cmds (EVALSHA commands) in one pipeline. Those that fail
+// with NOSCRIPT (the script cache is empty after a restart, a failover, a
+// SCRIPT FLUSH or on a new Cluster node) run again as EVAL in a second
+// pipeline, and their replies are copied into the original commands. It
+// reports whether a second pipeline was needed.
+func execScripts(ctx context.Context, client Client, sources map[string]string, cmds []*redis.Cmd) (reloaded bool) {
+	if len(cmds) == 0 {
+		return false
+	}
+	pipe := client.Pipeline()
+	for _, c := range cmds {
+		_ = pipe.Process(ctx, c) // queues only
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+
+	var again, evals []*redis.Cmd
+	for _, c := range cmds {
+		if !isNoScript(c.Err()) {
+			continue
+		}
+		args := c.Args()
+		if len(args) < 3 {
+			continue
+		}
+		sha, _ := args[1].(string)
+		src, ok := sources[sha]
+		if !ok {
+			continue
+		}
+		a := make([]any, len(args))
+		copy(a, args)
+		a[0], a[1] = "eval", src
+		e := redis.NewCmd(ctx, a...)
+		e.SetFirstKeyPos(3)
+		again, evals = append(again, c), append(evals, e)
+	}
+	if len(evals) == 0 {
+		return false
+	}
+	pipe = client.Pipeline()
+	for _, e := range evals {
+		_ = pipe.Process(ctx, e)
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, c := range again {
+		v, err := evals[i].Result()
+		c.SetVal(v)
+		c.SetErr(err)
+	}
+	return true
+}
+
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+}

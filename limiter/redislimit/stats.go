@@ -1,0 +1,88 @@
+package redislimit
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Stats are Redis's counters since it was created, for metrics and
+// tests. The zero value means nothing happened.
+type Stats struct {
+	// RoundTrips counts decisions that asked Redis.
+	RoundTrips uint64
+	// Errors counts round trips in which at least one command failed.
+	Errors uint64
+	// FailFast counts decisions answered by the failure modes without asking
+	// Redis because the circuit breaker was open.
+	FailFast uint64
+	// FailedOpen, FailedClosed and LocalFallbacks count checks decided by
+	// each failure mode (allow, deny, local).
+	FailedOpen     uint64
+	FailedClosed   uint64
+	LocalFallbacks uint64
+	// Overloaded counts decisions denied because the instance could not get
+	// them answered in time: no round-trip slot within the queue timeout, or
+	// a timeout while Redis was answering others.
+	Overloaded uint64
+	// DenialCacheHits counts requests denied from the denial cache.
+	DenialCacheHits uint64
+	// Refunds and RefundErrors count refund scripts that ran or failed.
+	Refunds      uint64
+	RefundErrors uint64
+	// ScriptReloads counts round trips that had to re-send scripts as EVAL
+	// because Redis had lost its script cache.
+	ScriptReloads uint64
+	// BreakerOpens counts how often the circuit breaker opened.
+	BreakerOpens uint64
+	// BreakerOpen reports whether the breaker is open or probing now.
+	BreakerOpen bool
+	// DenialCacheKeys is how many keys the denial cache holds now.
+	DenialCacheKeys int
+}
+
+type redisCounters struct {
+	roundTrips, errors, failFast             atomic.Uint64
+	failedOpen, failedClosed, localFallbacks atomic.Uint64
+	denialHits, refunds, refundErrors        atomic.Uint64
+	scriptReloads, overloaded                atomic.Uint64
+}
+
+// Stats returns a snapshot of the counters. It is safe for concurrent use.
+func (r *Limiter) Stats() Stats {
+	c := &r.stats
+	return Stats{
+		RoundTrips:      c.roundTrips.Load(),
+		Errors:          c.errors.Load(),
+		FailFast:        c.failFast.Load(),
+		FailedOpen:      c.failedOpen.Load(),
+		FailedClosed:    c.failedClosed.Load(),
+		LocalFallbacks:  c.localFallbacks.Load(),
+		Overloaded:      c.overloaded.Load(),
+		DenialCacheHits: c.denialHits.Load(),
+		Refunds:         c.refunds.Load(),
+		RefundErrors:    c.refundErrors.Load(),
+		ScriptReloads:   c.scriptReloads.Load(),
+		BreakerOpens:    r.breaker.opens.Load(),
+		BreakerOpen:     r.breaker.current() != breakerClosed,
+		DenialCacheKeys: r.denials.len(),
+	}
+}
+
+// logThrottle lets at most one log line through per second and counts the
+// ones it held back, so a Redis outage under load does not flood the log.
+type logThrottle struct {
+	last       atomic.Int64 // Unix ns of the last line let through
+	suppressed atomic.Uint64
+}
+
+// allow reports whether a line may be written now, and how many were
+// suppressed since the last one.
+func (t *logThrottle) allow(now time.Time) (suppressed uint64, ok bool) {
+	n := now.UnixNano()
+	last := t.last.Load()
+	if n-last < int64(time.Second) || !t.last.CompareAndSwap(last, n) {
+		t.suppressed.Add(1)
+		return 0, false
+	}
+	return t.suppressed.Swap(0), true
+}
