@@ -65,6 +65,7 @@ func compilePolicy(name string, pc PolicyConfig) (*Policy, error) {
 		},
 		KeySpec:      pc.Key,
 		Key:          keyFunc(parts),
+		Reads:        readsOf(parts),
 		OnMissingKey: MissingKey(pc.OnMissingKey),
 	}
 	if len(pc.Plans) > 0 {

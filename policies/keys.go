@@ -89,15 +89,10 @@ type KeyReads struct {
 	Queries []string
 }
 
-// Reads returns what p's key reads, parsed from KeySpec; a spec that does
-// not parse (compile never lets one through) reads nothing. It allocates, so
-// the request path calls it only when it needs the answer.
-func (p *Policy) Reads() KeyReads {
+// readsOf says what parsed key parts read; compile stores it in the Policy
+// so that the request path never parses a key spec.
+func readsOf(parts []keyPart) KeyReads {
 	var kr KeyReads
-	parts, err := parseKeySpec(p.KeySpec)
-	if err != nil {
-		return kr
-	}
 	for _, part := range parts {
 		switch part.source {
 		case sourceIP:

@@ -45,7 +45,10 @@ func TestKeyReads(t *testing.T) {
 		{"bogus", KeyReads{}},
 	}
 	for _, tt := range tests {
-		got := (&Policy{KeySpec: tt.spec}).Reads()
+		var got KeyReads
+		if parts, err := parseKeySpec(tt.spec); err == nil {
+			got = readsOf(parts)
+		}
 		if got.IP != tt.want.IP || got.APIKey != tt.want.APIKey || got.Tenant != tt.want.Tenant ||
 			!equalStrings(got.Headers, tt.want.Headers) || !equalStrings(got.Queries, tt.want.Queries) {
 			t.Errorf("Reads(%q): got %+v, want %+v", tt.spec, got, tt.want)

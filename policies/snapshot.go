@@ -132,8 +132,10 @@ type Policy struct {
 	// Rule is what the limiter needs; shared by every check of the policy.
 	Rule *limiter.Rule
 	// KeySpec is the configured key ("ip", "header:X-User", "tenant+ip"...).
-	KeySpec      string
-	Key          KeyFunc
+	KeySpec string
+	Key     KeyFunc
+	// Reads is what Key reads from a request, parsed once from KeySpec.
+	Reads        KeyReads
 	OnMissingKey MissingKey
 	// Limit applies unless the subject's plan has its own entry in Plans.
 	Limit limiter.Limit

@@ -315,9 +315,7 @@ func keyInputProblem(r *http.Request, route *policies.Route, apiKeyHeader string
 		}
 	}
 	for _, p := range route.Policies {
-		if strings.Contains(p.KeySpec, "query:") {
-			queryKeys = true
-		}
+		queryKeys = queryKeys || len(p.Reads.Queries) > 0
 	}
 	if !suspect && !queryKeys {
 		return ""
@@ -325,11 +323,10 @@ func keyInputProblem(r *http.Request, route *policies.Route, apiKeyHeader string
 	keyHeaders := map[string]bool{http.CanonicalHeaderKey(apiKeyHeader): true}
 	var queries []string
 	for _, p := range route.Policies {
-		reads := p.Reads()
-		for _, h := range reads.Headers {
+		for _, h := range p.Reads.Headers {
 			keyHeaders[h] = true
 		}
-		queries = append(queries, reads.Queries...)
+		queries = append(queries, p.Reads.Queries...)
 	}
 	for name, vs := range r.Header {
 		if len(vs) > 1 && keyHeaders[name] {

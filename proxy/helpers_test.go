@@ -55,8 +55,10 @@ func perMinute(rate, burst int64) limiter.Limit {
 func testPolicy(t testing.TB, name, key string, lim limiter.Limit, onMissing policies.MissingKey) *policies.Policy {
 	t.Helper()
 	var kf policies.KeyFunc
+	var reads policies.KeyReads
 	switch {
 	case key == "ip":
+		reads.IP = true
 		kf = func(_ *http.Request, s *policies.Subject) (string, bool) {
 			if !s.ClientNet.IsValid() {
 				return "", false
@@ -64,6 +66,7 @@ func testPolicy(t testing.TB, name, key string, lim limiter.Limit, onMissing pol
 			return s.ClientNet.String(), true
 		}
 	case key == "tenant":
+		reads.Tenant = true
 		kf = func(_ *http.Request, s *policies.Subject) (string, bool) {
 			if s.Tenant == nil {
 				return "", false
@@ -71,11 +74,13 @@ func testPolicy(t testing.TB, name, key string, lim limiter.Limit, onMissing pol
 			return s.Tenant.Name, true
 		}
 	case key == "api_key":
+		reads.APIKey = true
 		kf = func(_ *http.Request, s *policies.Subject) (string, bool) {
 			return s.APIKey, s.APIKey != ""
 		}
 	case strings.HasPrefix(key, "header:"):
 		name := strings.TrimPrefix(key, "header:")
+		reads.Headers = []string{http.CanonicalHeaderKey(name)}
 		kf = func(r *http.Request, _ *policies.Subject) (string, bool) {
 			v := r.Header.Get(name)
 			return v, v != ""
@@ -87,6 +92,7 @@ func testPolicy(t testing.TB, name, key string, lim limiter.Limit, onMissing pol
 		Rule:         &limiter.Rule{Name: name, Algorithm: limiter.TokenBucket},
 		KeySpec:      key,
 		Key:          kf,
+		Reads:        reads,
 		OnMissingKey: onMissing,
 		Limit:        lim,
 	}

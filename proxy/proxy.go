@@ -194,7 +194,7 @@ func (h *Handler) writeUnauthorized(w http.ResponseWriter, r *http.Request, snap
 		header = defaultKeyHeader
 	}
 	var msg string
-	switch reads := p.Reads(); {
+	switch reads := p.Reads; {
 	case reads.Tenant:
 		msg = fmt.Sprintf("policy %q needs a known API key in the %s header", p.Name(), header)
 	case reads.APIKey:
