@@ -38,30 +38,52 @@ const overloadRetry = time.Second
 // consumes nothing, and undo is nil. An admitted request's undo gives back
 // everything it took. A check of a local algorithm (token_bucket), which the
 // Engine never sends here, is decided by the local buckets at its full limit.
-//
-// A decision waits for one of a bounded number of round-trip slots before
-// its Redis deadline starts: waiting is the instance's own backpressure, not
-// a Redis failure. Past the queue timeout it is denied (ReasonOverloaded),
-// never let through unchecked.
 func (r *Limiter) Decide(ctx context.Context, checks []limiter.Check) ([]limiter.Decision, func(context.Context)) {
+	ds, ops, locals, denied := r.prepare(checks)
+	if denied {
+		return ds, nil
+	}
+	u := undo{r: r}
 	now := r.clock()
-	ds := make([]limiter.Decision, len(checks))
+	for _, i := range locals {
+		c := checks[i]
+		d, give := r.local.Reserve(now, limiter.BucketGroup{Policy: c.Rule.Name, Limit: c.Limit}, c.Key, c.Units())
+		ds[i] = d
+		if !d.Allowed {
+			u.giveBackLocal()
+			return ds, nil
+		}
+		if give != nil {
+			u.locals = append(u.locals, give)
+		}
+	}
+	if len(ops) > 0 {
+		r.ask(ctx, ops, ds, &u)
+	}
+	return finish(ds, &u)
+}
+
+// prepare turns checks into decisions (every one not asked yet) and the ops
+// to ask Redis, or denies the request at once: a check that no state could
+// admit, or a key the denial cache holds. locals indexes the checks of a
+// local algorithm.
+func (r *Limiter) prepare(checks []limiter.Check) (ds []limiter.Decision, ops []*sharedOp, locals []int, denied bool) {
+	ds = make([]limiter.Decision, len(checks))
 	for i, c := range checks {
 		ds[i] = limiter.Decision{Policy: policyName(c), Limit: c.Limit, Reason: limiter.ReasonNotAsked}
 	}
-	ops := make([]*sharedOp, 0, len(checks))
-	local := make([]bool, len(checks))
+	ops = make([]*sharedOp, 0, len(checks))
 	for i, c := range checks {
 		if c.Rule == nil {
 			ds[i].Reason = limiter.ReasonUnavailable // cannot be decided; the Engine rejects it earlier
-			return ds, nil
+			return ds, nil, nil, true
 		}
-		if d, denied := c.StaticDenial(); denied {
+		if d, static := c.StaticDenial(); static {
 			ds[i] = d
-			return ds, nil
+			return ds, nil, nil, true
 		}
 		if !c.Rule.Algorithm.Shared() {
-			local[i] = true
+			locals = append(locals, i)
 			continue
 		}
 		op := &sharedOp{index: i, check: c, cost: c.Units(), digest: digestKey(c.Key)}
@@ -70,37 +92,28 @@ func (r *Limiter) Decide(ctx context.Context, checks []limiter.Check) ([]limiter
 			ds[i].Reason = limiter.ReasonDenialCached
 			ds[i].RetryAfter = time.Duration(den.until - at.UnixNano())
 			ds[i].ResetAfter = max(ds[i].RetryAfter, time.Duration(den.resetAt-at.UnixNano()))
-			return ds, nil
+			return ds, nil, nil, true
 		}
 		ops = append(ops, op)
 	}
+	return ds, ops, locals, false
+}
 
-	u := undo{r: r}
-	for i, c := range checks {
-		if !local[i] {
-			continue
-		}
-		d, f := r.local.Reserve(now, limiter.BucketGroup{Policy: c.Rule.Name, Limit: c.Limit}, c.Key, c.Units())
-		ds[i] = d
-		if !d.Allowed {
-			u.giveBackLocal()
-			return ds, nil
-		}
-		if f != nil {
-			u.locals = append(u.locals, f)
-		}
-	}
-	if len(ops) == 0 {
-		return ds, u.fn()
-	}
-
+// ask decides ops on Redis and writes their decisions into ds. A decision
+// first waits for one of a bounded number of round-trip slots, and only then
+// does its Redis deadline start: waiting is the instance's own backpressure,
+// not a Redis failure. Past the queue timeout it is denied
+// (ReasonOverloaded), never let through unchecked. What Redis's silence
+// means is classify's business.
+func (r *Limiter) ask(ctx context.Context, ops []*sharedOp, ds []limiter.Decision, u *undo) {
+	now := r.clock()
 	ok, probe := r.breaker.allow()
 	if !ok {
 		r.stats.failFast.Add(1)
 		for _, op := range ops {
-			ds[op.index] = r.degrade(now, op.check, &u)
+			ds[op.index] = r.degrade(now, op.check, u)
 		}
-		return finish(ds, &u)
+		return
 	}
 	release, err := r.slots.acquire(ctx, r.queueTimeout)
 	if err != nil {
@@ -109,10 +122,8 @@ func (r *Limiter) Decide(ctx context.Context, checks []limiter.Check) ([]limiter
 		for _, op := range ops {
 			ds[op.index] = overloaded(op.check)
 		}
-		u.giveBackLocal()
-		return ds, nil
+		return
 	}
-	started := r.clock()
 	timeout := r.timeout
 	if probe {
 		// The probe may have to dial and handshake again, and a flood
@@ -120,38 +131,41 @@ func (r *Limiter) Decide(ctx context.Context, checks []limiter.Check) ([]limiter
 		// probe that times out keeps the limit off for another cooldown.
 		timeout = max(timeout, r.cooldown/2)
 	}
+	started := r.clock()
 	rtCtx, cancel := context.WithTimeout(ctx, timeout)
-	_, rtErr := r.roundTrip(rtCtx, ops)
+	_, err = r.roundTrip(rtCtx, ops)
 	cancel()
 	release()
 	r.stats.roundTrips.Add(1)
 
-	switch r.classify(ctx, started, rtErr, probe, ops[0].base) {
+	switch r.classify(ctx, started, err, probe, ops[0].base) {
 	case outcomeOverload:
 		r.stats.overloaded.Add(1)
 		for _, op := range ops {
 			ds[op.index] = overloaded(op.check)
 		}
-		u.giveBackLocal()
-		return ds, nil
 	case outcomeSuspect:
 		for _, op := range ops {
-			if op.check.Rule.OnRedisError == limiter.FailDeny || op.check.Rule.OnRedisError == limiter.FailLocal {
-				ds[op.index] = r.degrade(now, op.check, &u)
+			if mode := op.check.Rule.OnRedisError; mode == limiter.FailDeny || mode == limiter.FailLocal {
+				ds[op.index] = r.degrade(now, op.check, u)
 			} else {
 				r.stats.overloaded.Add(1)
 				ds[op.index] = overloaded(op.check)
 			}
 		}
-		return finish(ds, &u)
 	case outcomeFailure:
 		for _, op := range ops {
-			ds[op.index] = r.degrade(now, op.check, &u)
+			ds[op.index] = r.degrade(now, op.check, u)
 		}
-		return finish(ds, &u)
+	default:
+		r.record(ops, ds, u)
 	}
+}
 
-	now = r.clock() // Redis answered now: the denial lasts from here
+// record turns Redis's answers into decisions, remembers the denials, and
+// keeps what was taken for the undo.
+func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *undo) {
+	now := r.clock() // Redis answered now: a denial lasts from here
 	for _, op := range ops {
 		if !op.asked {
 			continue // on a Cluster, after an earlier check denied: not asked
@@ -165,7 +179,6 @@ func (r *Limiter) Decide(ctx context.Context, checks []limiter.Check) ([]limiter
 			r.denials.put(op.denialKey(), op.cost, now, now.Add(d.RetryAfter), now.Add(max(d.ResetAfter, d.RetryAfter)))
 		}
 	}
-	return finish(ds, &u)
 }
 
 // roundTrip decides ops on Redis and leaves each op's reply or error in the
