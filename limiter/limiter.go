@@ -140,24 +140,31 @@ const (
 // StaticDenial denies what no state could admit: a limit whose rate is zero,
 // or a cost above the limit's quota. ok is false for any other check.
 func (c Check) StaticDenial() (d Decision, ok bool) {
-	return staticDenial(c.Rule.Name, c.Limit, c.Units())
+	if reason := c.Limit.refusal(c.Units()); reason != ReasonNone {
+		return staticDenial(c.Rule.Name, c.Limit, reason), true
+	}
+	return Decision{}, false
 }
 
-func staticDenial(policy string, lim Limit, units int64) (d Decision, ok bool) {
-	d = Decision{Policy: policy, Limit: lim}
+// refusal says why no state could admit units under l (ReasonDenyAll,
+// ReasonCostTooHigh), or ReasonNone. It is the one test of both backends,
+// kept cheap: it runs on every decision.
+func (l Limit) refusal(units int64) Reason {
 	switch {
-	case lim.DenyAll():
-		d.Reason = ReasonDenyAll
-	case units > lim.Quota():
-		d.Reason = ReasonCostTooHigh
-	default:
-		return Decision{}, false
+	case l.DenyAll():
+		return ReasonDenyAll
+	case units > l.Quota():
+		return ReasonCostTooHigh
 	}
-	d.RetryAfter = lim.Period
+	return ReasonNone
+}
+
+func staticDenial(policy string, lim Limit, reason Reason) Decision {
+	d := Decision{Policy: policy, Limit: lim, Reason: reason, RetryAfter: lim.Period}
 	if d.RetryAfter <= 0 {
 		d.RetryAfter = time.Second
 	}
-	return d, true
+	return d
 }
 
 // notAsked is the decision of a check that was not decided because another

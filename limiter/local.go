@@ -107,8 +107,8 @@ func (l *Local) AllowAt(now time.Time, key string, lim Limit, cost int64) Decisi
 // request). A denied request changes nothing.
 func (l *Local) Reserve(now time.Time, g BucketGroup, key string, cost int64) (d Decision, undo func()) {
 	cost = max(cost, 1)
-	if d, denied := staticDenial(g.Policy, g.Limit, cost); denied {
-		return d, nil
+	if reason := g.Limit.refusal(cost); reason != ReasonNone {
+		return staticDenial(g.Policy, g.Limit, reason), nil
 	}
 	b := l.store(g).get(key, now)
 	r := b.take(now, g.Limit, cost)
