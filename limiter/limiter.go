@@ -100,8 +100,9 @@ type Rule struct {
 	LocalShare float64
 }
 
-// Check asks whether Cost units may pass for Key under Policy at Limit.
+// Check asks whether Cost units may pass for Key under Rule at Limit.
 type Check struct {
+	// Rule is the policy that asks; required.
 	Rule *Rule
 	// Limit is the limit that applies to this key (it may depend on the plan).
 	Limit Limit
