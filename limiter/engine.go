@@ -3,17 +3,26 @@ package limiter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
 // Backend decides checks whose state is shared (see redislimit). It returns
 // one decision per check. When one of them denies, none of the checks
-// consumed anything and undo is nil; otherwise undo, when not nil, gives
-// back everything the request took. Failure modes are the implementation's
-// business: it never returns an error for an unreachable Redis, only
-// decisions with the matching Reason.
+// consumed anything and held is nil; otherwise held, when not nil, settles
+// what the request took. Failure modes are the implementation's business: it
+// never returns an error for an unreachable Redis, only decisions with the
+// matching Reason.
 type Backend interface {
-	Decide(ctx context.Context, checks []Check) (decisions []Decision, undo func(context.Context))
+	Decide(ctx context.Context, checks []Check) (decisions []Decision, held Held)
+}
+
+// Held is what an admitted request holds in a Backend.
+type Held interface {
+	// Adjust makes check i hold units[i] (its real cost): what was taken
+	// beyond it goes back, what it cost beyond is taken, past the limit if
+	// need be. All zeros give everything back.
+	Adjust(ctx context.Context, units []int64)
 }
 
 // Engine is the Limiter used by the proxy: in-process token buckets for local
@@ -47,62 +56,112 @@ func NewEngine(clock func() time.Time, local *Local, shared Backend) (*Engine, e
 // Decide asks every check and returns one verdict. A request denied by one
 // check consumes nothing from the others.
 func (e *Engine) Decide(ctx context.Context, checks []Check) (Verdict, error) {
+	v, _, err := e.Reserve(ctx, checks)
+	return v, err
+}
+
+// Reserve is Decide for a request whose real cost is known only later (an
+// LLM call's tokens): the checks take their Cost now, and the Reservation,
+// nil unless the request was admitted, settles what they took once the real
+// cost is known.
+func (e *Engine) Reserve(ctx context.Context, checks []Check) (Verdict, *Reservation, error) {
 	v := Verdict{Allowed: true, Denied: -1, Decisions: make([]Decision, len(checks))}
 	for i, c := range checks {
 		if c.Rule == nil {
-			return Verdict{}, errors.New("limiter: check without policy")
+			return Verdict{}, nil, errors.New("limiter: check without policy")
 		}
 		v.Decisions[i] = notAsked(c)
 	}
-
+	res := &Reservation{clock: e.clock, checks: checks, holds: make([]*Hold, len(checks))}
 	now := e.clock()
-	var undos []func()
-	var undone []int // local decisions to correct when their tokens go back
-	var sharedIdx []int
+	var held []int // local decisions to correct when their tokens go back
 	for i, c := range checks {
 		if c.Rule.Algorithm.Shared() {
-			sharedIdx = append(sharedIdx, i)
+			res.sharedIdx = append(res.sharedIdx, i)
 			continue
 		}
-		d, undo := e.local.Reserve(now, BucketGroup{Policy: c.Rule.Name, Limit: c.Limit}, c.Key, c.Units())
+		d, h := e.local.Reserve(now, BucketGroup{Policy: c.Rule.Name, Limit: c.Limit}, c.Key, c.Units())
 		v.Decisions[i] = d
 		if !d.Allowed {
-			runAll(undos)
-			v.refunded(checks, undone)
+			res.release()
+			v.refunded(checks, held)
 			v.Allowed, v.Denied = false, i
-			return v, nil
+			return v, nil, nil
 		}
-		if undo != nil {
-			undos = append(undos, undo)
-			undone = append(undone, i)
-		}
+		res.holds[i] = h
+		held = append(held, i)
 	}
-	if len(sharedIdx) == 0 {
-		return v, nil
+	if len(res.sharedIdx) == 0 {
+		return v, res, nil
 	}
 	if e.shared == nil {
-		runAll(undos)
-		return Verdict{}, ErrNoSharedBackend
+		res.release()
+		return Verdict{}, nil, ErrNoSharedBackend
 	}
 
-	sc := make([]Check, len(sharedIdx))
-	for j, i := range sharedIdx {
+	sc := make([]Check, len(res.sharedIdx))
+	for j, i := range res.sharedIdx {
 		sc[j] = checks[i]
 	}
-	// Shared checks come last, so nothing after them can deny the request:
-	// their undo is never needed here.
-	ds, _ := e.shared.Decide(ctx, sc)
-	for j, i := range sharedIdx {
+	// Shared checks come last, so nothing after them can deny the request.
+	ds, sharedHeld := e.shared.Decide(ctx, sc)
+	for j, i := range res.sharedIdx {
 		v.Decisions[i] = ds[j]
 		if !ds[j].Allowed && v.Allowed && ds[j].Reason != ReasonNotAsked {
 			v.Allowed, v.Denied = false, i
 		}
 	}
 	if !v.Allowed {
-		runAll(undos)
-		v.refunded(checks, undone)
+		res.release()
+		v.refunded(checks, held)
+		return v, nil, nil
 	}
-	return v, nil
+	res.shared = sharedHeld
+	return v, res, nil
+}
+
+// Reservation is what an admitted request took from each of its policies,
+// to be settled once its real cost is known. It belongs to one request.
+type Reservation struct {
+	clock     func() time.Time
+	checks    []Check
+	holds     []*Hold // by check; nil for shared checks
+	sharedIdx []int   // the shared checks, in order
+	shared    Held    // nil when no shared check holds anything
+}
+
+// Settle makes check i hold actual[i] units (values below 0 count as 0):
+// what was reserved beyond the real cost goes back, what it cost beyond the
+// reservation is taken, past the limit if need be, so that later requests
+// wait for it. actual must have one value per check. A request that never
+// reached the upstream settles with zeros.
+func (r *Reservation) Settle(ctx context.Context, actual []int64) error {
+	if len(actual) != len(r.checks) {
+		return fmt.Errorf("limiter: settling %d checks with %d costs", len(r.checks), len(actual))
+	}
+	now := r.clock()
+	for i, h := range r.holds {
+		if h != nil {
+			h.Adjust(now, actual[i])
+		}
+	}
+	if r.shared != nil {
+		units := make([]int64, len(r.sharedIdx))
+		for j, i := range r.sharedIdx {
+			units[j] = max(actual[i], 0)
+		}
+		r.shared.Adjust(ctx, units)
+	}
+	return nil
+}
+
+// release gives back what the local checks took.
+func (r *Reservation) release() {
+	for _, h := range r.holds {
+		if h != nil {
+			h.Release()
+		}
+	}
 }
 
 // refunded corrects the Remaining of decisions whose cost was given back, so
@@ -114,8 +173,3 @@ func (v *Verdict) refunded(checks []Check, idx []int) {
 	}
 }
 
-func runAll(fs []func()) {
-	for _, f := range fs {
-		f()
-	}
-}

@@ -103,23 +103,48 @@ func (l *Local) AllowAt(now time.Time, key string, lim Limit, cost int64) Decisi
 }
 
 // Reserve takes cost units (at least 1) from key's bucket in g at now. When
-// allowed, undo gives them back exactly (when another policy denies the same
-// request). A denied request changes nothing.
-func (l *Local) Reserve(now time.Time, g BucketGroup, key string, cost int64) (d Decision, undo func()) {
+// allowed, the Hold settles them later: given back exactly when another
+// policy denies the same request, or adjusted to the request's real cost. A
+// denied request changes nothing, and its Hold is nil.
+func (l *Local) Reserve(now time.Time, g BucketGroup, key string, cost int64) (Decision, *Hold) {
 	cost = max(cost, 1)
 	if reason := g.Limit.refusal(cost); reason != ReasonNone {
 		return staticDenial(g.Policy, g.Limit, reason), nil
 	}
 	b := l.store(g).get(key, now)
 	r := b.take(now, g.Limit, cost)
-	d = Decision{Policy: g.Policy, Limit: g.Limit, Allowed: r.allowed, Remaining: r.remaining, ResetAfter: r.resetAfter, RetryAfter: r.retryAfter}
+	d := Decision{Policy: g.Policy, Limit: g.Limit, Allowed: r.allowed, Remaining: r.remaining, ResetAfter: r.resetAfter, RetryAfter: r.retryAfter}
 	if !r.allowed {
 		d.Reason = ReasonLimited
 		d.Remaining = 0
 		return d, nil
 	}
-	return d, func() { b.give(r.increment) }
+	return d, &Hold{b: b, lim: g.Limit, units: cost}
 }
+
+// Hold is what one admitted decision took from a local bucket. Its methods
+// are safe for concurrent use with the bucket's other users, but one Hold
+// belongs to one request.
+type Hold struct {
+	b     *bucket
+	lim   Limit
+	units int64
+}
+
+// Adjust makes the hold units (the request's real cost) at now: the bucket
+// gives back what was taken beyond it, or takes what it cost beyond what
+// was reserved, even past empty (later requests then wait for the debt).
+func (h *Hold) Adjust(now time.Time, units int64) {
+	delta := max(units, 0) - h.units
+	if delta == 0 {
+		return
+	}
+	h.b.adjust(now, saturatingNanos(h.lim.emission()*float64(delta)))
+	h.units += delta
+}
+
+// Release gives everything back.
+func (h *Hold) Release() { h.Adjust(time.Time{}, 0) }
 
 // emission is the time one token takes to come back, in nanoseconds.
 func (l Limit) emission() float64 { return float64(l.Period) / float64(l.Rate) }
@@ -148,7 +173,6 @@ type grant struct {
 	remaining  int64
 	resetAfter time.Duration
 	retryAfter time.Duration
-	increment  int64 // ns the take moved tat forward, for give
 }
 
 // take admits cost tokens at now if the bucket holds them. An instant older
@@ -176,14 +200,17 @@ func (b *bucket) take(now time.Time, lim Limit, cost int64) grant {
 		allowed:    true,
 		remaining:  int64(min(max(0, left), float64(lim.Quota()))),
 		resetAfter: time.Duration(newTAT - t),
-		increment:  inc,
 	}
 }
 
-// give returns what a take consumed.
-func (b *bucket) give(increment int64) {
+// adjust moves tat by d nanoseconds: back gives tokens back exactly,
+// forward takes more, counted from now when the bucket had refilled.
+func (b *bucket) adjust(now time.Time, d int64) {
 	b.mu.Lock()
-	b.tat -= increment
+	if d > 0 {
+		b.tat = max(b.tat, now.UnixNano(), b.last)
+	}
+	b.tat += d
 	b.mu.Unlock()
 }
 

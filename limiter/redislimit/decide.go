@@ -20,7 +20,7 @@ type sharedOp struct {
 	cost   int64
 	digest keyDigest
 	base   string             // rl:{policy:digest}
-	member string             // sliding window only
+	memberID string           // sliding window only: the log entry without its cost
 	res    *redis_rate.Result // a lone GCRA check, decided by redis_rate
 	reply  scriptReply        // any other check, decided by decideScript
 	asked  bool               // Redis answered for this check
@@ -35,32 +35,30 @@ const overloadRetry = time.Second
 // says (rate zero, cost above the quota) and keys in the denial cache deny
 // the request before anything is sent. Otherwise the checks go to Redis
 // together and are recorded all or nothing (see roundTrip): a denied request
-// consumes nothing, and undo is nil. An admitted request's undo gives back
-// everything it took. A check of a local algorithm (token_bucket), which the
+// consumes nothing, and held is nil. An admitted request's held settles what
+// it took (see held.Adjust). A check of a local algorithm (token_bucket), which the
 // Engine never sends here, is decided by the local buckets at its full limit.
-func (r *Limiter) Decide(ctx context.Context, checks []limiter.Check) ([]limiter.Decision, func(context.Context)) {
+func (r *Limiter) Decide(ctx context.Context, checks []limiter.Check) ([]limiter.Decision, limiter.Held) {
 	ds, ops, locals, denied := r.prepare(checks)
 	if denied {
 		return ds, nil
 	}
-	u := undo{r: r}
+	u := &held{r: r}
 	now := r.clock()
 	for _, i := range locals {
 		c := checks[i]
-		d, give := r.local.Reserve(now, limiter.BucketGroup{Policy: c.Rule.Name, Limit: c.Limit}, c.Key, c.Units())
+		d, hold := r.local.Reserve(now, limiter.BucketGroup{Policy: c.Rule.Name, Limit: c.Limit}, c.Key, c.Units())
 		ds[i] = d
 		if !d.Allowed {
-			u.giveBackLocal()
+			u.releaseLocal()
 			return ds, nil
 		}
-		if give != nil {
-			u.locals = append(u.locals, give)
-		}
+		u.locals = append(u.locals, localHold{index: i, hold: hold})
 	}
 	if len(ops) > 0 {
-		r.ask(ctx, ops, ds, &u)
+		r.ask(ctx, ops, ds, u)
 	}
-	return finish(ds, &u)
+	return finish(ds, u)
 }
 
 // prepare turns checks into decisions (every one not asked yet) and the ops
@@ -105,13 +103,13 @@ func (r *Limiter) prepare(checks []limiter.Check) (ds []limiter.Decision, ops []
 // not a Redis failure. Past the queue timeout it is denied
 // (ReasonOverloaded), never let through unchecked. What Redis's silence
 // means is classify's business.
-func (r *Limiter) ask(ctx context.Context, ops []*sharedOp, ds []limiter.Decision, u *undo) {
+func (r *Limiter) ask(ctx context.Context, ops []*sharedOp, ds []limiter.Decision, u *held) {
 	now := r.clock()
 	ok, probe := r.breaker.allow()
 	if !ok {
 		r.stats.failFast.Add(1)
 		for _, op := range ops {
-			ds[op.index] = r.degrade(now, op.check, u)
+			ds[op.index] = r.degrade(now, op, u)
 		}
 		return
 	}
@@ -147,7 +145,7 @@ func (r *Limiter) ask(ctx context.Context, ops []*sharedOp, ds []limiter.Decisio
 	case outcomeSuspect:
 		for _, op := range ops {
 			if mode := op.check.Rule.OnRedisError; mode == limiter.FailDeny || mode == limiter.FailLocal {
-				ds[op.index] = r.degrade(now, op.check, u)
+				ds[op.index] = r.degrade(now, op, u)
 			} else {
 				r.stats.overloaded.Add(1)
 				ds[op.index] = overloaded(op.check)
@@ -155,7 +153,7 @@ func (r *Limiter) ask(ctx context.Context, ops []*sharedOp, ds []limiter.Decisio
 		}
 	case outcomeFailure:
 		for _, op := range ops {
-			ds[op.index] = r.degrade(now, op.check, u)
+			ds[op.index] = r.degrade(now, op, u)
 		}
 	default:
 		r.record(ops, ds, u)
@@ -164,7 +162,7 @@ func (r *Limiter) ask(ctx context.Context, ops []*sharedOp, ds []limiter.Decisio
 
 // record turns Redis's answers into decisions, remembers the denials, and
 // keeps what was taken for the undo.
-func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *undo) {
+func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *held) {
 	now := r.clock() // Redis answered now: a denial lasts from here
 	for _, op := range ops {
 		if !op.asked {
@@ -198,7 +196,7 @@ func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp) (recorded bool
 	for _, op := range ops {
 		op.base = redisBaseKey(op.check.Rule.Name, op.digest)
 		if op.check.Rule.Algorithm == limiter.SlidingWindow {
-			op.member = r.nextMember(op.cost)
+			op.memberID = r.nextMemberID()
 		}
 	}
 	if len(ops) == 1 && ops[0].check.Rule.Algorithm == limiter.GCRA {
@@ -217,7 +215,7 @@ func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp) (recorded bool
 		ok, err := r.decideAll(ctx, []*sharedOp{op})
 		if err != nil || !ok {
 			if len(taken) > 0 {
-				r.refund(ctx, taken)
+				r.adjust(ctx, taken, func(*sharedOp) int64 { return 0 })
 				for _, t := range taken {
 					t.taken = false
 				}
@@ -250,7 +248,7 @@ func (r *Limiter) decideAll(ctx context.Context, ops []*sharedOp) (recorded bool
 			return false, fmt.Errorf("limiter: algorithm %q is not shared", c.Rule.Algorithm)
 		}
 		args = append(args, string(c.Rule.Algorithm), c.Limit.Rate, max(1, c.Limit.Period.Microseconds()),
-			c.Limit.Quota(), op.cost, op.member)
+			c.Limit.Quota(), op.cost, op.member(op.cost))
 	}
 	cmd := newEvalCmd(ctx, "evalsha", decideScript.Hash(), keys, args)
 	r.exec(ctx, []*redis.Cmd{cmd})
@@ -301,14 +299,14 @@ func (r *Limiter) decision(op *sharedOp) limiter.Decision {
 
 // finish returns the decisions of a request, giving back what its admitted
 // checks took when another one denied it.
-func finish(ds []limiter.Decision, u *undo) ([]limiter.Decision, func(context.Context)) {
+func finish(ds []limiter.Decision, u *held) ([]limiter.Decision, limiter.Held) {
 	for _, d := range ds {
 		if !d.Allowed && d.Reason != limiter.ReasonNotAsked {
-			u.giveBackLocal()
+			u.releaseLocal()
 			return ds, nil
 		}
 	}
-	return ds, u.fn()
+	return ds, u.done()
 }
 
 // overloaded is the decision for a check that could not be asked in time.

@@ -25,11 +25,21 @@ type denialKey struct {
 }
 
 // denial says that requests costing cost or more are denied until until.
+// The cache trusts it until trust at most: a reservation settled for less,
+// here or on another instance, can free the key before until.
 type denial struct {
 	until   int64 // Unix nanoseconds, by the injected clock
+	trust   int64 // min(until, when it was put + maxDenialTrust)
 	resetAt int64
 	cost    int64
 }
+
+// maxDenialTrust bounds how long a cached denial is believed. A denial can be
+// undone early (a reservation settled for less than it took, possibly on
+// another instance): past this, Redis is asked again, so such a key is never
+// refused for longer than this beyond its quota coming back. One call per
+// second per denied key keeps the cache's saving under a flood.
+const maxDenialTrust = time.Second
 
 // denialCache remembers keys that Redis said are over their limit, so that
 // the instance answers 429 for them without asking Redis again until the
@@ -46,8 +56,8 @@ func newDenialCache(size int) *denialCache {
 	return &denialCache{m: shardmap.New(shardmap.Config[denialKey, denial]{
 		Cap:        size,
 		Hash:       func(k denialKey) uint64 { return uint64(k.key[0]) }, // the digest is uniform
-		Expired:    func(d denial, now int64) bool { return now >= d.until },
-		Score:      func(d denial) int64 { return d.until }, // the one expiring first goes first
+		Expired:    func(d denial, now int64) bool { return now >= d.trust },
+		Score:      func(d denial) int64 { return d.trust }, // the one expiring first goes first
 		SweepEvery: denialSweepEvery,
 	})}
 }
@@ -72,7 +82,7 @@ func (c *denialCache) lookup(k denialKey, cost int64, clock func() time.Time) (d
 	if !ok {
 		return denial{}, now, false
 	}
-	if now.UnixNano() >= d.until {
+	if now.UnixNano() >= d.trust {
 		sh.Delete(k)
 		return denial{}, now, false
 	}
@@ -88,10 +98,20 @@ func (c *denialCache) put(k denialKey, cost int64, now, until, resetAt time.Time
 	n := now.UnixNano()
 	sh.Lock()
 	defer sh.Unlock()
-	if old, ok := sh.Get(k); ok && n < old.until && old.cost < cost && old.until >= until.UnixNano() {
+	if old, ok := sh.Get(k); ok && n < old.trust && old.cost < cost && old.until >= until.UnixNano() {
 		return // the entry already covers more
 	}
-	sh.Set(k, denial{until: until.UnixNano(), resetAt: resetAt.UnixNano(), cost: cost}, n)
+	trust := min(until.UnixNano(), n+int64(maxDenialTrust))
+	sh.Set(k, denial{until: until.UnixNano(), trust: trust, resetAt: resetAt.UnixNano(), cost: cost}, n)
+}
+
+// forget drops k: its quota grew (units given back here), so a denial
+// remembered for it may no longer hold.
+func (c *denialCache) forget(k denialKey) {
+	sh := c.m.Shard(k)
+	sh.Lock()
+	sh.Delete(k)
+	sh.Unlock()
 }
 
 // len counts the entries, live or not yet swept.

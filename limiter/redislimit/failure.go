@@ -129,7 +129,8 @@ func isTimeout(err error) bool {
 }
 
 // degrade applies c's failure mode.
-func (r *Limiter) degrade(now time.Time, c limiter.Check, u *undo) limiter.Decision {
+func (r *Limiter) degrade(now time.Time, op *sharedOp, u *held) limiter.Decision {
+	c := op.check
 	d := limiter.Decision{Policy: c.Rule.Name, Limit: c.Limit}
 	switch c.Rule.OnRedisError {
 	case limiter.FailDeny:
@@ -140,13 +141,13 @@ func (r *Limiter) degrade(now time.Time, c limiter.Check, u *undo) limiter.Decis
 	case limiter.FailLocal:
 		r.stats.localFallbacks.Add(1)
 		lim := fallbackLimit(c)
-		ld, undoLocal := r.local.Reserve(now, limiter.BucketGroup{Policy: c.Rule.Name, Limit: lim, Fallback: true}, c.Key, c.Units())
+		ld, hold := r.local.Reserve(now, limiter.BucketGroup{Policy: c.Rule.Name, Limit: lim, Fallback: true}, c.Key, c.Units())
 		ld.Policy = c.Rule.Name
 		if ld.Reason == limiter.ReasonNone || ld.Reason == limiter.ReasonLimited {
 			ld.Reason = limiter.ReasonLocalFallback
 		}
-		if undoLocal != nil {
-			u.locals = append(u.locals, undoLocal)
+		if hold != nil {
+			u.locals = append(u.locals, localHold{index: op.index, hold: hold})
 		}
 		return ld
 	default: // FailAllow and the zero value

@@ -37,14 +37,25 @@ end
 
 `
 
-// fixedRefundScript gives cost back to the window that took it, and only to
-// that window.
+// fixedAdjustScript changes what a request counted in the window that
+// took it, and only in that window, by delta: negative gives back, positive
+// counts what the request cost beyond its reservation (even past the quota:
+// later requests in the window are refused).
 //
-// KEYS[1] counter; ARGV window_end_ms, cost.
-const fixedRefundSrc = `
-if redis.call("PEXPIRETIME", KEYS[1]) ~= tonumber(ARGV[1]) then return 0 end
-if redis.call("DECRBY", KEYS[1], ARGV[2]) <= 0 then redis.call("DEL", KEYS[1]) end
+// KEYS[1] counter; ARGV window_end_ms, delta.
+const fixedAdjustSrc = `
+local window_end, delta = tonumber(ARGV[1]), tonumber(ARGV[2])
+local expires = redis.call("PEXPIRETIME", KEYS[1])
+if expires == -2 and delta > 0 then
+  -- given back to zero earlier (the key went): count again while the window lasts
+  local t = redis.call("TIME")
+  if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) >= window_end then return 0 end
+  redis.call("SET", KEYS[1], delta, "PXAT", window_end)
+  return 1
+end
+if expires ~= window_end then return 0 end
+if redis.call("INCRBY", KEYS[1], delta) <= 0 then redis.call("DEL", KEYS[1]) end
 return 1
 `
 
-var fixedRefundScript = redis.NewScript(fixedRefundSrc)
+var fixedAdjustScript = redis.NewScript(fixedAdjustSrc)

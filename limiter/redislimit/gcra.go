@@ -73,19 +73,25 @@ end
 // its TATs are seconds since then, so that a float keeps microseconds.
 const gcraEpoch = "1483228800"
 
-// gcraRefundScript moves redis_rate's theoretical arrival time back by what
-// one AllowN took (the same float expression its script and decideScript
-// add). redis_rate's
-// own script cannot do this with a negative cost: it clamps the TAT to now
-// first. A TAT that falls to now or before means a full bucket: the key goes.
+// gcraAdjustScript moves redis_rate's theoretical arrival time by delta
+// units (the same float expression its script adds per unit): back to give
+// units back, forward to take what a request cost beyond its reservation,
+// counted from now when the bucket had refilled. redis_rate's own script
+// cannot do this: it clamps the TAT to now first and never takes past the
+// burst. A TAT that falls to now or before means a full bucket: the key goes.
 //
-// KEYS[1] redis_rate key; ARGV period_s, rate, cost.
-const gcraRefundSrc = `
-local tat = redis.call("GET", KEYS[1])
-if not tat then return 0 end
+// KEYS[1] redis_rate key; ARGV period_s, rate, delta.
+const gcraAdjustSrc = `
 local t = redis.call("TIME")
 local now = (t[1] - ` + gcraEpoch + `) + (t[2] / 1000000)
-local new_tat = tonumber(tat) - (tonumber(ARGV[1]) / tonumber(ARGV[2])) * tonumber(ARGV[3])
+local delta = tonumber(ARGV[3])
+local tat = tonumber(redis.call("GET", KEYS[1]))
+if not tat then
+  if delta <= 0 then return 0 end
+  tat = now
+end
+if delta > 0 then tat = math.max(tat, now) end
+local new_tat = tat + (tonumber(ARGV[1]) / tonumber(ARGV[2])) * delta
 if new_tat <= now then
   redis.call("DEL", KEYS[1])
 else
@@ -94,7 +100,7 @@ end
 return 1
 `
 
-var gcraRefundScript = redis.NewScript(gcraRefundSrc)
+var gcraAdjustScript = redis.NewScript(gcraAdjustSrc)
 
 // gcraRemaining derives the tokens left from the time until the bucket is
 // full again. redis_rate's own Remaining truncates a float computed from

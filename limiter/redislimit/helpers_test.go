@@ -71,10 +71,15 @@ func waitRedisTime(t testing.TB, c redis.UniversalClient, at time.Time) {
 	}
 }
 
-// decide runs one Decide and returns the decisions and undo.
+// decide runs one Decide and returns the decisions and, when the request
+// holds anything, an undo that gives it all back (Adjust to zeros).
 func decide(t testing.TB, r *Limiter, checks ...limiter.Check) ([]limiter.Decision, func(context.Context)) {
 	t.Helper()
-	return r.Decide(context.Background(), checks)
+	ds, held := r.Decide(context.Background(), checks)
+	if held == nil {
+		return ds, nil
+	}
+	return ds, func(ctx context.Context) { held.Adjust(ctx, make([]int64, len(checks))) }
 }
 
 // decideOne runs one check.

@@ -167,8 +167,8 @@ func New(client Client, cfg Config) (*Limiter, error) {
 		script *redis.Script
 		src    string
 	}{
-		{decideScript, decideSrc}, {gcraRefundScript, gcraRefundSrc},
-		{slidingRefundScript, slidingRefundSrc}, {fixedRefundScript, fixedRefundSrc},
+		{decideScript, decideSrc}, {gcraAdjustScript, gcraAdjustSrc},
+		{slidingAdjustScript, slidingAdjustSrc}, {fixedAdjustScript, fixedAdjustSrc},
 	} {
 		r.sources[s.script.Hash()] = s.src
 	}

@@ -77,27 +77,32 @@ end
 
 `
 
-// slidingRefundScript removes one admitted entry again.
+// slidingAdjustScript changes the cost of one admitted entry by delta,
+// keeping its place in time: the entry is renamed to carry its new cost, or
+// removed when nothing is left of it.
 //
-// KEYS[1] log, KEYS[2] sum; ARGV member, cost.
-const slidingRefundSrc = `
-if redis.call("ZREM", KEYS[1], ARGV[1]) == 0 then return 0 end
+// KEYS[1] log, KEYS[2] sum; ARGV member, new member, delta.
+const slidingAdjustSrc = `
+local score = redis.call("ZSCORE", KEYS[1], ARGV[1])
+if not score then return 0 end
+local delta = tonumber(ARGV[3])
+local cost = tonumber(string.match(ARGV[1], ":(%d+)$")) or 1
+redis.call("ZREM", KEYS[1], ARGV[1])
+if cost + delta > 0 then redis.call("ZADD", KEYS[1], score, ARGV[2]) end
 if redis.call("EXISTS", KEYS[2]) == 1 then
-  if redis.call("DECRBY", KEYS[2], ARGV[2]) <= 0 then redis.call("DEL", KEYS[2]) end
+  if redis.call("INCRBY", KEYS[2], delta) <= 0 then redis.call("DEL", KEYS[2]) end
 end
 return 1
 `
 
-var slidingRefundScript = redis.NewScript(slidingRefundSrc)
+var slidingAdjustScript = redis.NewScript(slidingAdjustSrc)
 
-// nextMember returns a sliding-window member unique across instances:
-// "<instance nonce>-<sequence>:<cost>".
-func (r *Limiter) nextMember(cost int64) string {
+// nextMemberID returns the unique part of a sliding-window member, unique
+// across instances: "<instance nonce>-<sequence>" (the member adds ":<cost>").
+func (r *Limiter) nextMemberID() string {
 	b := make([]byte, 0, 40)
 	b = append(b, r.memberPrefix...)
 	b = append(b, '-')
 	b = strconv.AppendUint(b, r.seq.Add(1), 36)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, cost, 10)
 	return string(b)
 }

@@ -26,7 +26,8 @@ type Stats struct {
 	Overloaded uint64
 	// DenialCacheHits counts requests denied from the denial cache.
 	DenialCacheHits uint64
-	// Refunds and RefundErrors count refund scripts that ran or failed.
+	// Refunds and RefundErrors count the adjustments of admitted requests
+	// (given back or charged after the fact) that ran or failed.
 	Refunds      uint64
 	RefundErrors uint64
 	// ScriptReloads counts round trips that had to re-send scripts as EVAL

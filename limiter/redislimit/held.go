@@ -1,0 +1,142 @@
+package redislimit
+
+import (
+	"context"
+	"strconv"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+)
+
+// held is what one admitted Decide holds: the checks Redis recorded and the
+// local buckets (token_bucket checks, fallback shares) that gave tokens. It
+// implements limiter.Held; mu serializes its adjustments.
+type held struct {
+	r      *Limiter
+	mu     sync.Mutex
+	ops    []*sharedOp // recorded by Redis
+	locals []localHold
+}
+
+type localHold struct {
+	index int // of the check in Decide's argument
+	hold  *limiter.Hold
+}
+
+var _ limiter.Held = (*held)(nil)
+
+// releaseLocal gives back what local buckets gave; used when the request is
+// denied, in which case Redis recorded nothing.
+func (h *held) releaseLocal() {
+	for _, l := range h.locals {
+		l.hold.Release()
+	}
+	h.locals = nil
+}
+
+// done returns h as the request's limiter.Held, or nil when it holds nothing.
+func (h *held) done() limiter.Held {
+	if len(h.ops) == 0 && len(h.locals) == 0 {
+		return nil
+	}
+	return h
+}
+
+// Adjust implements limiter.Held: units is indexed like the checks Decide
+// was given. The Redis side goes in one pipeline bounded by the timeout,
+// detached from ctx's cancellation: a client that hung up must not leave its
+// tokens taken.
+func (h *held) Adjust(ctx context.Context, units []int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.r.clock()
+	for _, l := range h.locals {
+		if l.index < len(units) {
+			l.hold.Adjust(now, units[l.index])
+		}
+	}
+	h.r.adjust(ctx, h.ops, func(op *sharedOp) int64 {
+		if op.index < len(units) {
+			return max(units[op.index], 0)
+		}
+		return op.cost
+	})
+}
+
+// adjustment is one script call that moves what a check holds.
+type adjustment struct {
+	op     *sharedOp
+	units  int64 // what op holds once it ran
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+// adjustment returns the call that makes op hold units, or nil when there is
+// nothing to move.
+func (op *sharedOp) adjustment(units int64) *adjustment {
+	delta := units - op.cost
+	if !op.taken || delta == 0 {
+		return nil
+	}
+	a := &adjustment{op: op, units: units}
+	c := op.check
+	switch c.Rule.Algorithm {
+	case limiter.GCRA:
+		a.script, a.keys = gcraAdjustScript, []string{gcraKeyPrefix + op.base}
+		a.args = []any{c.Limit.Period.Seconds(), c.Limit.Rate, delta}
+	case limiter.SlidingWindow:
+		a.script, a.keys = slidingAdjustScript, []string{op.base + slidingLogSuffix, op.base + slidingSumSuffix}
+		a.args = []any{op.member(op.cost), op.member(units), delta}
+	case limiter.FixedWindow:
+		a.script, a.keys = fixedAdjustScript, []string{op.base + fixedSuffix}
+		a.args = []any{op.reply.extra, delta}
+	default:
+		return nil
+	}
+	return a
+}
+
+// adjust makes each op hold units(op), in one pipeline.
+func (r *Limiter) adjust(ctx context.Context, ops []*sharedOp, units func(*sharedOp) int64) {
+	var as []*adjustment
+	for _, op := range ops {
+		if a := op.adjustment(units(op)); a != nil {
+			as = append(as, a)
+		}
+	}
+	if len(as) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
+	defer cancel()
+	cmds := make([]*redis.Cmd, len(as))
+	for i, a := range as {
+		cmds[i] = newEvalCmd(ctx, "evalsha", a.script.Hash(), a.keys, a.args)
+	}
+	r.exec(ctx, cmds)
+	for i, c := range cmds {
+		if err := c.Err(); err != nil {
+			r.stats.refundErrors.Add(1)
+			if n, ok := r.errLog.allow(r.clock()); ok {
+				r.log.Warn("redis limiter: adjusting a reservation failed", "error", err, "suppressed", n)
+			}
+			continue
+		}
+		r.stats.refunds.Add(1)
+		if as[i].units < as[i].op.cost {
+			r.denials.forget(as[i].op.denialKey())
+		}
+		as[i].op.cost = as[i].units
+		if as[i].units == 0 {
+			as[i].op.taken = false
+		}
+	}
+}
+
+// member is the sliding-window log entry of op at cost: "<id>:<cost>".
+func (op *sharedOp) member(cost int64) string {
+	return op.memberID + ":" + strconv.FormatInt(cost, 10)
+}
