@@ -172,4 +172,3 @@ func (v *Verdict) refunded(checks []Check, idx []int) {
 		d.Remaining = min(d.Remaining+checks[i].Units(), d.Limit.Quota())
 	}
 }
-

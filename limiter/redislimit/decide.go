@@ -15,16 +15,16 @@ import (
 
 // sharedOp is one check on its way through Decide.
 type sharedOp struct {
-	index  int // of the check in Decide's argument
-	check  limiter.Check
-	cost   int64
-	digest keyDigest
-	base   string             // rl:{policy:digest}
-	memberID string           // sliding window only: the log entry without its cost
-	res    *redis_rate.Result // a lone GCRA check, decided by redis_rate
-	reply  scriptReply        // any other check, decided by decideScript
-	asked  bool               // Redis answered for this check
-	taken  bool               // Redis recorded it: a refund must give it back
+	index    int // of the check in Decide's argument
+	check    limiter.Check
+	cost     int64
+	digest   keyDigest
+	base     string             // rl:{policy:digest}
+	memberID string             // sliding window only: the log entry without its cost
+	res      *redis_rate.Result // a lone GCRA check, decided by redis_rate
+	reply    scriptReply        // any other check, decided by decideScript
+	asked    bool               // Redis answered for this check
+	taken    bool               // Redis recorded it: a refund must give it back
 }
 
 // overloadRetry is the Retry-After of a decision the instance could not make
