@@ -53,7 +53,24 @@ type Limit struct {
 	Rate   int64
 	Period time.Duration
 	Burst  int64
+	// Calendar, when set, makes a fixed window a calendar period in UTC;
+	// Period is then its nominal length (MonthPeriod for a month), which
+	// headers show and a local fallback share enforces.
+	Calendar Calendar
 }
+
+// Calendar is a calendar period a fixed window can follow instead of
+// multiples of its Period. The zero value is none.
+type Calendar uint8
+
+// The calendar periods. Days need none: windows of 24h are UTC days.
+const (
+	NoCalendar    Calendar = iota
+	CalendarMonth          // from the first of a month, 00:00 UTC, to the next
+)
+
+// MonthPeriod is a calendar month's nominal length.
+const MonthPeriod = 30 * 24 * time.Hour
 
 // Quota is the most a key can spend at once: Burst, or Rate when Burst is
 // zero. It is the bucket size of the token bucket and GCRA and the count of
@@ -70,7 +87,16 @@ func (l Limit) DenyAll() bool { return l.Rate <= 0 || l.Period <= 0 }
 
 // String renders the limit as "10 per 1m, burst 20".
 func (l Limit) String() string {
-	return fmt.Sprintf("%d per %s, burst %d", l.Rate, ShortDuration(l.Period), l.Burst)
+	return fmt.Sprintf("%d per %s, burst %d", l.Rate, l.Per(), l.Burst)
+}
+
+// Per names the period as people read it: "month" for a calendar month,
+// else as ShortDuration ("1m", "24h").
+func (l Limit) Per() string {
+	if l.Calendar == CalendarMonth {
+		return "month"
+	}
+	return ShortDuration(l.Period)
 }
 
 // ShortDuration renders whole hours and minutes without trailing zero units

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 )
@@ -71,11 +72,11 @@ func compilePolicy(name string, pc PolicyConfig) (*Policy, error) {
 	if len(pc.Plans) > 0 {
 		pol.Plans = make(map[string]limiter.Limit, len(pc.Plans))
 		for plan, rate := range pc.Plans {
-			pol.Plans[plan] = limiter.Limit{Rate: rate, Period: pc.Per, Burst: planBurst(rate, pc)}
+			pol.Plans[plan] = windowed(limiter.Limit{Rate: rate, Period: pc.Per, Burst: planBurst(rate, pc)}, pc.Window)
 		}
 	}
 	if pc.Rate != nil {
-		pol.Limit = limiter.Limit{Rate: *pc.Rate, Period: pc.Per, Burst: pc.Burst}
+		pol.Limit = windowed(limiter.Limit{Rate: *pc.Rate, Period: pc.Per, Burst: pc.Burst}, pc.Window)
 		if pol.Limit.Rate == 0 {
 			pol.Limit.Burst = 0
 		}
@@ -91,6 +92,18 @@ func compilePolicy(name string, pc PolicyConfig) (*Policy, error) {
 		}
 	}
 	return pol, nil
+}
+
+// windowed applies a policy's calendar window: a day is a 24h window (fixed
+// windows of 24h are UTC days), a month the calendar month.
+func windowed(l limiter.Limit, window string) limiter.Limit {
+	switch window {
+	case "day":
+		l.Period = 24 * time.Hour
+	case "month":
+		l.Period, l.Calendar = limiter.MonthPeriod, limiter.CalendarMonth
+	}
+	return l
 }
 
 // planBurst scales the policy's burst to a plan's rate (a policy with rate

@@ -107,6 +107,7 @@ type PolicyConfig struct {
 	Algorithm    string           `koanf:"algorithm"` // default token_bucket
 	Rate         *int64           `koanf:"rate"`      // events per Per; 0 denies all
 	Per          time.Duration    `koanf:"per"`       // default 1s
+	Window       string           `koanf:"window"`    // fixed_window only: day or month (UTC calendar), instead of per
 	Burst        int64            `koanf:"burst"`     // default Rate
 	Plans        map[string]int64 `koanf:"plans"`     // plan -> rate (burst = rate scaled like Burst/Rate)
 	OnMissingKey string           `koanf:"on_missing_key"`

@@ -62,7 +62,9 @@ func (c *Config) ApplyDefaults() {
 		if p.Algorithm == "" {
 			p.Algorithm = "token_bucket"
 		}
-		setDefault(&p.Per, DefaultPer)
+		if p.Window == "" {
+			setDefault(&p.Per, DefaultPer)
+		}
 		if p.Burst == 0 && p.Rate != nil && *p.Rate > 0 {
 			p.Burst = *p.Rate
 		}

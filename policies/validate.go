@@ -246,8 +246,15 @@ func validatePolicies(p *problems, c *Config) {
 		case pc.Rate != nil && *pc.Rate < 0:
 			p.add(place+".rate", "must be >= 0")
 		}
-		if pc.Per <= 0 {
+		switch {
+		case pc.Window == "" && pc.Per <= 0:
 			p.add(place+".per", "must be > 0")
+		case pc.Window != "" && pc.Window != "day" && pc.Window != "month":
+			p.addf(place+".window", "must be day or month, got %q", pc.Window)
+		case pc.Window != "" && limiter.Algorithm(pc.Algorithm) != limiter.FixedWindow:
+			p.addf(place+".window", "applies to fixed_window only (a calendar day or month, UTC), not %s", pc.Algorithm)
+		case pc.Window != "" && pc.Per != 0:
+			p.add(place+".window", "set per or window, not both")
 		}
 		if pc.Burst < 0 {
 			p.add(place+".burst", "must be >= 0")

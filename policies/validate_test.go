@@ -4,6 +4,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
 )
 
 // withPolicy returns a config with one route using policy "p" defined by body.
@@ -208,6 +211,40 @@ func TestPlansNeedATenantKey(t *testing.T) {
 	for _, key := range []string{"tenant", "api_key", "tenant+ip", "ip+api_key"} {
 		t.Run("ok "+key, func(t *testing.T) {
 			mustParse(t, withPolicy("{key: '"+key+"', rate: 5, plans: {free: 5, pro: 50}}"))
+		})
+	}
+}
+
+func TestCalendarWindows(t *testing.T) {
+	const redis = "redis: {addrs: [127.0.0.1:6379]}\n"
+	bad := []struct{ name, policy, want string }{
+		{"unknown window", "{key: tenant, algorithm: fixed_window, rate: 5, window: week}", `gateway.yaml: policies.p.window: must be day or month, got "week"`},
+		{"window on gcra", "{key: tenant, algorithm: gcra, rate: 5, window: month}", "gateway.yaml: policies.p.window: applies to fixed_window only (a calendar day or month, UTC), not gcra"},
+		{"window and per", "{key: tenant, algorithm: fixed_window, rate: 5, per: 1h, window: day}", "gateway.yaml: policies.p.window: set per or window, not both"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("gateway.yaml", []byte(redis+withPolicy(tt.policy)), Options{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	for _, tt := range []struct {
+		window string
+		want   limiter.Limit
+	}{
+		{"day", limiter.Limit{Rate: 5, Period: 24 * time.Hour, Burst: 5}},
+		{"month", limiter.Limit{Rate: 5, Period: limiter.MonthPeriod, Burst: 5, Calendar: limiter.CalendarMonth}},
+	} {
+		t.Run(tt.window, func(t *testing.T) {
+			snap, err := Parse("gateway.yaml", []byte(redis+withPolicy("{key: tenant, algorithm: fixed_window, rate: 5, window: "+tt.window+"}")), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := snap.Policies["p"].Limit; got != tt.want {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
 		})
 	}
 }

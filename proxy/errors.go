@@ -99,7 +99,7 @@ func deniedMessage(d limiter.Decision) string {
 			d.Policy, d.Limit.Quota())
 	default:
 		return fmt.Sprintf("rate limit exceeded for policy %q (%d per %s, burst %d); retry in %s",
-			d.Policy, d.Limit.Rate, limiter.ShortDuration(d.Limit.Period), d.Limit.Quota(), roundUp(d.RetryAfter))
+			d.Policy, d.Limit.Rate, d.Limit.Per(), d.Limit.Quota(), roundUp(d.RetryAfter))
 	}
 }
 

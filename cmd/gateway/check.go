@@ -107,7 +107,7 @@ func describeLimit(l limiter.Limit, window bool) string {
 	if l.DenyAll() {
 		return "deny all"
 	}
-	per := limiter.ShortDuration(l.Period)
+	per := l.Per()
 	if window {
 		return fmt.Sprintf("%d/%s", l.Rate, per)
 	}

@@ -247,7 +247,11 @@ func (r *Limiter) decideAll(ctx context.Context, ops []*sharedOp) (recorded bool
 		default:
 			return false, fmt.Errorf("limiter: algorithm %q is not shared", c.Rule.Algorithm)
 		}
-		args = append(args, string(c.Rule.Algorithm), c.Limit.Rate, max(1, c.Limit.Period.Microseconds()),
+		period := max(1, c.Limit.Period.Microseconds())
+		if c.Limit.Calendar == limiter.CalendarMonth {
+			period = 0 // the fixed window's calendar month (see fixedLua)
+		}
+		args = append(args, string(c.Rule.Algorithm), c.Limit.Rate, period,
 			c.Limit.Quota(), op.cost, op.member(op.cost))
 	}
 	cmd := newEvalCmd(ctx, "evalsha", decideScript.Hash(), keys, args)

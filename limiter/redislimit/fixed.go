@@ -5,7 +5,8 @@ import (
 )
 
 // The fixed window counts in windows aligned to Redis time (Unix ms
-// multiples of the period). The counter expires at its window's end, and
+// multiples of the period; a 24h period is a UTC day), or in calendar months
+// (UTC) when the period argument is 0. The counter expires at its window's end, and
 // that expiry identifies the window: a counter whose PEXPIRETIME is not the
 // current window's end (an old window, or a changed period) counts as zero.
 // It checks before it counts, so a denied request writes nothing. Across a
@@ -13,11 +14,16 @@ import (
 // of one counter per key.
 
 // fixedLua is decideScript's fixed window.
-const fixedLua = `
+const fixedLua = monthEndLua + `
 local function fixed(key, limit, period_us, cost)
-  local period = math.max(1, math.floor(period_us / 1000))
   local now = math.floor(now_us / 1000)
-  local reset_at = now - (now % period) + period
+  local reset_at
+  if period_us == 0 then
+    reset_at = month_end(now)
+  else
+    local period = math.max(1, math.floor(period_us / 1000))
+    reset_at = now - (now % period) + period
+  end
   local reset_us = (reset_at - now) * 1000
   local n = 0
   if redis.call("PEXPIRETIME", key) == reset_at then
@@ -59,3 +65,29 @@ return 1
 `
 
 var fixedAdjustScript = redis.NewScript(fixedAdjustSrc)
+
+// monthEndLua computes, from Unix ms, the first instant (Unix ms) of the next
+// calendar month in UTC: Howard Hinnant's civil-from-days and back, integer
+// arithmetic on Lua's doubles (exact far beyond any date a gateway sees).
+const monthEndLua = `
+local function month_end(now_ms)
+  local z = math.floor(now_ms / 86400000) + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local y, m = yoe + era * 400, mp + 3
+  if mp >= 10 then m = mp - 9 end
+  if m <= 2 then y = y + 1 end
+  y, m = y + math.floor(m / 12), m % 12 + 1 -- the next month
+  if m <= 2 then y = y - 1 end
+  era = math.floor(y / 400)
+  yoe = y - era * 400
+  mp = m + 9
+  if m > 2 then mp = m - 3 end
+  doy = math.floor((153 * mp + 2) / 5)
+  doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
+  return (era * 146097 + doe - 719468) * 86400000
+end
+`
