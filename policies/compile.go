@@ -68,6 +68,7 @@ func compilePolicy(name string, pc PolicyConfig) (*Policy, error) {
 		Key:          keyFunc(parts),
 		Reads:        readsOf(parts),
 		OnMissingKey: MissingKey(pc.OnMissingKey),
+		Cost:         Cost(pc.Cost),
 	}
 	if len(pc.Plans) > 0 {
 		pol.Plans = make(map[string]limiter.Limit, len(pc.Plans))
@@ -133,11 +134,13 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		return nil, fmt.Errorf("upstream: %w", err)
 	}
 	rt := &Route{
-		Name:         rc.Name,
-		Upstream:     up,
-		StripPrefix:  rc.StripPrefix,
-		Timeout:      rc.Timeout,
-		MaxBodyBytes: max(rc.MaxBodyBytes, 0), // -1 (no limit) is 0 in the Snapshot
+		Name:             rc.Name,
+		Upstream:         up,
+		StripPrefix:      rc.StripPrefix,
+		Timeout:          rc.Timeout,
+		MaxBodyBytes:     max(rc.MaxBodyBytes, 0), // -1 (no limit) is 0 in the Snapshot
+		LLM:              rc.LLM != "",
+		DefaultMaxTokens: rc.DefaultMaxTokens,
 		Match: Match{
 			Host:       strings.ToLower(strings.TrimSuffix(rc.Match.Host, ".")),
 			Path:       rc.Match.Path,

@@ -87,7 +87,13 @@ type RouteConfig struct {
 	StripPrefix  string        `koanf:"strip_prefix"`
 	Timeout      time.Duration `koanf:"timeout"`        // default 30s
 	MaxBodyBytes int64         `koanf:"max_body_bytes"` // default 10 MiB; -1: no limit
-	Policies     []string      `koanf:"policies"`
+	// LLM makes the route's policies count tokens of OpenAI-compatible
+	// requests: "openai", or "" (none).
+	LLM string `koanf:"llm"`
+	// DefaultMaxTokens is the output a request without max_tokens reserves
+	// (default 1024).
+	DefaultMaxTokens int64    `koanf:"default_max_tokens"`
+	Policies         []string `koanf:"policies"`
 }
 
 // MatchConfig selects requests for a route.
@@ -108,6 +114,7 @@ type PolicyConfig struct {
 	Rate         *int64           `koanf:"rate"`      // events per Per; 0 denies all
 	Per          time.Duration    `koanf:"per"`       // default 1s
 	Window       string           `koanf:"window"`    // fixed_window only: day or month (UTC calendar), instead of per
+	Cost         string           `koanf:"cost"`      // requests (default), tokens, input_tokens, output_tokens
 	Burst        int64            `koanf:"burst"`     // default Rate
 	Plans        map[string]int64 `koanf:"plans"`     // plan -> rate (burst = rate scaled like Burst/Rate)
 	OnMissingKey string           `koanf:"on_missing_key"`

@@ -19,6 +19,7 @@ const (
 	DefaultTenantHeader      = "X-API-Key"
 	DefaultRouteTimeout      = 30 * time.Second
 	DefaultMaxBodyBytes      = 10 << 20
+	DefaultMaxTokens         = 1024
 	DefaultPer               = time.Second
 	DefaultRedisTimeout      = 30 * time.Millisecond
 	DefaultQueueTimeout      = 250 * time.Millisecond
@@ -56,11 +57,17 @@ func (c *Config) ApplyDefaults() {
 		rt := &c.Routes[i]
 		setDefault(&rt.Timeout, DefaultRouteTimeout)
 		setDefault(&rt.MaxBodyBytes, DefaultMaxBodyBytes)
+		if rt.LLM != "" {
+			setDefault(&rt.DefaultMaxTokens, DefaultMaxTokens)
+		}
 	}
 
 	for name, p := range c.Policies {
 		if p.Algorithm == "" {
 			p.Algorithm = "token_bucket"
+		}
+		if p.Cost == "" {
+			p.Cost = string(CostRequests)
 		}
 		if p.Window == "" {
 			setDefault(&p.Per, DefaultPer)

@@ -80,6 +80,13 @@ type Route struct {
 	Timeout time.Duration
 	// MaxBodyBytes bounds the request body (413); 0 means no limit.
 	MaxBodyBytes int64
+	// LLM is true on a route whose policies may count tokens of
+	// OpenAI-compatible requests: the body is read (bounded by MaxBodyBytes)
+	// before the limiter decides.
+	LLM bool
+	// DefaultMaxTokens is the output a request without a max_tokens field
+	// reserves.
+	DefaultMaxTokens int64
 	// Policies apply in order.
 	Policies []*Policy
 }
@@ -127,6 +134,22 @@ const (
 // missing. Keys are bounded in length.
 type KeyFunc func(r *http.Request, s *Subject) (key string, ok bool)
 
+// Cost is what one request costs a policy.
+type Cost string
+
+// The costs of a request.
+const (
+	CostRequests     Cost = "requests"      // one per request
+	CostTokens       Cost = "tokens"        // input and output tokens
+	CostInputTokens  Cost = "input_tokens"  // the prompt's tokens
+	CostOutputTokens Cost = "output_tokens" // the generated tokens
+)
+
+// CountsTokens reports whether the cost depends on an LLM call's tokens.
+func (c Cost) CountsTokens() bool {
+	return c == CostTokens || c == CostInputTokens || c == CostOutputTokens
+}
+
 // Policy is one compiled policy.
 type Policy struct {
 	// Rule is what the limiter needs; shared by every check of the policy.
@@ -137,6 +160,8 @@ type Policy struct {
 	// Reads is what Key reads from a request, parsed once from KeySpec.
 	Reads        KeyReads
 	OnMissingKey MissingKey
+	// Cost is what one request takes from the policy's buckets.
+	Cost Cost
 	// Limit applies unless the subject's plan has its own entry in Plans.
 	Limit limiter.Limit
 	Plans map[string]limiter.Limit

@@ -168,13 +168,27 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 		if rt.MaxBodyBytes < -1 {
 			p.add(place+".max_body_bytes", "must be >= 0, or -1 for no limit")
 		}
+		switch {
+		case rt.LLM != "" && rt.LLM != "openai":
+			p.addf(place+".llm", "must be openai, got %q", rt.LLM)
+		case rt.LLM != "" && rt.MaxBodyBytes == -1:
+			p.add(place+".max_body_bytes", "an llm route reads the body to count its tokens: it needs a limit, not -1")
+		case rt.LLM == "" && rt.DefaultMaxTokens != 0:
+			p.add(place+".default_max_tokens", "applies to llm routes only (set llm: openai)")
+		case rt.DefaultMaxTokens < 0:
+			p.add(place+".default_max_tokens", "must be > 0")
+		}
 		used := map[string]bool{}
 		for j, name := range rt.Policies {
 			pp := indexPlace(place+".policies", j)
-			if _, ok := c.Policies[name]; !ok {
+			pc, ok := c.Policies[name]
+			switch {
+			case !ok:
 				p.addf(pp, "unknown policy %q", name)
-			} else if used[name] {
+			case used[name]:
 				p.addf(pp, "policy %q listed twice", name)
+			case Cost(pc.Cost).CountsTokens() && rt.LLM == "":
+				p.addf(pp, "policy %q counts %s, which only an llm route knows (set llm: openai)", name, pc.Cost)
 			}
 			used[name] = true
 		}
@@ -270,6 +284,11 @@ func validatePolicies(p *problems, c *Config) {
 			} else if pc.Plans[plan] < 0 {
 				p.add(keyPlace(place+".plans", plan), "must be >= 0")
 			}
+		}
+		switch Cost(pc.Cost) {
+		case CostRequests, CostTokens, CostInputTokens, CostOutputTokens:
+		default:
+			p.addf(place+".cost", "must be requests, tokens, input_tokens or output_tokens, got %q", pc.Cost)
 		}
 		switch MissingKey(pc.OnMissingKey) {
 		case MissingSkip, MissingShared, MissingReject:
