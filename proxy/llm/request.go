@@ -92,22 +92,62 @@ const (
 // wireRequest holds every field ParseRequest reads, across kinds. Pointers
 // tell "absent" or null from zero.
 type wireRequest struct {
-	Model         string `json:"model"`
-	Stream        *bool  `json:"stream"`
-	StreamOptions *struct {
-		IncludeUsage *bool `json:"include_usage"`
-	} `json:"stream_options"`
-	MaxTokens           *int64          `json:"max_tokens"`
-	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
-	MaxOutputTokens     *int64          `json:"max_output_tokens"`
-	N                   *int64          `json:"n"`
-	Messages            json.RawMessage `json:"messages"`
-	Tools               json.RawMessage `json:"tools"`
-	Functions           json.RawMessage `json:"functions"`
-	Prompt              json.RawMessage `json:"prompt"`
-	Input               json.RawMessage `json:"input"`
-	Instructions        json.RawMessage `json:"instructions"`
-	System              json.RawMessage `json:"system"`
+	Model               string
+	Stream              *bool
+	IncludeUsage        *bool
+	MaxTokens           *int64
+	MaxCompletionTokens *int64
+	MaxOutputTokens     *int64
+	N                   *int64
+	Messages            json.RawMessage
+	Tools               json.RawMessage
+	Functions           json.RawMessage
+	Prompt              json.RawMessage
+	Input               json.RawMessage
+	Instructions        json.RawMessage
+	System              json.RawMessage
+}
+
+// decode fills w from body. Keys are matched exactly, as the upstream
+// matches them: encoding/json's struct decoding folds case, so
+// {"max_tokens":4000,"MAX_TOKENS":1} would reserve for 1 token while the
+// upstream generates 4000. A repeated key means its last value, as in
+// encoding/json and Python's json.
+func (w *wireRequest) decode(body []byte) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return err
+	}
+	fields := []struct {
+		name string
+		dst  any
+	}{
+		{"model", &w.Model}, {"stream", &w.Stream},
+		{"max_tokens", &w.MaxTokens}, {"max_completion_tokens", &w.MaxCompletionTokens},
+		{"max_output_tokens", &w.MaxOutputTokens}, {"n", &w.N},
+		{"messages", &w.Messages}, {"tools", &w.Tools}, {"functions", &w.Functions},
+		{"prompt", &w.Prompt}, {"input", &w.Input}, {"instructions", &w.Instructions},
+		{"system", &w.System},
+	}
+	for _, f := range fields {
+		if v, ok := top[f.name]; ok {
+			if err := json.Unmarshal(v, f.dst); err != nil {
+				return fmt.Errorf("%s: %w", f.name, err)
+			}
+		}
+	}
+	if v := top["stream_options"]; len(v) > 0 && string(v) != "null" {
+		var opts map[string]json.RawMessage
+		if err := json.Unmarshal(v, &opts); err != nil {
+			return fmt.Errorf("stream_options: %w", err)
+		}
+		if u, ok := opts["include_usage"]; ok {
+			if err := json.Unmarshal(u, &w.IncludeUsage); err != nil {
+				return fmt.Errorf("stream_options.include_usage: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // ParseRequest reads an LLM request body of the given kind. It returns an
@@ -123,15 +163,15 @@ func ParseRequest(kind Kind, body []byte) (Request, error) {
 		return Request{}, invalid(kind, err)
 	}
 	var w wireRequest
-	if err := json.Unmarshal(body, &w); err != nil {
+	if err := w.decode(body); err != nil {
 		return Request{}, invalid(kind, err)
 	}
 	r := Request{Model: w.Model}
 	if w.Stream != nil {
 		r.Stream = *w.Stream
 	}
-	if w.StreamOptions != nil && w.StreamOptions.IncludeUsage != nil {
-		r.IncludeUsage = *w.StreamOptions.IncludeUsage
+	if w.IncludeUsage != nil {
+		r.IncludeUsage = *w.IncludeUsage
 	}
 	var err error
 	if r.MaxOutput, err = maxOutput(kind, &w); err != nil {
