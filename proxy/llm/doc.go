@@ -1,0 +1,29 @@
+// Package llm reads the token cost out of OpenAI-compatible (and Anthropic
+// messages) requests and responses, so that the proxy can reserve tokens
+// before forwarding and reconcile the reservation with what the provider
+// reports afterwards. It knows nothing about HTTP, policies or the limiter:
+// it works on bodies as bytes and on response streams as io.Readers.
+//
+// The contract, piece by piece:
+//
+//   - ParseRequest reads the model, streaming flags, the output cap and an
+//     estimate of the prompt's tokens from a request body. Malformed JSON and
+//     fields of the wrong type are errors wrapping ErrInvalidRequest (the
+//     proxy answers 400). The body must already be bounded by the caller
+//     (max_body_bytes): this package reads whatever it is given.
+//   - Prompt tokens are counted with the o200k_base and cl100k_base
+//     vocabularies embedded in github.com/tiktoken-go/tokenizer; nothing is
+//     downloaded or read from disk at run time. The count is OpenAI's
+//     documented approximation (see Request.PromptTokens), close to but not always
+//     equal to what the provider bills: it is meant for the reservation, and
+//     the provider's usage corrects it.
+//   - WithIncludeUsage adds stream_options.include_usage to a streaming chat
+//     or completions request, changing no other byte of the body.
+//   - ParseUsage reads the provider's usage from a JSON response.
+//   - StreamWatcher passes an SSE response through unchanged and without
+//     delay, records the usage the stream carries, optionally removes the
+//     usage-only chunk the client did not ask for, and counts the text it
+//     delivered so that a stream cut before its usage can still be charged.
+//
+// Token counts are int64, the limiter's unit of cost.
+package llm

@@ -1,0 +1,130 @@
+package llm
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func TestWithIncludeUsage(t *testing.T) {
+	tests := []struct {
+		name, body, want string
+		added            bool
+	}{
+		{"adds the object after the last member",
+			`{"model":"gpt-4o","stream":true}`,
+			`{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true}}`, true},
+		{"keeps spacing and the closing line",
+			"{\n  \"stream\" : true ,\n  \"temperature\": 1e0\n}\n",
+			"{\n  \"stream\" : true ,\n  \"temperature\": 1e0,\"stream_options\":{\"include_usage\":true}\n}\n", true},
+		{"last member is an object with braces in strings",
+			`{"stream":true,"metadata":{"a":"}{\"}"}}`,
+			`{"stream":true,"metadata":{"a":"}{\"}"},"stream_options":{"include_usage":true}}`, true},
+		{"fills an empty stream_options",
+			`{"stream":true,"stream_options":{ }}`,
+			`{"stream":true,"stream_options":{"include_usage":true }}`, true},
+		{"adds to stream_options",
+			`{"stream_options": {"continuous_usage_stats": false} ,"stream":true}`,
+			`{"stream_options": {"continuous_usage_stats": false,"include_usage":true} ,"stream":true}`, true},
+		{"replaces null stream_options",
+			`{"stream":true,"stream_options":null,"x":[1]}`,
+			`{"stream":true,"stream_options":{"include_usage":true},"x":[1]}`, true},
+		{"turns false on",
+			`{"stream":true,"stream_options":{"include_usage":false}}`,
+			`{"stream":true,"stream_options":{"include_usage":true}}`, true},
+		{"turns null on",
+			`{"stream":true,"stream_options":{"include_usage" : null, "x":1}}`,
+			`{"stream":true,"stream_options":{"include_usage" : true, "x":1}}`, true},
+		{"escaped key names are the same key",
+			`{"str\u0065am":true,"stream_options":{"include_\u0075sage":true}}`,
+			`{"str\u0065am":true,"stream_options":{"include_\u0075sage":true}}`, false},
+		{"already asked", `{"stream":true,"stream_options":{"include_usage":true}}`,
+			`{"stream":true,"stream_options":{"include_usage":true}}`, false},
+		{"not streaming", `{"stream":false}`, `{"stream":false}`, false},
+		{"stream null", `{"stream":null}`, `{"stream":null}`, false},
+		{"no stream", `{"model":"gpt-4o"}`, `{"model":"gpt-4o"}`, false},
+		{"empty object", `{}`, `{}`, false},
+		{"last duplicate wins: streaming", `{"stream":false,"stream":true}`,
+			`{"stream":false,"stream":true,"stream_options":{"include_usage":true}}`, true},
+		{"last duplicate wins: not streaming", `{"stream":true,"stream":false}`,
+			`{"stream":true,"stream":false}`, false},
+		{"unicode and leading space kept", " \t{\"messages\":[{\"content\":\"héllo ✓\"}],\"stream\":true}",
+			" \t{\"messages\":[{\"content\":\"héllo ✓\"}],\"stream\":true,\"stream_options\":{\"include_usage\":true}}", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, added, err := WithIncludeUsage([]byte(tt.body))
+			if err != nil {
+				t.Fatalf("WithIncludeUsage: %v", err)
+			}
+			if string(out) != tt.want || added != tt.added {
+				t.Errorf("got %s (added %v), want %s (added %v)", out, added, tt.want, tt.added)
+			}
+			// What was added must be what ParseRequest then reads.
+			r, err := ParseRequest(ChatCompletions, out)
+			if err != nil {
+				t.Fatalf("ParseRequest(out): %v", err)
+			}
+			if r.Stream && !r.IncludeUsage {
+				t.Errorf("ParseRequest(out).IncludeUsage = false on a streaming request, want true")
+			}
+		})
+	}
+}
+
+func TestWithIncludeUsageKeepsInput(t *testing.T) {
+	body := []byte(`{"stream":true}`)
+	out, _, err := WithIncludeUsage(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out[1] = 'X'
+	if string(body) != `{"stream":true}` {
+		t.Errorf("input changed to %s, want it untouched", body)
+	}
+}
+
+func TestWithIncludeUsageErrors(t *testing.T) {
+	for _, body := range []string{
+		``, `null`, `[]`, `{"stream":true`, `{"stream":true} {}`,
+		`{"stream":"yes"}`, `{"stream":1}`,
+		`{"stream":true,"stream_options":[]}`, `{"stream":true,"stream_options":"x"}`,
+		`{"stream":true,"stream_options":{"include_usage":1}}`,
+	} {
+		t.Run(body, func(t *testing.T) {
+			out, added, err := WithIncludeUsage([]byte(body))
+			if !errors.Is(err, ErrInvalidRequest) {
+				t.Errorf("got (%s, %v, %v), want an error wrapping ErrInvalidRequest", out, added, err)
+			}
+		})
+	}
+}
+
+func FuzzWithIncludeUsage(f *testing.F) {
+	for _, s := range []string{`{"stream":true}`, `{"stream":true,"stream_options":{}}`, `{"a":[{"b":"}"}],"stream":true}`, `{}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		out, added, err := WithIncludeUsage(body)
+		if err != nil {
+			return
+		}
+		if !added {
+			if string(out) != string(body) {
+				t.Fatalf("not added, but %q became %q", body, out)
+			}
+			return
+		}
+		var doc struct {
+			StreamOptions struct {
+				IncludeUsage bool `json:"include_usage"`
+			} `json:"stream_options"`
+		}
+		if err := json.Unmarshal(out, &doc); err != nil {
+			t.Fatalf("output %q of input %q does not decode: %v", out, body, err)
+		}
+		if !doc.StreamOptions.IncludeUsage {
+			t.Fatalf("added to %q gives %q without include_usage", body, out)
+		}
+	})
+}

@@ -1,0 +1,445 @@
+package llm
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"sync"
+)
+
+// Bounds on what a StreamWatcher keeps to recognise events. A longer line
+// or event still passes through untouched; it is only not parsed (its usage
+// or text is not recorded), so one hostile chunk cannot grow memory.
+const (
+	maxLineBytes  = 1 << 20
+	maxEventBytes = 1 << 20
+	// textFlushBytes is how much delivered text is kept before it is
+	// tokenized and dropped; cutting the text there may miscount a token at
+	// each cut, which is noise next to a stream this long.
+	textFlushBytes = 64 << 10
+)
+
+// StreamConfig says how a StreamWatcher reads a stream.
+type StreamConfig struct {
+	// Kind is the API the stream answers; it decides where usage and text
+	// are found. ChatCompletions and Completions read "usage" from chunks,
+	// Responses reads response.completed (or .incomplete / .failed),
+	// AnthropicMessages reads message_start and message_delta.
+	Kind Kind
+	// Model picks the vocabulary Delivered counts with (see EncodingFor);
+	// pass the request's model.
+	Model string
+	// DropUsageChunk removes the usage-only chunk (empty choices, usage set)
+	// from what the reader sees: set it when WithIncludeUsage added the
+	// request for usage, so the client gets the stream it asked for. It
+	// applies to ChatCompletions and Completions only; the other kinds
+	// always carry their usage inside events the client needs.
+	DropUsageChunk bool
+}
+
+// StreamWatcher is an io.ReadCloser over an upstream server-sent-events
+// body. It passes the stream through as it arrives: without DropUsageChunk
+// each Read reads from upstream straight into the caller's buffer and
+// returns every byte it got; with DropUsageChunk it holds back at most the
+// current incomplete line, and only while that line may be a data line
+// (one that could be the usage chunk). Lines may end in LF or CRLF and be
+// split across reads anywhere; "data:" may be followed by a space or not;
+// an event's data lines are joined as the SSE specification says.
+//
+// Read and Close belong to one goroutine (the one copying the body to the
+// client). Usage, Delivered and Done are safe to call from any goroutine at
+// any time, during or after the stream.
+type StreamWatcher struct {
+	r    io.Reader
+	cfg  StreamConfig
+	drop bool // cfg.DropUsageChunk and the kind has a usage-only chunk
+
+	// Line and event assembly, owned by the reading goroutine.
+	line          []byte // the current line so far, without its line end
+	lineLong      bool   // the current line outgrew maxLineBytes
+	data          []byte // the current event's data
+	hasData       bool
+	dataLong      bool
+	hold          []byte // drop mode: the current line's bytes held back
+	dropEvent     bool   // drop mode: the rest of the current event is dropped
+	passedInEvent bool   // drop mode: some line of the current event was passed
+	out           []byte // drop mode: bytes ready for the reader
+	outOff        int
+	scratch       []byte
+	err           error // drop mode: upstream's error, returned once out is drained
+	anthropic     wireUsage
+
+	mu       sync.Mutex // guards the fields below
+	usage    Usage
+	hasUsage bool
+	done     bool
+	text     strings.Builder // delivered text not yet counted
+	counted  int64           // tokens of delivered text already counted
+}
+
+// NewStreamWatcher returns a watcher reading the SSE stream r.
+func NewStreamWatcher(r io.Reader, cfg StreamConfig) *StreamWatcher {
+	return &StreamWatcher{
+		r:    r,
+		cfg:  cfg,
+		drop: cfg.DropUsageChunk && (cfg.Kind == ChatCompletions || cfg.Kind == Completions),
+	}
+}
+
+// Usage returns the last usage the stream carried; ok is false when none
+// has passed (yet).
+func (w *StreamWatcher) Usage() (u Usage, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.usage, w.hasUsage
+}
+
+// Delivered returns the tokens of the output text that has passed through so
+// far (content, refusal, tool call and reasoning-summary deltas), counted in
+// the model's vocabulary: what to charge when the stream ends without usage.
+// It counts only text of events that were complete (ended by a blank line),
+// as only those reach a client's event handler.
+func (w *StreamWatcher) Delivered() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.counted + CountTokens(w.cfg.Model, w.text.String())
+}
+
+// Done reports whether the stream's terminal "data: [DONE]" has passed.
+func (w *StreamWatcher) Done() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.done
+}
+
+// Close closes the upstream reader when it is an io.Closer.
+func (w *StreamWatcher) Close() error {
+	if c, ok := w.r.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// Read implements io.Reader; see StreamWatcher for what it passes.
+func (w *StreamWatcher) Read(p []byte) (int, error) {
+	if !w.drop {
+		n, err := w.r.Read(p)
+		w.scan(p[:n])
+		return n, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		if w.outOff < len(w.out) {
+			n := copy(p, w.out[w.outOff:])
+			w.outOff += n
+			if w.outOff == len(w.out) {
+				w.out, w.outOff = w.out[:0], 0
+			}
+			return n, nil
+		}
+		if w.err != nil {
+			return 0, w.err
+		}
+		if cap(w.scratch) < len(p) {
+			w.scratch = make([]byte, min(len(p), 32<<10))
+		}
+		buf := w.scratch[:min(len(p), cap(w.scratch))]
+		n, err := w.r.Read(buf)
+		w.scan(buf[:n])
+		if err != nil {
+			// The stream ends mid-line: what was held is the client's.
+			w.out = append(w.out, w.hold...)
+			w.hold = w.hold[:0]
+			w.err = err
+		}
+	}
+}
+
+// scan follows b line by line; in drop mode it also decides which bytes
+// reach the reader.
+func (w *StreamWatcher) scan(b []byte) {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		seg, complete := b, false
+		if i >= 0 {
+			seg, complete = b[:i+1], true
+		}
+		b = b[len(seg):]
+		w.segment(seg, complete)
+	}
+}
+
+func (w *StreamWatcher) segment(seg []byte, complete bool) {
+	content := seg
+	if complete {
+		content = seg[:len(seg)-1]
+	}
+	if !w.lineLong {
+		if len(w.line)+len(content) > maxLineBytes {
+			w.lineLong = true
+		} else {
+			w.line = append(w.line, content...)
+		}
+	}
+	line := bytes.TrimSuffix(w.line, []byte{'\r'})
+	if w.drop {
+		w.route(seg, complete, line)
+	}
+	if complete {
+		w.handleLine(line)
+		w.line, w.lineLong = w.line[:0], false
+	}
+}
+
+// route decides, in drop mode, what happens to seg: passed, held, or
+// dropped with the usage event it belongs to.
+func (w *StreamWatcher) route(seg []byte, complete bool, line []byte) {
+	blank := complete && len(line) == 0
+	switch {
+	case w.dropEvent && !(blank && w.passedInEvent):
+		// Inside the dropped event; its blank line goes too, unless an
+		// earlier line of the event (an id: or event: field) already
+		// reached the client, which then needs the end of that event.
+	case !w.lineLong && maybeDataLine(w.line):
+		w.hold = append(w.hold, seg...)
+		if !complete {
+			return
+		}
+		if w.isUsageOnly(line) {
+			w.dropEvent = true
+		} else {
+			w.pass(w.hold, blank)
+		}
+		w.hold = w.hold[:0]
+	default:
+		w.pass(w.hold, false)
+		w.hold = w.hold[:0]
+		w.pass(seg, blank)
+	}
+}
+
+func (w *StreamWatcher) pass(b []byte, blank bool) {
+	if len(b) == 0 {
+		return
+	}
+	w.out = append(w.out, b...)
+	if !blank {
+		w.passedInEvent = true
+	}
+}
+
+// maybeDataLine reports whether a line starting with line may be a data
+// field line: a prefix of "data:", or starting with it.
+func maybeDataLine(line []byte) bool {
+	const data = "data:"
+	if len(line) <= len(data) {
+		return strings.HasPrefix(data, string(line)) || string(line) == "data\r"
+	}
+	return string(line[:len(data)]) == data
+}
+
+// isUsageOnly reports whether line is the data line of a chunk that carries
+// usage and no choices: the chunk stream_options.include_usage adds.
+func (w *StreamWatcher) isUsageOnly(line []byte) bool {
+	field, value := splitField(line)
+	if field != "data" || w.hasData || len(value) == 0 || value[0] != '{' {
+		return false
+	}
+	var c struct {
+		Choices []json.RawMessage `json:"choices"`
+		Usage   json.RawMessage   `json:"usage"`
+	}
+	if err := json.Unmarshal(value, &c); err != nil {
+		return false
+	}
+	return len(c.Choices) == 0 && len(c.Usage) > 0 && string(c.Usage) != "null"
+}
+
+// splitField splits an SSE line into its field name and value, dropping
+// one space after the colon, as the specification says.
+func splitField(line []byte) (field string, value []byte) {
+	i := bytes.IndexByte(line, ':')
+	if i < 0 {
+		return string(line), nil
+	}
+	value = line[i+1:]
+	if len(value) > 0 && value[0] == ' ' {
+		value = value[1:]
+	}
+	return string(line[:i]), value
+}
+
+func (w *StreamWatcher) handleLine(line []byte) {
+	if len(line) == 0 {
+		if w.hasData && !w.dataLong {
+			w.event(w.data)
+		}
+		w.data, w.hasData, w.dataLong = w.data[:0], false, false
+		w.dropEvent, w.passedInEvent = false, false
+		return
+	}
+	if line[0] == ':' { // a comment (keep-alive)
+		return
+	}
+	field, value := splitField(line)
+	if field != "data" {
+		return
+	}
+	if w.lineLong || len(w.data)+len(value)+1 > maxEventBytes {
+		w.dataLong = true
+	}
+	if w.dataLong {
+		return
+	}
+	if w.hasData {
+		w.data = append(w.data, '\n')
+	}
+	w.data = append(w.data, value...)
+	w.hasData = true
+}
+
+// event records what one complete event carries.
+func (w *StreamWatcher) event(data []byte) {
+	if string(data) == "[DONE]" {
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+		return
+	}
+	switch w.cfg.Kind {
+	case ChatCompletions, Completions:
+		w.chatEvent(data)
+	case Responses:
+		w.responsesEvent(data)
+	case AnthropicMessages:
+		w.anthropicEvent(data)
+	}
+}
+
+func (w *StreamWatcher) chatEvent(data []byte) {
+	var c struct {
+		Choices []struct {
+			Text  string `json:"text"`
+			Delta struct {
+				Content   string `json:"content"`
+				Refusal   string `json:"refusal"`
+				ToolCalls []struct {
+					Function struct {
+						Name      string `json:"name"`
+						Arguments string `json:"arguments"`
+					} `json:"function"`
+				} `json:"tool_calls"`
+			} `json:"delta"`
+		} `json:"choices"`
+		Usage *wireUsage `json:"usage"`
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ch := range c.Choices {
+		w.addText(ch.Text)
+		w.addText(ch.Delta.Content)
+		w.addText(ch.Delta.Refusal)
+		for _, tc := range ch.Delta.ToolCalls {
+			w.addText(tc.Function.Name)
+			w.addText(tc.Function.Arguments)
+		}
+	}
+	if c.Usage != nil {
+		w.usage, w.hasUsage = c.Usage.usage(w.cfg.Kind), true
+	}
+}
+
+// responsesText are the responses stream events whose "delta" is text the
+// client receives.
+var responsesText = map[string]bool{
+	"response.output_text.delta":             true,
+	"response.refusal.delta":                 true,
+	"response.function_call_arguments.delta": true,
+	"response.reasoning_summary_text.delta":  true,
+	"response.reasoning_text.delta":          true,
+}
+
+func (w *StreamWatcher) responsesEvent(data []byte) {
+	var e struct {
+		Type     string          `json:"type"`
+		Delta    json.RawMessage `json:"delta"`
+		Response *struct {
+			Usage *wireUsage `json:"usage"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal(data, &e); err != nil {
+		return
+	}
+	var delta string
+	if responsesText[e.Type] && json.Unmarshal(e.Delta, &delta) != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.addText(delta)
+	switch e.Type {
+	case "response.completed", "response.incomplete", "response.failed":
+		if e.Response != nil && e.Response.Usage != nil {
+			w.usage, w.hasUsage = e.Response.Usage.usage(Responses), true
+		}
+	}
+}
+
+func (w *StreamWatcher) anthropicEvent(data []byte) {
+	var e struct {
+		Type    string `json:"type"`
+		Message *struct {
+			Usage *wireUsage `json:"usage"`
+		} `json:"message"`
+		Usage *wireUsage `json:"usage"`
+		Delta struct {
+			Text        string `json:"text"`
+			PartialJSON string `json:"partial_json"`
+			Thinking    string `json:"thinking"`
+		} `json:"delta"`
+	}
+	if err := json.Unmarshal(data, &e); err != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch e.Type {
+	case "message_start":
+		if e.Message != nil && e.Message.Usage != nil {
+			w.anthropic = *e.Message.Usage
+		}
+	case "content_block_delta":
+		w.addText(e.Delta.Text)
+		w.addText(e.Delta.PartialJSON)
+		w.addText(e.Delta.Thinking)
+	case "message_delta":
+		if e.Usage == nil {
+			return
+		}
+		// output_tokens is cumulative; the input side comes from
+		// message_start unless this event restates it.
+		w.anthropic.OutputTokens = e.Usage.OutputTokens
+		if e.Usage.InputTokens > 0 {
+			w.anthropic.InputTokens = e.Usage.InputTokens
+		}
+		w.usage, w.hasUsage = w.anthropic.usage(AnthropicMessages), true
+	}
+}
+
+// addText keeps delivered text for Delivered; w.mu must be held.
+func (w *StreamWatcher) addText(s string) {
+	if s == "" {
+		return
+	}
+	w.text.WriteString(s)
+	if w.text.Len() >= textFlushBytes {
+		w.counted += CountTokens(w.cfg.Model, w.text.String())
+		w.text.Reset()
+	}
+}

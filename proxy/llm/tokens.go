@@ -1,0 +1,74 @@
+package llm
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/tiktoken-go/tokenizer/codec"
+)
+
+// Encoding names a tokenizer vocabulary.
+type Encoding string
+
+// The vocabularies this package counts with; both are compiled into the
+// binary by github.com/tiktoken-go/tokenizer.
+const (
+	O200kBase  Encoding = "o200k_base"
+	Cl100kBase Encoding = "cl100k_base"
+)
+
+// The codecs are built on first use: building o200k's vocabulary map costs
+// tens of milliseconds and a few tens of MB, which a gateway without LLM
+// routes should not pay. A *codec.Codec is safe for concurrent Count calls
+// as long as its error mode is not changed, and it never is here.
+var (
+	o200k  = sync.OnceValue(codec.NewO200kBase)
+	cl100k = sync.OnceValue(codec.NewCl100kBase)
+)
+
+// EncodingFor returns the vocabulary a model counts with, by prefix of its
+// name: gpt-4o*, chatgpt-4o*, gpt-4.1*, gpt-5*, o1*, o3*, o4* use
+// o200k_base; other gpt-4* and gpt-3.5* (and text-embedding-3*, ada-002)
+// use cl100k_base. A fine-tuned name ("ft:gpt-4o-mini:org::id") counts as
+// its base model. Unknown models, including non-OpenAI ones, use
+// o200k_base: for typical English text it gives counts within a few percent
+// of other modern vocabularies, and the provider's usage corrects the
+// reservation anyway.
+func EncodingFor(model string) Encoding {
+	m := strings.ToLower(strings.TrimPrefix(model, "ft:"))
+	// Azure and some routers prefix the provider: "openai/gpt-4o".
+	if i := strings.LastIndexByte(m, '/'); i >= 0 {
+		m = m[i+1:]
+	}
+	for _, p := range []string{"gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4"} {
+		if strings.HasPrefix(m, p) {
+			return O200kBase
+		}
+	}
+	for _, p := range []string{"gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada-002"} {
+		if strings.HasPrefix(m, p) {
+			return Cl100kBase
+		}
+	}
+	return O200kBase
+}
+
+// CountTokens returns the number of tokens text encodes to in model's
+// vocabulary (see EncodingFor). It is safe for concurrent use.
+func CountTokens(model, text string) int64 {
+	if text == "" {
+		return 0
+	}
+	c := o200k()
+	if EncodingFor(model) == Cl100kBase {
+		c = cl100k()
+	}
+	n, err := c.Count(text)
+	if err != nil {
+		// Count fails only when the split regexp gives up (it has no
+		// timeout set, so in practice never); a bytes/4 estimate keeps the
+		// reservation from being zero.
+		return int64(len(text)+3) / 4
+	}
+	return int64(n)
+}
