@@ -12,10 +12,6 @@ import (
 // from any key a request can produce.
 const anonymousKey = "\x00anon"
 
-// requestCost is what one request takes from each bucket. Later issues make
-// cost per policy (LLM tokens); today every request costs one.
-const requestCost = 1
-
 // buildChecks turns the route's policies into limiter checks for one request.
 // A policy whose key is missing is skipped, shares the anonymous bucket, or
 // rejects the request. A rejection does not stop the others: their checks
@@ -23,9 +19,12 @@ const requestCost = 1
 // that can judge it; rejectedBy is the first rejecting policy. An unset or
 // unknown OnMissingKey behaves as MissingShared, the config's default: it
 // never lets a keyless request escape the policy.
-func buildChecks(r *http.Request, route *policies.Route, s *policies.Subject) (checks []limiter.Check, rejectedBy *policies.Policy) {
+//
+// cost says what the request takes from a policy; nil means one each. costs
+// holds each check's policy cost, for settling an LLM call later.
+func buildChecks(r *http.Request, route *policies.Route, s *policies.Subject, cost func(policies.Cost) int64) (checks []limiter.Check, costs []policies.Cost, rejectedBy *policies.Policy) {
 	if len(route.Policies) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	checks = make([]limiter.Check, 0, len(route.Policies))
 	for _, p := range route.Policies {
@@ -47,12 +46,17 @@ func buildChecks(r *http.Request, route *policies.Route, s *policies.Subject) (c
 				key = anonymousKey
 			}
 		}
+		units := int64(1)
+		if cost != nil {
+			units = cost(p.Cost)
+		}
 		checks = append(checks, limiter.Check{
 			Rule:  p.Rule,
 			Limit: p.LimitFor(s),
 			Key:   key,
-			Cost:  requestCost,
+			Cost:  units,
 		})
+		costs = append(costs, p.Cost)
 	}
-	return checks, rejectedBy
+	return checks, costs, rejectedBy
 }

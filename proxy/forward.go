@@ -42,6 +42,8 @@ type requestState struct {
 	deadline *routeDeadline
 	// body is the outbound request body; nil when there is none.
 	body *uploadBody
+	// llm is the call on an llm route, nil elsewhere.
+	llm *llmCall
 }
 
 func stateFrom(ctx context.Context) *requestState {
@@ -70,8 +72,16 @@ func (h *Handler) newReverseProxy(transport http.RoundTripper) *httputil.Reverse
 // forward sends an allowed request upstream. The route timeout bounds how
 // long the upstream keeps the gateway waiting (see routeDeadline): an upload
 // that moves and a stream that has started are never cut by it.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, peerTrusted bool) {
-	st := &requestState{route: route, verdict: v, peerTrusted: peerTrusted, inbound: r.Context()}
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, peerTrusted bool, call *llmCall) {
+	st := &requestState{route: route, verdict: v, peerTrusted: peerTrusted, inbound: r.Context(), llm: call}
+	if call != nil {
+		// After the response was copied, or the call failed: what it cost.
+		defer func() {
+			if err := call.settle(r.Context()); err != nil {
+				h.log.Error("settling an llm call", "route", route.Name, "err", err)
+			}
+		}()
+	}
 	if r.Body != nil && r.Body != http.NoBody {
 		body := r.Body
 		if route.MaxBodyBytes > 0 {
@@ -161,6 +171,9 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		return errUpstreamTimeout
 	}
 	setRateLimitHeaders(resp.Header, st.verdict)
+	if st.llm != nil {
+		st.llm.watch(resp)
+	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		// The body is the upstream connection; ReverseProxy copies both ways
 		// until one side closes. Tracked so that a shutdown can wait for it.

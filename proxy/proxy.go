@@ -140,15 +140,35 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	var call *llmCall
+	if route.LLM {
+		var status int
+		var msg string
+		if r, call, status, msg = readLLMCall(w, r, route); status != 0 {
+			h.writeError(w, r0, status, errorBody{Message: msg}, slog.String("route", route.Name))
+			return
+		}
+	}
+
 	subject, peerTrusted := identify(r, snap)
 	// A policy that needs a key the request lacks answers 401, but only after
 	// the policies that can judge the request have: each guess costs its
 	// per-IP tokens, so keys cannot be guessed without limit.
-	checks, rejectedBy := buildChecks(r, route, &subject)
+	var cost func(policies.Cost) int64
+	if call != nil {
+		cost = call.reserve
+	}
+	checks, costs, rejectedBy := buildChecks(r, route, &subject, cost)
 	verdict := limiter.Verdict{Allowed: true, Denied: -1}
 	if len(checks) > 0 {
 		var err error
-		if verdict, err = h.limiter.Decide(r.Context(), checks); err != nil {
+		if rv, ok := h.limiter.(reserver); ok && call != nil {
+			verdict, call.res, err = rv.Reserve(r.Context(), checks)
+			call.costs = costs
+		} else {
+			verdict, err = h.limiter.Decide(r.Context(), checks)
+		}
+		if err != nil {
 			h.writeError(w, r, http.StatusInternalServerError, errorBody{Message: "the rate limiter failed; see the gateway log"},
 				slog.String("route", route.Name), slog.Any("err", err))
 			return
@@ -159,11 +179,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rejectedBy != nil {
+		if call != nil {
+			call.settle(r.Context()) // never forwarded: the tokens go back
+		}
 		setRateLimitHeaders(w.Header(), verdict)
 		h.writeUnauthorized(w, r, snap, route, rejectedBy)
 		return
 	}
-	h.forward(w, r, route, verdict, peerTrusted)
+	h.forward(w, r, route, verdict, peerTrusted, call)
 }
 
 // refuse answers a request the limiter did not allow: 503 when a fail-closed
