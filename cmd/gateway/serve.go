@@ -44,16 +44,15 @@ func serve(ctx context.Context, path, level string, logOut io.Writer) error {
 // registers its release as soon as it exists, so a build that fails halfway
 // and a run that ends release the same way: through close.
 type process struct {
-	log     *slog.Logger
-	snap    *policies.Snapshot // as loaded at start; reloads do not rebuild the process
-	echoLn  net.Listener
-	echoSrv *http.Server
-	handler *proxy.Handler
-	watcher *policies.Watcher
-	srv     *http.Server
-	ln      net.Listener
-	hup     chan os.Signal
-	closers []func() error
+	log      *slog.Logger
+	snap     *policies.Snapshot // as loaded at start; reloads do not rebuild the process
+	builtins []builtinServer
+	handler  *proxy.Handler
+	watcher  *policies.Watcher
+	srv      *http.Server
+	ln       net.Listener
+	hup      chan os.Signal
+	closers  []func() error
 }
 
 // onClose registers a release for close.
@@ -92,18 +91,31 @@ func (p *process) build(ctx context.Context, path string) error {
 	return p.listen()
 }
 
-// listenBuiltins opens the builtin upstreams' listener and returns their
+// builtinServer is one builtin upstream's server and its listener.
+type builtinServer struct {
+	ln  net.Listener
+	srv *http.Server
+}
+
+// listenBuiltins opens a listener per builtin upstream and returns their
 // addresses for the config. They listen on loopback so that even the
 // default route goes through the real proxy path.
 func (p *process) listenBuiltins() (map[string]*url.URL, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("starting builtin:echo: %w", err)
+	handlers := map[string]http.Handler{
+		"echo":        builtin.Echo(),
+		"openai-mock": builtin.OpenAIMock(builtin.OpenAIMockConfig{}),
 	}
-	p.onClose(ln.Close)
-	p.echoLn = ln
-	p.echoSrv = &http.Server{Handler: builtin.Echo(), ReadHeaderTimeout: 5 * time.Second}
-	return map[string]*url.URL{"echo": {Scheme: "http", Host: ln.Addr().String()}}, nil
+	urls := make(map[string]*url.URL, len(handlers))
+	for name, h := range handlers {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("starting builtin:%s: %w", name, err)
+		}
+		p.onClose(ln.Close)
+		p.builtins = append(p.builtins, builtinServer{ln: ln, srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}})
+		urls[name] = &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	}
+	return urls, nil
 }
 
 // newLimiter builds the local buckets and, when Redis is configured, the
@@ -195,8 +207,10 @@ func (p *process) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 3) // one per goroutine that sends: none blocks
-	wg.Go(func() { errc <- ignoreClosed(p.echoSrv.Serve(p.echoLn)) })
+	errc := make(chan error, len(p.builtins)+2) // one per goroutine that sends: none blocks
+	for _, b := range p.builtins {
+		wg.Go(func() { errc <- ignoreClosed(b.srv.Serve(b.ln)) })
+	}
 	wg.Go(func() { errc <- ignoreClosed(p.srv.Serve(p.ln)) })
 	wg.Go(func() { errc <- p.watcher.Run(ctx) })
 	wg.Go(func() { reloadOnHUP(ctx, p.hup, p.watcher, p.log) })
@@ -228,7 +242,9 @@ func (p *process) drain() {
 	if cut := p.handler.Shutdown(ctx); cut > 0 {
 		p.log.Warn("drain incomplete: closed upgraded connections still open", "connections", cut)
 	}
-	p.echoSrv.Close()
+	for _, b := range p.builtins {
+		b.srv.Close()
+	}
 }
 
 func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, w *policies.Watcher, log *slog.Logger) {

@@ -1,0 +1,178 @@
+package builtin
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+type chatRequest struct {
+	Model               string    `json:"model"`
+	Messages            []message `json:"messages"`
+	MaxTokens           *int      `json:"max_tokens"`
+	MaxCompletionTokens *int      `json:"max_completion_tokens"`
+	Stream              bool      `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+type chatUsage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+func (c completion) chatUsage() *chatUsage {
+	u := &chatUsage{PromptTokens: c.prompt, CompletionTokens: c.tokens(), TotalTokens: c.prompt + c.tokens()}
+	u.PromptTokensDetails.CachedTokens = c.cached
+	u.CompletionTokensDetails.ReasoningTokens = c.reasoning
+	return u
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type chatChoice struct {
+	Index        int          `json:"index"`
+	Message      *chatMessage `json:"message,omitempty"`
+	Delta        *chatDelta   `json:"delta,omitempty"`
+	Logprobs     *struct{}    `json:"logprobs"`
+	FinishReason *string      `json:"finish_reason"`
+}
+
+type chatDelta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// chatResponse is both a chat.completion and a chat.completion.chunk.
+type chatResponse struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	// Usage is the completion's; a stream that asked for usage sends null on
+	// every chunk but the last, as OpenAI does.
+	Usage *chatUsage `json:"usage,omitempty"`
+	// nullUsage makes a chunk carry "usage": null.
+	nullUsage bool
+}
+
+func (r chatResponse) MarshalJSON() ([]byte, error) {
+	type plain chatResponse
+	if r.Usage == nil && r.nullUsage {
+		return json.Marshal(struct {
+			plain
+			Usage *chatUsage `json:"usage"`
+		}{plain: plain(r)})
+	}
+	return json.Marshal(plain(r))
+}
+
+// chat answers POST /v1/chat/completions.
+func (m *openAIMock) chat(w http.ResponseWriter, r *http.Request, body []byte) {
+	var req chatRequest
+	if e, ok := decodeRequest(body, &req); !ok {
+		writeOpenAIError(w, http.StatusBadRequest, e)
+		return
+	}
+	if e, ok := validateChat(&req); !ok {
+		writeOpenAIError(w, http.StatusBadRequest, e)
+		return
+	}
+	prompt, e, ok := promptTokens(req.Messages, "messages")
+	if !ok {
+		writeOpenAIError(w, http.StatusBadRequest, e)
+		return
+	}
+	c := m.complete(prompt, firstLimit(req.MaxCompletionTokens, req.MaxTokens))
+	resp := chatResponse{ID: m.newID("chatcmpl"), Created: m.cfg.Now().Unix(), Model: req.Model}
+	if req.Stream {
+		m.streamChat(w, r, resp, c, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+		return
+	}
+	if err := m.wait(r.Context(), c.tokens()); err != nil {
+		return // the client has gone
+	}
+	resp.Object = "chat.completion"
+	resp.Choices = []chatChoice{{
+		Message:      &chatMessage{Role: "assistant", Content: c.text()},
+		FinishReason: &c.finish,
+	}}
+	resp.Usage = c.chatUsage()
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func validateChat(req *chatRequest) (apiError, bool) {
+	if req.Model == "" {
+		return apiError{Message: "you must provide a model parameter", Type: "invalid_request_error",
+			Param: "model", Code: "missing_required_parameter"}, false
+	}
+	if len(req.Messages) == 0 {
+		return apiError{Message: "Missing required parameter: 'messages'.", Type: "invalid_request_error",
+			Param: "messages", Code: "missing_required_parameter"}, false
+	}
+	for i, msg := range req.Messages {
+		if msg.Role == "" {
+			p := fmt.Sprintf("messages[%d].role", i)
+			return apiError{Message: fmt.Sprintf("Missing required parameter: '%s'.", p), Type: "invalid_request_error",
+				Param: p, Code: "missing_required_parameter"}, false
+		}
+	}
+	if e, ok := checkLimit("max_tokens", req.MaxTokens); !ok {
+		return e, false
+	}
+	return checkLimit("max_completion_tokens", req.MaxCompletionTokens)
+}
+
+// streamChat sends the completion as chat.completion.chunk events: the
+// role, one content delta per token, the finish reason, then the usage
+// chunk (only when asked) and [DONE].
+func (m *openAIMock) streamChat(w http.ResponseWriter, r *http.Request, resp chatResponse, c completion, withUsage bool) {
+	s, ok := m.startStream(w, r)
+	if !ok {
+		return
+	}
+	resp.Object = "chat.completion.chunk"
+	resp.nullUsage = withUsage
+	chunk := func(d *chatDelta, finish *string) error {
+		resp.Choices = []chatChoice{{Delta: d, FinishReason: finish}}
+		return s.data(resp)
+	}
+	empty := ""
+	if chunk(&chatDelta{Role: "assistant", Content: &empty}, nil) != nil {
+		return
+	}
+	for i, word := range c.words {
+		if i > 0 {
+			word = " " + word
+			if s.pause() != nil {
+				return
+			}
+		}
+		if chunk(&chatDelta{Content: &word}, nil) != nil {
+			return
+		}
+	}
+	if chunk(&chatDelta{}, &c.finish) != nil {
+		return
+	}
+	if withUsage {
+		resp.Choices = []chatChoice{}
+		resp.Usage = c.chatUsage()
+		if s.data(resp) != nil {
+			return
+		}
+	}
+	s.done()
+}
