@@ -80,6 +80,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policie
 			if err := call.settle(r.Context()); err != nil {
 				h.log.Error("settling an llm call", "route", route.Name, "err", err)
 			}
+			h.afterSettle()
 		}()
 	}
 	if r.Body != nil && r.Body != http.NoBody {

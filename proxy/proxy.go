@@ -60,6 +60,8 @@ type Handler struct {
 	log            *slog.Logger
 	maxHeaderBytes int
 	rp             *httputil.ReverseProxy
+	// settled, when set, is called after an llm call was settled (tests).
+	settled func()
 	afterFunc      func(time.Duration, func()) timer
 	upgrades       upgrades
 }
@@ -181,6 +183,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rejectedBy != nil {
 		if call != nil {
 			call.settle(r.Context()) // never forwarded: the tokens go back
+			h.afterSettle()
 		}
 		setRateLimitHeaders(w.Header(), verdict)
 		h.writeUnauthorized(w, r, snap, route, rejectedBy)
@@ -247,4 +250,10 @@ func headerTooLarge(r *http.Request, limit int) bool {
 		}
 	}
 	return false
+}
+
+func (h *Handler) afterSettle() {
+	if h.settled != nil {
+		h.settled()
+	}
 }

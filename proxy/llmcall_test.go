@@ -1,0 +1,255 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/builtin"
+	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/policies"
+	"github.com/ratelimit-gateway/gateway/proxy/llm"
+)
+
+// llmGateway is a gateway with one llm route onto the OpenAI mock and one
+// token policy per client IP, on the real engine.
+type llmGateway struct {
+	url     string
+	quota   int64
+	engine  *limiter.Engine
+	policy  *policies.Policy
+	settled chan struct{}
+}
+
+func newLLMGateway(t *testing.T, mock builtin.OpenAIMockConfig) *llmGateway {
+	return newLLMGatewayWithQuota(t, mock, 100_000)
+}
+
+func newLLMGatewayWithQuota(t *testing.T, mock builtin.OpenAIMockConfig, quota int64) *llmGateway {
+	t.Helper()
+	up := newUpstream(t, builtin.OpenAIMock(mock))
+	pol := testPolicy(t, "tokens", "ip", limiter.Limit{Rate: quota, Period: time.Hour}, policies.MissingShared)
+	pol.Cost = policies.CostTokens
+	rt := testRoute(t, "llm", "/v1/", up.URL, pol)
+	rt.LLM, rt.DefaultMaxTokens, rt.MaxBodyBytes = true, 200, 1<<20
+	e := newEngine(t, newTestClock())
+	srv, h := newGateway(t, testSnapshot(t, nil, rt), e, gatewayOpts{})
+	g := &llmGateway{url: srv.URL, quota: quota, engine: e, policy: pol, settled: make(chan struct{}, 100)}
+	h.settled = func() { g.settled <- struct{}{} }
+	return g
+}
+
+// used is what the client's bucket holds, read without taking anything.
+func (g *llmGateway) used(t *testing.T) int64 {
+	t.Helper()
+	v, res, err := g.engine.Reserve(context.Background(), []limiter.Check{{Rule: g.policy.Rule, Limit: g.policy.Limit, Key: "127.0.0.1/32", Cost: 1}})
+	if err != nil || !v.Allowed {
+		t.Fatalf("probe: allowed=%v err=%v", v.Allowed, err)
+	}
+	res.Settle(context.Background(), []int64{0})
+	return g.quota - v.Decisions[0].Remaining - 1
+}
+
+func (g *llmGateway) waitSettled(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.settled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call was not settled within 10s")
+	}
+}
+
+const chatBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say something about rate limits."}],"max_tokens":100%s}`
+
+func post(t *testing.T, url, body string) *http.Response {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// A non-streamed call is settled to the usage the provider reported.
+func TestLLMCallSettlesToItsUsage(t *testing.T) {
+	g := newLLMGateway(t, builtin.OpenAIMockConfig{CompletionTokens: 20})
+	resp := post(t, g.url, strings.Replace(chatBody, "%s", "", 1))
+	var got struct {
+		Usage struct{ TotalTokens int64 `json:"total_tokens"` } `json:"usage"`
+	}
+	err := json.NewDecoder(resp.Body).Decode(&got)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || got.Usage.TotalTokens == 0 {
+		t.Fatalf("got status %d, usage %+v, err %v; want 200 with usage", resp.StatusCode, got.Usage, err)
+	}
+	g.waitSettled(t)
+	req, _ := llm.ParseRequest(llm.ChatCompletions, []byte(strings.Replace(chatBody, "%s", "", 1)))
+	if used := g.used(t); used != got.Usage.TotalTokens {
+		t.Fatalf("the bucket holds %d tokens, want the usage %d (reserved %d)", used, got.Usage.TotalTokens, req.PromptTokens+100)
+	}
+}
+
+// A stream is settled to the usage chunk the gateway asked for; the client,
+// which did not ask for it, never sees it. A client that asked sees it.
+func TestLLMStreamSettlesToItsUsage(t *testing.T) {
+	g := newLLMGateway(t, builtin.OpenAIMockConfig{CompletionTokens: 20})
+	read := func(extra string) (events []string) {
+		resp := post(t, g.url, strings.Replace(chatBody, "%s", extra, 1))
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events = append(events, data)
+			}
+		}
+		g.waitSettled(t)
+		return events
+	}
+	asked := read(`,"stream":true,"stream_options":{"include_usage":true}`)
+	var usage int64
+	for _, e := range asked {
+		var chunk struct {
+			Usage *struct{ TotalTokens int64 `json:"total_tokens"` } `json:"usage"`
+		}
+		if json.Unmarshal([]byte(e), &chunk) == nil && chunk.Usage != nil {
+			usage = chunk.Usage.TotalTokens
+		}
+	}
+	if usage == 0 || g.used(t) != usage {
+		t.Fatalf("asked for usage: got usage %d and %d tokens held, want them equal and > 0", usage, g.used(t))
+	}
+	plain := read(`,"stream":true`)
+	for _, e := range plain {
+		if strings.Contains(e, `"usage":{`) {
+			t.Fatalf("a client that did not ask for usage got it: %s", e)
+		}
+	}
+	if len(plain) == 0 || plain[len(plain)-1] != "[DONE]" {
+		t.Fatalf("got events %q, want a stream ending in [DONE]", plain)
+	}
+	if got := g.used(t); got != 2*usage {
+		t.Fatalf("after the second stream the bucket holds %d tokens, want %d (the hidden usage counted)", got, 2*usage)
+	}
+}
+
+// A client that hangs up mid-stream is charged for what it got: its prompt
+// and the text that passed, less than the reservation, more than nothing.
+func TestLLMStreamCutIsChargedForWhatPassed(t *testing.T) {
+	var events atomic.Int64
+	hold := make(chan struct{})
+	g := newLLMGateway(t, builtin.OpenAIMockConfig{
+		CompletionTokens: 50,
+		TokensPerSecond:  1000,
+		Sleep: func(ctx context.Context, _ time.Duration) error {
+			if events.Add(1) <= 5 {
+				return nil
+			}
+			select { // hold the stream until the client is gone
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-hold:
+				return nil
+			}
+		},
+	})
+	defer close(hold)
+	body := strings.Replace(chatBody, "%s", `,"stream":true`, 1)
+	resp := post(t, g.url, body)
+	sc := bufio.NewScanner(resp.Body)
+	for n := 0; n < 3 && sc.Scan(); {
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			n++
+		}
+	}
+	resp.Body.Close() // the client hangs up mid-stream
+	g.waitSettled(t)
+	req, _ := llm.ParseRequest(llm.ChatCompletions, []byte(body))
+	used := g.used(t)
+	if used <= req.PromptTokens || used >= req.PromptTokens+100 {
+		t.Fatalf("a stream cut after a few chunks: %d tokens held, want more than the prompt (%d) and less than the reservation (%d)",
+			used, req.PromptTokens, req.PromptTokens+100)
+	}
+}
+
+// An upstream error before any output gives the tokens back; a body the
+// gateway cannot read as a request is refused before anything is reserved.
+func TestLLMUpstreamErrorGivesTokensBack(t *testing.T) {
+	g := newLLMGateway(t, builtin.OpenAIMockConfig{})
+	resp := post(t, g.url, `{"messages":[{"role":"user","content":"no model"}],"max_tokens":100}`)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("got %d from the mock, want its 400", resp.StatusCode)
+	}
+	g.waitSettled(t)
+	if used := g.used(t); used != 0 {
+		t.Fatalf("after an upstream error the bucket holds %d tokens, want 0", used)
+	}
+	resp = post(t, g.url, `{"model": 5}`)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || g.used(t) != 0 {
+		t.Fatalf("a malformed request: got %d and %d tokens held, want 400 and 0", resp.StatusCode, g.used(t))
+	}
+}
+
+// Fifty concurrent streams against a token quota that holds about twenty
+// reservations: the quota is never exceeded, since a request is admitted
+// only for what it may cost, and what the bucket holds afterwards is exactly
+// the sum of the usages of the streams that were admitted.
+func TestLLMConcurrentStreamsStayInsideTheQuota(t *testing.T) {
+	const quota = 2500
+	g := newLLMGatewayWithQuota(t, builtin.OpenAIMockConfig{CompletionTokens: 30}, quota)
+	body := strings.Replace(chatBody, "%s", `,"stream":true,"stream_options":{"include_usage":true}`, 1)
+	req, _ := llm.ParseRequest(llm.ChatCompletions, []byte(body))
+	var sum, admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Post(g.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				io.Copy(io.Discard, resp.Body)
+				if resp.StatusCode != http.StatusTooManyRequests {
+					t.Errorf("got %d, want 200 or 429", resp.StatusCode)
+				}
+				return
+			}
+			admitted.Add(1)
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				var chunk struct {
+					Usage *struct{ TotalTokens int64 `json:"total_tokens"` } `json:"usage"`
+				}
+				if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && json.Unmarshal([]byte(data), &chunk) == nil && chunk.Usage != nil {
+					sum.Add(chunk.Usage.TotalTokens)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for range admitted.Load() {
+		g.waitSettled(t)
+	}
+	used := g.used(t)
+	t.Logf("50 concurrent streams reserving %d tokens each from a %d quota: %d admitted, %d tokens used by their usages, %d held",
+		req.PromptTokens+100, quota, admitted.Load(), sum.Load(), used)
+	if used != sum.Load() || used > quota {
+		t.Fatalf("the bucket holds %d, want exactly the usages' sum %d, within the quota %d", used, sum.Load(), quota)
+	}
+	if admitted.Load() < quota/(req.PromptTokens+100) {
+		t.Fatalf("admitted %d, want at least the %d reservations the quota holds at once", admitted.Load(), quota/(req.PromptTokens+100))
+	}
+}
