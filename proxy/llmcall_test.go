@@ -82,7 +82,9 @@ func TestLLMCallSettlesToItsUsage(t *testing.T) {
 	g := newLLMGateway(t, builtin.OpenAIMockConfig{CompletionTokens: 20})
 	resp := post(t, g.url, strings.Replace(chatBody, "%s", "", 1))
 	var got struct {
-		Usage struct{ TotalTokens int64 `json:"total_tokens"` } `json:"usage"`
+		Usage struct {
+			TotalTokens int64 `json:"total_tokens"`
+		} `json:"usage"`
 	}
 	err := json.NewDecoder(resp.Body).Decode(&got)
 	resp.Body.Close()
@@ -116,7 +118,9 @@ func TestLLMStreamSettlesToItsUsage(t *testing.T) {
 	var usage int64
 	for _, e := range asked {
 		var chunk struct {
-			Usage *struct{ TotalTokens int64 `json:"total_tokens"` } `json:"usage"`
+			Usage *struct {
+				TotalTokens int64 `json:"total_tokens"`
+			} `json:"usage"`
 		}
 		if json.Unmarshal([]byte(e), &chunk) == nil && chunk.Usage != nil {
 			usage = chunk.Usage.TotalTokens
@@ -231,7 +235,9 @@ func TestLLMConcurrentStreamsStayInsideTheQuota(t *testing.T) {
 			sc := bufio.NewScanner(resp.Body)
 			for sc.Scan() {
 				var chunk struct {
-					Usage *struct{ TotalTokens int64 `json:"total_tokens"` } `json:"usage"`
+					Usage *struct {
+						TotalTokens int64 `json:"total_tokens"`
+					} `json:"usage"`
 				}
 				if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && json.Unmarshal([]byte(data), &chunk) == nil && chunk.Usage != nil {
 					sum.Add(chunk.Usage.TotalTokens)

@@ -61,9 +61,9 @@ type Handler struct {
 	maxHeaderBytes int
 	rp             *httputil.ReverseProxy
 	// settled, when set, is called after an llm call was settled (tests).
-	settled func()
-	afterFunc      func(time.Duration, func()) timer
-	upgrades       upgrades
+	settled   func()
+	afterFunc func(time.Duration, func()) timer
+	upgrades  upgrades
 }
 
 var _ http.Handler = (*Handler)(nil)
