@@ -303,10 +303,7 @@ func headerHasToken(values []string, token string) bool {
 // caller and served as another. The API key header always counts (it picks
 // the tenant and its plan); so does a header whose name differs from a key
 // header only by "_" for "-", which CGI-style upstreams read as the same.
-func keyInputProblem(r *http.Request, route *policies.Route, apiKeyHeader string) string {
-	if apiKeyHeader == "" {
-		apiKeyHeader = defaultKeyHeader
-	}
+func keyInputProblem(r *http.Request, route *policies.Route, apiKeyHeaders []string) string {
 	suspect, queryKeys := false, false
 	for name, vs := range r.Header {
 		if len(vs) > 1 || strings.IndexByte(name, '_') >= 0 {
@@ -320,7 +317,10 @@ func keyInputProblem(r *http.Request, route *policies.Route, apiKeyHeader string
 	if !suspect && !queryKeys {
 		return ""
 	}
-	keyHeaders := map[string]bool{http.CanonicalHeaderKey(apiKeyHeader): true}
+	keyHeaders := map[string]bool{}
+	for _, h := range apiKeyHeaders {
+		keyHeaders[http.CanonicalHeaderKey(h)] = true
+	}
 	var queries []string
 	for _, p := range route.Policies {
 		for _, h := range p.Reads.Headers {

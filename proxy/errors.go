@@ -28,6 +28,9 @@ type errorBody struct {
 	// RetryAfterMs is set on 429 only; a pointer so that it is present there
 	// even if it were zero.
 	RetryAfterMs *int64 `json:"retry_after_ms,omitempty"`
+	// budget marks a 429 of a spent budget (a window of a day or more),
+	// which OpenAI's shape calls insufficient_quota.
+	budget bool
 }
 
 // writeError answers with status and a JSON body, and logs the answer: 4xx at
@@ -36,7 +39,13 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, status int,
 	body.Code = status * 100
 	h.logAnswer(r.Context(), r, status, body.Message, attrs...)
 
-	buf, err := json.Marshal(body)
+	var buf []byte
+	var err error
+	if openAIErrors(r) {
+		buf, err = json.Marshal(newOpenAIError(status, body))
+	} else {
+		buf, err = json.Marshal(body)
+	}
 	if err != nil { // cannot happen for this struct; answer without a body
 		w.WriteHeader(status)
 		return
@@ -79,10 +88,14 @@ func (h *Handler) writeRateLimited(w http.ResponseWriter, r *http.Request, v lim
 	setRateLimitHeaders(w.Header(), v)
 	w.Header()[hdrRetryAfter] = []string{strconv.FormatInt(retryAfterSeconds(d.RetryAfter), 10)}
 	ms := retryAfterMillis(d.RetryAfter)
+	if openAIErrors(r) {
+		w.Header().Set("retry-after-ms", strconv.FormatInt(ms, 10))
+	}
 	h.writeError(w, r, http.StatusTooManyRequests, errorBody{
 		Message:      deniedMessage(d),
 		Policy:       d.Policy,
 		RetryAfterMs: &ms,
+		budget:       d.Limit.Period >= budgetPeriod,
 	}, slog.String("policy", d.Policy))
 }
 

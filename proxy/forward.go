@@ -44,6 +44,8 @@ type requestState struct {
 	body *uploadBody
 	// llm is the call on an llm route, nil elsewhere.
 	llm *llmCall
+	// costs holds each decision's policy cost (for OpenAI's headers).
+	costs []policies.Cost
 }
 
 func stateFrom(ctx context.Context) *requestState {
@@ -72,8 +74,8 @@ func (h *Handler) newReverseProxy(transport http.RoundTripper) *httputil.Reverse
 // forward sends an allowed request upstream. The route timeout bounds how
 // long the upstream keeps the gateway waiting (see routeDeadline): an upload
 // that moves and a stream that has started are never cut by it.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, peerTrusted bool, call *llmCall) {
-	st := &requestState{route: route, verdict: v, peerTrusted: peerTrusted, inbound: r.Context(), llm: call}
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, costs []policies.Cost, peerTrusted bool, call *llmCall) {
+	st := &requestState{route: route, verdict: v, costs: costs, peerTrusted: peerTrusted, inbound: r.Context(), llm: call}
 	if call != nil {
 		// After the response was copied, or the call failed: what it cost.
 		defer func() {
@@ -172,6 +174,9 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		return errUpstreamTimeout
 	}
 	setRateLimitHeaders(resp.Header, st.verdict)
+	if st.route.LLM {
+		setOpenAIHeaders(resp.Header, st.verdict, st.costs)
+	}
 	if st.llm != nil {
 		st.llm.watch(resp)
 	}

@@ -19,20 +19,44 @@ const (
 	defaultKeyHeader  = "X-API-Key"
 )
 
-// Identify works out who is asking: the client address (see resolveClient), its
-// network as configured by snap.Identity, the presented API key and its
-// tenant. It reads r and snap only and is safe for concurrent use.
-func Identify(r *http.Request, snap *policies.Snapshot) policies.Subject {
-	s, _ := identify(r, snap)
+// Identify works out who is asking on route (nil for none): the client
+// address (see resolveClient), its network as configured by snap.Identity,
+// the presented API key and its tenant. It reads r and snap only and is safe
+// for concurrent use.
+func Identify(r *http.Request, snap *policies.Snapshot, route *policies.Route) policies.Subject {
+	s, _ := identify(r, snap, route)
 	return s
+}
+
+// keyHeaders are where route's requests carry their API key, in the order
+// they are read. An llm route reads it where the providers' SDKs send it
+// (Authorization: Bearer for OpenAI's, x-api-key for Anthropic's), then in
+// tenants.header; any other route reads tenants.header.
+func keyHeaders(snap *policies.Snapshot, route *policies.Route) []string {
+	header := snap.Tenants.Header
+	if header == "" {
+		header = defaultKeyHeader
+	}
+	if route == nil || !route.LLM {
+		return []string{header}
+	}
+	hs := []string{"Authorization", "X-Api-Key"}
+	if h := http.CanonicalHeaderKey(header); h != "Authorization" && h != "X-Api-Key" {
+		hs = append(hs, h)
+	}
+	return hs
 }
 
 // identify is Identify that also reports whether the socket peer is a trusted
 // proxy (the forwarder then keeps the peer's X-Forwarded-For chain).
-func identify(r *http.Request, snap *policies.Snapshot) (s policies.Subject, peerTrusted bool) {
+func identify(r *http.Request, snap *policies.Snapshot, route *policies.Route) (s policies.Subject, peerTrusted bool) {
 	s.ClientIP, peerTrusted = resolveClient(r, snap.Identity)
 	s.ClientNet = clientNet(s.ClientIP, snap.Identity)
-	s.APIKey = apiKey(r, snap.Tenants.Header)
+	for _, h := range keyHeaders(snap, route) {
+		if s.APIKey = apiKey(r, h); s.APIKey != "" {
+			break
+		}
+	}
 	if s.APIKey != "" {
 		if t, ok := snap.Tenants.Keys[s.APIKey]; ok {
 			s.Tenant = &t

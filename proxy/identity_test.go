@@ -170,7 +170,7 @@ func TestIdentifyGroupsAndKeys(t *testing.T) {
 			for k, vs := range tt.header {
 				r.Header[k] = vs
 			}
-			s := Identify(r, snap)
+			s := Identify(r, snap, nil)
 			if got := s.ClientNet.String(); got != tt.wantNet {
 				t.Errorf("ClientNet: got %q, want %q", got, tt.wantNet)
 			}

@@ -259,3 +259,82 @@ func TestLLMConcurrentStreamsStayInsideTheQuota(t *testing.T) {
 		t.Fatalf("admitted %d, want at least the %d reservations the quota holds at once", admitted.Load(), quota/(req.PromptTokens+100))
 	}
 }
+
+// An llm route reads the key where OpenAI's SDK sends it, answers errors in
+// OpenAI's shape, and sends OpenAI's rate-limit headers, so the official
+// SDKs raise their RateLimitError and back off by themselves.
+func TestLLMRouteSpeaksOpenAI(t *testing.T) {
+	up := newUpstream(t, builtin.OpenAIMock(builtin.OpenAIMockConfig{CompletionTokens: 10}))
+	snap := compileYAML(t, `
+tenants:
+  keys:
+    sk-free: {tenant: acme, plan: free}
+    sk-poor: {tenant: initech, plan: free}
+routes:
+  - name: budget
+    match: {path_prefix: /budget/}
+    upstream: `+up.URL+`
+    strip_prefix: /budget
+    llm: openai
+    policies: [daily-tokens]
+  - name: llm
+    match: {path_prefix: /v1/}
+    upstream: `+up.URL+`
+    llm: openai
+    default_max_tokens: 50
+    policies: [llm-rpm, llm-tpm]
+policies:
+  llm-rpm: {key: tenant, rate: 2, per: 1m, on_missing_key: reject}
+  llm-tpm: {key: tenant, cost: tokens, rate: 100000, per: 1m, on_missing_key: reject}
+  daily-tokens: {key: tenant, cost: tokens, rate: 20, per: 24h, on_missing_key: reject}
+`)
+	srv, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+	call := func(path, key string) (*http.Response, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(strings.Replace(chatBody, "%s", "", 1)))
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		json.NewDecoder(resp.Body).Decode(&body)
+		return resp, body
+	}
+	errorOf := func(body map[string]any) (typ, code string) {
+		e, _ := body["error"].(map[string]any)
+		typ, _ = e["type"].(string)
+		code, _ = e["code"].(string)
+		return typ, code
+	}
+
+	resp, _ := call("/v1/chat/completions", "sk-free")
+	h := resp.Header
+	if resp.StatusCode != 200 || h.Get("x-ratelimit-limit-requests") != "2" || h.Get("x-ratelimit-remaining-requests") != "1" ||
+		h.Get("x-ratelimit-limit-tokens") != "100000" || h.Get("x-ratelimit-reset-requests") == "" || h.Get("x-ratelimit-reset-tokens") == "" {
+		t.Fatalf("first call with Authorization: Bearer: got %d, headers %v; want 200 with OpenAI's rate-limit headers", resp.StatusCode, h)
+	}
+	if rem := h.Get("x-ratelimit-remaining-tokens"); rem == "" || rem == "100000" {
+		t.Fatalf("x-ratelimit-remaining-tokens: got %q, want the quota less the reservation", rem)
+	}
+
+	resp, body := call("/v1/chat/completions", "")
+	if typ, code := errorOf(body); resp.StatusCode != 401 || typ != "invalid_request_error" || code != "invalid_api_key" || resp.Header.Get("WWW-Authenticate") != "Bearer" {
+		t.Fatalf("no key: got %d %v (%s/%s), want 401 invalid_api_key with WWW-Authenticate: Bearer", resp.StatusCode, body, typ, code)
+	}
+
+	call("/v1/chat/completions", "sk-free")
+	resp, body = call("/v1/chat/completions", "sk-free")
+	if typ, code := errorOf(body); resp.StatusCode != 429 || typ != "rate_limit_exceeded" || code != "rate_limit_exceeded" ||
+		resp.Header.Get("retry-after-ms") == "" || resp.Header.Get("x-ratelimit-remaining-requests") != "0" {
+		t.Fatalf("third call in a minute: got %d %v, headers %v; want 429 rate_limit_exceeded with retry-after-ms", resp.StatusCode, body, resp.Header)
+	}
+
+	resp, body = call("/budget/v1/chat/completions", "sk-poor")
+	if typ, code := errorOf(body); resp.StatusCode != 429 || typ != "insufficient_quota" || code != "insufficient_quota" {
+		t.Fatalf("over a daily token budget: got %d %v, want 429 insufficient_quota", resp.StatusCode, body)
+	}
+}

@@ -131,7 +131,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.String("route", route.Name))
 		return
 	}
-	if msg := keyInputProblem(r, route, snap.Tenants.Header); msg != "" {
+	if route.LLM {
+		r = withOpenAIErrors(r) // errors in the shape the provider's SDKs read
+	}
+	if msg := keyInputProblem(r, route, keyHeaders(snap, route)); msg != "" {
 		h.writeError(w, r, http.StatusBadRequest, errorBody{Message: msg}, slog.String("route", route.Name))
 		return
 	}
@@ -152,7 +155,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	subject, peerTrusted := identify(r, snap)
+	subject, peerTrusted := identify(r, snap, route)
 	// A policy that needs a key the request lacks answers 401, but only after
 	// the policies that can judge the request have: each guess costs its
 	// per-IP tokens, so keys cannot be guessed without limit.
@@ -177,6 +180,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !verdict.Allowed {
+		if route.LLM {
+			setOpenAIHeaders(w.Header(), verdict, costs)
+		}
 		h.refuse(w, r, route, verdict)
 		return
 	}
@@ -189,7 +195,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeUnauthorized(w, r, snap, route, rejectedBy)
 		return
 	}
-	h.forward(w, r, route, verdict, peerTrusted, call)
+	h.forward(w, r, route, verdict, costs, peerTrusted, call)
 }
 
 // refuse answers a request the limiter did not allow: 503 when a fail-closed
@@ -215,10 +221,7 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, route *policies
 // writeUnauthorized answers 401 for a policy whose key the request lacks
 // (on_missing_key: reject), saying what to send.
 func (h *Handler) writeUnauthorized(w http.ResponseWriter, r *http.Request, snap *policies.Snapshot, route *policies.Route, p *policies.Policy) {
-	header := snap.Tenants.Header
-	if header == "" {
-		header = defaultKeyHeader
-	}
+	header := keyHeaders(snap, route)[0]
 	var msg string
 	switch reads := p.Reads; {
 	case reads.Tenant:
