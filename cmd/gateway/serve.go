@@ -102,8 +102,10 @@ type builtinServer struct {
 // default route goes through the real proxy path.
 func (p *process) listenBuiltins() (map[string]*url.URL, error) {
 	handlers := map[string]http.Handler{
-		"echo":        builtin.Echo(),
-		"openai-mock": builtin.OpenAIMock(builtin.OpenAIMockConfig{}),
+		"echo": builtin.Echo(),
+		// Long enough completions, streamed fast, that the README tour can
+		// watch a free tenant use its tokens up in a few calls.
+		"openai-mock": builtin.OpenAIMock(builtin.OpenAIMockConfig{CompletionTokens: 200, TokensPerSecond: 1000}),
 	}
 	urls := make(map[string]*url.URL, len(handlers))
 	for name, h := range handlers {
