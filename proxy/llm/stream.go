@@ -199,10 +199,20 @@ func (w *StreamWatcher) segment(seg []byte, complete bool) {
 func (w *StreamWatcher) route(seg []byte, complete bool, line []byte) {
 	blank := complete && len(line) == 0
 	switch {
-	case w.dropEvent && !(blank && w.passedInEvent):
-		// Inside the dropped event; its blank line goes too, unless an
-		// earlier line of the event (an id: or event: field) already
-		// reached the client, which then needs the end of that event.
+	case w.dropEvent && !w.passedInEvent:
+		// Inside the dropped event: all of it goes, its blank line too.
+	case w.dropEvent:
+		// An earlier line of the dropped event (an id: or event: field)
+		// already reached the client, which then needs the blank line
+		// that ends the event; the event's other lines go. A lone CR may
+		// be the start of that blank line, so it is held.
+		w.hold = append(w.hold, seg...)
+		if blank {
+			w.pass(w.hold, true)
+		}
+		if complete || string(w.line) != "\r" {
+			w.hold = w.hold[:0]
+		}
 	case !w.lineLong && maybeDataLine(w.line):
 		w.hold = append(w.hold, seg...)
 		if !complete {
@@ -248,14 +258,18 @@ func (w *StreamWatcher) isUsageOnly(line []byte) bool {
 	if field != "data" || w.hasData || len(value) == 0 || value[0] != '{' {
 		return false
 	}
-	var c struct {
-		Choices []json.RawMessage `json:"choices"`
-		Usage   json.RawMessage   `json:"usage"`
-	}
+	// Keys are matched exactly (encoding/json's struct decoding folds
+	// case): only the chunk the upstream means as usage is dropped.
+	var c map[string]json.RawMessage
 	if err := json.Unmarshal(value, &c); err != nil {
 		return false
 	}
-	return len(c.Choices) == 0 && len(c.Usage) > 0 && string(c.Usage) != "null"
+	var choices []json.RawMessage
+	if ch, ok := c["choices"]; ok && json.Unmarshal(ch, &choices) != nil {
+		return false
+	}
+	u := c["usage"]
+	return len(choices) == 0 && len(u) > 0 && u[0] == '{'
 }
 
 // splitField splits an SSE line into its field name and value, dropping
