@@ -258,6 +258,9 @@ func (w *StreamWatcher) isUsageOnly(line []byte) bool {
 	if field != "data" || w.hasData || len(value) == 0 || value[0] != '{' {
 		return false
 	}
+	if !usageObject(value) {
+		return false // every content chunk: no second decode
+	}
 	// Keys are matched exactly (encoding/json's struct decoding folds
 	// case): only the chunk the upstream means as usage is dropped.
 	var c map[string]json.RawMessage
@@ -270,6 +273,26 @@ func (w *StreamWatcher) isUsageOnly(line []byte) bool {
 	}
 	u := c["usage"]
 	return len(choices) == 0 && len(u) > 0 && u[0] == '{'
+}
+
+// usageObject reports whether value may hold "usage" set to an object: a
+// quick look at the bytes that spares the content chunks ("usage":null, or
+// no usage at all) a decode.
+func usageObject(value []byte) bool {
+	const key = `"usage"`
+	for {
+		i := bytes.Index(value, []byte(key))
+		if i < 0 {
+			return false
+		}
+		value = value[i+len(key):]
+		j := skipSpace(value, 0)
+		if j < len(value) && value[j] == ':' {
+			if k := skipSpace(value, j+1); k < len(value) && value[k] == '{' {
+				return true
+			}
+		}
+	}
 }
 
 // splitField splits an SSE line into its field name and value, dropping
