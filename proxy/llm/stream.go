@@ -143,10 +143,13 @@ func (w *StreamWatcher) Read(p []byte) (int, error) {
 		if w.err != nil {
 			return 0, w.err
 		}
-		if cap(w.scratch) < len(p) {
-			w.scratch = make([]byte, min(len(p), 32<<10))
+		// Read no more than p holds, so that what is passed fits p at
+		// once unless a held line is released with it.
+		size := min(len(p), 32<<10)
+		if cap(w.scratch) < size {
+			w.scratch = make([]byte, size)
 		}
-		buf := w.scratch[:min(len(p), cap(w.scratch))]
+		buf := w.scratch[:size]
 		n, err := w.r.Read(buf)
 		w.scan(buf[:n])
 		if err != nil {
