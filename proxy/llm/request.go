@@ -56,8 +56,13 @@ type Request struct {
 	// body sets no cap (the route's default then applies). It is
 	// max_completion_tokens, else max_tokens (chat completions), max_tokens
 	// (completions, Anthropic messages) or max_output_tokens (responses),
-	// multiplied by "n" when the client asks for several choices.
+	// multiplied by Choices.
 	MaxOutput int64
+	// Choices is how many outputs the upstream generates, at least 1: "n",
+	// or "best_of" when larger (completions generate and bill best_of
+	// outputs and return n). A route's default output cap, used when
+	// MaxOutput is 0, should be multiplied by it too.
+	Choices int64
 	// PromptTokens estimates the prompt's tokens in the model's vocabulary
 	// (see EncodingFor) with the formula of OpenAI's cookbook "How to count
 	// tokens with tiktoken":
@@ -99,6 +104,7 @@ type wireRequest struct {
 	MaxCompletionTokens *int64
 	MaxOutputTokens     *int64
 	N                   *int64
+	BestOf              *int64
 	Messages            json.RawMessage
 	Tools               json.RawMessage
 	Functions           json.RawMessage
@@ -124,7 +130,7 @@ func (w *wireRequest) decode(body []byte) error {
 	}{
 		{"model", &w.Model}, {"stream", &w.Stream},
 		{"max_tokens", &w.MaxTokens}, {"max_completion_tokens", &w.MaxCompletionTokens},
-		{"max_output_tokens", &w.MaxOutputTokens}, {"n", &w.N},
+		{"max_output_tokens", &w.MaxOutputTokens}, {"n", &w.N}, {"best_of", &w.BestOf},
 		{"messages", &w.Messages}, {"tools", &w.Tools}, {"functions", &w.Functions},
 		{"prompt", &w.Prompt}, {"input", &w.Input}, {"instructions", &w.Instructions},
 		{"system", &w.System},
@@ -174,9 +180,13 @@ func ParseRequest(kind Kind, body []byte) (Request, error) {
 		r.IncludeUsage = *w.IncludeUsage
 	}
 	var err error
+	if r.Choices, err = choices(kind, &w); err != nil {
+		return Request{}, invalid(kind, err)
+	}
 	if r.MaxOutput, err = maxOutput(kind, &w); err != nil {
 		return Request{}, invalid(kind, err)
 	}
+	r.MaxOutput *= r.Choices
 	if r.PromptTokens, err = promptTokens(kind, r.Model, &w); err != nil {
 		return Request{}, invalid(kind, err)
 	}
@@ -203,6 +213,29 @@ func requireObject(body []byte) error {
 	return nil
 }
 
+// choices returns how many outputs the upstream generates: the largest of
+// n and best_of (chat completions and completions), at least 1.
+func choices(kind Kind, w *wireRequest) (int64, error) {
+	n := int64(1)
+	if kind != ChatCompletions && kind != Completions {
+		return n, nil
+	}
+	for _, f := range []struct {
+		name string
+		v    *int64
+	}{{"n", w.N}, {"best_of", w.BestOf}} {
+		if f.v == nil {
+			continue
+		}
+		if *f.v < 1 || *f.v > 128 {
+			return 0, fmt.Errorf("%s must be between 1 and 128, got %d", f.name, *f.v)
+		}
+		n = max(n, *f.v)
+	}
+	return n, nil
+}
+
+// maxOutput returns the request's output cap for one choice, 0 if none.
 func maxOutput(kind Kind, w *wireRequest) (int64, error) {
 	var name string
 	var v *int64
@@ -223,14 +256,7 @@ func maxOutput(kind Kind, w *wireRequest) (int64, error) {
 	if *v < 0 {
 		return 0, fmt.Errorf("%s must be >= 0, got %d", name, *v)
 	}
-	n := int64(1)
-	if w.N != nil && (kind == ChatCompletions || kind == Completions) {
-		if *w.N < 1 || *w.N > 128 {
-			return 0, fmt.Errorf("n must be between 1 and 128, got %d", *w.N)
-		}
-		n = *w.N
-	}
-	return *v * n, nil
+	return *v, nil
 }
 
 func promptTokens(kind Kind, model string, w *wireRequest) (int64, error) {

@@ -143,10 +143,13 @@ func (w *StreamWatcher) Read(p []byte) (int, error) {
 		if w.err != nil {
 			return 0, w.err
 		}
-		if cap(w.scratch) < len(p) {
-			w.scratch = make([]byte, min(len(p), 32<<10))
+		// Read no more than p holds, so that what is passed fits p at
+		// once unless a held line is released with it.
+		size := min(len(p), 32<<10)
+		if cap(w.scratch) < size {
+			w.scratch = make([]byte, size)
 		}
-		buf := w.scratch[:min(len(p), cap(w.scratch))]
+		buf := w.scratch[:size]
 		n, err := w.r.Read(buf)
 		w.scan(buf[:n])
 		if err != nil {
@@ -199,10 +202,20 @@ func (w *StreamWatcher) segment(seg []byte, complete bool) {
 func (w *StreamWatcher) route(seg []byte, complete bool, line []byte) {
 	blank := complete && len(line) == 0
 	switch {
-	case w.dropEvent && !(blank && w.passedInEvent):
-		// Inside the dropped event; its blank line goes too, unless an
-		// earlier line of the event (an id: or event: field) already
-		// reached the client, which then needs the end of that event.
+	case w.dropEvent && !w.passedInEvent:
+		// Inside the dropped event: all of it goes, its blank line too.
+	case w.dropEvent:
+		// An earlier line of the dropped event (an id: or event: field)
+		// already reached the client, which then needs the blank line
+		// that ends the event; the event's other lines go. A lone CR may
+		// be the start of that blank line, so it is held.
+		w.hold = append(w.hold, seg...)
+		if blank {
+			w.pass(w.hold, true)
+		}
+		if complete || string(w.line) != "\r" {
+			w.hold = w.hold[:0]
+		}
 	case !w.lineLong && maybeDataLine(w.line):
 		w.hold = append(w.hold, seg...)
 		if !complete {
@@ -248,14 +261,41 @@ func (w *StreamWatcher) isUsageOnly(line []byte) bool {
 	if field != "data" || w.hasData || len(value) == 0 || value[0] != '{' {
 		return false
 	}
-	var c struct {
-		Choices []json.RawMessage `json:"choices"`
-		Usage   json.RawMessage   `json:"usage"`
+	if !usageObject(value) {
+		return false // every content chunk: no second decode
 	}
+	// Keys are matched exactly (encoding/json's struct decoding folds
+	// case): only the chunk the upstream means as usage is dropped.
+	var c map[string]json.RawMessage
 	if err := json.Unmarshal(value, &c); err != nil {
 		return false
 	}
-	return len(c.Choices) == 0 && len(c.Usage) > 0 && string(c.Usage) != "null"
+	var choices []json.RawMessage
+	if ch, ok := c["choices"]; ok && json.Unmarshal(ch, &choices) != nil {
+		return false
+	}
+	u := c["usage"]
+	return len(choices) == 0 && len(u) > 0 && u[0] == '{'
+}
+
+// usageObject reports whether value may hold "usage" set to an object: a
+// quick look at the bytes that spares the content chunks ("usage":null, or
+// no usage at all) a decode.
+func usageObject(value []byte) bool {
+	const key = `"usage"`
+	for {
+		i := bytes.Index(value, []byte(key))
+		if i < 0 {
+			return false
+		}
+		value = value[i+len(key):]
+		j := skipSpace(value, 0)
+		if j < len(value) && value[j] == ':' {
+			if k := skipSpace(value, j+1); k < len(value) && value[k] == '{' {
+				return true
+			}
+		}
+	}
 }
 
 // splitField splits an SSE line into its field name and value, dropping

@@ -283,21 +283,27 @@ func TestStreamWatcherCut(t *testing.T) {
 // already reached the client, its blank line is kept so that the field
 // does not leak into the next event.
 func TestStreamWatcherDropKeepsEventEnd(t *testing.T) {
-	in := chunk("a") + "id: 9\n" + chatUsageEvent + "data: [DONE]\n\n"
-	want := chunk("a") + "id: 9\n\n" + "data: [DONE]\n\n"
-	w := NewStreamWatcher(strings.NewReader(in), StreamConfig{Kind: ChatCompletions, DropUsageChunk: true})
-	got, err := io.ReadAll(w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
-	if u, ok := w.Usage(); !ok || u != chatUsage {
-		t.Errorf("Usage() = %+v, %v; want %+v, true", u, ok, chatUsage)
-	}
-	if !w.Done() {
-		t.Error("Done() = false, want true")
+	for _, eol := range []string{"\n", "\r\n"} {
+		fix := func(s string) string { return strings.ReplaceAll(s, "\n", eol) }
+		in := fix(chunk("a") + "id: 9\n" + chatUsageEvent + "data: [DONE]\n\n")
+		want := fix(chunk("a") + "id: 9\n\n" + "data: [DONE]\n\n")
+		for k := range len(in) + 1 {
+			r := io.MultiReader(strings.NewReader(in[:k]), strings.NewReader(in[k:]))
+			w := NewStreamWatcher(r, StreamConfig{Kind: ChatCompletions, DropUsageChunk: true})
+			got, err := io.ReadAll(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != want {
+				t.Fatalf("split at %d: got %q, want %q", k, got, want)
+			}
+			if u, ok := w.Usage(); !ok || u != chatUsage {
+				t.Fatalf("split at %d: Usage() = %+v, %v; want %+v, true", k, u, ok, chatUsage)
+			}
+			if !w.Done() {
+				t.Fatalf("split at %d: Done() = false, want true", k)
+			}
+		}
 	}
 }
 

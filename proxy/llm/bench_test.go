@@ -1,0 +1,95 @@
+package llm
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+)
+
+// BenchmarkParseRequest prices the prompt count of a typical 1 KB chat
+// request against an anchor: json.Unmarshal of the same body into any,
+// which any gateway that reads the body pays at least.
+func BenchmarkParseRequest(b *testing.B) {
+	CountTokens("gpt-4o-mini", "warm up") // build the vocabulary outside the timer
+	b.Run("anchor=json.Unmarshal", func(b *testing.B) {
+		b.SetBytes(int64(len(chatBody1KB)))
+		b.ReportAllocs()
+		for b.Loop() {
+			var v any
+			if err := json.Unmarshal(chatBody1KB, &v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ParseRequest", func(b *testing.B) {
+		b.SetBytes(int64(len(chatBody1KB)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ParseRequest(ChatCompletions, chatBody1KB); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("WithIncludeUsage", func(b *testing.B) {
+		b.SetBytes(int64(len(chatBody1KB)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := WithIncludeUsage(chatBody1KB); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkStreamWatcher prices watching a 200-chunk chat stream against
+// copying it unwatched.
+func BenchmarkStreamWatcher(b *testing.B) {
+	var sb strings.Builder
+	for range 200 {
+		sb.WriteString(chunk(" token"))
+	}
+	sb.WriteString(chatUsageEvent + "data: [DONE]\n\n")
+	stream := []byte(sb.String())
+	buf := make([]byte, 32<<10)
+	b.Run("anchor=io.Copy", func(b *testing.B) {
+		b.SetBytes(int64(len(stream)))
+		for b.Loop() {
+			if _, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{bytes.NewReader(stream)}, buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, drop := range []bool{false, true} {
+		name := "watch"
+		if drop {
+			name = "watch+drop"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(stream)))
+			b.ReportAllocs()
+			for b.Loop() {
+				w := NewStreamWatcher(bytes.NewReader(stream), StreamConfig{Kind: ChatCompletions, Model: "gpt-4o", DropUsageChunk: drop})
+				if _, err := io.CopyBuffer(io.Discard, w, buf); err != nil {
+					b.Fatal(err)
+				}
+				w.Delivered()
+			}
+		})
+	}
+}
+
+// BenchmarkCountTokens is the tokenizer's share of ParseRequest.
+func BenchmarkCountTokens(b *testing.B) {
+	for _, model := range []string{"gpt-4o", "gpt-4"} {
+		CountTokens(model, "warm up")
+		b.Run(string(EncodingFor(model)), func(b *testing.B) {
+			b.SetBytes(int64(len(prompt1KB)))
+			b.ReportAllocs()
+			for b.Loop() {
+				CountTokens(model, prompt1KB)
+			}
+		})
+	}
+}
