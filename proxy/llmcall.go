@@ -97,7 +97,7 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route) 
 	}
 	call := &llmCall{kind: kind, req: req, maxOutput: req.MaxOutput}
 	if call.maxOutput <= 0 {
-		call.maxOutput = route.DefaultMaxTokens
+		call.maxOutput = route.DefaultMaxTokens * max(req.Choices, 1) // n choices, each up to the default
 	}
 	if req.Stream && !req.IncludeUsage && (kind == llm.ChatCompletions || kind == llm.Completions) {
 		withUsage, added, err := llm.WithIncludeUsage(body)
