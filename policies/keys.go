@@ -32,6 +32,7 @@ const (
 	sourceQuery
 	sourceAPIKey
 	sourceTenant
+	sourceModel
 )
 
 type keyPart struct {
@@ -39,22 +40,22 @@ type keyPart struct {
 	name   string // header (canonical) or query parameter name
 }
 
-// parseKeySpec reads "ip", "header:NAME", "query:NAME", "api_key", "tenant"
-// or several of them joined with "+".
+// parseKeySpec reads "ip", "header:NAME", "query:NAME", "api_key", "tenant",
+// "model" or several of them joined with "+".
 func parseKeySpec(spec string) ([]keyPart, error) {
 	if strings.TrimSpace(spec) == "" {
-		return nil, fmt.Errorf("required (ip, header:NAME, query:NAME, api_key, tenant, or several joined with +)")
+		return nil, fmt.Errorf("required (ip, header:NAME, query:NAME, api_key, tenant, model, or several joined with +)")
 	}
 	var parts []keyPart
 	for _, raw := range strings.Split(spec, "+") {
 		item := strings.TrimSpace(raw)
 		kind, name, hasName := strings.Cut(item, ":")
 		switch strings.ToLower(kind) {
-		case "ip", "api_key", "tenant":
+		case "ip", "api_key", "tenant", "model":
 			if hasName {
 				return nil, fmt.Errorf("%q takes no name", item)
 			}
-			parts = append(parts, keyPart{source: map[string]keySource{"ip": sourceIP, "api_key": sourceAPIKey, "tenant": sourceTenant}[strings.ToLower(kind)]})
+			parts = append(parts, keyPart{source: map[string]keySource{"ip": sourceIP, "api_key": sourceAPIKey, "tenant": sourceTenant, "model": sourceModel}[strings.ToLower(kind)]})
 		case "header":
 			if !isToken(name) {
 				return nil, fmt.Errorf("%q needs a header name (header:X-User)", item)
@@ -68,8 +69,8 @@ func parseKeySpec(spec string) ([]keyPart, error) {
 		case "":
 			return nil, fmt.Errorf("empty part in %q", spec)
 		default:
-			msg := fmt.Sprintf("unknown key source %q (want ip, header:NAME, query:NAME, api_key or tenant)", item)
-			if s := suggest(kind, []string{"ip", "header", "query", "api_key", "tenant"}); s != "" {
+			msg := fmt.Sprintf("unknown key source %q (want ip, header:NAME, query:NAME, api_key, tenant or model)", item)
+			if s := suggest(kind, []string{"ip", "header", "query", "api_key", "tenant", "model"}); s != "" {
 				msg += fmt.Sprintf("; did you mean %q?", s)
 			}
 			return nil, fmt.Errorf("%s", msg)
@@ -83,6 +84,7 @@ type KeyReads struct {
 	IP     bool
 	APIKey bool // the API key itself (api_key)
 	Tenant bool // the tenant of a known API key
+	Model  bool // the model an LLM call asks for (llm routes)
 	// Headers are the canonical names of header:NAME parts.
 	Headers []string
 	// Queries are the names of query:NAME parts.
@@ -101,6 +103,8 @@ func readsOf(parts []keyPart) KeyReads {
 			kr.APIKey = true
 		case sourceTenant:
 			kr.Tenant = true
+		case sourceModel:
+			kr.Model = true
 		case sourceHeader:
 			kr.Headers = append(kr.Headers, part.name)
 		case sourceQuery:
@@ -174,6 +178,10 @@ func (p keyPart) value(r *http.Request, s *Subject) (string, bool) {
 	case sourceTenant:
 		if s != nil && s.Tenant != nil && s.Tenant.Name != "" {
 			return s.Tenant.Name, true
+		}
+	case sourceModel:
+		if s != nil && s.Model != "" {
+			return s.Model, true
 		}
 	}
 	return "", false

@@ -118,6 +118,9 @@ type Subject struct {
 	APIKey string
 	// Tenant is the tenant of a known API key, or nil.
 	Tenant *Tenant
+	// Model is the model an LLM call asks for (its body's "model"), on llm
+	// routes; "" elsewhere.
+	Model string
 }
 
 // MissingKey says what a policy does with a request that lacks its key.

@@ -189,6 +189,8 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 				p.addf(pp, "policy %q listed twice", name)
 			case Cost(pc.Cost).CountsTokens() && rt.LLM == "":
 				p.addf(pp, "policy %q counts %s, which only an llm route knows (set llm: openai)", name, pc.Cost)
+			case keysOnModel(pc.Key) && rt.LLM == "":
+				p.addf(pp, "policy %q keys on model, which only an llm route knows (set llm: openai)", name)
 			}
 			used[name] = true
 		}
@@ -361,4 +363,10 @@ func canonicalConfigPath(p *problems, place, v string) {
 	case clean != v:
 		p.addf(place, "must be a clean path (no \"//\", \".\" or \"..\" segments): requests are matched after cleaning, so %q would never match; did you mean %q?", v, clean)
 	}
+}
+
+// keysOnModel reports whether a key spec has a model part.
+func keysOnModel(spec string) bool {
+	parts, err := parseKeySpec(spec)
+	return err == nil && readsOf(parts).Model
 }

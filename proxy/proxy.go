@@ -156,6 +156,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	subject, peerTrusted := identify(r, snap, route)
+	if call != nil {
+		subject.Model = call.req.Model
+	}
 	// A policy that needs a key the request lacks answers 401, but only after
 	// the policies that can judge the request have: each guess costs its
 	// per-IP tokens, so keys cannot be guessed without limit.
