@@ -335,25 +335,38 @@ func TestOpenAIMockStreamFirstChunkEarly(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			body := `{"model":"m","stream":true,"messages":` + hello + `,"input":"hi"}`
-			resp, err := postStream(ctx, srv.Client(), srv.URL+path, body)
-			if err != nil {
-				t.Fatal(err)
+			// Without a flush per event not even the headers would come, so
+			// the request itself is under the failure deadline.
+			type first struct {
+				resp *http.Response
+				br   *bufio.Reader
+				ev   sseEvent
+				err  error
 			}
-			defer resp.Body.Close()
-			br := bufio.NewReader(resp.Body)
-			got := make(chan sseEvent, 1)
+			got := make(chan first, 1)
 			go func() {
-				ev, err := readEvent(br)
+				resp, err := postStream(ctx, srv.Client(), srv.URL+path, body)
 				if err != nil {
-					t.Error(err)
+					got <- first{err: err}
+					return
 				}
-				got <- ev
+				br := bufio.NewReader(resp.Body)
+				ev, err := readEvent(br)
+				got <- first{resp, br, ev, err}
 			}()
+			var br *bufio.Reader
 			select {
-			case ev := <-got:
-				if ev.data == "" {
+			case f := <-got:
+				if f.resp != nil {
+					defer f.resp.Body.Close()
+				}
+				if f.err != nil {
+					t.Fatal(f.err)
+				}
+				if f.ev.data == "" {
 					t.Fatal("first event empty")
 				}
+				br = f.br
 			case <-time.After(failAfter):
 				t.Fatalf("no first event after %v while the handler is held: events are buffered", failAfter)
 			}
