@@ -131,10 +131,7 @@ func (m *openAIMock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // apiError is the inside of OpenAI's error document {"error": {...}}. Param
 // and Code are null when empty, as OpenAI sends them.
 type apiError struct {
-	Message string `json:"message"`
-	Type    string `json:"type"`
-	Param   string `json:"param,omitzero"`
-	Code    string `json:"code,omitzero"`
+	Message, Type, Param, Code string
 }
 
 func (e apiError) MarshalJSON() ([]byte, error) {
