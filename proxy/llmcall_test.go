@@ -338,3 +338,42 @@ policies:
 		t.Fatalf("over a daily token budget: got %d %v, want 429 insufficient_quota", resp.StatusCode, body)
 	}
 }
+
+// A policy keyed on tenant+model gives each model its own quota.
+func TestLLMKeyOnModel(t *testing.T) {
+	up := newUpstream(t, builtin.OpenAIMock(builtin.OpenAIMockConfig{}))
+	snap := compileYAML(t, `
+tenants:
+  keys:
+    sk-1: {tenant: acme, plan: free}
+routes:
+  - name: llm
+    match: {path_prefix: /v1/}
+    upstream: `+up.URL+`
+    llm: openai
+    policies: [per-model]
+policies:
+  per-model: {key: tenant+model, rate: 1, per: 1h, on_missing_key: reject}
+`)
+	srv, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+	status := func(model string) int {
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions",
+			strings.NewReader(`{"model":"`+model+`","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`))
+		req.Header.Set("Authorization", "Bearer sk-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, step := range []struct {
+		model string
+		want  int
+	}{{"gpt-4o", 200}, {"gpt-4o", 429}, {"gpt-4o-mini", 200}, {"gpt-4o-mini", 429}} {
+		if got := status(step.model); got != step.want {
+			t.Fatalf("%s: got %d, want %d (one call an hour per tenant and model)", step.model, got, step.want)
+		}
+	}
+}
