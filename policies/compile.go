@@ -141,6 +141,7 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		MaxBodyBytes:     max(rc.MaxBodyBytes, 0), // -1 (no limit) is 0 in the Snapshot
 		LLM:              rc.LLM != "",
 		DefaultMaxTokens: rc.DefaultMaxTokens,
+		UpstreamAPIKey:   rc.UpstreamAPIKey,
 		Match: Match{
 			Host:       strings.ToLower(strings.TrimSuffix(rc.Match.Host, ".")),
 			Path:       rc.Match.Path,

@@ -92,8 +92,12 @@ type RouteConfig struct {
 	LLM string `koanf:"llm"`
 	// DefaultMaxTokens is the output a request without max_tokens reserves
 	// (default 1024).
-	DefaultMaxTokens int64    `koanf:"default_max_tokens"`
-	Policies         []string `koanf:"policies"`
+	DefaultMaxTokens int64 `koanf:"default_max_tokens"`
+	// UpstreamAPIKey, when set, replaces the client's key on the way
+	// upstream: "Authorization: Bearer <key>", and no x-api-key (keep it out
+	// of the file: GATEWAY_ROUTES_<i>_UPSTREAM_API_KEY).
+	UpstreamAPIKey string   `koanf:"upstream_api_key"`
+	Policies       []string `koanf:"policies"`
 }
 
 // MatchConfig selects requests for a route.

@@ -87,6 +87,9 @@ type Route struct {
 	// DefaultMaxTokens is the output a request without a max_tokens field
 	// reserves.
 	DefaultMaxTokens int64
+	// UpstreamAPIKey replaces the client's API key upstream ("" forwards
+	// the request's own headers).
+	UpstreamAPIKey string
 	// Policies apply in order.
 	Policies []*Policy
 }

@@ -138,6 +138,12 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		stripPrefix(pr.Out.URL, st.route.StripPrefix)
 	}
 	pr.SetURL(st.route.Upstream) // also points Host at the upstream
+	if key := st.route.UpstreamAPIKey; key != "" {
+		// The tenant's key identifies it to the gateway only; the upstream
+		// sees the gateway's own.
+		pr.Out.Header.Del("X-Api-Key")
+		pr.Out.Header.Set("Authorization", "Bearer "+key)
+	}
 	if st.peerTrusted {
 		// The chain is only worth passing on when a proxy we trust built it;
 		// SetXForwarded appends the peer to it.

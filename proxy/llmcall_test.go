@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -375,5 +376,43 @@ policies:
 		if got := status(step.model); got != step.want {
 			t.Fatalf("%s: got %d, want %d (one call an hour per tenant and model)", step.model, got, step.want)
 		}
+	}
+}
+
+// With upstream_api_key the upstream sees the gateway's key, never the
+// tenant's.
+func TestLLMUpstreamAPIKeyReplacesTheTenants(t *testing.T) {
+	got := make(chan http.Header, 1)
+	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+	}))
+	snap := compileYAML(t, `
+tenants:
+  keys:
+    sk-tenant: {tenant: acme, plan: free}
+routes:
+  - name: llm
+    match: {path_prefix: /v1/}
+    upstream: `+up.URL+`
+    llm: openai
+    upstream_api_key: sk-gateway-own
+    policies: [tpm]
+policies:
+  tpm: {key: tenant, cost: tokens, rate: 1000, per: 1m, on_missing_key: reject}
+`)
+	srv, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(strings.Replace(chatBody, "%s", "", 1)))
+	req.Header.Set("Authorization", "Bearer sk-tenant")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	h := <-got
+	if resp.StatusCode != 200 || h.Get("Authorization") != "Bearer sk-gateway-own" || strings.Contains(fmt.Sprint(h), "sk-tenant") {
+		t.Fatalf("got %d and upstream headers %v, want 200 and only the gateway's key upstream", resp.StatusCode, h)
 	}
 }
