@@ -17,6 +17,12 @@ type Backend interface {
 	Decide(ctx context.Context, checks []Check) (decisions []Decision, held Held)
 }
 
+// Peeker is a Backend that can report checks' state without taking
+// anything (redislimit's can).
+type Peeker interface {
+	Peek(ctx context.Context, checks []Check) []Decision
+}
+
 // Held is what an admitted request holds in a Backend.
 type Held interface {
 	// Adjust makes check i hold units[i] (its real cost): what was taken
@@ -118,6 +124,40 @@ func (e *Engine) Reserve(ctx context.Context, checks []Check) (Verdict, *Reserva
 	}
 	res.shared = sharedHeld
 	return v, res, nil
+}
+
+// Peek reports every check's state (what remains, when it resets, whether
+// one unit would pass) without taking anything: what a quota report shows.
+// Without a shared backend that can peek, shared checks come back
+// ReasonUnavailable.
+func (e *Engine) Peek(ctx context.Context, checks []Check) []Decision {
+	ds := make([]Decision, len(checks))
+	now := e.clock()
+	var shared []Check
+	var sharedIdx []int
+	for i, c := range checks {
+		if c.Rule == nil {
+			continue
+		}
+		if c.Rule.Algorithm.Shared() {
+			shared, sharedIdx = append(shared, c), append(sharedIdx, i)
+			continue
+		}
+		ds[i] = e.local.Peek(now, BucketGroup{Policy: c.Rule.Name, Limit: c.Limit}, c.Key)
+	}
+	if len(shared) == 0 {
+		return ds
+	}
+	if p, ok := e.shared.(Peeker); ok {
+		for j, d := range p.Peek(ctx, shared) {
+			ds[sharedIdx[j]] = d
+		}
+		return ds
+	}
+	for _, i := range sharedIdx {
+		ds[i] = Decision{Policy: checks[i].Rule.Name, Limit: checks[i].Limit, Reason: ReasonUnavailable}
+	}
+	return ds
 }
 
 // Reservation is what an admitted request took from each of its policies,

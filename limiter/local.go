@@ -122,6 +122,34 @@ func (l *Local) Reserve(now time.Time, g BucketGroup, key string, cost int64) (D
 	return d, &Hold{b: b, lim: g.Limit, units: cost}
 }
 
+// Peek reports key's bucket in g at now without taking anything: what
+// remains, when it is full again, and whether one unit would pass.
+func (l *Local) Peek(now time.Time, g BucketGroup, key string) Decision {
+	d := Decision{Policy: g.Policy, Limit: g.Limit, Allowed: true, Remaining: g.Limit.Quota()}
+	if reason := g.Limit.refusal(1); reason != ReasonNone {
+		return staticDenial(g.Policy, g.Limit, reason)
+	}
+	l.mu.RLock()
+	s := l.stores[g]
+	l.mu.RUnlock()
+	if s == nil {
+		return d
+	}
+	sh := s.m.Shard(key)
+	sh.RLock()
+	b, ok := sh.Get(key)
+	sh.RUnlock()
+	if !ok {
+		return d
+	}
+	r := b.peek(now, g.Limit)
+	d.Allowed, d.Remaining, d.ResetAfter, d.RetryAfter = r.allowed, r.remaining, r.resetAfter, r.retryAfter
+	if !d.Allowed {
+		d.Reason = ReasonLimited
+	}
+	return d
+}
+
 // Hold is what one admitted decision took from a local bucket. Its methods
 // are safe for concurrent use with the bucket's other users, but one Hold
 // belongs to one request.
@@ -201,6 +229,26 @@ func (b *bucket) take(now time.Time, lim Limit, cost int64) grant {
 		remaining:  int64(min(max(0, left), float64(lim.Quota()))),
 		resetAfter: time.Duration(newTAT - t),
 	}
+}
+
+// peek is take without taking: what one more unit would find at now.
+func (b *bucket) peek(now time.Time, lim Limit) grant {
+	emission := lim.emission()
+	tolerance := saturatingNanos(emission * float64(lim.Quota()))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := max(now.UnixNano(), b.last)
+	tat := max(b.tat, t)
+	left := math.Floor(float64(t+tolerance-tat)/emission + 1e-6)
+	g := grant{
+		allowed:    left >= 1,
+		remaining:  int64(min(max(0, left), float64(lim.Quota()))),
+		resetAfter: time.Duration(tat - t),
+	}
+	if !g.allowed {
+		g.retryAfter = time.Duration(tat + saturatingNanos(emission) - tolerance - t)
+	}
+	return g
 }
 
 // adjust moves tat by d nanoseconds: back gives tokens back exactly,

@@ -203,7 +203,7 @@ func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp) (recorded bool
 		return r.allowGCRA(ctx, ops[0])
 	}
 	if !r.cluster || len(ops) == 1 {
-		return r.decideAll(ctx, ops)
+		return r.decideAll(ctx, ops, modeRecord)
 	}
 
 	ordered := slices.Clone(ops)
@@ -212,7 +212,7 @@ func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp) (recorded bool
 	})
 	var taken []*sharedOp
 	for _, op := range ordered {
-		ok, err := r.decideAll(ctx, []*sharedOp{op})
+		ok, err := r.decideAll(ctx, []*sharedOp{op}, modeRecord)
 		if err != nil || !ok {
 			if len(taken) > 0 {
 				r.adjust(ctx, taken, func(*sharedOp) int64 { return 0 })
@@ -229,10 +229,10 @@ func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp) (recorded bool
 
 // decideAll runs decideScript once for ops, whose keys must share a slot
 // unless the server is not a Cluster.
-func (r *Limiter) decideAll(ctx context.Context, ops []*sharedOp) (recorded bool, err error) {
+func (r *Limiter) decideAll(ctx context.Context, ops []*sharedOp, mode scriptMode) (recorded bool, err error) {
 	keys := make([]string, 0, 2*len(ops))
-	args := make([]any, 0, 1+6*len(ops))
-	args = append(args, len(ops))
+	args := make([]any, 0, 2+6*len(ops))
+	args = append(args, len(ops), string(mode))
 	for _, op := range ops {
 		c := op.check
 		switch c.Rule.Algorithm {
@@ -327,4 +327,55 @@ func policyName(c limiter.Check) string {
 
 func (op *sharedOp) denialKey() denialKey {
 	return denialKey{policy: op.check.Rule.Name, limit: op.check.Limit, key: op.digest}
+}
+
+// Peek implements limiter.Peeker: each check's state on Redis, what one
+// unit would find, without recording anything (decideScript in peek mode;
+// one call per check on a Cluster). A check Redis does not answer comes back
+// ReasonUnavailable; peeking never feeds the breaker.
+func (r *Limiter) Peek(ctx context.Context, checks []limiter.Check) []limiter.Decision {
+	ds := make([]limiter.Decision, len(checks))
+	var ops []*sharedOp
+	for i, c := range checks {
+		ds[i] = limiter.Decision{Policy: policyName(c), Limit: c.Limit, Reason: limiter.ReasonUnavailable}
+		if c.Rule == nil || !c.Rule.Algorithm.Shared() {
+			continue
+		}
+		if d, static := c.StaticDenial(); static {
+			ds[i] = d
+			continue
+		}
+		op := &sharedOp{index: i, check: c, cost: 1, digest: digestKey(c.Key)}
+		op.base = redisBaseKey(c.Rule.Name, op.digest)
+		if c.Rule.Algorithm == limiter.SlidingWindow {
+			op.memberID = "peek"
+		}
+		ops = append(ops, op)
+	}
+	if len(ops) == 0 {
+		return ds
+	}
+	release, err := r.slots.acquire(ctx, r.queueTimeout)
+	if err != nil {
+		return ds
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	groups := [][]*sharedOp{ops}
+	if r.cluster {
+		groups = groups[:0]
+		for _, op := range ops {
+			groups = append(groups, []*sharedOp{op})
+		}
+	}
+	for _, g := range groups {
+		if _, err := r.decideAll(ctx, g, modePeek); err != nil {
+			continue
+		}
+		for _, op := range g {
+			ds[op.index] = r.decision(op)
+		}
+	}
+	return ds
 }

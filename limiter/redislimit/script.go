@@ -26,7 +26,8 @@ import (
 // slot, so on a Cluster a request with checks on several keys calls it once
 // per check (see roundTrip).
 //
-// ARGV[1] is the number of checks n; then 6 values per check: algorithm
+// ARGV[1] is the number of checks n, ARGV[2] "record", or "peek" to decide
+// and record nothing (what a quota report reads); then 6 values per check: algorithm
 // ("gcra", "sliding_window", "fixed_window"), rate, period in microseconds,
 // quota (GCRA's burst, a window's count), cost, member (sliding window). KEYS holds 2 keys per check: GCRA
 // its redis_rate key twice, the sliding window its log and sum, the fixed
@@ -39,10 +40,10 @@ local t = redis.call("TIME")
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 ` + gcraLua + slidingLua + fixedLua + `
-local n = tonumber(ARGV[1])
+local n, peek = tonumber(ARGV[1]), ARGV[2] == "peek"
 local reply, records, all = {}, {}, true
 for i = 1, n do
-  local a = 1 + (i - 1) * 6
+  local a = 2 + (i - 1) * 6
   local alg, rate, period, burst, cost = ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local k1, k2 = KEYS[2 * i - 1], KEYS[2 * i]
   local res, record
@@ -59,6 +60,7 @@ for i = 1, n do
   records[i] = record
   for _, v in ipairs(res) do reply[#reply + 1] = v end
 end
+if peek then all = false end
 if all then
   for i = 1, n do records[i]() end
 end
@@ -67,6 +69,14 @@ return reply
 `
 
 var decideScript = redis.NewScript(decideSrc)
+
+// scriptMode says whether decideScript records what it admits.
+type scriptMode string
+
+const (
+	modeRecord scriptMode = "record"
+	modePeek   scriptMode = "peek"
+)
 
 // scriptReply is a decision script's parsed reply.
 type scriptReply struct {
