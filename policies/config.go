@@ -71,6 +71,9 @@ func (r RedisConfig) Enabled() bool { return len(r.Addrs) > 0 || r.Sentinel.Mast
 type TenantsConfig struct {
 	Header string                  `koanf:"header"` // default X-API-Key
 	Keys   map[string]TenantConfig `koanf:"keys"`
+	// QuotaPath answers GET with the asking key's limits and what remains
+	// of them (default /v1/quota).
+	QuotaPath string `koanf:"quota_path"`
 }
 
 // TenantConfig is one API key's owner.

@@ -20,6 +20,7 @@ const (
 	DefaultRouteTimeout      = 30 * time.Second
 	DefaultMaxBodyBytes      = 10 << 20
 	DefaultMaxTokens         = 1024
+	DefaultQuotaPath         = "/v1/quota"
 	DefaultPer               = time.Second
 	DefaultRedisTimeout      = 30 * time.Millisecond
 	DefaultQueueTimeout      = 250 * time.Millisecond
@@ -52,6 +53,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&r.DenialCacheSize, DefaultDenialCacheSize)
 
 	setDefault(&c.Tenants.Header, DefaultTenantHeader)
+	setDefault(&c.Tenants.QuotaPath, DefaultQuotaPath)
 
 	for i := range c.Routes {
 		rt := &c.Routes[i]

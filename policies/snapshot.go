@@ -65,6 +65,8 @@ type Tenants struct {
 	// a "Bearer " prefix is removed.
 	Header string
 	Keys   map[string]Tenant
+	// QuotaPath is where a tenant reads its limits (GET); "" for none.
+	QuotaPath string
 }
 
 // Route is one compiled entry of routes.

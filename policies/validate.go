@@ -126,6 +126,11 @@ func validateTenants(p *problems, t *TenantsConfig) {
 	if !isToken(t.Header) {
 		p.addf("tenants.header", "must be a header name, got %q", t.Header)
 	}
+	if !strings.HasPrefix(t.QuotaPath, "/") {
+		p.addf("tenants.quota_path", "must start with \"/\", got %q", t.QuotaPath)
+	} else {
+		canonicalConfigPath(p, "tenants.quota_path", t.QuotaPath)
+	}
 	for _, key := range sortedKeys(t.Keys) {
 		place := keyPlace("tenants.keys", key)
 		if strings.TrimSpace(key) == "" {

@@ -416,3 +416,72 @@ policies:
 		t.Fatalf("got %d and upstream headers %v, want 200 and only the gateway's key upstream", resp.StatusCode, h)
 	}
 }
+
+// GET /v1/quota tells a tenant what it has left, per policy, and takes
+// nothing; an unknown key gets 401.
+func TestQuotaReport(t *testing.T) {
+	up := newUpstream(t, builtin.OpenAIMock(builtin.OpenAIMockConfig{CompletionTokens: 20}))
+	snap := compileYAML(t, `
+tenants:
+  keys:
+    sk-1: {tenant: acme, plan: pro}
+routes:
+  - name: llm
+    match: {path_prefix: /v1/}
+    upstream: `+up.URL+`
+    llm: openai
+    policies: [rpm, tpm, per-ip]
+policies:
+  rpm: {key: tenant, rate: 5, per: 1m, plans: {pro: 50}, on_missing_key: reject}
+  tpm: {key: tenant, cost: tokens, rate: 1000, per: 1m, on_missing_key: reject}
+  per-ip: {key: ip, rate: 100, per: 1m}
+`)
+	srv, h := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+	settled := make(chan struct{}, 1)
+	h.settled = func() { settled <- struct{}{} }
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(strings.Replace(chatBody, "%s", "", 1)))
+	req.Header.Set("Authorization", "Bearer sk-1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var call struct {
+		Usage struct {
+			TotalTokens int64 `json:"total_tokens"`
+		} `json:"usage"`
+	}
+	json.NewDecoder(resp.Body).Decode(&call)
+	resp.Body.Close()
+	<-settled
+
+	report := func(key string) (int, quotaReport) {
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/quota", nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var rep quotaReport
+		json.NewDecoder(resp.Body).Decode(&rep)
+		return resp.StatusCode, rep
+	}
+	for range 3 { // asking takes nothing
+		status, rep := report("sk-1")
+		if status != 200 || rep.Tenant != "acme" || rep.Plan != "pro" || len(rep.Policies) != 2 {
+			t.Fatalf("got %d %+v, want 200 for acme (pro) with its two tenant policies", status, rep)
+		}
+		rpm, tpm := rep.Policies[0], rep.Policies[1]
+		if rpm.Policy != "rpm" || rpm.Limit != 50 || rpm.Remaining != 49 || rpm.Per != "1m" {
+			t.Fatalf("rpm: got %+v, want the pro plan's 50 a minute with 49 left", rpm)
+		}
+		if tpm.Policy != "tpm" || tpm.Cost != "tokens" || tpm.Remaining != 1000-call.Usage.TotalTokens || tpm.ResetAfterMs <= 0 {
+			t.Fatalf("tpm: got %+v, want 1000 less the call's %d tokens, with a reset time", tpm, call.Usage.TotalTokens)
+		}
+	}
+	if status, _ := report("sk-unknown"); status != http.StatusUnauthorized {
+		t.Fatalf("an unknown key: got %d, want 401", status)
+	}
+}

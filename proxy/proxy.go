@@ -121,6 +121,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r0, http.StatusBadRequest, errorBody{Message: bad})
 		return
 	}
+	if r.Method == http.MethodGet && snap.Tenants.QuotaPath != "" && r.URL.Path == snap.Tenants.QuotaPath {
+		h.serveQuota(w, r, snap)
+		return
+	}
 	route := snap.Match(r)
 	if route == nil {
 		h.writeError(w, r, http.StatusNotFound, errorBody{Message: "no route matches this request"})
