@@ -36,6 +36,16 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 	for key, tc := range c.Tenants.Keys {
 		snap.Tenants.Keys[key] = Tenant{Name: tc.Tenant, Plan: tc.Plan}
 	}
+	if len(c.Prices) > 0 {
+		snap.Prices = make(Prices, len(c.Prices))
+		for model, pc := range c.Prices {
+			cached := pc.CachedInput
+			if cached == 0 {
+				cached = pc.Input
+			}
+			snap.Prices[model] = Price{Input: pc.Input, CachedInput: cached, Output: pc.Output}
+		}
+	}
 	for name, pc := range c.Policies {
 		pol, err := compilePolicy(name, pc)
 		if err != nil {
@@ -93,7 +103,27 @@ func compilePolicy(name string, pc PolicyConfig) (*Policy, error) {
 			}
 		}
 	}
+	if pol.Cost == CostUSD {
+		// Dollars in the file, micro-dollars in the buckets: a call's price
+		// is rarely a whole cent.
+		pol.Limit = usdLimit(pol.Limit)
+		for plan, l := range pol.Plans {
+			pol.Plans[plan] = usdLimit(l)
+		}
+	}
 	return pol, nil
+}
+
+// usdLimit turns a limit in dollars into micro-dollars.
+func usdLimit(l limiter.Limit) limiter.Limit {
+	scale := func(n int64) int64 {
+		if n > math.MaxInt64/MicroUSD {
+			return math.MaxInt64
+		}
+		return n * MicroUSD
+	}
+	l.Rate, l.Burst = scale(l.Rate), scale(l.Burst)
+	return l
 }
 
 // windowed applies a policy's calendar window: a day is a 24h window (fixed

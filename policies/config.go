@@ -11,6 +11,9 @@ type Config struct {
 	Tenants  TenantsConfig           `koanf:"tenants"`
 	Routes   []RouteConfig           `koanf:"routes"`
 	Policies map[string]PolicyConfig `koanf:"policies"`
+	// Prices are what models cost, for cost: usd policies: model -> price;
+	// "default" prices a model the table does not name.
+	Prices map[string]PriceConfig `koanf:"prices"`
 }
 
 // ServerConfig holds listener settings. They take effect at start only (a
@@ -121,10 +124,17 @@ type PolicyConfig struct {
 	Rate         *int64           `koanf:"rate"`      // events per Per; 0 denies all
 	Per          time.Duration    `koanf:"per"`       // default 1s
 	Window       string           `koanf:"window"`    // fixed_window only: day or month (UTC calendar), instead of per
-	Cost         string           `koanf:"cost"`      // requests (default), tokens, input_tokens, output_tokens
+	Cost         string           `koanf:"cost"`      // requests (default), tokens, input_tokens, output_tokens, usd (rate in whole dollars)
 	Burst        int64            `koanf:"burst"`     // default Rate
 	Plans        map[string]int64 `koanf:"plans"`     // plan -> rate (burst = rate scaled like Burst/Rate)
 	OnMissingKey string           `koanf:"on_missing_key"`
 	OnRedisError string           `koanf:"on_redis_error"` // default allow
 	LocalShare   float64          `koanf:"local_share"`    // default 1.0 with on_redis_error: local
+}
+
+// PriceConfig is what one model costs, in US dollars per million tokens.
+type PriceConfig struct {
+	Input       float64 `koanf:"input"`
+	CachedInput float64 `koanf:"cached_input"` // default: Input
+	Output      float64 `koanf:"output"`
 }

@@ -36,6 +36,8 @@ type Snapshot struct {
 	Routes []*Route
 	// Policies by name.
 	Policies map[string]*Policy
+	// Prices are what models cost (cost: usd policies).
+	Prices Prices
 }
 
 // Identity says how the client of a request is recognised.
@@ -151,11 +153,37 @@ const (
 	CostTokens       Cost = "tokens"        // input and output tokens
 	CostInputTokens  Cost = "input_tokens"  // the prompt's tokens
 	CostOutputTokens Cost = "output_tokens" // the generated tokens
+	CostUSD          Cost = "usd"           // the call's price, in micro-dollars (see Prices)
 )
 
 // CountsTokens reports whether the cost depends on an LLM call's tokens.
 func (c Cost) CountsTokens() bool {
-	return c == CostTokens || c == CostInputTokens || c == CostOutputTokens
+	return c == CostTokens || c == CostInputTokens || c == CostOutputTokens || c == CostUSD
+}
+
+// MicroUSD is one millionth of a US dollar: the unit of a cost: usd
+// policy's limit (its rate in dollars times a million) and of its checks.
+const MicroUSD = 1_000_000
+
+// Price is what one model costs, in US dollars per million tokens: each
+// token costs the price in micro-dollars.
+type Price struct {
+	Input, CachedInput, Output float64
+}
+
+// Prices names what models cost. Lookup falls back to the "default" entry.
+type Prices map[string]Price
+
+// DefaultPriceModel names the entry that prices every model the table does
+// not name.
+const DefaultPriceModel = "default"
+
+// For returns model's price, and whether it is the default's.
+func (p Prices) For(model string) (Price, bool) {
+	if pr, ok := p[model]; ok {
+		return pr, false
+	}
+	return p[DefaultPriceModel], true
 }
 
 // Policy is one compiled policy.

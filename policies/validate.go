@@ -234,7 +234,20 @@ func validateMatch(p *problems, place string, m *MatchConfig) {
 	}
 }
 
+func validatePrices(p *problems, prices map[string]PriceConfig) {
+	for _, model := range sortedKeys(prices) {
+		pr, place := prices[model], keyPlace("prices", model)
+		if pr.Input < 0 || pr.CachedInput < 0 || pr.Output < 0 {
+			p.add(place, "prices must not be negative")
+		}
+		if pr.Input == 0 && pr.Output == 0 {
+			p.add(place, "input and output are both 0: set a price (a free model is spelled with a tiny one, never by accident)")
+		}
+	}
+}
+
 func validatePolicies(p *problems, c *Config) {
+	validatePrices(p, c.Prices)
 	for _, name := range sortedKeys(c.Policies) {
 		pc := c.Policies[name]
 		place := keyPlace("policies", name)
@@ -294,8 +307,12 @@ func validatePolicies(p *problems, c *Config) {
 		}
 		switch Cost(pc.Cost) {
 		case CostRequests, CostTokens, CostInputTokens, CostOutputTokens:
+		case CostUSD:
+			if _, ok := c.Prices[DefaultPriceModel]; !ok {
+				p.add(place+".cost", "usd needs prices, with a default entry for models the table does not name (never free)")
+			}
 		default:
-			p.addf(place+".cost", "must be requests, tokens, input_tokens or output_tokens, got %q", pc.Cost)
+			p.addf(place+".cost", "must be requests, tokens, input_tokens, output_tokens or usd, got %q", pc.Cost)
 		}
 		switch MissingKey(pc.OnMissingKey) {
 		case MissingSkip, MissingShared, MissingReject:

@@ -248,3 +248,32 @@ func TestCalendarWindows(t *testing.T) {
 		})
 	}
 }
+
+func TestDollarBudgetsNeedPrices(t *testing.T) {
+	const route = "routes: [{name: r, upstream: builtin:echo, llm: openai, policies: [p]}]\n"
+	for _, tt := range []struct{ name, yaml, want string }{
+		{"no default price", route + "prices: {gpt-4o: {input: 2.5, output: 10}}\npolicies: {p: {key: tenant, cost: usd, rate: 5, per: 24h}}",
+			"gateway.yaml: policies.p.cost: usd needs prices, with a default entry for models the table does not name (never free)"},
+		{"free by accident", route + "prices: {default: {input: 0, output: 0}}\npolicies: {p: {key: tenant, cost: usd, rate: 5, per: 24h}}",
+			"gateway.yaml: prices.default: input and output are both 0"},
+		{"negative price", route + "prices: {default: {input: -1, output: 1}}\npolicies: {p: {key: tenant, cost: usd, rate: 5, per: 24h}}",
+			"gateway.yaml: prices.default: prices must not be negative"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("gateway.yaml", []byte(tt.yaml), Options{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	snap, err := Parse("gateway.yaml", []byte(route+"prices: {default: {input: 1, output: 2}}\npolicies: {p: {key: tenant, cost: usd, rate: 5, per: 24h}}"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snap.Policies["p"].Limit.Rate; got != 5*MicroUSD {
+		t.Fatalf("a $5 budget: got rate %d, want %d micro-dollars", got, 5*MicroUSD)
+	}
+	if pr, def := snap.Prices.For("anything"); !def || pr.CachedInput != 1 {
+		t.Fatalf("an unnamed model: got %+v (default %v), want the default price, cached input at the input price", pr, def)
+	}
+}

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
@@ -45,6 +48,8 @@ type llmCall struct {
 	maxOutput int64 // the request's cap, or the route's default
 	res       *limiter.Reservation
 	costs     []policies.Cost // by check
+	price     policies.Price  // the model's, for cost: usd
+	unpriced  bool            // the price is prices.default's
 
 	status  int                // the upstream's, 0 when it never answered
 	stream  *llm.StreamWatcher // an SSE response
@@ -78,7 +83,7 @@ func llmKind(r *http.Request) (llm.Kind, bool) {
 // route's max_body_bytes), asks a stream for its usage when the client did
 // not, and returns the request to forward with the body it will carry. A
 // request that is not an LLM call returns a nil call and r itself.
-func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route) (*http.Request, *llmCall, int, string) {
+func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, prices policies.Prices) (*http.Request, *llmCall, int, string) {
 	kind, ok := llmKind(r)
 	if !ok {
 		return r, nil, 0, ""
@@ -96,6 +101,9 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route) 
 		return nil, nil, http.StatusBadRequest, err.Error()
 	}
 	call := &llmCall{kind: kind, req: req, maxOutput: req.MaxOutput}
+	if len(prices) > 0 {
+		call.price, call.unpriced = prices.For(req.Model)
+	}
 	if call.maxOutput <= 0 {
 		call.maxOutput = route.DefaultMaxTokens * max(req.Choices, 1) // n choices, each up to the default
 	}
@@ -124,9 +132,16 @@ func (c *llmCall) reserve(cost policies.Cost) int64 {
 		return c.req.PromptTokens
 	case policies.CostOutputTokens:
 		return c.maxOutput
+	case policies.CostUSD:
+		// Every input token at the uncached price: the most the call can cost.
+		return microUSD(float64(c.req.PromptTokens)*c.price.Input + float64(c.maxOutput)*c.price.Output)
 	}
 	return 1
 }
+
+// microUSD rounds a price in micro-dollars up: a call is never cheaper
+// than it was.
+func microUSD(f float64) int64 { return int64(math.Ceil(f - 1e-9)) }
 
 // watch wraps the response body so its usage is read as it passes.
 func (c *llmCall) watch(resp *http.Response) {
@@ -152,7 +167,7 @@ func (c *llmCall) settle(ctx context.Context) error {
 		return nil
 	}
 	c.settled = true
-	input, output := c.actual()
+	input, cached, output := c.actual()
 	actual := make([]int64, len(c.costs))
 	for i, cost := range c.costs {
 		switch cost {
@@ -162,6 +177,8 @@ func (c *llmCall) settle(ctx context.Context) error {
 			actual[i] = input
 		case policies.CostOutputTokens:
 			actual[i] = output
+		case policies.CostUSD:
+			actual[i] = microUSD(float64(input-cached)*c.price.Input + float64(cached)*c.price.CachedInput + float64(output)*c.price.Output)
 		default:
 			actual[i] = 1
 		}
@@ -169,25 +186,25 @@ func (c *llmCall) settle(ctx context.Context) error {
 	return c.res.Settle(context.WithoutCancel(ctx), actual)
 }
 
-// actual is what the call cost in input and output tokens: the provider's
-// usage when it came; for a stream cut before it, the prompt and the text
-// that passed; for a JSON response cut or unreadable, the reservation; for an
-// upstream error or no answer, nothing.
-func (c *llmCall) actual() (input, output int64) {
+// actual is what the call cost in input tokens (cached ones among them) and
+// output tokens: the provider's usage when it came; for a stream cut before
+// it, the prompt and the text that passed; for a JSON response cut or
+// unreadable, the reservation; for an upstream error or no answer, nothing.
+func (c *llmCall) actual() (input, cached, output int64) {
 	switch {
 	case c.status == 0 || c.status >= 400:
-		return 0, 0
+		return 0, 0, 0
 	case c.stream != nil:
 		if u, ok := c.stream.Usage(); ok {
-			return u.Input, u.Output
+			return u.Input, u.CachedInput, u.Output
 		}
-		return c.req.PromptTokens, c.stream.Delivered()
+		return c.req.PromptTokens, 0, c.stream.Delivered()
 	case c.tapped != nil && c.tapped.complete():
 		if u, ok := llm.ParseUsage(c.kind, c.tapped.buf.Bytes()); ok {
-			return u.Input, u.Output
+			return u.Input, u.CachedInput, u.Output
 		}
 	}
-	return c.req.PromptTokens, c.maxOutput
+	return c.req.PromptTokens, 0, c.maxOutput
 }
 
 // usageTap passes a JSON response through and keeps its first maxUsageBody
@@ -213,3 +230,27 @@ func (t *usageTap) Read(p []byte) (int, error) {
 }
 
 func (t *usageTap) complete() bool { return t.eof && !t.over }
+
+// modelWarnings logs, once per model, that a model the price table does not
+// name was priced at prices.default. Models are the client's to choose, so
+// it remembers at most maxModelWarnings of them. The zero value is ready;
+// it is safe for concurrent use.
+type modelWarnings struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+const maxModelWarnings = 256
+
+func (m *modelWarnings) warn(log *slog.Logger, model string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seen[model] || len(m.seen) >= maxModelWarnings {
+		return
+	}
+	if m.seen == nil {
+		m.seen = make(map[string]bool)
+	}
+	m.seen[model] = true
+	log.Warn("llm call for a model the price table does not name: priced at prices.default", "model", model)
+}

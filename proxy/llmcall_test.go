@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -484,4 +485,104 @@ policies:
 	if status, _ := report("sk-unknown"); status != http.StatusUnauthorized {
 		t.Fatalf("an unknown key: got %d, want 401", status)
 	}
+}
+
+// A dollar budget charges each call its price from the table: cached input
+// at the cached price, a model the table does not name at the default
+// price (never free), and a spent daily budget answers insufficient_quota.
+func TestLLMDollarBudget(t *testing.T) {
+	up := newUpstream(t, builtin.OpenAIMock(builtin.OpenAIMockConfig{CompletionTokens: 100, PromptCache: true}))
+	snap := compileYAML(t, `
+tenants:
+  keys:
+    sk-1: {tenant: acme, plan: free}
+prices:
+  gpt-4o-mini: {input: 0.15, cached_input: 0.075, output: 0.6}
+  default: {input: 10, output: 30}
+routes:
+  - name: llm
+    match: {path_prefix: /v1/}
+    upstream: `+up.URL+`
+    llm: openai
+    policies: [budget]
+policies:
+  budget: {key: tenant, cost: usd, rate: 1, per: 24h, on_missing_key: reject}
+`)
+	srv, h := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+	settled := make(chan struct{}, 10)
+	h.settled = func() { settled <- struct{}{} }
+	type usage struct {
+		PromptTokens        int64 `json:"prompt_tokens"`
+		CompletionTokens    int64 `json:"completion_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int64 `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	}
+	call := func(model, content string) (int, usage, string) {
+		body := `{"model":"` + model + `","messages":[{"role":"user","content":"` + content + `"}],"max_tokens":100}`
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer sk-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got struct {
+			Usage usage `json:"usage"`
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		json.NewDecoder(resp.Body).Decode(&got)
+		if resp.StatusCode == 200 {
+			<-settled
+		}
+		return resp.StatusCode, got.Usage, got.Error.Code
+	}
+	left := func() int64 {
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/quota", nil)
+		req.Header.Set("Authorization", "Bearer sk-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var rep quotaReport
+		json.NewDecoder(resp.Body).Decode(&rep)
+		return rep.Policies[0].Remaining
+	}
+	price := func(u usage, in, cachedIn, out float64) int64 {
+		f := float64(u.PromptTokens-u.PromptTokensDetails.CachedTokens)*in + float64(u.PromptTokensDetails.CachedTokens)*cachedIn + float64(u.CompletionTokens)*out
+		return int64(math.Ceil(f - 1e-9))
+	}
+
+	long := strings.Repeat("word ", 1200) // over 1024 tokens: the mock reports part of it cached
+	status, u, _ := call("gpt-4o-mini", long)
+	if status != 200 || u.PromptTokensDetails.CachedTokens == 0 {
+		t.Fatalf("got %d, usage %+v, want 200 with cached tokens", status, u)
+	}
+	spent := price(u, 0.15, 0.075, 0.6)
+	if got := 1_000_000 - left(); got != spent {
+		t.Fatalf("charged %d micro-dollars, want %d (cached input at the cached price)", got, spent)
+	}
+
+	status, u, _ = call("mystery-model", "hello")
+	if status != 200 {
+		t.Fatalf("an unpriced model: got %d, want 200 (priced at the default)", status)
+	}
+	spent += price(u, 10, 10, 30)
+	if got := 1_000_000 - left(); got != spent {
+		t.Fatalf("charged %d micro-dollars in all, want %d (the unpriced model at the default price)", got, spent)
+	}
+
+	for range 500 { // about 3,100 micro-dollars a call: the dollar is spent in about 320
+		status, _, code := call("mystery-model", "hello")
+		if status == 429 {
+			if code != "insufficient_quota" {
+				t.Fatalf("a spent daily budget: got code %q, want insufficient_quota", code)
+			}
+			return
+		}
+	}
+	t.Fatal("the $1 daily budget never ran out")
 }

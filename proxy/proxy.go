@@ -62,6 +62,7 @@ type Handler struct {
 	rp             *httputil.ReverseProxy
 	// settled, when set, is called after an llm call was settled (tests).
 	settled   func()
+	unpriced  modelWarnings // models priced at prices.default, logged once each
 	afterFunc func(time.Duration, func()) timer
 	upgrades  upgrades
 }
@@ -153,9 +154,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if route.LLM {
 		var status int
 		var msg string
-		if r, call, status, msg = readLLMCall(w, r, route); status != 0 {
+		if r, call, status, msg = readLLMCall(w, r, route, snap.Prices); status != 0 {
 			h.writeError(w, r0, status, errorBody{Message: msg}, slog.String("route", route.Name))
 			return
+		}
+		if call != nil && call.unpriced {
+			h.unpriced.warn(h.log, call.req.Model)
 		}
 	}
 
