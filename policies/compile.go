@@ -22,7 +22,7 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 		Tenants: Tenants{
 			Header:    http.CanonicalHeaderKey(c.Tenants.Header),
 			QuotaPath: c.Tenants.QuotaPath,
-			Keys:   make(map[string]Tenant, len(c.Tenants.Keys)),
+			Keys:      make(map[string]Tenant, len(c.Tenants.Keys)),
 		},
 		Policies: make(map[string]*Policy, len(c.Policies)),
 	}
