@@ -2,9 +2,9 @@
 GO ?= go
 BIN := bin
 
-.PHONY: test vet unit redis-server build run docker-check bench clean
+.PHONY: test vet unit redis-server openai-sdk build run docker-check bench clean
 
-test: redis-server vet unit docker-check
+test: redis-server openai-sdk vet unit docker-check
 
 vet:
 	$(GO) vet ./...
@@ -25,6 +25,19 @@ redis-server:
 	else \
 		echo "redis-server is missing: run 'sudo apt-get install -y redis-server' (Debian/Ubuntu) and try again" >&2; exit 1; \
 	fi
+
+# TestOpenAISDK runs the official OpenAI SDK (pinned in its package.json)
+# against the gateway. Installs Node.js when missing (as root), then the SDK.
+OPENAI_SDK := cmd/gateway/testdata/openai-sdk
+openai-sdk:
+	@command -v node >/dev/null && command -v npm >/dev/null || { \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing nodejs and npm (needed by the OpenAI SDK check)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	else \
+		echo "node is missing: run 'sudo apt-get install -y nodejs npm' (Debian/Ubuntu) and try again" >&2; exit 1; \
+	fi; }
+	npm ci --prefix $(OPENAI_SDK) --no-audit --no-fund --loglevel=error
 
 build:
 	$(GO) build -o $(BIN)/gateway ./cmd/gateway
