@@ -586,3 +586,56 @@ policies:
 	}
 	t.Fatal("the $1 daily budget never ran out")
 }
+
+// A price change by reload applies from the next call: prices are read from
+// the snapshot each call uses.
+func TestLLMPriceChangeByReload(t *testing.T) {
+	up := newUpstream(t, builtin.OpenAIMock(builtin.OpenAIMockConfig{CompletionTokens: 10}))
+	config := func(output float64) *policies.Snapshot {
+		return compileYAML(t, fmt.Sprintf(`
+tenants:
+  keys:
+    sk-1: {tenant: acme, plan: free}
+prices:
+  default: {input: 1, output: %g}
+routes:
+  - name: llm
+    match: {path_prefix: /v1/}
+    upstream: %s
+    llm: openai
+    policies: [budget]
+policies:
+  budget: {key: tenant, cost: usd, rate: 1, per: 24h, on_missing_key: reject}
+`, output, up.URL))
+	}
+	srv, h := newGateway(t, config(10), newEngine(t, newTestClock()), gatewayOpts{})
+	settled := make(chan struct{}, 1)
+	h.settled = func() { settled <- struct{}{} }
+	spend := func() int64 {
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":10}`))
+		req.Header.Set("Authorization", "Bearer sk-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		<-settled
+		req, _ = http.NewRequest("GET", srv.URL+"/v1/quota", nil)
+		req.Header.Set("Authorization", "Bearer sk-1")
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var rep quotaReport
+		json.NewDecoder(resp.Body).Decode(&rep)
+		return 1_000_000 - rep.Policies[0].Remaining
+	}
+	first := spend() // 10 output tokens at $10 a million: 100 micro-dollars, plus the prompt
+	h.snapshots.(*snapshotHolder).p.Store(config(1000))
+	second := spend() - first // the same call, output now at $1000 a million
+	if second-first < 10*(1000-10)-1 {
+		t.Fatalf("the same call cost %d then %d micro-dollars, want the second dearer by the output's new price (≈ %d)", first, second, 10*(1000-10))
+	}
+}
