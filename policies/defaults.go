@@ -20,6 +20,7 @@ const (
 	DefaultRouteTimeout      = 30 * time.Second
 	DefaultMaxBodyBytes      = 10 << 20
 	DefaultMaxTokens         = 1024
+	DefaultLLMMaxBodyBytes   = 1 << 20
 	DefaultQuotaPath         = "/v1/quota"
 	DefaultPer               = time.Second
 	DefaultRedisTimeout      = 30 * time.Millisecond
@@ -58,10 +59,13 @@ func (c *Config) ApplyDefaults() {
 	for i := range c.Routes {
 		rt := &c.Routes[i]
 		setDefault(&rt.Timeout, DefaultRouteTimeout)
-		setDefault(&rt.MaxBodyBytes, DefaultMaxBodyBytes)
 		if rt.LLM != "" {
+			// The body is read and tokenized before the limiter decides:
+			// a smaller bound keeps what one request can cost in CPU small.
+			setDefault(&rt.MaxBodyBytes, DefaultLLMMaxBodyBytes)
 			setDefault(&rt.DefaultMaxTokens, DefaultMaxTokens)
 		}
+		setDefault(&rt.MaxBodyBytes, DefaultMaxBodyBytes)
 	}
 
 	for name, p := range c.Policies {

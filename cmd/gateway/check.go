@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -91,27 +92,38 @@ func describeMatch(m policies.Match) string {
 
 func describeLimits(p *policies.Policy) string {
 	window := p.Rule.Algorithm.Windowed()
-	s := describeLimit(p.Limit, window)
+	s := describeLimit(p.Limit, window, p.Cost)
 	if len(p.Plans) == 0 {
 		return s
 	}
 	plans := make([]string, 0, len(p.Plans))
 	for name, l := range p.Plans {
-		plans = append(plans, name+": "+describeLimit(l, window))
+		plans = append(plans, name+": "+describeLimit(l, window, p.Cost))
 	}
 	sort.Strings(plans)
 	return s + " (plans " + strings.Join(plans, "; ") + ")"
 }
 
-func describeLimit(l limiter.Limit, window bool) string {
+// describeLimit shows a limit in the policy's unit: requests, tokens, or
+// dollars (kept as micro-dollars).
+func describeLimit(l limiter.Limit, window bool, cost policies.Cost) string {
 	if l.DenyAll() {
 		return "deny all"
 	}
 	per := l.Per()
-	if window {
-		return fmt.Sprintf("%d/%s", l.Rate, per)
+	amount := func(n int64) string {
+		switch {
+		case cost == policies.CostUSD:
+			return fmt.Sprintf("$%g", float64(n)/policies.MicroUSD)
+		case cost.CountsTokens():
+			return fmt.Sprintf("%d %s", n, cost)
+		}
+		return strconv.FormatInt(n, 10)
 	}
-	return fmt.Sprintf("%d/%s burst %d", l.Rate, per, l.Burst)
+	if window {
+		return fmt.Sprintf("%s/%s", amount(l.Rate), per)
+	}
+	return fmt.Sprintf("%s/%s burst %s", amount(l.Rate), per, amount(l.Burst))
 }
 
 func count(n int, one, many string) string {
