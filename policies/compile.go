@@ -173,6 +173,7 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		LLM:              rc.LLM != "",
 		DefaultMaxTokens: rc.DefaultMaxTokens,
 		UpstreamAPIKey:   rc.UpstreamAPIKey,
+		OpenAIErrors:     rc.ErrorFormat == "openai",
 		Match: Match{
 			Host:       strings.ToLower(strings.TrimSuffix(rc.Match.Host, ".")),
 			Path:       rc.Match.Path,

@@ -102,8 +102,12 @@ type RouteConfig struct {
 	// UpstreamAPIKey, when set, replaces the client's key on the way
 	// upstream: "Authorization: Bearer <key>", and no x-api-key (keep it out
 	// of the file: GATEWAY_ROUTES_<i>_UPSTREAM_API_KEY).
-	UpstreamAPIKey string   `koanf:"upstream_api_key"`
-	Policies       []string `koanf:"policies"`
+	UpstreamAPIKey string `koanf:"upstream_api_key"`
+	// ErrorFormat is how the gateway's own errors read on this route:
+	// "gateway" ({"code", "message", ...}) or "openai" ({"error": {...}});
+	// default openai on llm routes, gateway elsewhere.
+	ErrorFormat string   `koanf:"error_format"`
+	Policies    []string `koanf:"policies"`
 }
 
 // MatchConfig selects requests for a route.

@@ -64,7 +64,9 @@ func (c *Config) ApplyDefaults() {
 			// a smaller bound keeps what one request can cost in CPU small.
 			setDefault(&rt.MaxBodyBytes, DefaultLLMMaxBodyBytes)
 			setDefault(&rt.DefaultMaxTokens, DefaultMaxTokens)
+			setDefault(&rt.ErrorFormat, "openai")
 		}
+		setDefault(&rt.ErrorFormat, "gateway")
 		setDefault(&rt.MaxBodyBytes, DefaultMaxBodyBytes)
 	}
 

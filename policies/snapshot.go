@@ -94,6 +94,8 @@ type Route struct {
 	// UpstreamAPIKey replaces the client's API key upstream ("" forwards
 	// the request's own headers).
 	UpstreamAPIKey string
+	// OpenAIErrors renders the gateway's own errors in OpenAI's shape.
+	OpenAIErrors bool
 	// Policies apply in order.
 	Policies []*Policy
 }

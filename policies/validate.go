@@ -183,6 +183,9 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 		case rt.DefaultMaxTokens < 0:
 			p.add(place+".default_max_tokens", "must be > 0")
 		}
+		if rt.ErrorFormat != "gateway" && rt.ErrorFormat != "openai" {
+			p.addf(place+".error_format", "must be gateway or openai, got %q", rt.ErrorFormat)
+		}
 		used := map[string]bool{}
 		for j, name := range rt.Policies {
 			pp := indexPlace(place+".policies", j)

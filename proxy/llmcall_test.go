@@ -639,3 +639,30 @@ policies:
 		t.Fatalf("the same call cost %d then %d micro-dollars, want the second dearer by the output's new price (≈ %d)", first, second, 10*(1000-10))
 	}
 }
+
+// error_format: gateway keeps the gateway's own error shape on an llm route.
+func TestLLMRouteGatewayErrorFormat(t *testing.T) {
+	up := newUpstream(t, builtin.OpenAIMock(builtin.OpenAIMockConfig{}))
+	snap := compileYAML(t, `
+routes:
+  - name: llm
+    match: {path_prefix: /v1/}
+    upstream: `+up.URL+`
+    llm: openai
+    error_format: gateway
+    policies: [tpm]
+policies:
+  tpm: {key: tenant, cost: tokens, rate: 1000, per: 1m, on_missing_key: reject}
+`)
+	srv, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+	resp := post(t, srv.URL, strings.Replace(chatBody, "%s", "", 1))
+	defer resp.Body.Close()
+	var body struct {
+		Code  int             `json:"code"`
+		Error json.RawMessage `json:"error"`
+	}
+	json.NewDecoder(resp.Body).Decode(&body)
+	if resp.StatusCode != 401 || body.Code != 40100 || body.Error != nil {
+		t.Fatalf("got %d with code %d and error %s, want the gateway's 401 shape (code 40100)", resp.StatusCode, body.Code, body.Error)
+	}
+}

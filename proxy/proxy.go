@@ -136,7 +136,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.String("route", route.Name))
 		return
 	}
-	if route.LLM {
+	if route.OpenAIErrors {
 		r = withOpenAIErrors(r) // errors in the shape the provider's SDKs read
 	}
 	if msg := keyInputProblem(r, route, keyHeaders(snap, route)); msg != "" {
