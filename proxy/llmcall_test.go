@@ -455,22 +455,8 @@ policies:
 	resp.Body.Close()
 	<-settled
 
-	report := func(key string) (int, quotaReport) {
-		req, _ := http.NewRequest("GET", srv.URL+"/v1/quota", nil)
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var rep quotaReport
-		json.NewDecoder(resp.Body).Decode(&rep)
-		return resp.StatusCode, rep
-	}
 	for range 3 { // asking takes nothing
-		status, rep := report("sk-1")
+		status, rep := quotaOf(t, srv.URL, "sk-1")
 		if status != 200 || rep.Tenant != "acme" || rep.Plan != "pro" || len(rep.Policies) != 2 {
 			t.Fatalf("got %d %+v, want 200 for acme (pro) with its two tenant policies", status, rep)
 		}
@@ -482,7 +468,7 @@ policies:
 			t.Fatalf("tpm: got %+v, want 1000 less the call's %d tokens, with a reset time", tpm, call.Usage.TotalTokens)
 		}
 	}
-	if status, _ := report("sk-unknown"); status != http.StatusUnauthorized {
+	if status, _ := quotaOf(t, srv.URL, "sk-unknown"); status != http.StatusUnauthorized {
 		t.Fatalf("an unknown key: got %d, want 401", status)
 	}
 }
@@ -540,15 +526,7 @@ policies:
 		return resp.StatusCode, got.Usage, got.Error.Code
 	}
 	left := func() int64 {
-		req, _ := http.NewRequest("GET", srv.URL+"/v1/quota", nil)
-		req.Header.Set("Authorization", "Bearer sk-1")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var rep quotaReport
-		json.NewDecoder(resp.Body).Decode(&rep)
+		_, rep := quotaOf(t, srv.URL, "sk-1")
 		return rep.Policies[0].Remaining
 	}
 	price := func(u usage, in, cachedIn, out float64) int64 {
@@ -621,15 +599,7 @@ policies:
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		<-settled
-		req, _ = http.NewRequest("GET", srv.URL+"/v1/quota", nil)
-		req.Header.Set("Authorization", "Bearer sk-1")
-		resp, err = http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var rep quotaReport
-		json.NewDecoder(resp.Body).Decode(&rep)
+		_, rep := quotaOf(t, srv.URL, "sk-1")
 		return 1_000_000 - rep.Policies[0].Remaining
 	}
 	first := spend() // 10 output tokens at $10 a million: 100 micro-dollars, plus the prompt
@@ -665,4 +635,21 @@ policies:
 	if resp.StatusCode != 401 || body.Code != 40100 || body.Error != nil {
 		t.Fatalf("got %d with code %d and error %s, want the gateway's 401 shape (code 40100)", resp.StatusCode, body.Code, body.Error)
 	}
+}
+
+// quotaOf asks the gateway at url for key's quota report.
+func quotaOf(t *testing.T, url, key string) (int, quotaReport) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url+"/v1/quota", nil)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rep quotaReport
+	json.NewDecoder(resp.Body).Decode(&rep)
+	return resp.StatusCode, rep
 }
