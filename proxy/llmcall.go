@@ -104,7 +104,7 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, 
 	if len(prices) > 0 {
 		call.price, call.unpriced = prices.For(req.Model)
 	}
-	if call.maxOutput <= 0 {
+	if call.maxOutput <= 0 && kind != llm.Embeddings { // an embedding has no output to reserve
 		call.maxOutput = route.DefaultMaxTokens * max(req.Choices, 1) // n choices, each up to the default
 	}
 	if req.Stream && !req.IncludeUsage && (kind == llm.ChatCompletions || kind == llm.Completions) {
