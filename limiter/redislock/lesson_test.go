@@ -117,3 +117,27 @@ func TestPausedHolderGetsSmallerFence(t *testing.T) {
 		t.Fatalf("store: got %q, want %q", store.value, "next")
 	}
 }
+
+// Renewal is a compare-and-PEXPIRE: a holder whose lock expired and was
+// taken learns it from Renew (ErrNotHeld, its Context cancelled with
+// ErrLost) and does not extend the new holder's lock.
+func TestRenewAfterExpiryLeavesNewHolder(t *testing.T) {
+	_, l := newLocker(t, redislock.Config{ManualRenewal: true})
+	old := mustAcquire(t, l, "invoice:9", 30*time.Millisecond)
+	if err := old.Renew(context.Background()); err != nil {
+		t.Fatalf("Renew while held: got %v, want nil", err)
+	}
+	current := acquireAfterExpiry(t, l, "invoice:9", 30*time.Millisecond)
+	if err := old.Renew(context.Background()); !errors.Is(err, redislock.ErrNotHeld) {
+		t.Fatalf("old holder's Renew: got %v, want ErrNotHeld", err)
+	}
+	if cause := context.Cause(old.Context()); !errors.Is(cause, redislock.ErrLost) {
+		t.Fatalf("old holder's Context cause: got %v, want ErrLost", cause)
+	}
+	// Had the old Renew extended it, the new 30ms lock would still be held
+	// long after; it expires on its own ttl instead.
+	acquireAfterExpiry(t, l, "invoice:9", time.Second)
+	if err := current.Release(context.Background()); !errors.Is(err, redislock.ErrNotHeld) {
+		t.Fatalf("new holder's Release after its ttl: got %v, want ErrNotHeld", err)
+	}
+}
