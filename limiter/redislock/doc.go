@@ -1,0 +1,21 @@
+// Package redislock is a lock on Redis that holds where naive locks fail:
+// a holder that runs past its TTL, a late unlock that would delete the next
+// holder's lock, a paused process that wakes up believing it still holds it.
+//
+// Acquire is one script call: SET key <random token> NX PX ttl and, in the
+// same script, INCR of the resource's fencing counter, so every acquisition
+// comes with a token larger than any before it. Release is a compare-and-
+// delete and renewal a compare-and-PEXPIRE: only the holder's token can do
+// either. A watchdog renews the lock every ttl/3 while its holder works and
+// cancels the lock's Context when it finds the lock lost.
+//
+// The TTL runs on Redis's clock; no gateway timestamp is written to Redis.
+// The two keys of a resource share one hash tag, so the package works on
+// Redis Cluster as on a standalone server.
+//
+// A lock alone cannot guarantee mutual exclusion: a process paused past its
+// TTL (GC, SIGSTOP, a slow disk) or a failover that loses the lock key lets
+// two holders run at once. The fencing token is what lets the protected
+// resource refuse the stale one; a database unique constraint remains the
+// last guard. The package knows nothing about HTTP.
+package redislock

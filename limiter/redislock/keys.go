@@ -1,0 +1,21 @@
+package redislock
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// lockKeys returns the lock key "lock:{<digest>}" and the fencing counter
+// "lock:{<digest>}:fence" of a resource. The digest is the first 16 bytes of
+// the resource's SHA-256 in hex: fixed size, and no byte of a user-supplied
+// name ("{", CR, LF, megabytes) reaches Redis. The shared hash tag puts both
+// keys in one Cluster slot, which a script touching both needs.
+func lockKeys(resource string) (lock, fence string) {
+	sum := sha256.Sum256([]byte(resource))
+	b := make([]byte, 0, len("lock:{")+32+len("}:fence"))
+	b = append(b, "lock:{"...)
+	b = hex.AppendEncode(b, sum[:16])
+	b = append(b, '}')
+	lock = string(b)
+	return lock, lock + ":fence"
+}
