@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -29,6 +31,16 @@ type Held interface {
 	// beyond it goes back, what it cost beyond is taken, past the limit if
 	// need be. All zeros give everything back.
 	Adjust(ctx context.Context, units []int64)
+}
+
+// Renewer is a Held whose slots (SharedConcurrency) are leases that lapse
+// unless renewed while the request runs (see Reservation.KeepAlive).
+type Renewer interface {
+	// RenewEvery is how often Renew must run to keep the leases; zero when
+	// the Held holds none.
+	RenewEvery() time.Duration
+	// Renew extends every lease still held by a full lease from now.
+	Renew(ctx context.Context)
 }
 
 // Engine is the Limiter used by the proxy: in-process token buckets for local
@@ -86,7 +98,7 @@ func (e *Engine) Reserve(ctx context.Context, checks []Check) (Verdict, *Reserva
 			res.sharedIdx = append(res.sharedIdx, i)
 			continue
 		}
-		d, h := e.local.Reserve(now, BucketGroup{Policy: c.Rule.Name, Limit: c.Limit}, c.Key, c.Units())
+		d, h := e.local.Reserve(now, c.group(), c.Key, c.Units())
 		v.Decisions[i] = d
 		if !d.Allowed {
 			res.release()
@@ -143,7 +155,7 @@ func (e *Engine) Peek(ctx context.Context, checks []Check) []Decision {
 			shared, sharedIdx = append(shared, c), append(sharedIdx, i)
 			continue
 		}
-		ds[i] = e.local.Peek(now, BucketGroup{Policy: c.Rule.Name, Limit: c.Limit}, c.Key)
+		ds[i] = e.local.Peek(now, c.group(), c.Key)
 	}
 	if len(shared) == 0 {
 		return ds
@@ -174,10 +186,17 @@ type Reservation struct {
 // what was reserved beyond the real cost goes back, what it cost beyond the
 // reservation is taken, past the limit if need be, so that later requests
 // wait for it. actual must have one value per check. A request that never
-// reached the upstream settles with zeros.
+// reached the upstream settles with zeros. Settling means the request ended:
+// the slot of an InFlight check is given back whatever actual says.
 func (r *Reservation) Settle(ctx context.Context, actual []int64) error {
 	if len(actual) != len(r.checks) {
 		return fmt.Errorf("limiter: settling %d checks with %d costs", len(r.checks), len(actual))
+	}
+	actual = slices.Clone(actual)
+	for i, c := range r.checks {
+		if c.Rule.Algorithm.InFlight() {
+			actual[i] = 0
+		}
 	}
 	now := r.clock()
 	for i, h := range r.holds {
@@ -193,6 +212,52 @@ func (r *Reservation) Settle(ctx context.Context, actual []int64) error {
 		r.shared.Adjust(ctx, units)
 	}
 	return nil
+}
+
+// Done settles a request whose cost was what it reserved: each check keeps
+// its Units, and InFlight checks give their slot back.
+func (r *Reservation) Done(ctx context.Context) error {
+	units := make([]int64, len(r.checks))
+	for i, c := range r.checks {
+		units[i] = c.Units()
+	}
+	return r.Settle(ctx, units)
+}
+
+// KeepAlive renews the request's leases (SharedConcurrency slots) until
+// stop is called, in one goroutine that stop ends and waits for; without
+// leases it starts nothing. Call stop before Settle (stop is idempotent).
+// Renewals run detached from ctx's cancellation, so a client that hung up
+// keeps its lease until the request is settled, never past it; a crashed
+// instance stops renewing and its leases lapse by themselves.
+func (r *Reservation) KeepAlive(ctx context.Context) (stop func()) {
+	rn, ok := r.shared.(Renewer)
+	if !ok || rn.RenewEvery() <= 0 {
+		return func() {}
+	}
+	every := rn.RenewEvery()
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				rn.Renew(ctx)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}
 }
 
 // release gives back what the local checks took.
@@ -211,4 +276,9 @@ func (v *Verdict) refunded(checks []Check, idx []int) {
 		d := &v.Decisions[i]
 		d.Remaining = min(d.Remaining+checks[i].Units(), d.Limit.Quota())
 	}
+}
+
+// group is the local store c reserves from.
+func (c Check) group() BucketGroup {
+	return BucketGroup{Policy: c.Rule.Name, Limit: c.Limit, Algorithm: c.Rule.Algorithm}
 }

@@ -19,17 +19,28 @@ import (
 // Algorithm names how a policy counts.
 type Algorithm string
 
-// The algorithms a policy can use. TokenBucket is in-process; the others are
-// shared by every gateway instance through Redis.
+// The algorithms a policy can use. TokenBucket and Concurrency are
+// in-process; the others are shared by every gateway instance through Redis.
+// Concurrency and SharedConcurrency count requests in flight rather than
+// requests per period: Limit.Rate is the number of slots, and a request holds
+// one from its admission until its Reservation is settled.
+// SharedConcurrency's slots are leases of Limit.Period on Redis, renewed
+// while the request runs (see Reservation.KeepAlive).
 const (
-	TokenBucket   Algorithm = "token_bucket"
-	GCRA          Algorithm = "gcra"
-	SlidingWindow Algorithm = "sliding_window"
-	FixedWindow   Algorithm = "fixed_window"
+	TokenBucket       Algorithm = "token_bucket"
+	GCRA              Algorithm = "gcra"
+	SlidingWindow     Algorithm = "sliding_window"
+	FixedWindow       Algorithm = "fixed_window"
+	Concurrency       Algorithm = "concurrency"
+	SharedConcurrency Algorithm = "shared_concurrency"
 )
 
 // Shared reports whether the algorithm keeps its state in Redis.
-func (a Algorithm) Shared() bool { return a == GCRA || a.Windowed() }
+func (a Algorithm) Shared() bool { return a == GCRA || a.Windowed() || a == SharedConcurrency }
+
+// InFlight reports whether the algorithm counts requests in flight (slots
+// held until the request ends) rather than requests per period.
+func (a Algorithm) InFlight() bool { return a == Concurrency || a == SharedConcurrency }
 
 // Windowed reports whether the algorithm counts Rate per window of Period
 // (sliding or fixed) rather than refilling a bucket continuously.
@@ -126,7 +137,8 @@ type Rule struct {
 	LocalShare float64
 }
 
-// Check asks whether Cost units may pass for Key under Rule at Limit.
+// Check asks whether Cost units may pass for Key under Rule at Limit. A
+// check of an InFlight algorithm takes one slot whatever its Cost.
 type Check struct {
 	// Rule is the policy that asks; required.
 	Rule *Rule
@@ -139,9 +151,10 @@ type Check struct {
 	Cost int64
 }
 
-// Units is what the check takes: Cost, or 1 when Cost is below 1.
+// Units is what the check takes: Cost, or 1 when Cost is below 1 or the
+// check counts slots (one per request).
 func (c Check) Units() int64 {
-	if c.Cost < 1 {
+	if c.Cost < 1 || (c.Rule != nil && c.Rule.Algorithm.InFlight()) {
 		return 1
 	}
 	return c.Cost

@@ -27,8 +27,11 @@ type Local struct {
 	maxKeys int
 	seed    maphash.Seed
 
-	mu     sync.RWMutex // guards stores; read on every decision, written on a new (policy, limit)
+	mu     sync.RWMutex // guards stores and slotStores; read on every decision, written on a new group
 	stores map[BucketGroup]*bucketStore
+	// slotStores count the requests in flight of InFlight policies. They are
+	// never dropped (see slotStore): an empty one is a few hundred bytes.
+	slotStores map[slotGroup]*slotStore
 }
 
 // NewLocal returns an empty set of local buckets holding at most maxKeys keys
@@ -37,11 +40,17 @@ func NewLocal(maxKeys int) *Local {
 	if maxKeys <= 0 {
 		maxKeys = DefaultMaxKeys
 	}
-	return &Local{maxKeys: maxKeys, seed: maphash.MakeSeed(), stores: make(map[BucketGroup]*bucketStore)}
+	return &Local{
+		maxKeys:    maxKeys,
+		seed:       maphash.MakeSeed(),
+		stores:     make(map[BucketGroup]*bucketStore),
+		slotStores: make(map[slotGroup]*slotStore),
+	}
 }
 
 // Retain drops the buckets of every group for which keep is false. It is
-// called after a reload with the limits of the new snapshot.
+// called after a reload with the limits of the new snapshot. Slots of
+// requests in flight are kept: those requests still hold them.
 func (l *Local) Retain(keep func(BucketGroup) bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -52,8 +61,13 @@ func (l *Local) Retain(keep func(BucketGroup) bool) {
 	}
 }
 
-// Keys returns how many buckets g holds.
+// Keys returns how many buckets g holds or, for an InFlight group, how many
+// keys have requests in flight (0 once every slot came back).
 func (l *Local) Keys(g BucketGroup) int {
+	if g.Algorithm.InFlight() {
+		return l.slots(g).m.Len()
+	}
+	g = g.buckets()
 	l.mu.RLock()
 	s := l.stores[g]
 	l.mu.RUnlock()
@@ -64,6 +78,7 @@ func (l *Local) Keys(g BucketGroup) int {
 }
 
 func (l *Local) store(g BucketGroup) *bucketStore {
+	g = g.buckets()
 	l.mu.RLock()
 	s := l.stores[g]
 	l.mu.RUnlock()
@@ -82,11 +97,22 @@ func (l *Local) store(g BucketGroup) *bucketStore {
 
 // BucketGroup names the buckets of one policy at one limit. Fallback marks
 // the buckets a shared policy falls back to while Redis is down (see
-// FailLocal), kept apart from any local policy of the same name.
+// FailLocal), kept apart from any local policy of the same name. Algorithm
+// chooses what Reserve takes: a slot for an InFlight algorithm (Concurrency,
+// or SharedConcurrency's fallback), tokens from a bucket for any other,
+// including the zero value.
 type BucketGroup struct {
-	Policy   string
-	Limit    Limit
-	Fallback bool
+	Policy    string
+	Limit     Limit
+	Fallback  bool
+	Algorithm Algorithm
+}
+
+// buckets is g as its token buckets are stored: the algorithm does not
+// split them (Retain's keep functions never see it).
+func (g BucketGroup) buckets() BucketGroup {
+	g.Algorithm = ""
+	return g
 }
 
 // Allow takes cost units (at least 1) from key's bucket under lim, now. It
@@ -106,10 +132,20 @@ func (l *Local) AllowAt(now time.Time, key string, lim Limit, cost int64) Decisi
 // allowed, the Hold settles them later: given back exactly when another
 // policy denies the same request, or adjusted to the request's real cost. A
 // denied request changes nothing, and its Hold is nil.
+//
+// For an InFlight group it takes one slot of key (cost is ignored), denied
+// with ReasonLimited and SlotRetryAfter when all Limit.Quota() are taken;
+// the Hold gives it back when adjusted to 0 (Release).
 func (l *Local) Reserve(now time.Time, g BucketGroup, key string, cost int64) (Decision, *Hold) {
 	cost = max(cost, 1)
+	if g.Algorithm.InFlight() {
+		cost = 1
+	}
 	if reason := g.Limit.refusal(cost); reason != ReasonNone {
 		return staticDenial(g.Policy, g.Limit, reason), nil
+	}
+	if g.Algorithm.InFlight() {
+		return l.acquireSlot(now, g, key)
 	}
 	b := l.store(g).get(key, now)
 	r := b.take(now, g.Limit, cost)
@@ -129,8 +165,11 @@ func (l *Local) Peek(now time.Time, g BucketGroup, key string) Decision {
 	if reason := g.Limit.refusal(1); reason != ReasonNone {
 		return staticDenial(g.Policy, g.Limit, reason)
 	}
+	if g.Algorithm.InFlight() {
+		return l.peekSlot(g, key)
+	}
 	l.mu.RLock()
-	s := l.stores[g]
+	s := l.stores[g.buckets()]
 	l.mu.RUnlock()
 	if s == nil {
 		return d
@@ -150,11 +189,12 @@ func (l *Local) Peek(now time.Time, g BucketGroup, key string) Decision {
 	return d
 }
 
-// Hold is what one admitted decision took from a local bucket. Its methods
-// are safe for concurrent use with the bucket's other users, but one Hold
-// belongs to one request.
+// Hold is what one admitted decision took from a local bucket, or the slot
+// it holds. Its methods are safe for concurrent use with the bucket's other
+// users, but one Hold belongs to one request.
 type Hold struct {
 	b     *bucket
+	slot  *slotHold // an InFlight group's slot, instead of b
 	lim   Limit
 	units int64
 }
@@ -162,7 +202,14 @@ type Hold struct {
 // Adjust makes the hold units (the request's real cost) at now: the bucket
 // gives back what was taken beyond it, or takes what it cost beyond what
 // was reserved, even past empty (later requests then wait for the debt).
+// A slot is given back, once, by units 0; other values keep it.
 func (h *Hold) Adjust(now time.Time, units int64) {
+	if h.slot != nil {
+		if units <= 0 {
+			h.slot.release()
+		}
+		return
+	}
 	delta := max(units, 0) - h.units
 	if delta == 0 {
 		return

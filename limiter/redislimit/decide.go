@@ -47,7 +47,7 @@ func (r *Limiter) Decide(ctx context.Context, checks []limiter.Check) ([]limiter
 	now := r.clock()
 	for _, i := range locals {
 		c := checks[i]
-		d, hold := r.local.Reserve(now, limiter.BucketGroup{Policy: c.Rule.Name, Limit: c.Limit}, c.Key, c.Units())
+		d, hold := r.local.Reserve(now, limiter.BucketGroup{Policy: c.Rule.Name, Limit: c.Limit, Algorithm: c.Rule.Algorithm}, c.Key, c.Units())
 		ds[i] = d
 		if !d.Allowed {
 			u.releaseLocal()

@@ -141,7 +141,7 @@ func (r *Limiter) degrade(now time.Time, op *sharedOp, u *held) limiter.Decision
 	case limiter.FailLocal:
 		r.stats.localFallbacks.Add(1)
 		lim := fallbackLimit(c)
-		ld, hold := r.local.Reserve(now, limiter.BucketGroup{Policy: c.Rule.Name, Limit: lim, Fallback: true}, c.Key, c.Units())
+		ld, hold := r.local.Reserve(now, limiter.BucketGroup{Policy: c.Rule.Name, Limit: lim, Fallback: true, Algorithm: c.Rule.Algorithm}, c.Key, c.Units())
 		ld.Policy = c.Rule.Name
 		if ld.Reason == limiter.ReasonNone || ld.Reason == limiter.ReasonLimited {
 			ld.Reason = limiter.ReasonLocalFallback
