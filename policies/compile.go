@@ -81,6 +81,16 @@ func compilePolicy(name string, pc PolicyConfig) (*Policy, error) {
 		OnMissingKey: MissingKey(pc.OnMissingKey),
 		Cost:         Cost(pc.Cost),
 	}
+	if algo := limiter.Algorithm(pc.Algorithm); algo.InFlight() {
+		// Rate and Burst are the slots, so Quota() is and headers show them.
+		// Period is the lease; an in-process slot has none, and its period
+		// only keeps the limit from denying all (and is what w= shows).
+		pol.Limit = limiter.Limit{Rate: pc.Limit, Period: pc.Lease, Burst: pc.Limit}
+		if algo == limiter.Concurrency {
+			pol.Limit.Period = limiter.SlotRetryAfter
+		}
+		return pol, nil
+	}
 	if len(pc.Plans) > 0 {
 		pol.Plans = make(map[string]limiter.Limit, len(pc.Plans))
 		for plan, rate := range pc.Plans {

@@ -123,14 +123,20 @@ type MatchConfig struct {
 type PolicyConfig struct {
 	// Key: "ip", "header:NAME", "query:NAME", "api_key", "tenant", or several
 	// joined with "+" ("tenant+ip").
-	Key          string           `koanf:"key"`
-	Algorithm    string           `koanf:"algorithm"` // default token_bucket
-	Rate         *int64           `koanf:"rate"`      // events per Per; 0 denies all
-	Per          time.Duration    `koanf:"per"`       // default 1s
-	Window       string           `koanf:"window"`    // fixed_window only: day or month (UTC calendar), instead of per
-	Cost         string           `koanf:"cost"`      // requests (default), tokens, input_tokens, output_tokens, usd (rate in whole dollars)
-	Burst        int64            `koanf:"burst"`     // default Rate
-	Plans        map[string]int64 `koanf:"plans"`     // plan -> rate (burst = rate scaled like Burst/Rate)
+	Key       string        `koanf:"key"`
+	Algorithm string        `koanf:"algorithm"` // default token_bucket
+	Rate      *int64        `koanf:"rate"`      // events per Per; 0 denies all
+	Per       time.Duration `koanf:"per"`       // default 1s
+	Window    string        `koanf:"window"`    // fixed_window only: day or month (UTC calendar), instead of per
+	Cost      string        `koanf:"cost"`      // requests (default), tokens, input_tokens, output_tokens, usd (rate in whole dollars)
+	Burst     int64         `koanf:"burst"`     // default Rate
+	// Limit is the number of requests in flight per key of a concurrency or
+	// shared_concurrency policy (required there, an error elsewhere).
+	Limit int64 `koanf:"limit"`
+	// Lease is how long a shared_concurrency slot lasts on Redis unless
+	// renewed (default 30s): what a crashed instance's slots are held for.
+	Lease        time.Duration    `koanf:"lease"`
+	Plans        map[string]int64 `koanf:"plans"` // plan -> rate (burst = rate scaled like Burst/Rate)
 	OnMissingKey string           `koanf:"on_missing_key"`
 	OnRedisError string           `koanf:"on_redis_error"` // default allow
 	LocalShare   float64          `koanf:"local_share"`    // default 1.0 with on_redis_error: local

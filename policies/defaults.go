@@ -3,6 +3,8 @@ package policies
 import (
 	"strings"
 	"time"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
 )
 
 // The defaults of settings left empty (zero) in the file.
@@ -23,6 +25,7 @@ const (
 	DefaultLLMMaxBodyBytes   = 1 << 20
 	DefaultQuotaPath         = "/v1/quota"
 	DefaultPer               = time.Second
+	DefaultLease             = 30 * time.Second
 	DefaultRedisTimeout      = 30 * time.Millisecond
 	DefaultQueueTimeout      = 250 * time.Millisecond
 	DefaultBreakerFailures   = 3
@@ -77,7 +80,12 @@ func (c *Config) ApplyDefaults() {
 		if p.Cost == "" {
 			p.Cost = string(CostRequests)
 		}
-		if p.Window == "" {
+		switch {
+		case limiter.Algorithm(p.Algorithm) == limiter.SharedConcurrency:
+			setDefault(&p.Lease, DefaultLease)
+		case limiter.Algorithm(p.Algorithm).InFlight():
+			// no period: a slot is held for as long as its request runs
+		case p.Window == "":
 			setDefault(&p.Per, DefaultPer)
 		}
 		if p.Burst == 0 && p.Rate != nil && *p.Rate > 0 {

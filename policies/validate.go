@@ -270,43 +270,17 @@ func validatePolicies(p *problems, c *Config) {
 		}
 		algo := limiter.Algorithm(pc.Algorithm)
 		switch algo {
-		case limiter.TokenBucket, limiter.GCRA, limiter.SlidingWindow, limiter.FixedWindow:
+		case limiter.TokenBucket, limiter.GCRA, limiter.SlidingWindow, limiter.FixedWindow, limiter.Concurrency, limiter.SharedConcurrency:
 			if algo.Shared() && !c.Redis.Enabled() {
 				p.addf(place+".algorithm", "%s needs redis (set redis.addrs)", algo)
 			}
 		default:
-			p.addf(place+".algorithm", "must be token_bucket, gcra, sliding_window or fixed_window, got %q", pc.Algorithm)
+			p.addf(place+".algorithm", "must be token_bucket, gcra, sliding_window, fixed_window, concurrency or shared_concurrency, got %q", pc.Algorithm)
 		}
-		switch {
-		case pc.Rate == nil && len(pc.Plans) == 0:
-			p.add(place+".rate", "required (or set plans)")
-		case pc.Rate != nil && *pc.Rate < 0:
-			p.add(place+".rate", "must be >= 0")
-		}
-		switch {
-		case pc.Window == "" && pc.Per <= 0:
-			p.add(place+".per", "must be > 0")
-		case pc.Window != "" && pc.Window != "day" && pc.Window != "month":
-			p.addf(place+".window", "must be day or month, got %q", pc.Window)
-		case pc.Window != "" && limiter.Algorithm(pc.Algorithm) != limiter.FixedWindow:
-			p.addf(place+".window", "applies to fixed_window only (a calendar day or month, UTC), not %s", pc.Algorithm)
-		case pc.Window != "" && pc.Per != 0:
-			p.add(place+".window", "set per or window, not both")
-		}
-		if pc.Burst < 0 {
-			p.add(place+".burst", "must be >= 0")
-		} else if pc.Rate != nil && *pc.Rate > 0 && pc.Burst < 1 {
-			p.add(place+".burst", "must be >= 1 when rate > 0")
-		} else if window := limiter.Algorithm(pc.Algorithm); window.Windowed() &&
-			pc.Rate != nil && pc.Burst != *pc.Rate {
-			p.addf(place+".burst", "applies to token_bucket and gcra only: a %s admits rate per per", window)
-		}
-		for _, plan := range sortedKeys(pc.Plans) {
-			if plan == "" {
-				p.add(place+".plans", "a plan name must not be empty")
-			} else if pc.Plans[plan] < 0 {
-				p.add(keyPlace(place+".plans", plan), "must be >= 0")
-			}
+		if algo.InFlight() {
+			validateInFlight(p, place, &pc)
+		} else {
+			validateRate(p, place, &pc)
 		}
 		switch Cost(pc.Cost) {
 		case CostRequests, CostTokens, CostInputTokens, CostOutputTokens:
@@ -332,6 +306,80 @@ func validatePolicies(p *problems, c *Config) {
 		}
 	}
 }
+
+// validateRate checks the limit of a policy that counts requests per period.
+func validateRate(p *problems, place string, pc *PolicyConfig) {
+	if pc.Limit != 0 {
+		p.addf(place+".limit", "applies to concurrency and shared_concurrency only; a %s counts rate per per", pc.Algorithm)
+	}
+	if pc.Lease != 0 {
+		p.addf(place+".lease", "applies to shared_concurrency only, not %s", pc.Algorithm)
+	}
+	switch {
+	case pc.Rate == nil && len(pc.Plans) == 0:
+		p.add(place+".rate", "required (or set plans)")
+	case pc.Rate != nil && *pc.Rate < 0:
+		p.add(place+".rate", "must be >= 0")
+	}
+	switch {
+	case pc.Window == "" && pc.Per <= 0:
+		p.add(place+".per", "must be > 0")
+	case pc.Window != "" && pc.Window != "day" && pc.Window != "month":
+		p.addf(place+".window", "must be day or month, got %q", pc.Window)
+	case pc.Window != "" && limiter.Algorithm(pc.Algorithm) != limiter.FixedWindow:
+		p.addf(place+".window", "applies to fixed_window only (a calendar day or month, UTC), not %s", pc.Algorithm)
+	case pc.Window != "" && pc.Per != 0:
+		p.add(place+".window", "set per or window, not both")
+	}
+	if pc.Burst < 0 {
+		p.add(place+".burst", "must be >= 0")
+	} else if pc.Rate != nil && *pc.Rate > 0 && pc.Burst < 1 {
+		p.add(place+".burst", "must be >= 1 when rate > 0")
+	} else if window := limiter.Algorithm(pc.Algorithm); window.Windowed() &&
+		pc.Rate != nil && pc.Burst != *pc.Rate {
+		p.addf(place+".burst", "applies to token_bucket and gcra only: a %s admits rate per per", window)
+	}
+	for _, plan := range sortedKeys(pc.Plans) {
+		if plan == "" {
+			p.add(place+".plans", "a plan name must not be empty")
+		} else if pc.Plans[plan] < 0 {
+			p.add(keyPlace(place+".plans", plan), "must be >= 0")
+		}
+	}
+}
+
+// validateInFlight checks the limit of a policy that counts requests in
+// flight: a number of slots, and (shared) a lease, but no rate.
+func validateInFlight(p *problems, place string, pc *PolicyConfig) {
+	if pc.Limit <= 0 {
+		p.addf(place+".limit", "required with %s: the requests in flight allowed per key, > 0 (got %d)", pc.Algorithm, pc.Limit)
+	}
+	for _, set := range []struct {
+		key string
+		on  bool
+	}{
+		{"rate", pc.Rate != nil}, {"per", pc.Per != 0}, {"burst", pc.Burst != 0},
+		{"window", pc.Window != ""}, {"plans", len(pc.Plans) > 0},
+	} {
+		if set.on {
+			p.addf(place+"."+set.key, "does not apply to %s, which counts requests in flight: set limit", pc.Algorithm)
+		}
+	}
+	switch {
+	case limiter.Algorithm(pc.Algorithm) == limiter.Concurrency && pc.Lease != 0:
+		p.add(place+".lease", "applies to shared_concurrency only: an in-process slot is held until its request ends")
+	case pc.Lease < 0:
+		p.addf(place+".lease", "must be > 0, got %s", pc.Lease)
+	case pc.Lease > 0 && pc.Lease < minLease:
+		p.addf(place+".lease", "must be at least %s (it is renewed every third of it), got %s", minLease, pc.Lease)
+	}
+	if Cost(pc.Cost) != CostRequests {
+		p.addf(place+".cost", "a %s policy counts one slot per request: cost must be requests, got %q", pc.Algorithm, pc.Cost)
+	}
+}
+
+// minLease bounds how often a request renews its leases (a third of it).
+const minLease = 30 * time.Millisecond
 
 func nonNegative(p *problems, place string, d time.Duration) {
 	if d < 0 {

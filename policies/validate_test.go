@@ -38,7 +38,7 @@ func TestValidationErrors(t *testing.T) {
 		{"burst negative", withPolicy("{key: ip, rate: 1, burst: -2}"), "gateway.yaml: policies.p.burst: must be >= 0"},
 		{"burst on a window", "redis: {addrs: [127.0.0.1:6379]}\n" + withPolicy("{key: ip, algorithm: fixed_window, rate: 5, burst: 9}"), "gateway.yaml: policies.p.burst: applies to token_bucket and gcra only: a fixed_window admits rate per per"},
 		{"algorithm", withPolicy("{key: ip, rate: 1, algorithm: leaky}"),
-			`gateway.yaml: policies.p.algorithm: must be token_bucket, gcra, sliding_window or fixed_window, got "leaky"`},
+			`gateway.yaml: policies.p.algorithm: must be token_bucket, gcra, sliding_window, fixed_window, concurrency or shared_concurrency, got "leaky"`},
 		{"gcra without redis", withPolicy("{key: tenant, rate: 1, algorithm: gcra}"),
 			"gateway.yaml: policies.p.algorithm: gcra needs redis (set redis.addrs)"},
 		{"sliding window without redis", withPolicy("{key: ip, rate: 1, algorithm: sliding_window}"),
