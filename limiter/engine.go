@@ -72,9 +72,14 @@ func NewEngine(clock func() time.Time, local *Local, shared Backend) (*Engine, e
 }
 
 // Decide asks every check and returns one verdict. A request denied by one
-// check consumes nothing from the others.
+// check consumes nothing from the others. Nothing is held afterwards: the
+// slot of an InFlight check is given back at once (use Reserve to hold it
+// while the request runs).
 func (e *Engine) Decide(ctx context.Context, checks []Check) (Verdict, error) {
-	v, _, err := e.Reserve(ctx, checks)
+	v, res, err := e.Reserve(ctx, checks)
+	if res != nil && res.inFlight() {
+		err = errors.Join(err, res.Done(ctx))
+	}
 	return v, err
 }
 
@@ -258,6 +263,16 @@ func (r *Reservation) KeepAlive(ctx context.Context) (stop func()) {
 			<-done
 		})
 	}
+}
+
+// inFlight reports whether a check of r holds a slot.
+func (r *Reservation) inFlight() bool {
+	for _, c := range r.checks {
+		if c.Rule.Algorithm.InFlight() {
+			return true
+		}
+	}
+	return false
 }
 
 // release gives back what the local checks took.

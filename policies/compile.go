@@ -206,6 +206,7 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 			return nil, fmt.Errorf("unknown policy %q", name)
 		}
 		rt.Policies = append(rt.Policies, pol)
+		rt.InFlight = rt.InFlight || pol.Rule.Algorithm.InFlight()
 	}
 	return rt, nil
 }

@@ -98,6 +98,10 @@ type Route struct {
 	OpenAIErrors bool
 	// Policies apply in order.
 	Policies []*Policy
+	// InFlight is true when a policy of the route counts requests in flight
+	// (concurrency, shared_concurrency): each request holds a slot until its
+	// response ends, so the proxy reserves and settles every one.
+	InFlight bool
 }
 
 // Match says which requests a route takes. Empty fields match anything.

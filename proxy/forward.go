@@ -74,13 +74,34 @@ func (h *Handler) newReverseProxy(transport http.RoundTripper) *httputil.Reverse
 // forward sends an allowed request upstream. The route timeout bounds how
 // long the upstream keeps the gateway waiting (see routeDeadline): an upload
 // that moves and a stream that has started are never cut by it.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, costs []policies.Cost, peerTrusted bool, call *llmCall) {
+//
+// res, when not nil, is held until ReverseProxy.ServeHTTP returns: the
+// response was copied (streamed or not), the client went away, or the
+// upstream failed. Its leases are renewed meanwhile; then an llm call settles
+// to what it cost, any other request to what it reserved, and in-flight
+// slots come back either way.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, costs []policies.Cost, peerTrusted bool, call *llmCall, res *limiter.Reservation) {
 	st := &requestState{route: route, verdict: v, costs: costs, peerTrusted: peerTrusted, inbound: r.Context(), llm: call}
 	if call != nil {
 		// After the response was copied, or the call failed: what it cost.
 		defer func() {
 			if err := call.settle(r.Context()); err != nil {
 				h.log.Error("settling an llm call", "route", route.Name, "err", err)
+			}
+			h.afterSettle()
+		}()
+	}
+	if res != nil {
+		stopRenewing := res.KeepAlive(r.Context())
+		// Deferred after the llm settle, so it runs first: no renewal races
+		// the release.
+		defer func() {
+			stopRenewing()
+			if call != nil {
+				return
+			}
+			if err := res.Done(context.WithoutCancel(r.Context())); err != nil {
+				h.log.Error("settling a reservation", "route", route.Name, "err", err)
 			}
 			h.afterSettle()
 		}()

@@ -60,7 +60,8 @@ type Handler struct {
 	log            *slog.Logger
 	maxHeaderBytes int
 	rp             *httputil.ReverseProxy
-	// settled, when set, is called after an llm call was settled (tests).
+	// settled, when set, is called after a reservation (an llm call, in-flight
+	// slots) was settled (tests).
 	settled   func()
 	unpriced  modelWarnings // models priced at prices.default, logged once each
 	afterFunc func(time.Duration, func()) timer
@@ -176,12 +177,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	checks, costs, rejectedBy := buildChecks(r, route, &subject, cost)
 	verdict := limiter.Verdict{Allowed: true, Denied: -1}
+	// res is what an admitted request holds until it ends: an llm call's
+	// tokens, settled to its real cost, and the slots of in-flight policies.
+	var res *limiter.Reservation
 	if len(checks) > 0 {
 		var err error
-		if rv, ok := h.limiter.(reserver); ok && call != nil {
-			verdict, call.res, err = rv.Reserve(r.Context(), checks)
-			call.costs = costs
-		} else {
+		rv, canReserve := h.limiter.(reserver)
+		switch {
+		case canReserve && (call != nil || route.InFlight):
+			verdict, res, err = rv.Reserve(r.Context(), checks)
+			if call != nil {
+				call.res, call.costs = res, costs
+			}
+		case route.InFlight:
+			err = errors.New("the limiter cannot hold in-flight slots (it has no Reserve)")
+		default:
 			verdict, err = h.limiter.Decide(r.Context(), checks)
 		}
 		if err != nil {
@@ -198,15 +208,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rejectedBy != nil {
-		if call != nil {
+		switch {
+		case call != nil:
 			call.settle(r.Context()) // never forwarded: the tokens go back
 			h.afterSettle()
+		case res != nil:
+			// Never forwarded: the slots go back; the guess still costs its
+			// tokens, as with Decide.
+			if err := res.Done(r.Context()); err != nil {
+				h.log.Error("settling a reservation", "route", route.Name, "err", err)
+			}
 		}
 		setRateLimitHeaders(w.Header(), verdict)
 		h.writeUnauthorized(w, r, snap, route, rejectedBy)
 		return
 	}
-	h.forward(w, r, route, verdict, costs, peerTrusted, call)
+	h.forward(w, r, route, verdict, costs, peerTrusted, call, res)
 }
 
 // refuse answers a request the limiter did not allow: 503 when a fail-closed
