@@ -173,7 +173,8 @@ func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *held) {
 		if op.taken {
 			u.ops = append(u.ops, op)
 		}
-		if !d.Allowed && d.RetryAfter > 0 {
+		// A slot frees whenever a request ends: no denial of one is cached.
+		if !d.Allowed && d.RetryAfter > 0 && op.check.Rule.Algorithm != limiter.SharedConcurrency {
 			r.denials.put(op.denialKey(), op.cost, now, now.Add(d.RetryAfter), now.Add(max(d.ResetAfter, d.RetryAfter)))
 		}
 	}
@@ -195,7 +196,7 @@ func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *held) {
 func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp) (recorded bool, err error) {
 	for _, op := range ops {
 		op.base = redisBaseKey(op.check.Rule.Name, op.digest)
-		if op.check.Rule.Algorithm == limiter.SlidingWindow {
+		if a := op.check.Rule.Algorithm; a == limiter.SlidingWindow || a == limiter.SharedConcurrency {
 			op.memberID = r.nextMemberID()
 		}
 	}
@@ -243,6 +244,9 @@ func (r *Limiter) decideAll(ctx context.Context, ops []*sharedOp, mode scriptMod
 			keys = append(keys, op.base+slidingLogSuffix, op.base+slidingSumSuffix)
 		case limiter.FixedWindow:
 			k := op.base + fixedSuffix
+			keys = append(keys, k, k)
+		case limiter.SharedConcurrency:
+			k := op.base + concurrencySuffix
 			keys = append(keys, k, k)
 		default:
 			return false, fmt.Errorf("limiter: algorithm %q is not shared", c.Rule.Algorithm)
@@ -347,7 +351,7 @@ func (r *Limiter) Peek(ctx context.Context, checks []limiter.Check) []limiter.De
 		}
 		op := &sharedOp{index: i, check: c, cost: 1, digest: digestKey(c.Key)}
 		op.base = redisBaseKey(c.Rule.Name, op.digest)
-		if c.Rule.Algorithm == limiter.SlidingWindow {
+		if a := c.Rule.Algorithm; a == limiter.SlidingWindow || a == limiter.SharedConcurrency {
 			op.memberID = "peek"
 		}
 		ops = append(ops, op)

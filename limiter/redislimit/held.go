@@ -93,6 +93,12 @@ func (op *sharedOp) adjustment(units int64) *adjustment {
 	case limiter.FixedWindow:
 		a.script, a.keys = fixedAdjustScript, []string{op.base + fixedSuffix}
 		a.args = []any{op.reply.extra, delta}
+	case limiter.SharedConcurrency:
+		if units > 0 {
+			return nil // a lease is one slot whatever the cost: kept until 0
+		}
+		a.script, a.keys = concurrencyReleaseScript, []string{op.base + concurrencySuffix}
+		a.args = []any{op.member(op.cost)}
 	default:
 		return nil
 	}

@@ -169,6 +169,7 @@ func New(client Client, cfg Config) (*Limiter, error) {
 	}{
 		{decideScript, decideSrc}, {gcraAdjustScript, gcraAdjustSrc},
 		{slidingAdjustScript, slidingAdjustSrc}, {fixedAdjustScript, fixedAdjustSrc},
+		{concurrencyReleaseScript, concurrencyReleaseSrc}, {concurrencyRenewScript, concurrencyRenewSrc},
 	} {
 		r.sources[s.script.Hash()] = s.src
 	}

@@ -28,18 +28,21 @@ import (
 //
 // ARGV[1] is the number of checks n, ARGV[2] "record", or "peek" to decide
 // and record nothing (what a quota report reads); then 6 values per check: algorithm
-// ("gcra", "sliding_window", "fixed_window"), rate, period in microseconds,
-// quota (GCRA's burst, a window's count), cost, member (sliding window). KEYS holds 2 keys per check: GCRA
-// its redis_rate key twice, the sliding window its log and sum, the fixed
-// window its counter twice. The reply is 5 integers per check (see
+// ("gcra", "sliding_window", "fixed_window", "shared_concurrency"), rate,
+// period in microseconds (a lease for shared_concurrency), quota (GCRA's
+// burst, a window's count, the slots), cost, member (sliding window, lease).
+// KEYS holds 2 keys per check: GCRA its redis_rate key twice, the sliding
+// window its log and sum, the fixed window its counter twice, leases their
+// set twice. The reply is 5 integers per check (see
 // scriptReply) followed by 1 when the checks were recorded, 0 when not.
 //
-// Each algorithm's Lua is in its own file: gcraLua, slidingLua, fixedLua.
+// Each algorithm's Lua is in its own file: gcraLua, slidingLua, fixedLua,
+// concurrencyLua.
 const decideSrc = `
 local t = redis.call("TIME")
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
-` + gcraLua + slidingLua + fixedLua + `
+` + gcraLua + slidingLua + fixedLua + concurrencyLua + `
 local n, peek = tonumber(ARGV[1]), ARGV[2] == "peek"
 local reply, records, all = {}, {}, true
 for i = 1, n do
@@ -53,6 +56,8 @@ for i = 1, n do
     res, record = sliding(k1, k2, burst, period, cost, ARGV[a + 6])
   elseif alg == "fixed_window" then
     res, record = fixed(k1, burst, period, cost)
+  elseif alg == "shared_concurrency" then
+    res, record = concurrency(k1, burst, period, ARGV[a + 6])
   else
     return redis.error_reply("unknown algorithm " .. tostring(alg))
   end

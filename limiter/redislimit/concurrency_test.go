@@ -1,0 +1,211 @@
+package redislimit
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-gateway/gateway/internal/redistest"
+	"github.com/ratelimit-gateway/gateway/limiter"
+)
+
+func TestSlotRetryMatches(t *testing.T) {
+	if got, want := slotRetryMicros, "1000000"; limiter.SlotRetryAfter != time.Second || got != want {
+		t.Fatalf("slotRetryMicros %s, limiter.SlotRetryAfter %s: want them equal", got, limiter.SlotRetryAfter)
+	}
+}
+
+// leaseEngines returns n engines, each with its own Redis limiter (as n
+// gateway instances), on one Redis.
+func leaseEngines(t *testing.T, c redis.UniversalClient, n int) []*limiter.Engine {
+	t.Helper()
+	es := make([]*limiter.Engine, n)
+	for i := range es {
+		e, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), newTestRedis(t, c, Config{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		es[i] = e
+	}
+	return es
+}
+
+func leaseCheck(key string, slots int64, lease time.Duration) limiter.Check {
+	return limiter.Check{Rule: policy("inflight", limiter.SharedConcurrency), Limit: limiter.Limit{Rate: slots, Burst: slots, Period: lease}, Key: key}
+}
+
+// leaseKey is the lease set of key under the policy "inflight".
+func leaseKey(key string) string {
+	return redisBaseKey("inflight", digestKey(key)) + concurrencySuffix
+}
+
+func zcard(t *testing.T, c redis.UniversalClient, key string) int64 {
+	t.Helper()
+	n, err := c.ZCard(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Two instances on one Redis share the slots: of 64 requests at once, 4
+// hold one; once they end, the set is empty and 4 new ones pass.
+func TestSharedConcurrencyAcrossInstances(t *testing.T) {
+	s := redistest.Start(t)
+	c := newTestClient(t, semanticsTimeout, s.Addr())
+	es := leaseEngines(t, c, 2)
+	check := leaseCheck("tenant-a", 4, 30*time.Second)
+	ctx := context.Background()
+
+	var mu sync.Mutex
+	var held []*limiter.Reservation
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, res, err := es[i%2].Reserve(ctx, []limiter.Check{check})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if v.Allowed {
+				mu.Lock()
+				held = append(held, res)
+				mu.Unlock()
+			} else if d := v.Decisions[0]; d.Reason != limiter.ReasonLimited || d.Policy != "inflight" {
+				t.Errorf("denial: got %+v, want ReasonLimited by inflight", d)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(held) != 4 {
+		t.Fatalf("admitted across two instances: got %d of 64, want 4", len(held))
+	}
+	if got := zcard(t, c, leaseKey("tenant-a")); got != 4 {
+		t.Fatalf("leases: got %d, want 4", got)
+	}
+	for _, res := range held {
+		if err := res.Done(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := zcard(t, c, leaseKey("tenant-a")); got != 0 {
+		t.Fatalf("leases after every request ended: got %d, want 0", got)
+	}
+	for i := range 4 {
+		if v, _, err := es[i%2].Reserve(ctx, []limiter.Check{check}); err != nil || !v.Allowed {
+			t.Fatalf("request %d after the release: got allowed=%v err=%v, want admitted", i+1, v.Allowed, err)
+		}
+	}
+}
+
+// An instance that dies holding a lease (its reservation dropped, never
+// settled or renewed, as after SIGKILL) keeps the slot for one lease, no
+// longer: the slot comes back by Redis's clock.
+func TestSharedConcurrencyLeaseLapses(t *testing.T) {
+	s := redistest.Start(t)
+	c := newTestClient(t, semanticsTimeout, s.Addr())
+	es := leaseEngines(t, c, 2)
+	const lease = 200 * time.Millisecond
+	check := leaseCheck("tenant-a", 1, lease)
+	ctx := context.Background()
+
+	before := redisNow(t, c)
+	if v, _, err := es[0].Reserve(ctx, []limiter.Check{check}); err != nil || !v.Allowed {
+		t.Fatalf("dying instance: got allowed=%v err=%v, want admitted", v.Allowed, err)
+	} // the reservation is dropped: the instance is gone
+	if v, _, _ := es[1].Reserve(ctx, []limiter.Check{check}); v.Allowed {
+		t.Fatal("survivor while the lease is live: admitted, want denied")
+	}
+	members, err := c.ZRangeWithScores(ctx, leaseKey("tenant-a"), 0, -1).Result()
+	if err != nil || len(members) != 1 {
+		t.Fatalf("leases: got %v %v, want 1", members, err)
+	}
+	expiry := time.UnixMilli(int64(members[0].Score))
+	if got := expiry.Sub(before); got < lease || got > lease+time.Second {
+		t.Fatalf("lease expiry: %s after the reservation, want %s", got, lease)
+	}
+	waitRedisTime(t, c, expiry.Add(time.Millisecond))
+	v, res, err := es[1].Reserve(ctx, []limiter.Check{check})
+	if err != nil || !v.Allowed {
+		t.Fatalf("survivor after the lease: got allowed=%v err=%v, want admitted", v.Allowed, err)
+	}
+	if err := res.Done(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := zcard(t, c, leaseKey("tenant-a")); got != 0 {
+		t.Fatalf("leases at the end: got %d, want 0", got)
+	}
+}
+
+// A request that runs for several leases keeps its slot while its
+// reservation is kept alive, and gives it back when it ends.
+func TestSharedConcurrencyRenewal(t *testing.T) {
+	s := redistest.Start(t)
+	c := newTestClient(t, semanticsTimeout, s.Addr())
+	es := leaseEngines(t, c, 2)
+	const lease = 150 * time.Millisecond
+	check := leaseCheck("tenant-a", 1, lease)
+	ctx := context.Background()
+
+	start := redisNow(t, c)
+	v, res, err := es[0].Reserve(ctx, []limiter.Check{check})
+	if err != nil || !v.Allowed {
+		t.Fatalf("long request: got allowed=%v err=%v, want admitted", v.Allowed, err)
+	}
+	stop := res.KeepAlive(ctx)
+	var denied atomic.Int64
+	for i := 1; i <= 5; i++ {
+		waitRedisTime(t, c, start.Add(time.Duration(i)*lease))
+		if v, _, _ := es[1].Reserve(ctx, []limiter.Check{check}); v.Allowed {
+			t.Fatalf("%d leases into the long request: another admitted, want denied", i)
+		}
+		denied.Add(1)
+	}
+	stop()
+	stop() // idempotent
+	if err := res.Done(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := zcard(t, c, leaseKey("tenant-a")); got != 0 {
+		t.Fatalf("leases after the long request ended: got %d, want 0", got)
+	}
+	if v, _, _ := es[1].Reserve(ctx, []limiter.Check{check}); !v.Allowed {
+		t.Fatal("after the long request: denied, want admitted")
+	}
+	t.Logf("lease %s: slot kept for %d leases by renewal", lease, denied.Load())
+}
+
+// 10,000 requests one after another through a slot of 1, on two instances:
+// each finds the slot free, and the lease set is empty at the end.
+func TestSharedConcurrencyNoLeaseLeaked(t *testing.T) {
+	s := redistest.Start(t)
+	c := newTestClient(t, semanticsTimeout, s.Addr())
+	es := leaseEngines(t, c, 2)
+	check := leaseCheck("tenant-a", 1, 30*time.Second)
+	ctx := context.Background()
+	const n = 10_000
+	deadline := time.Now().Add(60 * time.Second)
+	for i := range n {
+		v, res, err := es[i%2].Reserve(ctx, []limiter.Check{check})
+		if err != nil || !v.Allowed {
+			t.Fatalf("request %d: got allowed=%v err=%v, want admitted (a lease leaked)", i+1, v.Allowed, err)
+		}
+		stop := res.KeepAlive(ctx)
+		stop()
+		if err := res.Done(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d requests within the time bound", i+1)
+		}
+	}
+	if got := zcard(t, c, leaseKey("tenant-a")); got != 0 {
+		t.Fatalf("leases after %d requests: got %d, want 0", n, got)
+	}
+}
