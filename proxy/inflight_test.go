@@ -64,22 +64,30 @@ func (u *gatedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // inflightGateway serves yaml's routes (upstream "UPSTREAM") through the
-// real limiter; settled receives one value per reservation settled.
+// real limiter with local state only; settled receives one value per
+// reservation settled.
 func inflightGateway(t *testing.T, yaml, upstream string) (base string, local *limiter.Local, settled <-chan struct{}) {
 	t.Helper()
-	snap, err := policies.Parse("gateway.yaml", []byte(strings.ReplaceAll(yaml, "UPSTREAM", upstream)), policies.Options{})
+	local = limiter.NewLocal(0)
+	e, err := limiter.NewEngine(time.Now, local, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	local = limiter.NewLocal(0)
-	e, err := limiter.NewEngine(time.Now, local, nil)
+	base, settled = gatewayOn(t, yaml, upstream, e)
+	return base, local, settled
+}
+
+// gatewayOn serves yaml's routes through e.
+func gatewayOn(t *testing.T, yaml, upstream string, e *limiter.Engine) (base string, settled <-chan struct{}) {
+	t.Helper()
+	snap, err := policies.Parse("gateway.yaml", []byte(strings.ReplaceAll(yaml, "UPSTREAM", upstream)), policies.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv, h := newGateway(t, snap, e, gatewayOpts{})
 	ch := make(chan struct{}, 16384)
 	h.settled = func() { ch <- struct{}{} }
-	return srv.URL, local, ch
+	return srv.URL, ch
 }
 
 const inflightYAML = `
