@@ -142,8 +142,10 @@ func TestInFlightLimitHoldsUnderLoad(t *testing.T) {
 		if e := decodeError(t, r); e.Policy != "inflight" || e.Code != 42900 {
 			t.Fatalf("429 body: got %+v, want code 42900 naming policy inflight", e)
 		}
-		if got := r.header.Get("X-Ratelimit-Limit"); got != "4" {
-			t.Fatalf("X-RateLimit-Limit: got %q, want 4 (the slots)", got)
+		for h, want := range map[string]string{"X-Ratelimit-Limit": "4", "X-Ratelimit-Remaining": "0", "Retry-After": "1"} {
+			if got := r.header.Get(h); got != want {
+				t.Fatalf("%s on a 429: got %q, want %q", h, got, want)
+			}
 		}
 		refused++
 	}
@@ -214,6 +216,9 @@ policies:
 		}
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("stream: got %d, want 200", resp.StatusCode)
+		}
+		if l, r := resp.Header.Get("X-Ratelimit-Limit"), resp.Header.Get("X-Ratelimit-Remaining"); l != "1" || r != "0" {
+			t.Fatalf("slots in the headers: got limit %q remaining %q, want 1 and 0", l, r)
 		}
 		br := bufio.NewReader(resp.Body)
 		if line, err := br.ReadString('\n'); err != nil || line != "data: first\n" {

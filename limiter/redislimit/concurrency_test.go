@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -207,5 +208,44 @@ func TestSharedConcurrencyNoLeaseLeaked(t *testing.T) {
 	}
 	if got := zcard(t, c, leaseKey("tenant-a")); got != 0 {
 		t.Fatalf("leases after %d requests: got %d, want 0", n, got)
+	}
+}
+
+// With Redis gone and on_redis_error: local, an instance holds its share of
+// the slots in-process, and gives them back when requests end.
+func TestSharedConcurrencyLocalFallback(t *testing.T) {
+	s := redistest.Start(t)
+	c := newTestClient(t, semanticsTimeout, s.Addr())
+	r := newTestRedis(t, c, Config{Timeout: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	e, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := leaseCheck("tenant-a", 4, 30*time.Second)
+	check.Rule = &limiter.Rule{Name: "inflight", Algorithm: limiter.SharedConcurrency, OnRedisError: limiter.FailLocal, LocalShare: 0.5}
+	ctx := context.Background()
+	s.Kill()
+
+	var held []*limiter.Reservation
+	for i := range 3 {
+		v, res, err := e.Reserve(ctx, []limiter.Check{check})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := v.Decisions[0]; d.Reason != limiter.ReasonLocalFallback {
+			t.Fatalf("request %d: got reason %v, want ReasonLocalFallback", i+1, d.Reason)
+		}
+		if want := i < 2; v.Allowed != want {
+			t.Fatalf("request %d with 2 local slots: got allowed=%v, want %v", i+1, v.Allowed, want)
+		}
+		if v.Allowed {
+			held = append(held, res)
+		}
+	}
+	if err := held[0].Done(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := e.Reserve(ctx, []limiter.Check{check}); !v.Allowed {
+		t.Fatal("after one request ended: denied, want its local slot back")
 	}
 }
