@@ -249,3 +249,33 @@ func TestSharedConcurrencyLocalFallback(t *testing.T) {
 		t.Fatal("after one request ended: denied, want its local slot back")
 	}
 }
+
+// On a Cluster a request's checks are decided one slot at a time: a lease
+// taken before another policy denies the request is given back.
+func TestSharedConcurrencyClusterRefund(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	c := newTestClient(t, semanticsTimeout, cl.Addrs()...)
+	es := leaseEngines(t, c, 1)
+	ctx := context.Background()
+	lease := leaseCheck("tenant-a", 2, 30*time.Second)
+	hourly := limiter.Check{Rule: policy("hourly", limiter.GCRA), Limit: limiter.Limit{Rate: 1, Period: time.Hour, Burst: 1}, Key: "tenant-a"}
+	checks := []limiter.Check{lease, hourly}
+
+	v, res, err := es[0].Reserve(ctx, checks)
+	if err != nil || !v.Allowed {
+		t.Fatalf("first: got allowed=%v err=%v, want admitted", v.Allowed, err)
+	}
+	v, _, err = es[0].Reserve(ctx, checks)
+	if err != nil || v.Allowed || v.Denied != 1 {
+		t.Fatalf("second: got allowed=%v denied=%d err=%v, want denied by hourly", v.Allowed, v.Denied, err)
+	}
+	if got := zcard(t, c, leaseKey("tenant-a")); got != 1 {
+		t.Fatalf("leases after the denial: got %d, want 1 (the first request's)", got)
+	}
+	if err := res.Done(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := zcard(t, c, leaseKey("tenant-a")); got != 0 {
+		t.Fatalf("leases at the end: got %d, want 0", got)
+	}
+}
