@@ -82,25 +82,23 @@ func (h *Handler) newReverseProxy(transport http.RoundTripper) *httputil.Reverse
 // slots come back either way.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, costs []policies.Cost, peerTrusted bool, call *llmCall, res *limiter.Reservation) {
 	st := &requestState{route: route, verdict: v, costs: costs, peerTrusted: peerTrusted, inbound: r.Context(), llm: call}
-	if call != nil {
-		// After the response was copied, or the call failed: what it cost.
+	if call != nil || res != nil {
+		stop := func() {}
+		if res != nil {
+			stop = res.KeepAlive(r.Context())
+		}
+		// After the response was copied, or the call failed: the renewal
+		// stops first, so none races the release, then what was held is
+		// settled (an llm call to its real cost).
 		defer func() {
-			if err := call.settle(r.Context()); err != nil {
-				h.log.Error("settling an llm call", "route", route.Name, "err", err)
-			}
-			h.afterSettle()
-		}()
-	}
-	if res != nil {
-		stopRenewing := res.KeepAlive(r.Context())
-		// Deferred after the llm settle, so it runs first: no renewal races
-		// the release.
-		defer func() {
-			stopRenewing()
+			stop()
+			var err error
 			if call != nil {
-				return
+				err = call.settle(r.Context())
+			} else {
+				err = res.Done(context.WithoutCancel(r.Context()))
 			}
-			if err := res.Done(context.WithoutCancel(r.Context())); err != nil {
+			if err != nil {
 				h.log.Error("settling a reservation", "route", route.Name, "err", err)
 			}
 			h.afterSettle()
