@@ -26,10 +26,7 @@ func leaseEngines(t *testing.T, c redis.UniversalClient, n int) []*limiter.Engin
 	t.Helper()
 	es := make([]*limiter.Engine, n)
 	for i := range es {
-		e, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), newTestRedis(t, c, Config{}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := newTestEngine(t, newTestRedis(t, c, Config{}))
 		es[i] = e
 	}
 	return es
@@ -218,10 +215,7 @@ func TestSharedConcurrencyLocalFallback(t *testing.T) {
 	s := redistest.Start(t)
 	c := newTestClient(t, semanticsTimeout, s.Addr())
 	r := newTestRedis(t, c, Config{Timeout: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-	e, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newTestEngine(t, r)
 	check := leaseCheck("tenant-a", 4, 30*time.Second)
 	check.Rule = &limiter.Rule{Name: "inflight", Algorithm: limiter.SharedConcurrency, OnRedisError: limiter.FailLocal, LocalShare: 0.5}
 	ctx := context.Background()

@@ -29,10 +29,7 @@ func runConsumesNothing(t *testing.T, c redis.UniversalClient) {
 			name := string(hourlyAlg) + "/hourly_first=" + strconv.FormatBool(hourlyFirst)
 			t.Run(name, func(t *testing.T) {
 				r := newTestRedis(t, c, Config{})
-				e, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), r)
-				if err != nil {
-					t.Fatal(err)
-				}
+				e := newTestEngine(t, r)
 				tenant := "tenant-" + name
 				perSecond := limiter.Check{Rule: policy("tenant-rps", limiter.GCRA), Limit: limiter.Limit{Rate: 20, Period: time.Second, Burst: 5}, Key: tenant}
 				hourly := limiter.Check{Rule: policy("tenant-hourly", hourlyAlg), Limit: limiter.Limit{Rate: 1000, Period: time.Hour, Burst: 1000}, Key: tenant}

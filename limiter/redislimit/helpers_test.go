@@ -40,6 +40,17 @@ func newTestRedis(t testing.TB, client redis.UniversalClient, cfg Config) *Limit
 	return r
 }
 
+// newTestEngine puts a Redis limiter behind an engine on the wall clock, with
+// an unbounded local fallback.
+func newTestEngine(t testing.TB, r *Limiter) *limiter.Engine {
+	t.Helper()
+	e, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), r)
+	if err != nil {
+		t.Fatalf("NewEngine: %v", err)
+	}
+	return e
+}
+
 // redisNow reads Redis's clock, the one every shared algorithm uses.
 func redisNow(t testing.TB, c redis.UniversalClient) time.Time {
 	t.Helper()

@@ -35,10 +35,7 @@ func hammer(t *testing.T, clients [3]redis.UniversalClient, policyName string, l
 	var engines [3]*limiter.Engine
 	for i, c := range clients {
 		r := newTestRedis(t, c, Config{})
-		e, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := newTestEngine(t, r)
 		engines[i] = e
 	}
 	pol := policy(policyName, limiter.GCRA)

@@ -15,10 +15,7 @@ func TestPeekTakesNothing(t *testing.T) {
 	c := newTestClient(t, semanticsTimeout, s.Addr())
 	avoidWindowEdge(t, c, time.Hour, 10*time.Second)
 	r := newTestRedis(t, c, Config{})
-	e, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newTestEngine(t, r)
 	lim := limiter.Limit{Rate: 10, Period: time.Hour}
 	for _, alg := range []limiter.Algorithm{limiter.TokenBucket, limiter.GCRA, limiter.SlidingWindow, limiter.FixedWindow} {
 		t.Run(string(alg), func(t *testing.T) {

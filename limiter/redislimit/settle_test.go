@@ -36,10 +36,7 @@ func TestReservationSettlesOnRedis(t *testing.T) {
 		for i, st := range steps {
 			t.Run(string(alg)+"/"+st.name, func(t *testing.T) {
 				r := newTestRedis(t, c, Config{})
-				e, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), r)
-				if err != nil {
-					t.Fatal(err)
-				}
+				e := newTestEngine(t, r)
 				// Two rules on one request: the call is decideScript's, not redis_rate's alone.
 				rule := policy("settle-"+string(alg)+strconv.Itoa(i), alg)
 				other := limiter.Check{Rule: policy("settle-other", limiter.FixedWindow), Limit: limiter.Limit{Rate: 1000, Period: time.Hour}, Key: "o" + strconv.Itoa(i)}
@@ -78,10 +75,7 @@ func TestConcurrentReservationsStayInsideTheQuota(t *testing.T) {
 	c := newTestClient(t, semanticsTimeout, s.Addr())
 	avoidWindowEdge(t, c, time.Hour, 10*time.Second)
 	r := newTestRedis(t, c, Config{})
-	e, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newTestEngine(t, r)
 	const quota, reserve = 5000, 200
 	chk := limiter.Check{Rule: policy("tokens-hourly", limiter.FixedWindow), Limit: limiter.Limit{Rate: quota, Period: time.Hour}, Key: "tenant", Cost: reserve}
 	var settled, admitted atomic.Int64
