@@ -200,6 +200,25 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		}
 		rt.Match.Headers = append(rt.Match.Headers, HeaderMatch{Name: http.CanonicalHeaderKey(name), Value: v})
 	}
+	if id := rc.Idempotency; id != nil {
+		rt.Idempotency = &Idempotency{
+			Header:           http.CanonicalHeaderKey(id.Header),
+			FencingHeader:    http.CanonicalHeaderKey(id.FencingHeader),
+			Required:         id.Required,
+			LockTTL:          id.LockTTL,
+			ReplayTTL:        id.ReplayTTL,
+			MaxResponseBytes: id.MaxResponseBytes,
+			Wait:             id.OnConflict == "wait",
+			MaxWait:          id.MaxWait,
+			FailOpen:         id.OnRedisError == "allow",
+		}
+		for _, m := range id.Methods {
+			rt.Idempotency.Methods = append(rt.Idempotency.Methods, strings.ToUpper(m))
+		}
+		for _, h := range id.ReplayHeaders {
+			rt.Idempotency.ReplayHeaders = append(rt.Idempotency.ReplayHeaders, http.CanonicalHeaderKey(h))
+		}
+	}
 	for _, name := range rc.Policies {
 		pol, ok := policies[name]
 		if !ok {

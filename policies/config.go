@@ -108,6 +108,36 @@ type RouteConfig struct {
 	// default openai on llm routes, gateway elsewhere.
 	ErrorFormat string   `koanf:"error_format"`
 	Policies    []string `koanf:"policies"`
+	// Idempotency, when present, makes requests that carry an idempotency
+	// key reach the upstream once per key (README "Idempotency keys").
+	Idempotency *IdempotencyConfig `koanf:"idempotency"`
+}
+
+// IdempotencyConfig is a route's idempotency block. An empty block ({})
+// enables it with every default.
+type IdempotencyConfig struct {
+	Header  string   `koanf:"header"`  // default Idempotency-Key
+	Methods []string `koanf:"methods"` // default [POST, PATCH]
+	// Required: a request of those methods without the header gets 400.
+	Required bool `koanf:"required"`
+	// LockTTL is how long a key stays held when its holder stops renewing
+	// it (a crashed instance, on Redis); default 10s, renewed every third.
+	LockTTL   time.Duration `koanf:"lock_ttl"`
+	ReplayTTL time.Duration `koanf:"replay_ttl"` // default 24h
+	// MaxResponseBytes bounds a stored response body (default 1 MiB); a
+	// larger one is not replayed, its duplicates get 409.
+	MaxResponseBytes int64 `koanf:"max_response_bytes"`
+	// ReplayHeaders are the upstream response headers kept for replay
+	// (default Content-Type, Content-Language, Location, ETag, Cache-Control).
+	ReplayHeaders []string `koanf:"replay_headers"`
+	FencingHeader string   `koanf:"fencing_header"` // default X-Fencing-Token
+	// OnConflict: reject (409, default) or wait for the first request's
+	// response, up to MaxWait (default 10s).
+	OnConflict string        `koanf:"on_conflict"`
+	MaxWait    time.Duration `koanf:"max_wait"`
+	// OnRedisError: deny (503, default) or allow (forward without the key's
+	// protection).
+	OnRedisError string `koanf:"on_redis_error"`
 }
 
 // MatchConfig selects requests for a route.

@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,21 @@ const (
 	DefaultBreakerFailures   = 3
 	DefaultBreakerCooldown   = 500 * time.Millisecond
 	DefaultDenialCacheSize   = 100_000
+
+	DefaultIdempotencyHeader    = "Idempotency-Key"
+	DefaultFencingHeader        = "X-Fencing-Token"
+	DefaultIdempotencyLockTTL   = 10 * time.Second
+	DefaultReplayTTL            = 24 * time.Hour
+	DefaultMaxResponseBytes     = 1 << 20
+	DefaultIdempotencyMaxWait   = 10 * time.Second
+	DefaultIdempotencyConflict  = "reject"
+	DefaultIdempotencyRedisMode = "deny"
+)
+
+// The defaults of an idempotency block's lists.
+var (
+	DefaultIdempotentMethods = []string{"POST", "PATCH"}
+	DefaultReplayHeaders     = []string{"Content-Type", "Content-Language", "Location", "ETag", "Cache-Control"}
 )
 
 // ApplyDefaults fills every zero setting that has a default. Negative values
@@ -71,6 +87,24 @@ func (c *Config) ApplyDefaults() {
 		}
 		setDefault(&rt.ErrorFormat, "gateway")
 		setDefault(&rt.MaxBodyBytes, DefaultMaxBodyBytes)
+		if id := rt.Idempotency; id != nil {
+			setDefault(&id.Header, DefaultIdempotencyHeader)
+			setDefault(&id.FencingHeader, DefaultFencingHeader)
+			setDefault(&id.LockTTL, DefaultIdempotencyLockTTL)
+			setDefault(&id.ReplayTTL, DefaultReplayTTL)
+			setDefault(&id.MaxResponseBytes, DefaultMaxResponseBytes)
+			setDefault(&id.OnConflict, DefaultIdempotencyConflict)
+			setDefault(&id.OnRedisError, DefaultIdempotencyRedisMode)
+			if id.OnConflict == "wait" {
+				setDefault(&id.MaxWait, DefaultIdempotencyMaxWait)
+			}
+			if id.Methods == nil {
+				id.Methods = slices.Clone(DefaultIdempotentMethods)
+			}
+			if id.ReplayHeaders == nil {
+				id.ReplayHeaders = slices.Clone(DefaultReplayHeaders)
+			}
+		}
 	}
 
 	for name, p := range c.Policies {

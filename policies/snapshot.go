@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -102,6 +103,35 @@ type Route struct {
 	// (concurrency, shared_concurrency): each request holds a slot until its
 	// response ends, so the proxy reserves and settles every one.
 	InFlight bool
+	// Idempotency is the route's idempotency-key handling; nil when off.
+	Idempotency *Idempotency
+}
+
+// Idempotency is a compiled idempotency block: requests of Methods that carry
+// Header reach the upstream once per key, scoped by tenant (or client
+// network), method and path.
+type Idempotency struct {
+	Header        string   // canonical
+	FencingHeader string   // canonical
+	Methods       []string // upper case
+	// Required: a request of Methods without Header gets 400.
+	Required         bool
+	LockTTL          time.Duration
+	ReplayTTL        time.Duration
+	MaxResponseBytes int64
+	ReplayHeaders    []string // canonical
+	// Wait: a duplicate of a request in progress waits up to MaxWait for
+	// its response instead of getting 409.
+	Wait    bool
+	MaxWait time.Duration
+	// FailOpen forwards requests without the key's protection when the
+	// store fails, instead of answering 503.
+	FailOpen bool
+}
+
+// Applies reports whether requests of method are subject to id.
+func (id *Idempotency) Applies(method string) bool {
+	return id != nil && slices.Contains(id.Methods, method)
 }
 
 // Match says which requests a route takes. Empty fields match anything.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"path"
@@ -186,6 +187,12 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 		if rt.ErrorFormat != "gateway" && rt.ErrorFormat != "openai" {
 			p.addf(place+".error_format", "must be gateway or openai, got %q", rt.ErrorFormat)
 		}
+		if rt.Idempotency != nil {
+			validateIdempotency(p, place+".idempotency", rt.Idempotency)
+			if rt.MaxBodyBytes == -1 {
+				p.add(place+".max_body_bytes", "a route with idempotency reads the body to fingerprint it: it needs a limit, not -1")
+			}
+		}
 		used := map[string]bool{}
 		for j, name := range rt.Policies {
 			pp := indexPlace(place+".policies", j)
@@ -202,6 +209,70 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 			}
 			used[name] = true
 		}
+	}
+}
+
+// notReplayable are response headers a replay computes itself, or that
+// belong to one connection.
+var notReplayable = map[string]bool{
+	"Content-Length": true, "Transfer-Encoding": true, "Connection": true, "Keep-Alive": true,
+	"Trailer": true, "Upgrade": true, "Idempotent-Replayed": true,
+}
+
+func validateIdempotency(p *problems, place string, c *IdempotencyConfig) {
+	if !isToken(c.Header) {
+		p.addf(place+".header", "must be a header name, got %q", c.Header)
+	}
+	if !isToken(c.FencingHeader) {
+		p.addf(place+".fencing_header", "must be a header name, got %q", c.FencingHeader)
+	} else if strings.EqualFold(c.FencingHeader, c.Header) {
+		p.addf(place+".fencing_header", "must differ from header (%q)", c.Header)
+	}
+	if len(c.Methods) == 0 {
+		p.add(place+".methods", "must name at least one method (default [POST, PATCH])")
+	}
+	seen := map[string]bool{}
+	for i, m := range c.Methods {
+		up := strings.ToUpper(m)
+		switch {
+		case !isToken(m):
+			p.addf(indexPlace(place+".methods", i), "must be an HTTP method, got %q", m)
+		case seen[up]:
+			p.addf(indexPlace(place+".methods", i), "method %s listed twice", up)
+		}
+		seen[up] = true
+	}
+	if c.LockTTL < 30*time.Millisecond {
+		p.addf(place+".lock_ttl", "must be at least 30ms (it is renewed every third of it), got %s", c.LockTTL)
+	}
+	if c.ReplayTTL < time.Second {
+		p.addf(place+".replay_ttl", "must be at least 1s, got %s", c.ReplayTTL)
+	}
+	if c.MaxResponseBytes < 0 {
+		p.addf(place+".max_response_bytes", "must be > 0, got %d", c.MaxResponseBytes)
+	}
+	for i, h := range c.ReplayHeaders {
+		switch {
+		case !isToken(h):
+			p.addf(indexPlace(place+".replay_headers", i), "must be a header name, got %q", h)
+		case notReplayable[http.CanonicalHeaderKey(h)]:
+			p.addf(indexPlace(place+".replay_headers", i), "%s is set by the gateway on each response; it cannot be replayed", http.CanonicalHeaderKey(h))
+		}
+	}
+	switch c.OnConflict {
+	case "reject":
+		if c.MaxWait != 0 {
+			p.add(place+".max_wait", "applies to on_conflict: wait only")
+		}
+	case "wait":
+		if c.MaxWait <= 0 {
+			p.addf(place+".max_wait", "must be > 0, got %s", c.MaxWait)
+		}
+	default:
+		p.addf(place+".on_conflict", "must be reject or wait, got %q", c.OnConflict)
+	}
+	if c.OnRedisError != "deny" && c.OnRedisError != "allow" {
+		p.addf(place+".on_redis_error", "must be deny or allow, got %q", c.OnRedisError)
 	}
 }
 

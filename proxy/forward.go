@@ -10,6 +10,7 @@ import (
 	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -46,6 +47,8 @@ type requestState struct {
 	llm *llmCall
 	// costs holds each decision's policy cost (for OpenAI's headers).
 	costs []policies.Cost
+	// idem is the request's idempotency key, held; nil when none.
+	idem *idemState
 }
 
 func stateFrom(ctx context.Context) *requestState {
@@ -80,8 +83,15 @@ func (h *Handler) newReverseProxy(transport http.RoundTripper) *httputil.Reverse
 // upstream failed. Its leases are renewed meanwhile; then an llm call settles
 // to what it cost, any other request to what it reserved, and in-flight
 // slots come back either way.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, costs []policies.Cost, peerTrusted bool, call *llmCall, res *limiter.Reservation) {
-	st := &requestState{route: route, verdict: v, costs: costs, peerTrusted: peerTrusted, inbound: r.Context(), llm: call}
+//
+// idem, when not nil, is the request's idempotency key, held until the same
+// point; then the response is stored for its duplicates, or the key is
+// released without one when the upstream failed.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, costs []policies.Cost, peerTrusted bool, call *llmCall, res *limiter.Reservation, idem *idemState) {
+	st := &requestState{route: route, verdict: v, costs: costs, peerTrusted: peerTrusted, inbound: r.Context(), llm: call, idem: idem}
+	if idem != nil {
+		defer idem.finish(r.Context(), h.log, route.Name)
+	}
 	if call != nil || res != nil {
 		stop := func() {}
 		if res != nil {
@@ -157,6 +167,14 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		stripPrefix(pr.Out.URL, st.route.StripPrefix)
 	}
 	pr.SetURL(st.route.Upstream) // also points Host at the upstream
+	if id := st.route.Idempotency; id != nil {
+		// Only the gateway speaks for the fencing token: a client's own
+		// never reaches the upstream.
+		pr.Out.Header.Del(id.FencingHeader)
+		if st.idem != nil {
+			pr.Out.Header[id.FencingHeader] = []string{strconv.FormatInt(st.idem.hold.Fence(), 10)}
+		}
+	}
 	if key := st.route.UpstreamAPIKey; key != "" {
 		// The tenant's key identifies it to the gateway only; the upstream
 		// sees the gateway's own.
@@ -204,6 +222,9 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	}
 	if st.llm != nil {
 		st.llm.watch(resp)
+	}
+	if st.idem != nil {
+		st.idem.capture(resp)
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		// The body is the upstream connection; ReverseProxy copies both ways

@@ -6,6 +6,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
+	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 )
 
 // DefaultMaxHeaderBytes is the request header limit used when
@@ -43,6 +45,10 @@ type Config struct {
 	// Logger receives one line per answer the gateway gives itself: 4xx at
 	// debug, 5xx at warn, 500 at error.
 	Logger *slog.Logger
+	// Idempotency holds the idempotency keys of routes that enable them. Nil
+	// means an in-process store (idempotency.NewLocal), which is enough for
+	// one instance; with several, give them one on Redis.
+	Idempotency idempotency.Store
 	// MaxHeaderBytes bounds the request line plus headers, counted as on the
 	// wire; beyond it the answer is 431 JSON. Zero means
 	// DefaultMaxHeaderBytes, negative disables the check. Set the
@@ -62,10 +68,11 @@ type Handler struct {
 	rp             *httputil.ReverseProxy
 	// settled, when set, is called after a reservation (an llm call, in-flight
 	// slots) was settled (tests).
-	settled   func()
-	unpriced  modelWarnings // models priced at prices.default, logged once each
-	afterFunc func(time.Duration, func()) timer
-	upgrades  upgrades
+	settled     func()
+	unpriced    modelWarnings // models priced at prices.default, logged once each
+	afterFunc   func(time.Duration, func()) timer
+	upgrades    upgrades
+	idempotency idempotency.Store
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -94,6 +101,10 @@ func New(cfg Config) (*Handler, error) {
 		log:            cfg.Logger,
 		maxHeaderBytes: cfg.MaxHeaderBytes,
 		afterFunc:      realAfterFunc,
+		idempotency:    cfg.Idempotency,
+	}
+	if h.idempotency == nil {
+		h.idempotency = idempotency.NewLocal(time.Now, 0)
 	}
 	if h.maxHeaderBytes == 0 {
 		h.maxHeaderBytes = DefaultMaxHeaderBytes
@@ -163,10 +174,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.unpriced.warn(h.log, call.req.Model)
 		}
 	}
+	var idem *idemRequest
+	if route.Idempotency != nil {
+		var status int
+		var msg string
+		if r, idem, status, msg = readIdempotency(w, r, route); status != 0 {
+			h.writeError(w, r0, status, errorBody{Message: msg}, slog.String("route", route.Name))
+			return
+		}
+	}
 
 	subject, peerTrusted := identify(r, snap, route)
 	if call != nil {
 		subject.Model = call.req.Model
+	}
+	if idem != nil {
+		idem.scope(r, &subject)
 	}
 	// A policy that needs a key the request lacks answers 401, but only after
 	// the policies that can judge the request have: each guess costs its
@@ -208,22 +231,40 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rejectedBy != nil {
-		switch {
-		case call != nil:
-			call.settle(r.Context()) // never forwarded: the tokens go back
-			h.afterSettle()
-		case res != nil:
-			// Never forwarded: the slots go back; the guess still costs its
-			// tokens, as with Decide.
-			if err := res.Done(r.Context()); err != nil {
-				h.log.Error("settling a reservation", "route", route.Name, "err", err)
-			}
-		}
+		h.unreserve(r, route, call, res) // the guess still costs its tokens, as with Decide
 		setRateLimitHeaders(w.Header(), verdict)
 		h.writeUnauthorized(w, r, snap, route, rejectedBy)
 		return
 	}
-	h.forward(w, r, route, verdict, costs, peerTrusted, call, res)
+	var hold idempotency.Hold
+	if idem != nil {
+		var answered bool
+		if hold, answered = h.claimIdempotency(w, r, route, verdict, idem); answered {
+			// A duplicate: its rate tokens are spent, its reservation
+			// (tokens of an llm call, in-flight slots) goes back.
+			h.unreserve(r, route, call, res)
+			return
+		}
+	}
+	var is *idemState
+	if hold != nil {
+		is = &idemState{req: idem, hold: hold}
+	}
+	h.forward(w, r, route, verdict, costs, peerTrusted, call, res, is)
+}
+
+// unreserve gives back what an admitted request reserved but that was never
+// forwarded: an llm call's tokens, in-flight slots.
+func (h *Handler) unreserve(r *http.Request, route *policies.Route, call *llmCall, res *limiter.Reservation) {
+	switch {
+	case call != nil:
+		call.settle(r.Context())
+		h.afterSettle()
+	case res != nil:
+		if err := res.Done(context.WithoutCancel(r.Context())); err != nil {
+			h.log.Error("settling a reservation", "route", route.Name, "err", err)
+		}
+	}
 }
 
 // refuse answers a request the limiter did not allow: 503 when a fail-closed

@@ -19,6 +19,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy"
+	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 )
 
 // headerSlack is how far above server.max_header_bytes Go's own (plain text)
@@ -48,6 +49,7 @@ type process struct {
 	snap     *policies.Snapshot // as loaded at start; reloads do not rebuild the process
 	builtins []builtinServer
 	handler  *proxy.Handler
+	idem     idempotency.Store // on Redis when configured; nil: the proxy's in-process one
 	watcher  *policies.Watcher
 	srv      *http.Server
 	ln       net.Listener
@@ -137,6 +139,10 @@ func (p *process) newLimiter(ctx context.Context) (*limiter.Local, *limiter.Engi
 			return nil, nil, err
 		}
 		shared = rl
+		// A lock call may wait as a decision would, queue and round trip.
+		if p.idem, err = idempotency.NewRedis(client, idempotency.RedisConfig{Timeout: cfg.Redis.QueueTimeout + cfg.Redis.Timeout}); err != nil {
+			return nil, nil, err
+		}
 	}
 	engine, err := limiter.NewEngine(time.Now, local, shared)
 	if err != nil {
@@ -155,6 +161,7 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 		Limiter:        engine,
 		Transport:      proxy.NewTransport(),
 		Logger:         p.log,
+		Idempotency:    p.idem,
 		MaxHeaderBytes: p.snap.Config.Server.MaxHeaderBytes,
 	})
 	if err != nil {

@@ -103,7 +103,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string, ttl time.Duration
 	if ttl < time.Millisecond {
 		return nil, fmt.Errorf("acquiring lock on %q: ttl %s is under a millisecond", resource, ttl)
 	}
-	key, fenceKey := lockKeys(resource)
+	key, fenceKey := Keys(resource)
 	token := rand.Text() // 26 base32 characters, 130 bits from crypto/rand
 	fenceTTL := l.cfg.FenceTTL
 	if fenceTTL > 0 && fenceTTL < ttl {
@@ -144,6 +144,9 @@ type Lock struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed when the watchdog returns; nil without one
 }
+
+// Key returns the lock's Redis key (see Keys).
+func (lk *Lock) Key() string { return lk.key }
 
 // Token returns the random value that identifies this holder in Redis.
 func (lk *Lock) Token() string { return lk.token }

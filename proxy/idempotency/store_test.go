@@ -1,0 +1,342 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/ratelimit-gateway/gateway/internal/redistest"
+	"github.com/ratelimit-gateway/gateway/limiter/redislock"
+	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		// Every hold is ended by now: a goroutine left is a lock watchdog
+		// nobody stopped.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var terms = idempotency.Terms{LockTTL: time.Second, ReplayTTL: time.Minute}
+
+// stores are the stores every contract test runs on: in-process, and on a
+// real Redis, standalone and a 3-master Cluster.
+func stores(t *testing.T) map[string]func(t *testing.T) idempotency.Store {
+	return map[string]func(t *testing.T) idempotency.Store{
+		"local": func(*testing.T) idempotency.Store { return idempotency.NewLocal(time.Now, 0) },
+		"redis": func(t *testing.T) idempotency.Store {
+			s := redistest.Start(t)
+			return newRedisStore(t, redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true}))
+		},
+		"cluster": func(t *testing.T) idempotency.Store {
+			c := redistest.StartCluster(t)
+			return newRedisStore(t, redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), MaxRetries: -1, ContextTimeoutEnabled: true}))
+		},
+	}
+}
+
+func newRedisStore(t *testing.T, client redis.UniversalClient) idempotency.Store {
+	t.Helper()
+	t.Cleanup(func() { _ = client.Close() })
+	s, err := idempotency.NewRedis(client, idempotency.RedisConfig{Poll: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func mustBegin(t *testing.T, s idempotency.Store, key string) idempotency.Claim {
+	t.Helper()
+	c, err := s.Begin(context.Background(), key, terms)
+	if err != nil {
+		t.Fatalf("Begin(%q): %v", key, err)
+	}
+	return c
+}
+
+// The life of a key on every store: the first claim holds it, a second is
+// busy, the record left by Complete is what later claims get, an Abort lets
+// the next claim hold the key with a larger fencing token, and keys are
+// independent.
+func TestStoreContract(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := newStore(t)
+			ctx := context.Background()
+			for i := range 20 { // on a Cluster, keys spread over the masters
+				key := fmt.Sprintf("tenant:a\x00POST\x00/pay\x00order-%d", i)
+				first := mustBegin(t, s, key)
+				if first.Hold == nil {
+					t.Fatalf("%s: first claim got %+v, want a hold", key, first)
+				}
+				if c := mustBegin(t, s, key); !c.Busy() {
+					t.Fatalf("%s: second claim got %+v, want busy", key, c)
+				}
+				if err := first.Hold.Abort(ctx); err != nil {
+					t.Fatalf("%s: Abort: %v", key, err)
+				}
+				second := mustBegin(t, s, key)
+				if second.Hold == nil {
+					t.Fatalf("%s: claim after Abort got %+v, want a hold", key, second)
+				}
+				if second.Hold.Fence() <= first.Hold.Fence() {
+					t.Fatalf("%s: fence after Abort %d, want > %d", key, second.Hold.Fence(), first.Hold.Fence())
+				}
+				rec := &idempotency.Record{Fingerprint: [32]byte{byte(i)}, Status: 201,
+					Header: http.Header{"Location": {fmt.Sprintf("/pay/%d", i)}}, Body: []byte(`{"id":1}`)}
+				if err := second.Hold.Complete(ctx, rec); err != nil {
+					t.Fatalf("%s: Complete: %v", key, err)
+				}
+				for range 2 {
+					got := mustBegin(t, s, key)
+					if got.Record == nil || got.Hold != nil {
+						t.Fatalf("%s: claim after Complete got %+v, want the record", key, got)
+					}
+					if got.Record.Status != 201 || string(got.Record.Body) != `{"id":1}` ||
+						got.Record.Header.Get("Location") != fmt.Sprintf("/pay/%d", i) || got.Record.Fingerprint != rec.Fingerprint {
+						t.Fatalf("%s: record got %+v, want %+v", key, got.Record, rec)
+					}
+				}
+			}
+		})
+	}
+}
+
+// 64 claims of one key at once: exactly one holds it; once it completes,
+// every claim gets the record and none holds the key again.
+func TestStoreConcurrentClaims(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := newStore(t)
+			const n = 64
+			var holds, busy atomic.Int64
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var held idempotency.Hold
+			start := make(chan struct{})
+			for range n {
+				wg.Go(func() {
+					<-start
+					c, err := s.Begin(context.Background(), "k", terms)
+					switch {
+					case err != nil:
+						t.Errorf("Begin: %v", err)
+					case c.Hold != nil:
+						holds.Add(1)
+						mu.Lock()
+						held = c.Hold
+						mu.Unlock()
+					case c.Busy():
+						busy.Add(1)
+					default:
+						t.Errorf("Begin before any Complete got a record %+v", c.Record)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if holds.Load() != 1 || busy.Load() != n-1 {
+				t.Fatalf("holds %d, busy %d; want 1 and %d", holds.Load(), busy.Load(), n-1)
+			}
+			if err := held.Complete(context.Background(), &idempotency.Record{Status: 200, Body: []byte("done")}); err != nil {
+				t.Fatal(err)
+			}
+			var records atomic.Int64
+			for range n {
+				wg.Go(func() {
+					c, err := s.Begin(context.Background(), "k", terms)
+					if err == nil && c.Record != nil && string(c.Record.Body) == "done" {
+						records.Add(1)
+					} else {
+						t.Errorf("Begin after Complete: got %+v, %v; want the record", c, err)
+					}
+				})
+			}
+			wg.Wait()
+			if records.Load() != n {
+				t.Fatalf("records %d, want %d", records.Load(), n)
+			}
+		})
+	}
+}
+
+// Wait returns once the holder ends (at once when nobody holds the key),
+// and with the context's error when that ends first.
+func TestStoreWait(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := newStore(t)
+			ctx := context.Background()
+			if err := s.Wait(ctx, "free"); err != nil {
+				t.Fatalf("Wait on a free key: %v", err)
+			}
+			hold := mustBegin(t, s, "k").Hold
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			if err := s.Wait(cctx, "k"); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Wait with an ended context: got %v, want context.Canceled", err)
+			}
+			done := make(chan idempotency.Claim)
+			go func() {
+				for {
+					if err := s.Wait(ctx, "k"); err != nil {
+						t.Error(err)
+						close(done)
+						return
+					}
+					if c, err := s.Begin(ctx, "k", terms); err != nil || !c.Busy() {
+						done <- c
+						return
+					}
+				}
+			}()
+			if err := hold.Complete(ctx, &idempotency.Record{Status: 204}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case c := <-done:
+				if c.Record == nil || c.Record.Status != 204 {
+					t.Fatalf("waiter got %+v, want the record", c)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("waiter did not see the holder finish")
+			}
+		})
+	}
+}
+
+// A Redis hold whose lock expired (forced here by deleting it, as a
+// failover or a pause past the TTL would) stores nothing: the next holder,
+// with a larger fencing token, is the one whose record is kept.
+func TestRedisStaleHolderStoresNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	s := newRedisStore(t, client)
+	ctx := context.Background()
+	stale := mustBegin(t, s, "k").Hold
+	lock, _ := redislock.Keys("idem:k")
+	if n, err := client.Del(ctx, lock).Result(); err != nil || n != 1 {
+		t.Fatalf("deleting the lock %s: %d, %v", lock, n, err)
+	}
+	next := mustBegin(t, s, "k").Hold
+	if next == nil || next.Fence() <= stale.Fence() {
+		t.Fatalf("claim after the expiry: got %v, want a hold with a fence above %d", next, stale.Fence())
+	}
+	if err := stale.Complete(ctx, &idempotency.Record{Status: 200, Body: []byte("stale")}); !errors.Is(err, idempotency.ErrLost) {
+		t.Fatalf("stale Complete: got %v, want ErrLost", err)
+	}
+	if err := next.Complete(ctx, &idempotency.Record{Status: 200, Body: []byte("next")}); err != nil {
+		t.Fatal(err)
+	}
+	if c := mustBegin(t, s, "k"); c.Record == nil || string(c.Record.Body) != "next" {
+		t.Fatalf("record got %+v, want the next holder's", c.Record)
+	}
+}
+
+// A Redis hold's lock is renewed while its holder works: held for 5 TTLs,
+// it is still the holder's, and a second claim stays busy throughout.
+func TestRedisHoldRenewed(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newRedisStore(t, redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true}))
+	ctx := context.Background()
+	short := idempotency.Terms{LockTTL: 60 * time.Millisecond, ReplayTTL: time.Minute}
+	c, err := s.Begin(ctx, "k", short)
+	if err != nil || c.Hold == nil {
+		t.Fatalf("Begin: %+v, %v", c, err)
+	}
+	// The deadline is the assertion's window, not an ordering device: the
+	// lock must outlive it.
+	for end := time.Now().Add(5 * short.LockTTL); time.Now().Before(end); {
+		if c2, err := s.Begin(ctx, "k", short); err != nil || !c2.Busy() {
+			t.Fatalf("second claim while held: %+v, %v; want busy", c2, err)
+		}
+		if err := c.Hold.Lost(); err != nil {
+			t.Fatalf("hold lost while renewed: %v", err)
+		}
+	}
+	if err := c.Hold.Complete(ctx, &idempotency.Record{Status: 200}); err != nil {
+		t.Fatalf("Complete after 5 TTLs: %v", err)
+	}
+}
+
+// A Local store at its cap drops expired records first, then the records
+// closest to expiry; keys being held are never dropped, and when every key
+// is held a new one is refused with ErrFull.
+func TestLocalBounded(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { return now }
+	s := idempotency.NewLocal(clock, 32)
+	ctx := context.Background()
+	for i := range 32 {
+		// Keys 0..15 are kept for a minute, 16..31 for an hour.
+		tt := idempotency.Terms{LockTTL: time.Second, ReplayTTL: time.Minute}
+		if i >= 16 {
+			tt.ReplayTTL = time.Hour
+		}
+		c, err := s.Begin(ctx, fmt.Sprint(i), tt)
+		if err != nil || c.Hold == nil {
+			t.Fatalf("Begin(%d): %+v, %v", i, c, err)
+		}
+		if err := c.Hold.Complete(ctx, &idempotency.Record{Status: 200}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Len() != 32 {
+		t.Fatalf("Len %d, want 32", s.Len())
+	}
+	// Full of live records: the two closest to expiry (32/16) make room.
+	newHold := mustBegin(t, s, "new").Hold
+	if newHold == nil {
+		t.Fatal("claim at the cap: no hold")
+	}
+	kept := 0
+	for i := range 32 {
+		c := mustBegin(t, s, fmt.Sprint(i))
+		switch {
+		case c.Record != nil:
+			kept++
+		case i >= 16:
+			t.Fatalf("record %d (an hour left) dropped before those with a minute left", i)
+		default:
+			_ = c.Hold.Abort(ctx) // a dropped one, claimed again by this probe
+		}
+	}
+	if kept != 30 {
+		t.Fatalf("records kept at the cap: %d, want 30", kept)
+	}
+	now = now.Add(2 * time.Hour) // every record expired; "new" is still held
+	held := []idempotency.Hold{newHold}
+	for i := range 31 {
+		c := mustBegin(t, s, fmt.Sprint("h", i))
+		if c.Hold == nil {
+			t.Fatalf("claim %d after expiry: %+v, want a hold", i, c)
+		}
+		held = append(held, c.Hold)
+	}
+	if _, err := s.Begin(ctx, "one-too-many", terms); !errors.Is(err, idempotency.ErrFull) {
+		t.Fatalf("claim with every key held: got %v, want ErrFull", err)
+	}
+	for _, h := range held {
+		if err := h.Abort(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Len() != 0 {
+		t.Fatalf("Len %d after every hold was aborted, want 0", s.Len())
+	}
+}
