@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
+	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 )
 
 // t0 is the fixed instant the test limiter starts at.
@@ -149,6 +150,7 @@ type gatewayOpts struct {
 	maxHeaderBytes int
 	afterFunc      func(time.Duration, func()) timer
 	log            *logRecorder
+	idem           idempotency.Store // nil: the Handler's in-process one
 }
 
 // newGateway serves a Handler over snap and lim on a loopback httptest server.
@@ -162,7 +164,7 @@ func newGateway(t testing.TB, snap *policies.Snapshot, lim limiter.Limiter, o ga
 	if o.log != nil {
 		logger = slog.New(o.log)
 	}
-	h, err := New(Config{Snapshots: holder, Limiter: lim, Transport: tr, Logger: logger, MaxHeaderBytes: o.maxHeaderBytes})
+	h, err := New(Config{Snapshots: holder, Limiter: lim, Transport: tr, Logger: logger, MaxHeaderBytes: o.maxHeaderBytes, Idempotency: o.idem})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
