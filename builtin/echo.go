@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"time"
 	"unicode/utf8"
 )
 
@@ -14,6 +15,9 @@ import (
 // is left unread (the server discards it), so a large upload cannot make the
 // echo buffer it.
 const MaxEchoBody = 64 << 10
+
+// MaxEchoDelay bounds the wait an X-Echo-Delay header asks for.
+const MaxEchoDelay = 30 * time.Second
 
 // EchoResponse is the JSON document Echo answers with.
 type EchoResponse struct {
@@ -38,10 +42,22 @@ type EchoResponse struct {
 // Echo returns a handler that answers every request with 200 and the request
 // as JSON (see EchoResponse). It is the default upstream, so a newcomer sees a
 // working proxy, and the headers the gateway adds, without another process.
-// The handler is safe for concurrent use.
+// A request with "X-Echo-Delay: 3s" is answered that much later (at most
+// MaxEchoDelay, sooner if the client leaves): a slow upstream to try
+// timeouts, in-flight limits and idempotency keys against. The handler is
+// safe for concurrent use.
 func Echo() http.Handler { return http.HandlerFunc(echo) }
 
 func echo(w http.ResponseWriter, r *http.Request) {
+	if d, err := time.ParseDuration(r.Header.Get("X-Echo-Delay")); err == nil && d > 0 {
+		t := time.NewTimer(min(d, MaxEchoDelay))
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxEchoBody+1))
 	if err != nil {
 		// The client went away or the body was malformed; there is nobody

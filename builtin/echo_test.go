@@ -2,12 +2,14 @@ package builtin
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestEcho(t *testing.T) {
@@ -105,5 +107,53 @@ func TestEcho(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// X-Echo-Delay holds the answer at least that long, and a client that
+// leaves ends the wait at once.
+func TestEchoDelay(t *testing.T) {
+	started, returned := make(chan struct{}, 2), make(chan struct{}, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		defer func() { returned <- struct{}{} }()
+		Echo().ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+
+	req, _ := http.NewRequest("GET", srv.URL, nil)
+	req.Header.Set("X-Echo-Delay", "50ms")
+	start := time.Now()
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if took := time.Since(start); resp.StatusCode != 200 || took < 50*time.Millisecond {
+		t.Fatalf("delayed: %d after %s, want 200 after at least 50ms", resp.StatusCode, took)
+	}
+	<-started
+	<-returned
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ = http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+	req.Header.Set("X-Echo-Delay", "1h")
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := srv.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-started
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("a cancelled request got an answer")
+	}
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the echo still waits for a client that left")
 	}
 }

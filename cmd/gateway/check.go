@@ -49,6 +49,29 @@ func printSnapshot(w io.Writer, snap *policies.Snapshot) {
 		}
 	}
 	tw.Flush()
+	for _, rt := range snap.Routes {
+		if id := rt.Idempotency; id != nil {
+			fmt.Fprintf(w, "\nroute %s: %s\n", rt.Name, describeIdempotency(id))
+		}
+	}
+}
+
+// describeIdempotency says in one line what a route does with duplicates.
+func describeIdempotency(id *policies.Idempotency) string {
+	need := "optional"
+	if id.Required {
+		need = "required"
+	}
+	conflict := "409 while the first runs"
+	if id.Wait {
+		conflict = fmt.Sprintf("waits up to %s for the first", id.MaxWait)
+	}
+	store := "503 when the store fails"
+	if id.FailOpen {
+		store = "unprotected when the store fails"
+	}
+	return fmt.Sprintf("idempotency on %s: %s (%s), once per key; duplicates: %s, its response replayed for %s; lock %s, fencing token in %s; %s",
+		strings.Join(id.Methods, ","), id.Header, need, conflict, id.ReplayTTL, id.LockTTL, id.FencingHeader, store)
 }
 
 // describeAlgorithm adds the failure mode to shared algorithms.
