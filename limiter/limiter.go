@@ -135,6 +135,10 @@ type Rule struct {
 	// LocalShare is the fraction of each limit enforced in-process when
 	// OnRedisError is FailLocal (for example 0.34 with three instances).
 	LocalShare float64
+	// Shadow marks a rule being tried on live traffic: the limiter decides
+	// and counts it like any other, and its caller does not enforce its
+	// denials (the proxy decides again without it).
+	Shadow bool
 }
 
 // Check asks whether Cost units may pass for Key under Rule at Limit. A
@@ -227,6 +231,9 @@ type Decision struct {
 	// when Allowed.
 	RetryAfter time.Duration
 	Reason     Reason
+	// Shadow is set on the decision of a Shadow rule: reported, never
+	// enforced.
+	Shadow bool
 }
 
 // Verdict is the outcome of all checks of one request.
@@ -242,17 +249,19 @@ type Verdict struct {
 }
 
 // Deciding returns the decision that denied the request or, when allowed, the
-// most restrictive one (fewest remaining units). ok is false with no checks.
+// most restrictive one (fewest remaining units) that is not Shadow. ok is
+// false when there is none.
 func (v Verdict) Deciding() (d Decision, ok bool) {
 	if v.Denied >= 0 && v.Denied < len(v.Decisions) {
 		return v.Decisions[v.Denied], true
 	}
-	for i, c := range v.Decisions {
-		if i == 0 || c.Remaining < d.Remaining {
-			d = c
+	// Shadow decisions are reports, not limits: they never decide.
+	for _, c := range v.Decisions {
+		if !c.Shadow && (!ok || c.Remaining < d.Remaining) {
+			d, ok = c, true
 		}
 	}
-	return d, len(v.Decisions) > 0
+	return d, ok
 }
 
 // Unavailable reports whether the request was refused because a fail-closed

@@ -51,6 +51,10 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("policies.%s: %w", name, err)
 		}
+		pol.Rule.Shadow = pc.Mode == "shadow" || c.Mode == "shadow"
+		if pc.OnLimit == "delay" {
+			pol.MaxDelay, pol.MaxWaiters = pc.MaxDelay, pc.MaxWaiters
+		}
 		snap.Policies[name] = pol
 	}
 	for i := range c.Routes {

@@ -14,6 +14,36 @@ type Config struct {
 	// Prices are what models cost, for cost: usd policies: model -> price;
 	// "default" prices a model the table does not name.
 	Prices map[string]PriceConfig `koanf:"prices"`
+	// Mode is enforce (default) or shadow: every policy in shadow mode.
+	Mode  string      `koanf:"mode"`
+	Admin AdminConfig `koanf:"admin"`
+	Log   LogConfig   `koanf:"log"`
+}
+
+// AdminConfig is the admin listener: metrics, health, readiness and the
+// admin API. It takes effect at start only.
+type AdminConfig struct {
+	// Listen is host:port (default 127.0.0.1:9090 when absent); "" turns
+	// the listener off. A non-loopback address needs Token.
+	Listen *string `koanf:"listen"`
+	// Token, when set, is required as "Authorization: Bearer <token>" by
+	// everything but /healthz and /readyz (keep it out of the file:
+	// GATEWAY_ADMIN_TOKEN). Without it the admin API is off.
+	Token string `koanf:"token"`
+	// Pprof serves /debug/pprof/ (with the token).
+	Pprof bool `koanf:"pprof"`
+}
+
+// LogConfig shapes the process log and the access log. Format takes effect
+// at start only; the access log follows reloads.
+type LogConfig struct {
+	Format string `koanf:"format"` // text (default) or json
+	// Access logs one line per request: route, policies, decision, status,
+	// duration and upstream time.
+	Access bool `koanf:"access"`
+	// AccessSample is the fraction of requests the access log keeps
+	// (default 1: all); a request that was refused or failed is always kept.
+	AccessSample float64 `koanf:"access_sample"`
 }
 
 // ServerConfig holds listener settings. They take effect at start only (a
@@ -170,6 +200,15 @@ type PolicyConfig struct {
 	OnMissingKey string           `koanf:"on_missing_key"`
 	OnRedisError string           `koanf:"on_redis_error"` // default allow
 	LocalShare   float64          `koanf:"local_share"`    // default 1.0 with on_redis_error: local
+	// Mode is enforce (default) or shadow: evaluated and counted, its
+	// would-be 429s reported, nothing blocked.
+	Mode string `koanf:"mode"`
+	// OnLimit is reject (default: 429 at once) or delay: a request over the
+	// limit waits for its turn, up to MaxDelay (default 2s) and with at most
+	// MaxWaiters (default 100) waiting per key, before it gets the 429.
+	OnLimit    string        `koanf:"on_limit"`
+	MaxDelay   time.Duration `koanf:"max_delay"`
+	MaxWaiters int           `koanf:"max_waiters"`
 }
 
 // PriceConfig is what one model costs, in US dollars per million tokens.

@@ -33,6 +33,10 @@ const (
 	DefaultBreakerCooldown   = 500 * time.Millisecond
 	DefaultDenialCacheSize   = 100_000
 
+	DefaultAdminListen          = "127.0.0.1:9090"
+	DefaultLogFormat            = "text"
+	DefaultMaxDelay             = 2 * time.Second
+	DefaultMaxWaiters           = 100
 	DefaultIdempotencyHeader    = "Idempotency-Key"
 	DefaultFencingHeader        = "X-Fencing-Token"
 	DefaultIdempotencyLockTTL   = 10 * time.Second
@@ -71,6 +75,13 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&r.BreakerFailures, DefaultBreakerFailures)
 	setDefault(&r.BreakerCooldown, DefaultBreakerCooldown)
 	setDefault(&r.DenialCacheSize, DefaultDenialCacheSize)
+
+	setDefault(&c.Mode, "enforce")
+	if c.Admin.Listen == nil {
+		c.Admin.Listen = new(DefaultAdminListen)
+	}
+	setDefault(&c.Log.Format, DefaultLogFormat)
+	setDefault(&c.Log.AccessSample, 1)
 
 	setDefault(&c.Tenants.Header, DefaultTenantHeader)
 	setDefault(&c.Tenants.QuotaPath, DefaultQuotaPath)
@@ -133,6 +144,12 @@ func (c *Config) ApplyDefaults() {
 		}
 		if p.LocalShare == 0 && strings.EqualFold(p.OnRedisError, "local") {
 			p.LocalShare = 1
+		}
+		setDefault(&p.Mode, "enforce")
+		setDefault(&p.OnLimit, "reject")
+		if p.OnLimit == "delay" {
+			setDefault(&p.MaxDelay, DefaultMaxDelay)
+			setDefault(&p.MaxWaiters, DefaultMaxWaiters)
 		}
 		c.Policies[name] = p
 	}

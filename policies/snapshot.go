@@ -237,6 +237,11 @@ type Policy struct {
 	// Limit applies unless the subject's plan has its own entry in Plans.
 	Limit limiter.Limit
 	Plans map[string]limiter.Limit
+	// MaxDelay, when > 0, makes a request over the limit wait for its turn
+	// (on_limit: delay) for up to that long, with at most MaxWaiters
+	// waiting per key, instead of a 429 at once.
+	MaxDelay   time.Duration
+	MaxWaiters int
 }
 
 // Name returns the policy's name.

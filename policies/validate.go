@@ -24,6 +24,7 @@ func validate(p *problems, c *Config, builtins map[string]*url.URL) {
 	validateTenants(p, &c.Tenants)
 	validateRoutes(p, c, builtins)
 	validatePolicies(p, c)
+	validateOperations(p, c)
 }
 
 func validateServer(p *problems, s *ServerConfig) {
@@ -375,7 +376,72 @@ func validatePolicies(p *problems, c *Config) {
 		if pc.LocalShare < 0 || pc.LocalShare > 1 {
 			p.addf(place+".local_share", "must be in (0, 1], got %v", pc.LocalShare)
 		}
+		validateModes(p, place, &pc)
 	}
+}
+
+// validateModes checks how a policy enforces: mode and on_limit.
+func validateModes(p *problems, place string, pc *PolicyConfig) {
+	if pc.Mode != "enforce" && pc.Mode != "shadow" {
+		p.addf(place+".mode", "must be enforce or shadow, got %q", pc.Mode)
+	}
+	switch pc.OnLimit {
+	case "reject":
+		if pc.MaxDelay != 0 {
+			p.add(place+".max_delay", "applies to on_limit: delay only")
+		}
+		if pc.MaxWaiters != 0 {
+			p.add(place+".max_waiters", "applies to on_limit: delay only")
+		}
+	case "delay":
+		if limiter.Algorithm(pc.Algorithm).InFlight() {
+			p.addf(place+".on_limit", "delay applies to rate policies; a %s slot frees when a request ends, not at a known time", pc.Algorithm)
+		}
+		if pc.MaxDelay <= 0 {
+			p.addf(place+".max_delay", "must be > 0, got %s", pc.MaxDelay)
+		}
+		if pc.MaxWaiters <= 0 {
+			p.addf(place+".max_waiters", "must be > 0, got %d", pc.MaxWaiters)
+		}
+	default:
+		p.addf(place+".on_limit", "must be reject or delay, got %q", pc.OnLimit)
+	}
+}
+
+// validateOperations checks the top-level mode, the admin listener and the
+// log settings.
+func validateOperations(p *problems, c *Config) {
+	if c.Mode != "enforce" && c.Mode != "shadow" {
+		p.addf("mode", "must be enforce or shadow, got %q", c.Mode)
+	}
+	if listen := *c.Admin.Listen; listen != "" {
+		host, _, err := net.SplitHostPort(listen)
+		switch {
+		case err != nil:
+			p.addf("admin.listen", `must be host:port, or "" for no admin listener, got %q`, listen)
+		case !isLoopbackHost(host) && c.Admin.Token == "":
+			p.addf("admin.listen", "%s is reachable from other hosts: set admin.token (GATEWAY_ADMIN_TOKEN), or listen on 127.0.0.1", listen)
+		}
+	}
+	if c.Admin.Pprof && c.Admin.Token == "" {
+		p.add("admin.pprof", "needs admin.token: profiles show the process's memory and stacks")
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		p.addf("log.format", "must be text or json, got %q", c.Log.Format)
+	}
+	if c.Log.AccessSample <= 0 || c.Log.AccessSample > 1 {
+		p.addf("log.access_sample", "must be in (0, 1], got %v", c.Log.AccessSample)
+	}
+}
+
+// isLoopbackHost reports whether host (of host:port) names only loopback
+// addresses: "localhost", 127.0.0.0/8 or ::1. "" (every interface) is not.
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	addr, err := netip.ParseAddr(host)
+	return err == nil && addr.Unmap().IsLoopback()
 }
 
 // validateRate checks the limit of a policy that counts requests per period.

@@ -49,6 +49,9 @@ type requestState struct {
 	costs []policies.Cost
 	// idem is the request's idempotency key, held; nil when none.
 	idem *idemState
+	// rep is told the upstream's status and how long its headers took.
+	rep  *report
+	sent time.Time
 }
 
 func stateFrom(ctx context.Context) *requestState {
@@ -87,8 +90,9 @@ func (h *Handler) newReverseProxy(transport http.RoundTripper) *httputil.Reverse
 // idem, when not nil, is the request's idempotency key, held until the same
 // point; then the response is stored for its duplicates, or the key is
 // released without one when the upstream failed.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, costs []policies.Cost, peerTrusted bool, call *llmCall, res *limiter.Reservation, idem *idemState) {
-	st := &requestState{route: route, verdict: v, costs: costs, peerTrusted: peerTrusted, inbound: r.Context(), llm: call, idem: idem}
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, costs []policies.Cost, peerTrusted bool, call *llmCall, res *limiter.Reservation, idem *idemState, rep *report) {
+	st := &requestState{route: route, verdict: v, costs: costs, peerTrusted: peerTrusted, inbound: r.Context(), llm: call, idem: idem, rep: rep, sent: time.Now()}
+	rep.upstream.forwarded = true
 	if idem != nil {
 		defer idem.finish(r.Context(), h.log, route.Name)
 	}
@@ -120,7 +124,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policie
 			// Catches bodies without a Content-Length (chunked) or that lie
 			// about it; the error surfaces from the transport and becomes a
 			// 413.
-			body = http.MaxBytesReader(w, body, route.MaxBodyBytes)
+			body = http.MaxBytesReader(rawWriter(w), body, route.MaxBodyBytes)
 		}
 		st.body = &uploadBody{ReadCloser: body}
 	}
@@ -216,6 +220,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		// context is cancelled, so the body cannot be read anyway.
 		return errUpstreamTimeout
 	}
+	st.rep.upstream.status, st.rep.upstream.took = resp.StatusCode, time.Since(st.sent)
 	setRateLimitHeaders(resp.Header, st.verdict)
 	if st.route.LLM {
 		setOpenAIHeaders(resp.Header, st.verdict, st.costs)

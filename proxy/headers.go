@@ -32,7 +32,7 @@ func setRateLimitHeaders(h http.Header, v limiter.Verdict) {
 	var pol, rl strings.Builder
 	for i := range v.Decisions {
 		d := &v.Decisions[i]
-		if !decided(d) {
+		if !decided(d) || d.Shadow { // a shadow policy is not the client's limit
 			continue
 		}
 		if pol.Len() > 0 {

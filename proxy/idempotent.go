@@ -55,7 +55,7 @@ func readIdempotency(w http.ResponseWriter, r *http.Request, route *policies.Rou
 	case !validIdempotencyKey(vs[0]):
 		return r, nil, http.StatusBadRequest, fmt.Sprintf("the %s header must be 1 to %d visible ASCII characters", cfg.Header, maxIdempotencyKey)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max(route.MaxBodyBytes, 1)))
+	body, err := io.ReadAll(http.MaxBytesReader(rawWriter(w), r.Body, max(route.MaxBodyBytes, 1)))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {

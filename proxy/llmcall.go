@@ -55,6 +55,11 @@ type llmCall struct {
 	stream  *llm.StreamWatcher // an SSE response
 	tapped  *usageTap          // a JSON response
 	settled bool
+	// charged says the call was settled; chargedTokens and chargedMicroUSD
+	// are what it cost (for metrics), whatever its policies count.
+	charged         bool
+	chargedTokens   int64
+	chargedMicroUSD int64
 }
 
 // llmKind tells the API of a request from its path, or ok false for a path
@@ -88,7 +93,7 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, 
 	if !ok {
 		return r, nil, 0, ""
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max(route.MaxBodyBytes, 1)))
+	body, err := io.ReadAll(http.MaxBytesReader(rawWriter(w), r.Body, max(route.MaxBodyBytes, 1)))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -168,6 +173,8 @@ func (c *llmCall) settle(ctx context.Context) error {
 	}
 	c.settled = true
 	input, cached, output := c.actual()
+	c.charged, c.chargedTokens = true, input+output
+	c.chargedMicroUSD = microUSD(float64(input-cached)*c.price.Input + float64(cached)*c.price.CachedInput + float64(output)*c.price.Output)
 	actual := make([]int64, len(c.costs))
 	for i, cost := range c.costs {
 		switch cost {

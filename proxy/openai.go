@@ -74,7 +74,7 @@ func setOpenAIHeaders(h http.Header, v limiter.Verdict, costs []policies.Cost) {
 		var best *limiter.Decision
 		for i := range v.Decisions {
 			d := &v.Decisions[i]
-			if i >= len(costs) || !decided(d) || costs[i].CountsTokens() != (kind == "tokens") {
+			if i >= len(costs) || !decided(d) || d.Shadow || costs[i].CountsTokens() != (kind == "tokens") {
 				continue
 			}
 			if best == nil || remaining(d) < remaining(best) {

@@ -49,6 +49,11 @@ type Config struct {
 	// means an in-process store (idempotency.NewLocal), which is enough for
 	// one instance; with several, give them one on Redis.
 	Idempotency idempotency.Store
+	// Metrics, when set, is told about every request (see Observer).
+	Metrics Observer
+	// AccessLogger receives the access log (log.access in the config); nil
+	// means Logger.
+	AccessLogger *slog.Logger
 	// MaxHeaderBytes bounds the request line plus headers, counted as on the
 	// wire; beyond it the answer is 431 JSON. Zero means
 	// DefaultMaxHeaderBytes, negative disables the check. Set the
@@ -73,6 +78,12 @@ type Handler struct {
 	afterFunc   func(time.Duration, func()) timer
 	upgrades    upgrades
 	idempotency idempotency.Store
+	metrics     Observer
+	access      *slog.Logger
+	waiters     waiters
+	// turnAfter arms the wait of an on_limit: delay request (tests replace
+	// it).
+	turnAfter func(time.Duration, func()) timer
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -101,7 +112,13 @@ func New(cfg Config) (*Handler, error) {
 		log:            cfg.Logger,
 		maxHeaderBytes: cfg.MaxHeaderBytes,
 		afterFunc:      realAfterFunc,
+		turnAfter:      realAfterFunc,
 		idempotency:    cfg.Idempotency,
+		metrics:        cfg.Metrics,
+		access:         cfg.AccessLogger,
+	}
+	if h.access == nil {
+		h.access = h.log
 	}
 	if h.idempotency == nil {
 		h.idempotency = idempotency.NewLocal(time.Now, 0)
@@ -117,6 +134,8 @@ func New(cfg Config) (*Handler, error) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r0 := r
 	snap := h.snapshots.Load()
+	w, rep, done := h.observe(w, snap)
+	defer func() { done(r, snap) }()
 	if snap == nil {
 		h.writeError(w, r, http.StatusServiceUnavailable, errorBody{Message: "the gateway has no configuration loaded"})
 		return
@@ -185,6 +204,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	subject, peerTrusted := identify(r, snap, route)
+	if subject.Tenant != nil {
+		rep.tenant = subject.Tenant.Name
+	}
+	rep.route, rep.llm = route, call
 	if call != nil {
 		subject.Model = call.req.Model
 	}
@@ -199,31 +222,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cost = call.reserve
 	}
 	checks, costs, rejectedBy := buildChecks(r, route, &subject, cost)
-	verdict := limiter.Verdict{Allowed: true, Denied: -1}
 	// res is what an admitted request holds until it ends: an llm call's
 	// tokens, settled to its real cost, and the slots of in-flight policies.
-	var res *limiter.Reservation
-	if len(checks) > 0 {
-		var err error
-		rv, canReserve := h.limiter.(reserver)
-		switch {
-		case canReserve && (call != nil || route.InFlight):
-			verdict, res, err = rv.Reserve(r.Context(), checks)
-			if call != nil {
-				call.res, call.costs = res, costs
-			}
-		case route.InFlight:
-			err = errors.New("the limiter cannot hold in-flight slots (it has no Reserve)")
-		default:
-			verdict, err = h.limiter.Decide(r.Context(), checks)
-		}
-		if err != nil {
-			h.writeError(w, r, http.StatusInternalServerError, errorBody{Message: "the rate limiter failed; see the gateway log"},
-				slog.String("route", route.Name), slog.Any("err", err))
-			return
-		}
+	dec, err := h.decide(r, route, checks, costs, call != nil || route.InFlight)
+	verdict, res := dec.verdict, dec.res
+	if call != nil {
+		call.res, call.costs = res, dec.costs
+	}
+	costs = dec.costs
+	rep.recordDecision(route, dec, err)
+	if err != nil {
+		h.writeError(w, r, http.StatusInternalServerError, errorBody{Message: "the rate limiter failed; see the gateway log"},
+			slog.String("route", route.Name), slog.Any("err", err))
+		return
 	}
 	if !verdict.Allowed {
+		if r.Context().Err() != nil { // left while waiting for its turn
+			h.logAnswer(r.Context(), r, statusClientClosed, "client left while waiting for its turn", slog.String("route", route.Name))
+			w.WriteHeader(statusClientClosed)
+			return
+		}
 		if route.LLM {
 			setOpenAIHeaders(w.Header(), verdict, costs)
 		}
@@ -250,7 +268,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if hold != nil {
 		is = &idemState{req: idem, hold: hold}
 	}
-	h.forward(w, r, route, verdict, costs, peerTrusted, call, res, is)
+	h.forward(w, r, route, verdict, costs, peerTrusted, call, res, is, rep)
 }
 
 // unreserve gives back what an admitted request reserved but that was never
