@@ -32,6 +32,8 @@ type Local struct {
 	// slotStores count the requests in flight of InFlight policies. They are
 	// never dropped (see slotStore): an empty one is a few hundred bytes.
 	slotStores map[slotGroup]*slotStore
+
+	counters localCounters // see Stats
 }
 
 // NewLocal returns an empty set of local buckets holding at most maxKeys keys
@@ -89,7 +91,7 @@ func (l *Local) store(g BucketGroup) *bucketStore {
 	defer l.mu.Unlock()
 	s = l.stores[g]
 	if s == nil {
-		s = newBucketStore(g.Limit, l.maxKeys, l.seed)
+		s = newBucketStore(g.Limit, l.maxKeys, l.seed, &l.counters)
 		l.stores[g] = s
 	}
 	return s
@@ -323,7 +325,7 @@ type bucketStore struct {
 	m    *shardmap.Map[string, *bucket]
 }
 
-func newBucketStore(lim Limit, maxKeys int, seed maphash.Seed) *bucketStore {
+func newBucketStore(lim Limit, maxKeys int, seed maphash.Seed, c *localCounters) *bucketStore {
 	idle := fillTime(lim)
 	return &bucketStore{lim: lim, idle: idle, m: shardmap.New(shardmap.Config[string, *bucket]{
 		Cap:        maxKeys,
@@ -331,6 +333,8 @@ func newBucketStore(lim Limit, maxKeys int, seed maphash.Seed) *bucketStore {
 		Expired:    func(b *bucket, now int64) bool { return b.lastSeen.Load() <= now-int64(idle) },
 		Score:      func(b *bucket) int64 { return b.lastSeen.Load() },
 		SweepEvery: max(idle, minSweepEvery),
+		OnEvict:    func() { c.evictions.Add(1) },
+		OnExpire:   func() { c.expired.Add(1) },
 	})}
 }
 

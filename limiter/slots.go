@@ -37,13 +37,14 @@ type slotCount struct {
 	since int64 // Unix ns of the entry's creation: eviction ranks by it
 }
 
-func newSlotStore(maxKeys int, seed maphash.Seed) *slotStore {
+func newSlotStore(maxKeys int, seed maphash.Seed, c *localCounters) *slotStore {
 	return &slotStore{m: shardmap.New(shardmap.Config[string, *slotCount]{
 		Cap:        maxKeys,
 		Hash:       func(k string) uint64 { return maphash.String(seed, k) },
 		Expired:    func(c *slotCount, _ int64) bool { return c.n.Load() <= 0 },
 		Score:      func(c *slotCount) int64 { return c.since },
 		SweepEvery: time.Hour, // little to sweep: empty entries are deleted at once
+		OnEvict:    func() { c.slotEvictions.Add(1) },
 	})}
 }
 
@@ -103,7 +104,7 @@ func (l *Local) slots(g BucketGroup) *slotStore {
 	defer l.mu.Unlock()
 	s = l.slotStores[sg]
 	if s == nil {
-		s = newSlotStore(l.maxKeys, l.seed)
+		s = newSlotStore(l.maxKeys, l.seed, &l.counters)
 		l.slotStores[sg] = s
 	}
 	return s

@@ -58,6 +58,9 @@ func (r *Limiter) classify(ctx context.Context, started time.Time, err error, pr
 		r.breaker.release(probe)
 		return outcomeFailure
 	}
+	if isTimeout(err) {
+		r.stats.timeouts.Add(1)
+	}
 	if errors.Is(err, redis.ErrPoolTimeout) || (isTimeout(err) && r.lastOKStart.Load() > s) {
 		r.breaker.release(probe)
 		return outcomeOverload

@@ -12,6 +12,11 @@ type Stats struct {
 	RoundTrips uint64
 	// Errors counts round trips in which at least one command failed.
 	Errors uint64
+	// Timeouts counts the round trips among Errors that ran out of time
+	// (their deadline, or a socket timeout), whether Redis was too slow or
+	// this instance was (see Overloaded). A round trip whose caller's
+	// context had ended is not counted: it says nothing about Redis.
+	Timeouts uint64
 	// FailFast counts decisions answered by the failure modes without asking
 	// Redis because the circuit breaker was open.
 	FailFast uint64
@@ -46,6 +51,7 @@ type redisCounters struct {
 	failedOpen, failedClosed, localFallbacks atomic.Uint64
 	denialHits, refunds, refundErrors        atomic.Uint64
 	scriptReloads, overloaded                atomic.Uint64
+	timeouts                                 atomic.Uint64
 }
 
 // Stats returns a snapshot of the counters. It is safe for concurrent use.
@@ -54,6 +60,7 @@ func (r *Limiter) Stats() Stats {
 	return Stats{
 		RoundTrips:      c.roundTrips.Load(),
 		Errors:          c.errors.Load(),
+		Timeouts:        c.timeouts.Load(),
 		FailFast:        c.failFast.Load(),
 		FailedOpen:      c.failedOpen.Load(),
 		FailedClosed:    c.failedClosed.Load(),

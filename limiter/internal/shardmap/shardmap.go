@@ -30,6 +30,11 @@ type Config[K comparable, V any] struct {
 	Score func(V) int64
 	// SweepEvery bounds how often one shard is scanned for expired entries.
 	SweepEvery time.Duration
+	// OnEvict, when not nil, is called once per entry evicted to stay under
+	// Cap, and OnExpire once per expired entry swept, with the shard's lock
+	// held: they must be cheap (a counter). Deletes by the caller call
+	// neither.
+	OnEvict, OnExpire func()
 }
 
 // Map is a map in Shards shards, each guarded by its own lock. Callers take
@@ -102,6 +107,9 @@ func (s *Shard[K, V]) makeRoom(now int64) {
 		for k, v := range s.m {
 			if cfg.Expired(v, now) {
 				delete(s.m, k)
+				if cfg.OnExpire != nil {
+					cfg.OnExpire()
+				}
 			}
 		}
 		s.nextSweep = now + int64(cfg.SweepEvery)
@@ -119,5 +127,8 @@ func (s *Shard[K, V]) makeRoom(now int64) {
 			}
 		}
 		delete(s.m, victim)
+		if cfg.OnEvict != nil {
+			cfg.OnEvict()
+		}
 	}
 }
