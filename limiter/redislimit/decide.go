@@ -156,14 +156,16 @@ func (r *Limiter) ask(ctx context.Context, ops []*sharedOp, ds []limiter.Decisio
 			ds[op.index] = r.degrade(now, op, u)
 		}
 	default:
-		r.record(ops, ds, u)
+		r.record(ops, ds, u, started)
 	}
 }
 
 // record turns Redis's answers into decisions, remembers the denials, and
-// keeps what was taken for the undo.
-func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *held) {
-	now := r.clock() // Redis answered now: a denial lasts from here
+// keeps what was taken for the undo. sent is when the round trip was sent:
+// Redis decided after it, so a denial cached from then on never outlasts
+// Redis's own (the reply's way back, slow under load, is not added to it).
+func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *held, sent time.Time) {
+	now := sent
 	for _, op := range ops {
 		if !op.asked {
 			continue // on a Cluster, after an earlier check denied: not asked
