@@ -11,12 +11,17 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratelimit-gateway/gateway/builtin"
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/metrics"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
@@ -33,7 +38,7 @@ func serve(ctx context.Context, path, level string, logOut io.Writer) error {
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		return fmt.Errorf("-log-level: %w", err)
 	}
-	p := &process{log: slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: lvl}))}
+	p := &process{log: slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: lvl})), logOut: logOut, level: lvl}
 	defer p.close()
 	if err := p.build(ctx, path); err != nil {
 		return err
@@ -46,10 +51,20 @@ func serve(ctx context.Context, path, level string, logOut io.Writer) error {
 // and a run that ends release the same way: through close.
 type process struct {
 	log      *slog.Logger
+	logOut   io.Writer
+	level    slog.Level
 	snap     *policies.Snapshot // as loaded at start; reloads do not rebuild the process
 	builtins []builtinServer
 	handler  *proxy.Handler
 	idem     idempotency.Store // on Redis when configured; nil: the proxy's in-process one
+	metrics  *metrics.Metrics
+	current  *policies.Current
+	engine   *limiter.Engine
+	redis    redis.UniversalClient // nil without redis
+	admin    *http.Server          // nil when admin.listen is ""
+	adminLn  net.Listener
+	// draining is set the moment shutdown starts: /readyz says so at once.
+	draining atomic.Bool
 	watcher  *policies.Watcher
 	srv      *http.Server
 	ln       net.Listener
@@ -82,12 +97,20 @@ func (p *process) build(ctx context.Context, path string) error {
 	if p.snap, err = loader.Load(); err != nil {
 		return err
 	}
+	if p.snap.Config.Log.Format == "json" {
+		p.log = slog.New(slog.NewJSONHandler(p.logOut, &slog.HandlerOptions{Level: p.level}))
+	}
 	policies.LogWarnings(p.log, p.snap)
+	p.metrics = metrics.New()
+	p.metrics.ConfigLoaded(p.snap.Digest, time.Now())
 	local, engine, err := p.newLimiter(ctx)
 	if err != nil {
 		return err
 	}
 	if err := p.newProxy(loader, local, engine); err != nil {
+		return err
+	}
+	if err := p.listenAdmin(); err != nil {
 		return err
 	}
 	return p.listen()
@@ -127,6 +150,7 @@ func (p *process) listenBuiltins() (map[string]*url.URL, error) {
 func (p *process) newLimiter(ctx context.Context) (*limiter.Local, *limiter.Engine, error) {
 	cfg := p.snap.Config
 	local := limiter.NewLocal(cfg.Server.MaxKeysPerPolicy)
+	p.metrics.WatchLocal(local.Stats)
 	var shared limiter.Backend
 	if cfg.Redis.Enabled() {
 		client, rl, err := newRedis(cfg.Redis, local, p.log)
@@ -139,6 +163,8 @@ func (p *process) newLimiter(ctx context.Context) (*limiter.Local, *limiter.Engi
 			return nil, nil, err
 		}
 		shared = rl
+		p.redis = client
+		p.metrics.WatchRedis(rl.Stats)
 		// A lock call may wait as a decision would, queue and round trip.
 		if p.idem, err = idempotency.NewRedis(client, idempotency.RedisConfig{Timeout: cfg.Redis.QueueTimeout + cfg.Redis.Timeout}); err != nil {
 			return nil, nil, err
@@ -148,6 +174,7 @@ func (p *process) newLimiter(ctx context.Context) (*limiter.Local, *limiter.Engi
 	if err != nil {
 		return nil, nil, err
 	}
+	p.engine = engine
 	return local, engine, nil
 }
 
@@ -155,12 +182,14 @@ func (p *process) newLimiter(ctx context.Context) (*limiter.Local, *limiter.Engi
 // replaces it; a reload that succeeds drops the buckets of removed policies.
 func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine *limiter.Engine) error {
 	current := policies.NewCurrent(p.snap)
+	p.current = current
 	var err error
 	p.handler, err = proxy.New(proxy.Config{
 		Snapshots:      current,
 		Limiter:        engine,
 		Transport:      proxy.NewTransport(),
 		Logger:         p.log,
+		Metrics:        p.metrics,
 		Idempotency:    p.idem,
 		MaxHeaderBytes: p.snap.Config.Server.MaxHeaderBytes,
 	})
@@ -172,8 +201,13 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 		Current: current,
 		Logger:  p.log,
 		OnReload: func(s *policies.Snapshot, err error) {
+			p.metrics.Reload(err == nil)
 			if err == nil {
 				local.Retain(s.KeepsBuckets)
+				p.metrics.ConfigLoaded(s.Digest, time.Now())
+				if changed := startOnlyChanges(p.snap.Config, s.Config); len(changed) > 0 {
+					p.log.Warn("config reloaded; these settings take effect at the next start only", "settings", strings.Join(changed, ", "))
+				}
 			}
 		},
 	})
@@ -216,7 +250,7 @@ func (p *process) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, len(p.builtins)+2) // one per goroutine that sends: none blocks
+	errc := make(chan error, len(p.builtins)+3) // one per goroutine that sends: none blocks
 	for _, b := range p.builtins {
 		wg.Go(func() { errc <- ignoreClosed(b.srv.Serve(b.ln)) })
 	}
@@ -224,12 +258,19 @@ func (p *process) run(ctx context.Context) error {
 	wg.Go(func() { errc <- p.watcher.Run(ctx) })
 	wg.Go(func() { reloadOnHUP(ctx, p.hup, p.watcher, p.log) })
 
+	if p.admin != nil {
+		wg.Go(func() { errc <- ignoreClosed(p.admin.Serve(p.adminLn)) })
+	}
+
 	var runErr error
 	select {
 	case <-ctx.Done():
-		p.log.Info("shutting down: draining connections", "timeout", p.snap.Config.Server.ShutdownTimeout)
 	case runErr = <-errc:
 	}
+	// Not ready from this instant: a load balancer stops sending while the
+	// requests already here finish.
+	p.draining.Store(true)
+	p.log.Info("shutting down: not ready; draining connections", "timeout", p.snap.Config.Server.ShutdownTimeout)
 	cancel()
 	p.drain()
 	wg.Wait()
@@ -253,6 +294,10 @@ func (p *process) drain() {
 	}
 	for _, b := range p.builtins {
 		b.srv.Close()
+	}
+	// The admin listener goes last: probes see "draining" until the end.
+	if p.admin != nil {
+		p.admin.Close()
 	}
 }
 

@@ -46,7 +46,7 @@ func startGatewayProcess(t *testing.T, name, path string) *gatewayProcess {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, serveSubprocessEnv+"="+path)
+	cmd.Env = append(cmd.Env, serveSubprocessEnv+"="+path, adminListenEnv)
 	// One writer for both: os/exec then copies one pipe, in one goroutine
 	// that ends with Wait.
 	cmd.Stdout, cmd.Stderr = g.log, g.log
