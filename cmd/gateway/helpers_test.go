@@ -79,6 +79,8 @@ type gateway struct {
 	log  *gatewayLog
 	done chan struct{} // closed when run returned
 	code int           // run's exit code, set before done is closed
+	// stop ends the run as SIGTERM would (its context is cancelled).
+	stop func()
 }
 
 // startGateway runs "gateway serve -config path" until the test ends, when
@@ -101,6 +103,7 @@ func serveOutcome(t *testing.T, name, path string) (g *gateway, exited bool) {
 	t.Helper()
 	g = &gateway{name: name, log: newGatewayLog(t, name), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
+	g.stop = cancel
 	go func() {
 		defer close(g.done)
 		g.code = run(ctx, []string{"serve", "-config", path}, io.Discard, g.log)
