@@ -2,6 +2,7 @@
 //
 //	gateway [serve] [-config gateway.yaml]   run the gateway (the default)
 //	gateway check -config gateway.yaml       validate a config and show what applies
+//	gateway explain -config gateway.yaml URL what the gateway would do with a request
 //	gateway version                          print the version
 package main
 
@@ -54,6 +55,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
+	case "explain":
+		return explainCommand(fs, args, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "gateway %s\n", version)
 		return 0
@@ -71,6 +74,10 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   gateway [serve] [-config gateway.yaml] [-log-level info]   run the gateway (default)
   gateway check -config gateway.yaml                         validate a config, show routes, policies and limits
+  gateway explain -config gateway.yaml [-X METHOD] [-H 'Name: value']... [-remote IP:PORT] [-d BODY] [-o text|json] URL
+                                                             what the gateway would do with a request (route, client,
+                                                             each policy's key, limit and Redis keys), sending nothing;
+                                                             exit 0 it reaches the limiter, 2 answered before it, 1 error
   gateway version                                            print the version
 `)
 }

@@ -1,0 +1,562 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httputil"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/policies"
+)
+
+// ExplainOptions tune Explain. The zero value reads no body and names no
+// Redis keys.
+type ExplainOptions struct {
+	// ReadBody makes Explain read r's body as ServeHTTP would: on an llm
+	// route the call's model and tokens (and a body the gateway refuses),
+	// on an idempotent route its size. False leaves the body alone: r's
+	// ContentLength still meets max_body_bytes, and what depends on the body
+	// (an llm call's token costs, a key on its model) is reported unknown.
+	ReadBody bool
+	// RedisKeys returns the Redis keys a check of a shared algorithm uses
+	// (cmd passes redislimit.KeysFor). Nil leaves ExplainedPolicy.RedisKeys
+	// empty. It must not touch the network.
+	RedisKeys func(rule *limiter.Rule, key string) []string
+}
+
+// Explanation is what the gateway would do with a request up to the
+// limiter's decision: the canonical request, the route, who is asking, and
+// each policy's check. Status is set when the gateway answers before the
+// limiter is asked; Identity and Policies are set only when the limiter
+// would be asked. Nothing in it carries an API key in clear.
+type Explanation struct {
+	// ReachesLimiter is true when the route's checks would go to the
+	// limiter (always, for a route without policies: it then forwards).
+	ReachesLimiter bool `json:"reaches_limiter"`
+	// Status is the gateway's own answer before the limiter: 400, 404, 413,
+	// 431, 500, or for tenants.quota_path 200 (the report) or 401. It is 0
+	// when ReachesLimiter.
+	Status int `json:"status"`
+	// Reason is the answer's message, as the gateway would send it; "" when
+	// ReachesLimiter.
+	Reason  string           `json:"reason"`
+	Request ExplainedRequest `json:"request"`
+	// Route is the route that takes the request; nil when none does (404)
+	// or the request was refused before routes were tried.
+	Route    *ExplainedRoute    `json:"route"`
+	Identity *ExplainedIdentity `json:"identity"`
+	// Policies are the route's policies in order; empty before the limiter.
+	Policies []ExplainedPolicy `json:"policies"`
+	// RejectedBy names the first policy whose key the request lacks under
+	// on_missing_key: reject: the answer is then 401, after the other
+	// policies counted the request (429 if one of them denies it).
+	RejectedBy  string                `json:"rejected_by"`
+	LLM         *ExplainedLLM         `json:"llm"`
+	Idempotency *ExplainedIdempotency `json:"idempotency"`
+}
+
+// ExplainedRequest is the request as received and in its canonical form.
+type ExplainedRequest struct {
+	Method string `json:"method"`
+	Host   string `json:"host"`
+	// Target is the request target as received (RequestURI).
+	Target string `json:"target"`
+	// Peer is the socket peer (RemoteAddr).
+	Peer string `json:"peer"`
+	// Path and Query are the canonical forms every later step reads; Path
+	// is "" when the path is refused.
+	Path  string `json:"path"`
+	Query string `json:"query"`
+	// RemovedHeaders are removed before anything reads them: hop-by-hop
+	// headers, and client-address headers from an untrusted peer.
+	RemovedHeaders []string `json:"removed_headers"`
+}
+
+// ExplainedRoute is the matched route and what it forwards.
+type ExplainedRoute struct {
+	Name string `json:"name"`
+	// Upstream is the route's upstream URL (a built-in one as
+	// http://builtin.NAME.invalid when the snapshot was loaded without
+	// built-in upstreams).
+	Upstream    string `json:"upstream"`
+	StripPrefix string `json:"strip_prefix"`
+	// UpstreamPath is the path and query the upstream receives: strip_prefix
+	// removed, the rest joined to the upstream's base path.
+	UpstreamPath string `json:"upstream_path"`
+	LLM          bool   `json:"llm"`
+	// ErrorFormat is the shape of the gateway's own errors: gateway or
+	// openai.
+	ErrorFormat  string `json:"error_format"`
+	MaxBodyBytes int64  `json:"max_body_bytes"` // 0: no limit
+	Timeout      string `json:"timeout"`
+}
+
+// ExplainedIdentity is who the gateway takes the client to be.
+type ExplainedIdentity struct {
+	// ClientIP is the client after trusted proxies; ClientNet groups it by
+	// the configured prefix and is what an ip key reads.
+	ClientIP  string `json:"client_ip"`
+	ClientNet string `json:"client_net"`
+	// PeerTrusted is true when the socket peer is a trusted proxy, whose
+	// ChainHeader (X-Forwarded-For or Forwarded) was read.
+	PeerTrusted bool   `json:"peer_trusted"`
+	ChainHeader string `json:"chain_header"`
+	// APIKeyPresented says whether the request carries an API key, in
+	// APIKeyHeader. The key itself is never shown: APIKeySHA256 is the first
+	// 8 hex digits of its SHA-256 (an api_key key part is the whole digest).
+	APIKeyPresented bool   `json:"api_key_presented"`
+	APIKeyHeader    string `json:"api_key_header"`
+	APIKeySHA256    string `json:"api_key_sha256"`
+	// Tenant and Plan are the presented key's; "" for none or an unknown key.
+	Tenant string `json:"tenant"`
+	Plan   string `json:"plan"`
+	// Model is the model an llm call asks for, when its body was read.
+	Model string `json:"model"`
+}
+
+// The outcomes of a policy for one request (ExplainedPolicy.Outcome).
+const (
+	OutcomeChecked   = "checked"   // counted under its own key
+	OutcomeAnonymous = "anonymous" // key missing: the one shared anonymous bucket
+	OutcomeSkipped   = "skipped"   // key missing: the policy does not apply
+	OutcomeRejects   = "rejects"   // key missing: 401, after the others counted it
+	OutcomeUnknown   = "unknown"   // the key reads a body that was not read
+)
+
+// ExplainedPolicy is one policy's check of the request.
+type ExplainedPolicy struct {
+	Name      string `json:"name"`
+	Algorithm string `json:"algorithm"`
+	// Shared is true for algorithms that keep their state in Redis.
+	Shared  bool   `json:"shared"`
+	KeySpec string `json:"key_spec"`
+	// Key is the bucket key for people: its parts joined by "+", a digest
+	// part as sha256:HEX, and a part carrying an API key or a credential
+	// header as redacted:sha256:HEX (16 hex digits of its SHA-256). "" unless
+	// Outcome is checked.
+	Key          string         `json:"key"`
+	OnMissingKey string         `json:"on_missing_key"`
+	Outcome      string         `json:"outcome"`
+	Limit        ExplainedLimit `json:"limit"`
+	// Cost is the unit (requests, tokens, input_tokens, output_tokens, usd
+	// in micro-dollars); Units what this request takes, 0 when unknown (an
+	// llm call whose body was not read) or not counted.
+	Cost  string `json:"cost"`
+	Units int64  `json:"units"`
+	// Mode is enforce or shadow (decided and reported, never enforced).
+	Mode string `json:"mode"`
+	// OnLimit is reject (429 at once) or delay (wait up to MaxDelay, at most
+	// MaxWaiters per key, then 429).
+	OnLimit    string `json:"on_limit"`
+	MaxDelay   string `json:"max_delay"`
+	MaxWaiters int    `json:"max_waiters"`
+	// OnRedisError and LocalShare are the failure mode of a shared
+	// algorithm; "" and 0 for in-process ones.
+	OnRedisError string  `json:"on_redis_error"`
+	LocalShare   float64 `json:"local_share"`
+	// RedisKeys are the keys the check uses on Redis (see
+	// ExplainOptions.RedisKeys).
+	RedisKeys []string `json:"redis_keys"`
+	Note      string   `json:"note"`
+}
+
+// ExplainedLimit is the limit that applies to this request's key.
+type ExplainedLimit struct {
+	// Rate per Per ("1m", "24h", "month"), with Burst for the bucket
+	// algorithms (0 for windows); in cost units.
+	Rate  int64  `json:"rate"`
+	Per   string `json:"per"`
+	Burst int64  `json:"burst"`
+	// Limit is the requests in flight at once of concurrency algorithms,
+	// Lease how long a shared_concurrency slot lasts unless renewed.
+	Limit int64  `json:"limit"`
+	Lease string `json:"lease"`
+	// DenyAll is true for a limit that admits nothing (rate 0).
+	DenyAll bool `json:"deny_all"`
+	// Plan is the tenant's plan when the limit is that plan's; "" for the
+	// policy's own.
+	Plan string `json:"plan"`
+}
+
+// ExplainedLLM is what an llm route does with the request's body.
+type ExplainedLLM struct {
+	// Call is true for a request that costs tokens (a POST to a chat
+	// completions, completions, responses, embeddings or messages path).
+	Call bool   `json:"call"`
+	API  string `json:"api"`
+	// BodyRead says whether the body was read; without it the tokens below
+	// are unknown (0).
+	BodyRead bool   `json:"body_read"`
+	Model    string `json:"model"`
+	// PromptTokens and MaxOutput are what the call reserves: its prompt, and
+	// its output cap or the route's DefaultMaxTokens.
+	PromptTokens     int64  `json:"prompt_tokens"`
+	MaxOutput        int64  `json:"max_output"`
+	DefaultMaxTokens int64  `json:"default_max_tokens"`
+	Note             string `json:"note"`
+}
+
+// ExplainedIdempotency is the route's idempotency-key handling of the
+// request.
+type ExplainedIdempotency struct {
+	Header   string   `json:"header"`
+	Methods  []string `json:"methods"`
+	Required bool     `json:"required"`
+	// Applies is true when the request's method is one of Methods.
+	Applies bool `json:"applies"`
+	// Present is true when the request carries a valid key, Key.
+	Present bool   `json:"present"`
+	Key     string `json:"key"`
+	// Scope is who the key belongs to (tenant:NAME, or ip:NETWORK without a
+	// tenant); ScopedKey the store's key: scope, method, path and key.
+	Scope     string `json:"scope"`
+	ScopedKey string `json:"scoped_key"`
+	// OnConflict is reject (409) or wait (up to MaxWait).
+	OnConflict string `json:"on_conflict"`
+	MaxWait    string `json:"max_wait"`
+	ReplayTTL  string `json:"replay_ttl"`
+	// FailOpen forwards unprotected when the store fails (else 503).
+	FailOpen bool `json:"fail_open"`
+}
+
+// Explain runs, for r under snap, the steps ServeHTTP takes before the
+// limiter decides, in the same order and with the same functions: header
+// size, canonical request, quota path, route match, key inputs, body size,
+// the llm call and idempotency key (bodies only with opts.ReadBody),
+// identity, the checks. It decides nothing, takes nothing from any bucket,
+// asks no store and forwards nothing. It may read r's body (ReadBody).
+// It is safe for concurrent use.
+func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Explanation {
+	e := Explanation{
+		Request:  ExplainedRequest{Method: r.Method, Host: r.Host, Target: r.RequestURI, Peer: r.RemoteAddr, RemovedHeaders: []string{}},
+		Policies: []ExplainedPolicy{},
+	}
+	if snap == nil {
+		return e.answer(http.StatusServiceUnavailable, "the gateway has no configuration loaded")
+	}
+	if !opts.ReadBody || r.Body == nil {
+		noBody := *r
+		noBody.Body = http.NoBody // ContentLength stays: max_body_bytes still meets it
+		r = &noBody
+	}
+	if limit := headerLimit(snap); limit > 0 && headerTooLarge(r, limit) {
+		return e.answer(http.StatusRequestHeaderFieldsTooLarge, "request headers exceed "+strconv.Itoa(limit)+" bytes")
+	}
+	r0 := r
+	r, bad := canonicalRequest(r, snap.Identity)
+	if bad != "" {
+		return e.answer(http.StatusBadRequest, bad)
+	}
+	e.Request.Path, e.Request.Query = r.URL.EscapedPath(), r.URL.RawQuery
+	for name := range r0.Header {
+		if _, kept := r.Header[name]; !kept {
+			e.Request.RemovedHeaders = append(e.Request.RemovedHeaders, name)
+		}
+	}
+	slices.Sort(e.Request.RemovedHeaders)
+	if r.Method == http.MethodGet && snap.Tenants.QuotaPath != "" && r.URL.Path == snap.Tenants.QuotaPath {
+		// serveQuota reads the key where any client SDK sends it.
+		if s, _ := identify(r, snap, &policies.Route{LLM: true}); s.Tenant == nil {
+			return e.answer(http.StatusUnauthorized, "the quota report needs a known API key (Authorization: Bearer, or "+keyHeaders(snap, nil)[0]+")")
+		}
+		return e.answer(http.StatusOK, "tenants.quota_path: the gateway answers with the tenant's quota report itself, taking nothing")
+	}
+	route := snap.Match(r)
+	if route == nil {
+		return e.answer(http.StatusNotFound, "no route matches this request")
+	}
+	e.Route = explainRoute(r, route)
+	if route.Upstream == nil {
+		return e.answer(http.StatusInternalServerError, "the matched route has no upstream; see the gateway log")
+	}
+	if msg := keyInputProblem(r, route, keyHeaders(snap, route)); msg != "" {
+		return e.answer(http.StatusBadRequest, msg)
+	}
+	if route.MaxBodyBytes > 0 && r.ContentLength > route.MaxBodyBytes {
+		return e.answer(http.StatusRequestEntityTooLarge, "request body exceeds this route's limit of "+strconv.FormatInt(route.MaxBodyBytes, 10)+" bytes")
+	}
+
+	var call *llmCall
+	bodyUnknown := false // an llm call whose body was not read
+	if route.LLM {
+		e.LLM = &ExplainedLLM{DefaultMaxTokens: route.DefaultMaxTokens, BodyRead: opts.ReadBody}
+		kind, isCall := llmKind(r)
+		e.LLM.Call = isCall
+		switch {
+		case !isCall:
+			e.LLM.Note = "not an llm call (only POSTs to completions, responses, embeddings or messages paths cost tokens): each policy takes 1"
+		case !opts.ReadBody:
+			e.LLM.API = kind.String()
+			e.LLM.Note = "token costs and the model come from the body, which was not read: the call reserves its prompt's tokens plus its output cap (or default_max_tokens)"
+			bodyUnknown = true
+		default:
+			e.LLM.API = kind.String()
+			read, c, status, msg := readLLMCall(nil, r, route, snap.Prices)
+			if status != 0 {
+				return e.answer(status, msg)
+			}
+			r, call = read, c
+			e.LLM.Model, e.LLM.PromptTokens, e.LLM.MaxOutput = call.req.Model, call.req.PromptTokens, call.maxOutput
+		}
+	}
+	var idem *idemRequest
+	if cfg := route.Idempotency; cfg != nil {
+		e.Idempotency = explainIdempotency(r, cfg)
+		read, ir, status, msg := readIdempotency(nil, r, route)
+		if status != 0 {
+			return e.answer(status, msg)
+		}
+		r, idem = read, ir
+	}
+
+	subject, peerTrusted := identify(r, snap, route)
+	if call != nil {
+		subject.Model = call.req.Model
+	}
+	if idem != nil {
+		idem.scope(r, &subject)
+		e.Idempotency.Present, e.Idempotency.Key = true, idem.clientKey
+		e.Idempotency.Scope, _, _ = strings.Cut(idem.key, "\x00")
+		e.Idempotency.ScopedKey = strings.ReplaceAll(idem.key, "\x00", " ")
+	}
+	var cost func(policies.Cost) int64
+	if call != nil {
+		cost = call.reserve
+	}
+	checks, _, _ := buildChecks(r, route, &subject, cost)
+
+	e.ReachesLimiter = true
+	e.Identity = explainIdentity(r, snap, route, &subject, peerTrusted)
+	secrets := credentials(r, snap, route, &subject)
+	next := 0
+	for _, p := range route.Policies {
+		var check *limiter.Check
+		if next < len(checks) && checks[next].Rule == p.Rule { // buildChecks keeps the policies' order
+			check = &checks[next]
+			next++
+		}
+		ep := explainPolicy(p, check, &subject, secrets, bodyUnknown, opts.RedisKeys)
+		if ep.Outcome == OutcomeRejects && e.RejectedBy == "" {
+			e.RejectedBy = ep.Name
+		}
+		e.Policies = append(e.Policies, ep)
+	}
+	return e
+}
+
+func (e Explanation) answer(status int, reason string) Explanation {
+	e.Status, e.Reason = status, reason
+	return e
+}
+
+// headerLimit is the header limit serve gives the Handler: the config's,
+// DefaultMaxHeaderBytes for 0, none for a negative one.
+func headerLimit(snap *policies.Snapshot) int {
+	limit := 0
+	if snap.Config != nil {
+		limit = snap.Config.Server.MaxHeaderBytes
+	}
+	if limit == 0 {
+		limit = DefaultMaxHeaderBytes
+	}
+	return limit
+}
+
+func explainRoute(r *http.Request, route *policies.Route) *ExplainedRoute {
+	er := &ExplainedRoute{
+		Name:         route.Name,
+		StripPrefix:  route.StripPrefix,
+		LLM:          route.LLM,
+		ErrorFormat:  "gateway",
+		MaxBodyBytes: route.MaxBodyBytes,
+		Timeout:      route.Timeout.String(),
+	}
+	if route.OpenAIErrors {
+		er.ErrorFormat = "openai"
+	}
+	if route.Upstream == nil {
+		return er
+	}
+	er.Upstream = route.Upstream.Redacted()
+	// What rewrite does to the outbound URL: strip_prefix, then SetURL.
+	u := *r.URL
+	if route.StripPrefix != "" {
+		stripPrefix(&u, route.StripPrefix)
+	}
+	pr := &httputil.ProxyRequest{In: r, Out: &http.Request{URL: &u, Header: http.Header{}}}
+	pr.SetURL(route.Upstream)
+	er.UpstreamPath = pr.Out.URL.RequestURI()
+	return er
+}
+
+func explainIdempotency(r *http.Request, cfg *policies.Idempotency) *ExplainedIdempotency {
+	ei := &ExplainedIdempotency{
+		Header:     cfg.Header,
+		Methods:    cfg.Methods,
+		Required:   cfg.Required,
+		Applies:    cfg.Applies(r.Method),
+		OnConflict: "reject",
+		ReplayTTL:  cfg.ReplayTTL.String(),
+		FailOpen:   cfg.FailOpen,
+	}
+	if cfg.Wait {
+		ei.OnConflict, ei.MaxWait = "wait", cfg.MaxWait.String()
+	}
+	return ei
+}
+
+func explainIdentity(r *http.Request, snap *policies.Snapshot, route *policies.Route, s *policies.Subject, peerTrusted bool) *ExplainedIdentity {
+	ei := &ExplainedIdentity{PeerTrusted: peerTrusted, Model: s.Model}
+	if s.ClientIP.IsValid() {
+		ei.ClientIP = s.ClientIP.String()
+	}
+	if s.ClientNet.IsValid() {
+		ei.ClientNet = s.ClientNet.String()
+	}
+	if peerTrusted {
+		ei.ChainHeader = "X-Forwarded-For"
+		if snap.Identity.UseForwarded {
+			ei.ChainHeader = "Forwarded"
+		}
+	}
+	if s.APIKey != "" {
+		ei.APIKeyPresented = true
+		for _, h := range keyHeaders(snap, route) {
+			if apiKey(r, h) == s.APIKey {
+				ei.APIKeyHeader = h
+				break
+			}
+		}
+		sum := sha256.Sum256([]byte(s.APIKey))
+		ei.APIKeySHA256 = hex.EncodeToString(sum[:4])
+	}
+	if s.Tenant != nil {
+		ei.Tenant, ei.Plan = s.Tenant.Name, s.Tenant.Plan
+	}
+	return ei
+}
+
+// credentials are the values a shown key must not carry in clear: the API
+// key and the headers that carry keys or credentials.
+func credentials(r *http.Request, snap *policies.Snapshot, route *policies.Route, s *policies.Subject) []string {
+	var vs []string
+	if s.APIKey != "" {
+		vs = append(vs, s.APIKey)
+	}
+	for _, h := range append(keyHeaders(snap, route), "Authorization", "X-Api-Key", "Cookie") {
+		if v := strings.TrimSpace(r.Header.Get(h)); v != "" {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
+func explainPolicy(p *policies.Policy, check *limiter.Check, s *policies.Subject, secrets []string, bodyUnknown bool, redisKeys func(*limiter.Rule, string) []string) ExplainedPolicy {
+	rule := p.Rule
+	ep := ExplainedPolicy{
+		Name:         p.Name(),
+		Algorithm:    string(rule.Algorithm),
+		Shared:       rule.Algorithm.Shared(),
+		KeySpec:      p.KeySpec,
+		OnMissingKey: string(p.OnMissingKey),
+		Cost:         string(p.Cost),
+		Mode:         "enforce",
+		OnLimit:      "reject",
+		RedisKeys:    []string{},
+	}
+	if ep.OnMissingKey == "" {
+		ep.OnMissingKey = string(policies.MissingShared) // what buildChecks does with it
+	}
+	if rule.Shadow {
+		ep.Mode = "shadow"
+	}
+	if p.MaxDelay > 0 {
+		ep.OnLimit, ep.MaxDelay, ep.MaxWaiters = "delay", p.MaxDelay.String(), p.MaxWaiters
+	}
+	if ep.Shared {
+		ep.OnRedisError = string(rule.OnRedisError)
+		if ep.OnRedisError == "" {
+			ep.OnRedisError = string(limiter.FailAllow)
+		}
+		if rule.OnRedisError == limiter.FailLocal {
+			ep.LocalShare = rule.LocalShare
+		}
+	}
+	lim := p.LimitFor(s)
+	switch {
+	case bodyUnknown && p.Reads.Model:
+		ep.Outcome = OutcomeUnknown
+		ep.Note = "the key has the llm call's model, read from the body"
+	case check == nil && p.OnMissingKey == policies.MissingReject:
+		ep.Outcome = OutcomeRejects
+	case check == nil:
+		ep.Outcome = OutcomeSkipped
+	case check.Key == anonymousKey:
+		ep.Outcome = OutcomeAnonymous
+	default:
+		ep.Outcome = OutcomeChecked
+		ep.Key = showKey(check.Key, secrets)
+	}
+	if check != nil && ep.Outcome != OutcomeUnknown {
+		lim, ep.Units = check.Limit, check.Units()
+		if redisKeys != nil && ep.Shared {
+			if keys := redisKeys(rule, check.Key); keys != nil {
+				ep.RedisKeys = keys
+			}
+		}
+	}
+	if bodyUnknown && p.Cost.CountsTokens() && ep.Outcome != OutcomeSkipped && ep.Outcome != OutcomeRejects {
+		ep.Units = 0
+		if ep.Note == "" {
+			ep.Note = "its cost comes from the body: the call's prompt tokens plus its output cap"
+		}
+	}
+	ep.Limit = explainLimit(p, lim, s)
+	return ep
+}
+
+func explainLimit(p *policies.Policy, l limiter.Limit, s *policies.Subject) ExplainedLimit {
+	el := ExplainedLimit{DenyAll: l.DenyAll()}
+	if s.Tenant != nil {
+		if _, ok := p.Plans[s.Tenant.Plan]; ok {
+			el.Plan = s.Tenant.Plan
+		}
+	}
+	switch alg := p.Rule.Algorithm; {
+	case alg.InFlight():
+		el.Limit = l.Rate
+		if alg == limiter.SharedConcurrency {
+			el.Lease = limiter.ShortDuration(l.Period)
+		}
+	case alg.Windowed():
+		el.Rate, el.Per = l.Rate, l.Per()
+	default:
+		el.Rate, el.Per, el.Burst = l.Rate, l.Per(), l.Quota()
+	}
+	return el
+}
+
+// showKey renders a bucket key for people (see ExplainedPolicy.Key).
+func showKey(key string, secrets []string) string {
+	parts := policies.KeyParts(key)
+	for i, part := range parts {
+		for _, s := range secrets {
+			if strings.Contains(part, s) {
+				sum := sha256.Sum256([]byte(part))
+				part = "redacted:sha256:" + hex.EncodeToString(sum[:8])
+				break
+			}
+		}
+		if !utf8.ValidString(part) || strings.IndexFunc(part, func(c rune) bool { return !unicode.IsPrint(c) }) >= 0 {
+			part = strconv.QuoteToASCII(part)
+		}
+		parts[i] = part
+	}
+	return strings.Join(parts, "+")
+}
