@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/builtin"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
@@ -393,5 +394,79 @@ policies:
 				}
 			}
 		})
+	}
+}
+
+// on_limit: delay on a shared algorithm: 8 concurrent requests on a gcra
+// key of 20/s with a burst of 1 are all admitted, 7 of them after waiting
+// their turn on Redis.
+func TestDelayOnRedis(t *testing.T) {
+	up := newUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	snap := compileYAML(t, `
+redis: {addrs: ['127.0.0.1:1']}
+routes:
+  - {name: r, upstream: "`+up.URL+`", match: {path_prefix: /}, policies: [paced]}
+policies:
+  paced: {key: ip, algorithm: gcra, rate: 20, per: 1s, burst: 1, on_limit: delay, max_delay: 2s, max_waiters: 10}
+`)
+	obs := newRecordingObserver()
+	srv, h := newGateway(t, snap, sharedEngine(t), gatewayOpts{})
+	h.metrics = obs
+	c := newPressureClient(t, 8)
+	var wg sync.WaitGroup
+	var ok atomic.Int64
+	for range 8 {
+		wg.Go(func() {
+			if r, err := tryDo(c, "GET", srv.URL+"/", "", nil); err == nil && r.status == http.StatusOK {
+				ok.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != 8 {
+		t.Fatalf("admitted %d of 8, want all after their turn", ok.Load())
+	}
+	if got := obs.get(obs.policies, "r/paced/delayed"); got != 7 {
+		t.Fatalf("delayed %d, want 7 (one token at once, then one per 50ms)", got)
+	}
+}
+
+// What an llm call cost is reported per tenant and model: the tokens it was
+// settled to.
+func TestLLMChargeReported(t *testing.T) {
+	up := newUpstream(t, builtin.OpenAIMock(builtin.OpenAIMockConfig{CompletionTokens: 20}))
+	snap := compileYAML(t, `
+tenants:
+  keys: {sk-1: {tenant: acme, plan: free}}
+routes:
+  - {name: llm, upstream: "`+up.URL+`", match: {path_prefix: /v1/}, llm: openai, policies: [tokens]}
+policies:
+  tokens: {key: tenant, cost: tokens, rate: 100000, per: 1h}
+`)
+	obs := newRecordingObserver()
+	srv, h := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+	h.metrics = obs
+	r := do(t, srv.Client(), "POST", srv.URL+"/v1/chat/completions", strings.NewReader(strings.Replace(chatBody, "%s", "", 1)),
+		http.Header{"X-Api-Key": {"sk-1"}, "Content-Type": {"application/json"}})
+	var got struct {
+		Usage struct {
+			TotalTokens int64 `json:"total_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(r.body, &got); err != nil || r.status != 200 {
+		t.Fatalf("call: %d %s", r.status, r.body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		obs.mu.Lock()
+		charged := obs.charges["acme/gpt-4o-mini"]
+		obs.mu.Unlock()
+		if charged == got.Usage.TotalTokens {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("charged %d tokens to acme/gpt-4o-mini, want the usage %d", charged, got.Usage.TotalTokens)
+		}
+		time.Sleep(time.Millisecond) // polling a condition with a deadline
 	}
 }
