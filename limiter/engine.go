@@ -76,11 +76,54 @@ func NewEngine(clock func() time.Time, local *Local, shared Backend) (*Engine, e
 // slot of an InFlight check is given back at once (use Reserve to hold it
 // while the request runs).
 func (e *Engine) Decide(ctx context.Context, checks []Check) (Verdict, error) {
+	if v, ok := e.decideLocal(checks); ok {
+		return v, nil
+	}
 	v, res, err := e.Reserve(ctx, checks)
 	if res != nil && res.inFlight() {
 		err = errors.Join(err, res.Done(ctx))
 	}
 	return v, err
+}
+
+// maxFastChecks bounds the checks decideLocal takes: its holds live in an
+// array on the stack.
+const maxFastChecks = 8
+
+// decideLocal is Decide for the common request whose checks are all local
+// rate checks: the same decisions, with nothing allocated but the verdict's
+// decisions (no Reservation, no Holds on the heap). ok is false when it
+// does not apply.
+func (e *Engine) decideLocal(checks []Check) (Verdict, bool) {
+	if len(checks) > maxFastChecks {
+		return Verdict{}, false
+	}
+	for _, c := range checks {
+		if c.Rule == nil || c.Rule.Algorithm.Shared() || c.Rule.Algorithm.InFlight() {
+			return Verdict{}, false
+		}
+	}
+	v := Verdict{Allowed: true, Denied: -1, Decisions: make([]Decision, len(checks))}
+	for i, c := range checks {
+		v.Decisions[i] = notAsked(c)
+	}
+	var holds [maxFastChecks]Hold
+	now := e.clock()
+	for i, c := range checks {
+		d, ok := e.local.take(now, c.group(), c.Key, c.Units(), &holds[i])
+		v.Decisions[i] = d
+		if !ok {
+			idx := make([]int, 0, i)
+			for j := range i {
+				holds[j].Release()
+				idx = append(idx, j)
+			}
+			v.refunded(checks, idx)
+			v.Allowed, v.Denied = false, i
+			return v, true
+		}
+	}
+	return v, true
 }
 
 // Reserve is Decide for a request whose real cost is known only later (an

@@ -149,15 +149,32 @@ func (l *Local) Reserve(now time.Time, g BucketGroup, key string, cost int64) (D
 	if g.Algorithm.InFlight() {
 		return l.acquireSlot(now, g, key)
 	}
+	h := new(Hold)
+	d, ok := l.take(now, g, key, cost, h)
+	if !ok {
+		return d, nil
+	}
+	return d, h
+}
+
+// take is Reserve for a rate group (not InFlight) that fills h instead of
+// allocating a Hold; it reports whether the request was allowed (h is then
+// what settles it).
+func (l *Local) take(now time.Time, g BucketGroup, key string, cost int64, h *Hold) (Decision, bool) {
+	cost = max(cost, 1)
+	if reason := g.Limit.refusal(cost); reason != ReasonNone {
+		return staticDenial(g.Policy, g.Limit, reason), false
+	}
 	b := l.store(g).get(key, now)
 	r := b.take(now, g.Limit, cost)
 	d := Decision{Policy: g.Policy, Limit: g.Limit, Allowed: r.allowed, Remaining: r.remaining, ResetAfter: r.resetAfter, RetryAfter: r.retryAfter}
 	if !r.allowed {
 		d.Reason = ReasonLimited
 		d.Remaining = 0
-		return d, nil
+		return d, false
 	}
-	return d, &Hold{b: b, lim: g.Limit, units: cost}
+	*h = Hold{b: b, lim: g.Limit, units: cost}
+	return d, true
 }
 
 // Peek reports key's bucket in g at now without taking anything: what

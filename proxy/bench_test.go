@@ -50,12 +50,15 @@ func BenchmarkProxy(b *testing.B) {
 	snap := testSnapshot(b, nil, testRoute(b, "default", "/", up.URL,
 		testPolicy(b, "per-ip", "ip", huge, policies.MissingReject)))
 	gw, _ := newGateway(b, snap, engine, gatewayOpts{})
+	// The same Handler work without a policy: the difference to gateway is
+	// the limiting layer's cost (decision, keys, headers).
+	nopolicy, _ := newGateway(b, testSnapshot(b, nil, testRoute(b, "default", "/", up.URL)), engine, gatewayOpts{})
 
 	for _, mode := range []struct {
 		name     string
 		parallel bool
 	}{{"serial", false}, {"parallel", true}} {
-		for _, target := range []struct{ name, url string }{{"bare", bare.URL}, {"gateway", gw.URL}} {
+		for _, target := range []struct{ name, url string }{{"bare", bare.URL}, {"gateway-nopolicy", nopolicy.URL}, {"gateway", gw.URL}} {
 			b.Run(mode.name+"/"+target.name, func(b *testing.B) {
 				client := &http.Client{Transport: NewTransport()}
 				defer client.Transport.(*http.Transport).CloseIdleConnections()

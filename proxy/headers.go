@@ -3,7 +3,6 @@ package proxy
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -29,40 +28,57 @@ const (
 // `"name";r=<remaining>;t=<s until reset>`. X-RateLimit-* describe the
 // deciding (denying or most restrictive) decision.
 func setRateLimitHeaders(h http.Header, v limiter.Verdict) {
-	var pol, rl strings.Builder
-	for i := range v.Decisions {
-		d := &v.Decisions[i]
-		if !decided(d) || d.Shadow { // a shadow policy is not the client's limit
-			continue
+	// Both lists are written into one buffer and cut from one string, and
+	// the five values share one backing array: this runs on every
+	// response, so it allocates three times, not a dozen.
+	var stack [256]byte
+	buf := stack[:0]
+	var split int
+	for pass := range 2 {
+		if pass == 1 {
+			split = len(buf)
 		}
-		if pol.Len() > 0 {
-			pol.WriteString(", ")
-			rl.WriteString(", ")
+		n := 0
+		for i := range v.Decisions {
+			d := &v.Decisions[i]
+			if !decided(d) || d.Shadow { // a shadow policy is not the client's limit
+				continue
+			}
+			if n > 0 {
+				buf = append(buf, ", "...)
+			}
+			n++
+			buf = appendSFString(buf, d.Policy)
+			if pass == 0 {
+				buf = append(buf, ";q="...)
+				buf = strconv.AppendInt(buf, d.Limit.Quota(), 10)
+				buf = append(buf, ";w="...)
+				buf = strconv.AppendInt(buf, ceilSeconds(d.Limit.Period), 10)
+			} else {
+				r, t := remainingAndReset(d)
+				buf = append(buf, ";r="...)
+				buf = strconv.AppendInt(buf, r, 10)
+				buf = append(buf, ";t="...)
+				buf = strconv.AppendInt(buf, t, 10)
+			}
 		}
-		writeSFString(&pol, d.Policy)
-		pol.WriteString(";q=")
-		pol.WriteString(strconv.FormatInt(d.Limit.Quota(), 10))
-		pol.WriteString(";w=")
-		pol.WriteString(strconv.FormatInt(ceilSeconds(d.Limit.Period), 10))
-
-		r, t := remainingAndReset(d)
-		writeSFString(&rl, d.Policy)
-		rl.WriteString(";r=")
-		rl.WriteString(strconv.FormatInt(r, 10))
-		rl.WriteString(";t=")
-		rl.WriteString(strconv.FormatInt(t, 10))
+		if n == 0 {
+			return
+		}
 	}
-	if pol.Len() == 0 {
-		return
-	}
-	h[hdrPolicy] = []string{pol.String()}
-	h[hdrRateLimit] = []string{rl.String()}
-
 	d, _ := v.Deciding()
 	r, t := remainingAndReset(&d)
-	h[hdrXLimit] = []string{strconv.FormatInt(d.Limit.Quota(), 10)}
-	h[hdrXRemaining] = []string{strconv.FormatInt(r, 10)}
-	h[hdrXReset] = []string{strconv.FormatInt(t, 10)}
+	lists := string(buf)
+	vals := new([5]string)
+	vals[0], vals[1] = lists[:split], lists[split:]
+	vals[2] = strconv.FormatInt(d.Limit.Quota(), 10)
+	vals[3] = strconv.FormatInt(r, 10)
+	vals[4] = strconv.FormatInt(t, 10)
+	h[hdrPolicy] = vals[0:1:1]
+	h[hdrRateLimit] = vals[1:2:2]
+	h[hdrXLimit] = vals[2:3:3]
+	h[hdrXRemaining] = vals[3:4:4]
+	h[hdrXReset] = vals[4:5:5]
 }
 
 // decided reports whether a check was actually asked. When one check denies,
@@ -98,20 +114,20 @@ func ceilDiv(n, unit int64) int64 {
 	return (n + unit - 1) / unit
 }
 
-// writeSFString writes s as a structured-field string (RFC 9651): quoted,
+// appendSFString appends s as a structured-field string (RFC 9651): quoted,
 // with '"' and '\' escaped. Policy names are validated to a safe alphabet;
 // escaping keeps the header well-formed even if that changes.
-func writeSFString(b *strings.Builder, s string) {
-	b.WriteByte('"')
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c == '"' || c == '\\' {
-			b.WriteByte('\\')
+			b = append(b, '\\')
 		}
 		if c < 0x20 || c > 0x7e {
 			c = '?' // sf-string allows printable ASCII only
 		}
-		b.WriteByte(c)
+		b = append(b, c)
 	}
-	b.WriteByte('"')
+	return append(b, '"')
 }

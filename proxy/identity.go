@@ -4,7 +4,9 @@ import (
 	"iter"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/ratelimit-gateway/gateway/policies"
 )
@@ -37,14 +39,33 @@ func keyHeaders(snap *policies.Snapshot, route *policies.Route) []string {
 	if header == "" {
 		header = defaultKeyHeader
 	}
+	c := keyHeaderCache.Load()
+	if c == nil || c.header != header {
+		c = newKeyHeaderLists(header)
+		keyHeaderCache.Store(c)
+	}
 	if route == nil || !route.LLM {
-		return []string{header}
+		return c.plain
 	}
-	hs := []string{"Authorization", "X-Api-Key"}
+	return c.llm
+}
+
+// keyHeaderLists are keyHeaders' two answers for one tenants.header, kept
+// so that a request does not build them again. Their capacity is their
+// length: a caller that appends gets a copy.
+type keyHeaderLists struct {
+	header     string
+	plain, llm []string
+}
+
+var keyHeaderCache atomic.Pointer[keyHeaderLists]
+
+func newKeyHeaderLists(header string) *keyHeaderLists {
+	llm := []string{"Authorization", "X-Api-Key"}
 	if h := http.CanonicalHeaderKey(header); h != "Authorization" && h != "X-Api-Key" {
-		hs = append(hs, h)
+		llm = append(llm, h)
 	}
-	return hs
+	return &keyHeaderLists{header: header, plain: []string{header}, llm: slices.Clip(llm)}
 }
 
 // identify is Identify that also reports whether the socket peer is a trusted
