@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 )
@@ -33,6 +34,74 @@ type errorBody struct {
 	budget bool
 }
 
+// appendJSON appends b as encoding/json would marshal it (the same bytes),
+// without reflection: a flood of 429s is when this runs most.
+func (b errorBody) appendJSON(buf []byte) []byte {
+	buf = append(buf, `{"code":`...)
+	buf = strconv.AppendInt(buf, int64(b.Code), 10)
+	buf = append(buf, `,"message":`...)
+	buf = appendJSONString(buf, b.Message)
+	if b.Policy != "" {
+		buf = append(buf, `,"policy":`...)
+		buf = appendJSONString(buf, b.Policy)
+	}
+	if b.RetryAfterMs != nil {
+		buf = append(buf, `,"retry_after_ms":`...)
+		buf = strconv.AppendInt(buf, *b.RetryAfterMs, 10)
+	}
+	return append(buf, '}')
+}
+
+// appendJSONString appends s as a JSON string escaped as encoding/json
+// escapes it: quotes, backslashes and control characters, <, > and & (as
+// \u003c...), U+2028 and U+2029, and invalid UTF-8 as U+FFFD.
+func appendJSONString(buf []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	buf = append(buf, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			buf = append(buf, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				buf = append(buf, '\\', c)
+			case '\n':
+				buf = append(buf, '\\', 'n')
+			case '\r':
+				buf = append(buf, '\\', 'r')
+			case '\t':
+				buf = append(buf, '\\', 't')
+			default:
+				buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			buf = append(buf, s[start:i]...)
+			buf = append(buf, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			buf = append(buf, s[start:i]...)
+			buf = append(buf, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	buf = append(buf, s[start:]...)
+	return append(buf, '"')
+}
+
 // writeError answers with status and a JSON body, and logs the answer: 4xx at
 // debug (they are the gateway doing its job), 5xx at warn, 500 at error.
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, status int, body errorBody, attrs ...slog.Attr) {
@@ -40,15 +109,14 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, status int,
 	h.logAnswer(r.Context(), r, status, body.Message, attrs...)
 
 	var buf []byte
-	var err error
 	if openAIErrors(r) {
-		buf, err = json.Marshal(newOpenAIError(status, body))
+		var err error
+		if buf, err = json.Marshal(newOpenAIError(status, body)); err != nil {
+			w.WriteHeader(status) // cannot happen for this struct; answer without a body
+			return
+		}
 	} else {
-		buf, err = json.Marshal(body)
-	}
-	if err != nil { // cannot happen for this struct; answer without a body
-		w.WriteHeader(status)
-		return
+		buf = body.appendJSON(make([]byte, 0, 160+len(body.Message)))
 	}
 	buf = append(buf, '\n')
 	hdr := w.Header()
@@ -111,8 +179,20 @@ func deniedMessage(d limiter.Decision) string {
 		return fmt.Sprintf("the request costs more than policy %q allows at once (burst %d), so it can never pass",
 			d.Policy, d.Limit.Quota())
 	default:
-		return fmt.Sprintf("rate limit exceeded for policy %q (%d per %s, burst %d); retry in %s",
-			d.Policy, d.Limit.Rate, d.Limit.Per(), d.Limit.Quota(), roundUp(d.RetryAfter))
+		// The message of every 429 of a flood: built by hand, as the
+		// Sprintf it replaces would print it.
+		b := make([]byte, 0, 96+len(d.Policy))
+		b = append(b, "rate limit exceeded for policy "...)
+		b = strconv.AppendQuote(b, d.Policy)
+		b = append(b, " ("...)
+		b = strconv.AppendInt(b, d.Limit.Rate, 10)
+		b = append(b, " per "...)
+		b = append(b, d.Limit.Per()...)
+		b = append(b, ", burst "...)
+		b = strconv.AppendInt(b, d.Limit.Quota(), 10)
+		b = append(b, "); retry in "...)
+		b = append(b, roundUp(d.RetryAfter).String()...)
+		return string(b)
 	}
 }
 
