@@ -29,6 +29,7 @@ type redisCollector struct {
 	stats atomic.Pointer[func() redislimit.Stats]
 
 	roundTrips, errors, timeouts, overloaded, failFast *prometheus.Desc
+	pipelines                                          *prometheus.Desc
 	failureMode, breakerOpen, breakerOpens             *prometheus.Desc
 	denialHits, denialKeys                             *prometheus.Desc
 	refunds, refundErrors, scriptReloads               *prometheus.Desc
@@ -40,6 +41,7 @@ func newRedisCollector() *redisCollector {
 	}
 	return &redisCollector{
 		roundTrips: d("gateway_redis_round_trips_total", "Decisions that asked Redis (one round trip each)."),
+		pipelines:  d("gateway_redis_pipelines_total", "Pipelines sent to Redis; under load one carries many decisions' round trips."),
 		errors:     d("gateway_redis_errors_total", "Round trips in which at least one Redis command failed."),
 		timeouts:   d("gateway_redis_timeouts_total", "Round trips that ran out of time (a subset of gateway_redis_errors_total)."),
 		overloaded: d("gateway_redis_overloaded_total",
@@ -60,7 +62,7 @@ func newRedisCollector() *redisCollector {
 // Describe implements prometheus.Collector.
 func (c *redisCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.roundTrips, c.errors, c.timeouts, c.overloaded, c.failFast,
+		c.roundTrips, c.errors, c.timeouts, c.overloaded, c.failFast, c.pipelines,
 		c.failureMode, c.breakerOpen, c.breakerOpens, c.denialHits, c.denialKeys,
 		c.refunds, c.refundErrors, c.scriptReloads,
 	} {
@@ -82,6 +84,7 @@ func (c *redisCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
 	}
 	counter(c.roundTrips, st.RoundTrips)
+	counter(c.pipelines, st.Pipelines)
 	counter(c.errors, st.Errors)
 	counter(c.timeouts, st.Timeouts)
 	counter(c.overloaded, st.Overloaded)

@@ -94,11 +94,18 @@ func TestWatchRedis(t *testing.T) {
 			{"gateway_denial_cache_keys", ""},
 			{"gateway_redis_refunds_total", ""},
 			{"gateway_redis_refund_errors_total", ""},
-			{"gateway_redis_script_reloads_total", ""},
 		} {
 			if got := e1.value(t, tt.name, tt.labels); got != 0 {
 				t.Errorf("healthy redis: %s{%s}: got %v, want 0", tt.name, tt.labels, got)
 			}
+		}
+
+		// A fresh Redis has no scripts cached: the first call loads them, once.
+		if got := e1.value(t, "gateway_redis_script_reloads_total", ""); got > 1 {
+			t.Errorf("healthy redis: script reloads %v, want at most the first load", got)
+		}
+		if got, want := e1.value(t, "gateway_redis_pipelines_total", ""), float64(rl.Stats().Pipelines); got != want || got == 0 {
+			t.Errorf("pipelines %v, want Stats' %v (> 0)", got, want)
 		}
 
 		s.Kill()

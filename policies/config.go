@@ -88,6 +88,9 @@ type RedisConfig struct {
 	BreakerCooldown time.Duration `koanf:"breaker_cooldown"` // default 500ms
 	// DenialCacheSize bounds the keys remembered as denied (default 100000).
 	DenialCacheSize int `koanf:"denial_cache_size"`
+	// Pipelines is how many shared pipelines may carry decisions to Redis
+	// at once (default 4); -1 sends every decision on its own.
+	Pipelines int `koanf:"pipelines"`
 }
 
 // SentinelConfig selects a Redis master through Sentinel.

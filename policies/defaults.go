@@ -32,6 +32,7 @@ const (
 	DefaultBreakerFailures   = 3
 	DefaultBreakerCooldown   = 500 * time.Millisecond
 	DefaultDenialCacheSize   = 100_000
+	DefaultPipelines         = 4
 
 	DefaultAdminListen          = "127.0.0.1:9090"
 	DefaultLogFormat            = "text"
@@ -75,6 +76,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&r.BreakerFailures, DefaultBreakerFailures)
 	setDefault(&r.BreakerCooldown, DefaultBreakerCooldown)
 	setDefault(&r.DenialCacheSize, DefaultDenialCacheSize)
+	setDefault(&r.Pipelines, DefaultPipelines)
 
 	setDefault(&c.Mode, "enforce")
 	if c.Admin.Listen == nil {

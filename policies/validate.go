@@ -108,6 +108,9 @@ func validateRedis(p *problems, r *RedisConfig) {
 	if r.DenialCacheSize < 0 {
 		p.add("redis.denial_cache_size", "must not be negative")
 	}
+	if r.Pipelines < -1 {
+		p.addf("redis.pipelines", "must be > 0, or -1 to send every decision on its own, got %d", r.Pipelines)
+	}
 }
 
 func checkRedisAddr(a string) error {

@@ -35,6 +35,7 @@ func newRedis(cfg policies.RedisConfig, local *limiter.Local, log *slog.Logger) 
 		BreakerFailures: cfg.BreakerFailures,
 		BreakerCooldown: cfg.BreakerCooldown,
 		DenialCacheSize: cfg.DenialCacheSize,
+		Pipelines:       cfg.Pipelines,
 		Clock:           time.Now,
 		Logger:          log,
 		Local:           local,

@@ -202,7 +202,7 @@ func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp) (recorded bool
 			op.memberID = r.nextMemberID()
 		}
 	}
-	if len(ops) == 1 && ops[0].check.Rule.Algorithm == limiter.GCRA {
+	if len(ops) == 1 && ops[0].check.Rule.Algorithm == limiter.GCRA && r.co == nil {
 		return r.allowGCRA(ctx, ops[0])
 	}
 	if !r.cluster || len(ops) == 1 {

@@ -17,11 +17,12 @@ import (
 // Taking n units moves it forward by n emission intervals (period / rate);
 // a request passes when the new TAT is at most burst intervals ahead.
 //
-// A lone GCRA check (the common route: one shared policy) goes through
-// redis_rate's AllowN, one EVALSHA, its public API as meant. A GCRA check
-// beside other checks of one request is part of decideScript (gcraLua
-// below), because AllowN sends its script and reads its reply in one call
-// and cannot join another script's all-or-nothing decision. gcraLua keeps
+// With pipelines gathered (the default, see coalescer), every GCRA check is
+// part of a decideScript call (gcraLua below), because redis_rate's AllowN
+// sends its script and reads its reply in one call: it can neither join
+// another script's all-or-nothing decision nor share a pipeline. With
+// gathering off (Config.Pipelines < 0) a lone GCRA check goes through
+// AllowN, one EVALSHA, its public API as meant. gcraLua keeps
 // redis_rate's state exactly (the key "rate:<key>", a float TAT in seconds
 // since 2017-01-01, its expiry) so both decide on one key alike;
 // TestGCRAStateSharedWithRedisRate fails if an upgrade of redis_rate changes

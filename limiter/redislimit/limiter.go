@@ -69,6 +69,13 @@ type Config struct {
 	// QueueTimeout bounds the wait for a slot; a decision still waiting then
 	// is denied (ReasonOverloaded). Zero means DefaultQueueTimeout.
 	QueueTimeout time.Duration
+	// Pipelines is how many shared pipelines may be in flight at once: the
+	// script calls of concurrent decisions are gathered into them (see
+	// coalescer), so under load one round trip serves many decisions, and
+	// idle a call goes out alone at once. Zero means DefaultPipelines;
+	// negative turns gathering off (every decision its own round trip, a
+	// lone GCRA check through redis_rate's AllowN).
+	Pipelines int
 	// Local holds the in-process buckets of the "local" failure mode (in
 	// groups marked Fallback); nil means private buckets with the default
 	// cap. Pass the Engine's so one Retain call covers both.
@@ -102,6 +109,9 @@ type Limiter struct {
 
 	memberPrefix string // makes sliding-window members unique across instances
 	seq          atomic.Uint64
+
+	// co gathers script calls into shared pipelines; nil when off.
+	co *coalescer
 
 	stats       redisCounters
 	errLog      logThrottle
@@ -155,6 +165,9 @@ func New(client Client, cfg Config) (*Limiter, error) {
 		r.local = limiter.NewLocal(0)
 	}
 	r.breaker = newBreaker(r.clock, cmp.Or(cfg.BreakerFailures, DefaultBreakerFailures), r.cooldown)
+	if cfg.Pipelines >= 0 {
+		r.co = newCoalescer(cmp.Or(cfg.Pipelines, DefaultPipelines), r.execNow)
+	}
 
 	var nonce [6]byte
 	if _, err := rand.Read(nonce[:]); err != nil {

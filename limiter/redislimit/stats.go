@@ -10,6 +10,10 @@ import (
 type Stats struct {
 	// RoundTrips counts decisions that asked Redis.
 	RoundTrips uint64
+	// Pipelines counts the pipelines sent: with gathering on, one carries
+	// the script calls of every decision waiting for it, so under load
+	// there are fewer pipelines than round trips.
+	Pipelines uint64
 	// Errors counts round trips in which at least one command failed.
 	Errors uint64
 	// Timeouts counts the round trips among Errors that ran out of time
@@ -51,6 +55,7 @@ type redisCounters struct {
 	failedOpen, failedClosed, localFallbacks atomic.Uint64
 	denialHits, refunds, refundErrors        atomic.Uint64
 	scriptReloads, overloaded                atomic.Uint64
+	pipelines                                atomic.Uint64
 	timeouts                                 atomic.Uint64
 }
 
@@ -59,6 +64,7 @@ func (r *Limiter) Stats() Stats {
 	c := &r.stats
 	return Stats{
 		RoundTrips:      c.roundTrips.Load(),
+		Pipelines:       c.pipelines.Load(),
 		Errors:          c.errors.Load(),
 		Timeouts:        c.timeouts.Load(),
 		FailFast:        c.failFast.Load(),

@@ -1,0 +1,137 @@
+package redislimit
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultPipelines is how many shared pipelines may be in flight at once
+// when Config.Pipelines is zero.
+const DefaultPipelines = 4
+
+// maxBatch bounds the calls one pipeline carries.
+const maxBatch = 128
+
+// coalescer gathers the script calls of concurrent decisions into shared
+// pipelines (group commit). A call that finds fewer than max pipelines in
+// flight sends at once, taking along whatever calls are queued; one that
+// finds them all busy joins the queue, and the next pipeline to finish
+// hands the whole queue to one of its calls to send. Idle, a call goes out
+// alone and at once: nothing ever waits for a batch to fill, so one round
+// trip serves many decisions exactly when many are waiting.
+//
+// It starts no goroutine: a pipeline is sent by one of the calling
+// goroutines. A queued call does not leave when its context ends (it may be
+// the one chosen to send the next batch); it waits at most for the
+// pipelines ahead of it, each bounded by its members' deadlines.
+type coalescer struct {
+	exec func(ctx context.Context, cmds []*redis.Cmd)
+	max  int
+
+	mu      sync.Mutex
+	running int
+	queue   []*call
+}
+
+// call is one decision's commands, waiting for a pipeline.
+type call struct {
+	ctx  context.Context
+	cmds []*redis.Cmd
+	// lead receives the batch this call is to send; done is closed when
+	// another call sent its commands and their replies are in.
+	lead chan []*call
+	done chan struct{}
+}
+
+func newCoalescer(max int, exec func(context.Context, []*redis.Cmd)) *coalescer {
+	return &coalescer{exec: exec, max: max}
+}
+
+// do sends cmds, alone or with other calls', and returns once their
+// replies (or errors) are in the commands.
+func (co *coalescer) do(ctx context.Context, cmds []*redis.Cmd) {
+	c := &call{ctx: ctx, cmds: cmds}
+	co.mu.Lock()
+	if co.running < co.max {
+		co.running++
+		batch := append(co.take(), c)
+		co.mu.Unlock()
+		co.send(c, batch)
+		return
+	}
+	c.lead, c.done = make(chan []*call, 1), make(chan struct{})
+	co.queue = append(co.queue, c)
+	co.mu.Unlock()
+	select {
+	case <-c.done:
+	case batch := <-c.lead:
+		co.send(c, batch)
+	}
+}
+
+// take removes up to maxBatch queued calls. Called with co.mu held.
+func (co *coalescer) take() []*call {
+	n := min(len(co.queue), maxBatch)
+	if n == 0 {
+		return nil
+	}
+	batch := make([]*call, n, n+1)
+	copy(batch, co.queue)
+	co.queue = append(co.queue[:0], co.queue[n:]...)
+	return batch
+}
+
+// send runs batch's commands in one pipeline on leader's goroutine, wakes
+// the other calls, then hands the queue, if any, to its first call.
+func (co *coalescer) send(leader *call, batch []*call) {
+	cmds := leader.cmds
+	if len(batch) > 1 {
+		cmds = make([]*redis.Cmd, 0, 2*len(batch))
+		for _, c := range batch {
+			cmds = append(cmds, c.cmds...)
+		}
+	}
+	// The pipeline outlives no member's wish: it ends at the latest of
+	// their deadlines, and a member's context ending does not cut the
+	// others' replies.
+	ctx := context.WithoutCancel(leader.ctx)
+	if dl, ok := latestDeadline(batch); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl)
+		defer cancel()
+	}
+	co.exec(ctx, cmds)
+	for _, c := range batch {
+		if c != leader {
+			close(c.done)
+		}
+	}
+	co.mu.Lock()
+	next := co.take()
+	if len(next) == 0 {
+		co.running--
+		co.mu.Unlock()
+		return
+	}
+	co.mu.Unlock()
+	next[0].lead <- next
+}
+
+// latestDeadline is the latest deadline of the calls; ok is false when one
+// of them has none (the pipeline then has none either).
+func latestDeadline(batch []*call) (time.Time, bool) {
+	var latest time.Time
+	for _, c := range batch {
+		dl, ok := c.ctx.Deadline()
+		if !ok {
+			return time.Time{}, false
+		}
+		if dl.After(latest) {
+			latest = dl
+		}
+	}
+	return latest, true
+}
