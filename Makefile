@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: test vet unit redis-server openai-sdk build run docker-check bench clean
+.PHONY: test vet unit redis-server openai-sdk build run docker-check bench bench-go clean
 
 test: redis-server openai-sdk vet unit docker-check
 
@@ -58,7 +58,15 @@ docker-check:
 	$$out/gateway check -config gateway.yaml >/dev/null; \
 	rm -rf $$out; echo "docker-check: ok"
 
+# The side-by-side benchmark (bench/README.md): the gateway beside nginx,
+# HAProxy, Caddy and a bare httputil proxy on loopback, and the local key
+# memory microbenchmark; writes a new bench/results/<date>-<N>cpu.txt.
+# Flags through BENCHFLAGS, e.g. make bench BENCHFLAGS='-rounds 3 -duration 2s'.
 bench:
+	$(GO) run ./bench/sidebyside -go $(GO) $(BENCHFLAGS)
+
+# The in-process Go benchmarks, each against its anchor.
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 clean:

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/template"
+)
+
+//go:embed templates/*.tmpl
+var templateFS embed.FS
+
+var templates = template.Must(template.New("").Option("missingkey=error").ParseFS(templateFS, "templates/*.tmpl"))
+
+// render writes templates/name.tmpl with data to path.
+func render(name, path string, data any) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := templates.ExecuteTemplate(f, name+".tmpl", data); err != nil {
+		f.Close()
+		return fmt.Errorf("rendering %s: %w", name, err)
+	}
+	return f.Close()
+}
+
+// gatewayConfig is the data of gateway.yaml.tmpl: one route, at most one
+// policy.
+type gatewayConfig struct {
+	Name, About string
+	Listen      string
+	Admin       string // "" turns the admin listener off
+	Redis       string // "" for none
+	Upstream    string // http://host:port; unused with LLM
+	LLM         bool   // POST /v1/ to builtin:openai-mock, llm: openai
+	Policy      string // a policy in YAML flow style, "" for none
+}
+
+// llmBody is what the LLM target posts: 11 prompt tokens, 16 output tokens
+// reserved and answered (the mock stops at max_tokens), not streamed.
+const llmBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello there, mock!"}],"max_tokens":16}`

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+)
+
+// memoryBench is the Go microbenchmark of local key memory.
+const memoryBench = "BenchmarkLocalKeyMemory"
+
+// memoryResult is what memoryBench reported: each sub-benchmark's metrics by
+// unit ("B/key", "B/cap-key", ...), and its result lines as printed.
+type memoryResult struct {
+	metrics map[string]map[string]float64 // sub-benchmark → unit → value
+	lines   []string
+}
+
+// metric returns a sub-benchmark's metric, if it was reported.
+func (m memoryResult) metric(sub, unit string) (float64, bool) {
+	v, ok := m.metrics[sub][unit]
+	return v, ok
+}
+
+// runMemoryBench runs memoryBench once (it fills a million keys per case).
+func runMemoryBench(ctx context.Context, goBin, root string) (memoryResult, error) {
+	args := []string{"test", "-run", "^$", "-bench", "^" + memoryBench + "$", "-benchtime", "1x", "-count", "1", "./limiter/"}
+	cmd := exec.CommandContext(ctx, goBin, args...)
+	cmd.Dir = root
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return memoryResult{}, fmt.Errorf("%s %s: %w: %s", goBin, strings.Join(args, " "), err, out.String())
+	}
+	return parseBenchOutput(out.String())
+}
+
+// parseBenchOutput reads `go test -bench` result lines of memoryBench:
+// "BenchmarkX/sub-2  1  123 ns/op  103.8 B/key  1000000 keys".
+func parseBenchOutput(out string) (memoryResult, error) {
+	m := memoryResult{metrics: map[string]map[string]float64{}}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[0], memoryBench+"/") {
+			continue
+		}
+		name := strings.TrimPrefix(f[0], memoryBench+"/")
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			name = name[:i] // the -GOMAXPROCS suffix
+		}
+		units := map[string]float64{}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				return memoryResult{}, fmt.Errorf("%s: %q: %w", memoryBench, line, err)
+			}
+			units[f[i+1]] = v
+		}
+		m.metrics[name] = units
+		m.lines = append(m.lines, strings.Join(f, " "))
+	}
+	if len(m.lines) == 0 {
+		return memoryResult{}, fmt.Errorf("%s printed no results: %s", memoryBench, out)
+	}
+	return m, nil
+}

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// summary is one target over the measured rounds: medians of rate and
+// latencies, sums of counts.
+type summary struct {
+	name               string
+	rounds             int
+	rps                float64
+	p50, p99           time.Duration
+	requests, non2xx   int64
+	errors             int64
+	delta              counters // summed; zero unless counted
+	counted            bool
+	deny               bool
+	rpsByRound         []float64       // in round order
+	p99ByRound         []time.Duration // in round order
+	non2xxRuns, errRun int             // runs with non-2xx / socket errors
+}
+
+func summarize(t *target, runs []sample) summary {
+	s := summary{name: t.name, rounds: len(runs), deny: t.deny}
+	var rps []float64
+	var p50, p99 []time.Duration
+	for _, r := range runs {
+		rps = append(rps, r.RPS)
+		p50 = append(p50, r.P50)
+		p99 = append(p99, r.P99)
+		s.requests += r.Requests
+		s.non2xx += r.Non2xx
+		s.errors += r.Errors
+		if r.Non2xx > 0 {
+			s.non2xxRuns++
+		}
+		if r.Errors > 0 {
+			s.errRun++
+		}
+		if r.Delta != nil {
+			s.delta.add(*r.Delta)
+			s.counted = true
+		}
+	}
+	s.rpsByRound, s.p99ByRound = rps, p99
+	s.rps = median(rps)
+	s.p50 = median(p50)
+	s.p99 = median(p99)
+	return s
+}
+
+// median of xs (the mean of the middle two for an even count); zero for none.
+func median[T float64 | time.Duration](xs []T) T {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// ratio is one RATIO line; ok is false when a target it needs was not
+// measured (or a denominator is zero).
+type ratio struct {
+	name  string
+	value float64
+	ok    bool
+}
+
+// ratios computes the RATIO lines from the summaries, by name.
+func ratios(by map[string]summary) []ratio {
+	rps := func(a, b string) ratio {
+		name := a + "/" + b
+		sa, okA := by[a]
+		sb, okB := by[b]
+		if !okA || !okB || sb.rps == 0 {
+			return ratio{name: name}
+		}
+		return ratio{name: name, value: sa.rps / sb.rps, ok: true}
+	}
+	per := func(name string, num, den float64, ok bool) ratio {
+		if !ok || den <= 0 {
+			return ratio{name: name}
+		}
+		return ratio{name: name, value: num / den, ok: true}
+	}
+	out := []ratio{
+		rps(tGatewayLocal, tBare),
+		rps(tGatewayLocal, tGatewayNone),
+		rps(tGatewayLocal, tCaddy),
+		rps(tGatewayLocal, tNginxLimitReq),
+		rps(tGatewayLocal, tHAProxy),
+		rps(tGatewayRedis, tGatewayLocal),
+		rps(tGatewayDeny, tNginxDeny),
+		rps(tGatewayDenyRed, tNginxDeny),
+	}
+	deny, okDeny := by[tGatewayDenyRed]
+	out = append(out, per("redis-calls-per-denied", deny.delta.RoundTrips, float64(deny.non2xx), okDeny && deny.counted))
+
+	up, okUp := by[tUpstream]
+	gw, okGw := by[tGatewayLocal]
+	ng, okNg := by[tNginxLimitReq]
+	out = append(out, per("p99-added/nginx-p99-added",
+		float64(gw.p99-up.p99), float64(ng.p99-up.p99), okUp && okGw && okNg))
+
+	allow, okAllow := by[tGatewayRedis]
+	admitted := float64(allow.requests - allow.non2xx)
+	out = append(out,
+		per("redis-commands-per-admitted", float64(allow.delta.commands()), admitted, okAllow && allow.counted),
+		// Informational: the same two from the other counter.
+		per("redis-round-trips-per-admitted", allow.delta.RoundTrips, admitted, okAllow && allow.counted),
+		per("redis-commands-per-denied", float64(deny.delta.commands()), float64(deny.non2xx), okDeny && deny.counted),
+		rps(tGatewayNone, tBare),
+		rps(tNginxLimitReq, tNginxProxy),
+		rps(tGatewayLLM, tGatewayNone),
+	)
+	return out
+}
+
+// goal is one TARGET line: a ratio (or metric) against a threshold.
+type goal struct {
+	name      string
+	atLeast   bool // >= threshold, else <=
+	threshold float64
+}
+
+// goals are the performance targets, checked by the benchmark.
+var goals = []goal{
+	{tGatewayLocal + "/" + tGatewayNone, true, 0.97},
+	{tGatewayLocal + "/" + tBare, true, 1.0},
+	{tGatewayLocal + "/" + tCaddy, true, 1.6},
+	{tGatewayLocal + "/" + tNginxLimitReq, true, 0.45},
+	{tGatewayRedis + "/" + tGatewayLocal, true, 0.85},
+	{tGatewayDeny + "/" + tNginxDeny, true, 0.8},
+	{"redis-calls-per-denied", false, 0.1},
+	{"p99-added/nginx-p99-added", false, 1.25},
+	{"local-bytes-per-key", false, 256},
+	{"local-bytes-per-cap-key", false, 256},
+}
+
+// checkGoals writes one TARGET line per goal; a value that was not measured
+// is a MISS.
+func checkGoals(w io.Writer, values map[string]ratio) {
+	for _, g := range goals {
+		r := values[g.name]
+		op := "<="
+		if g.atLeast {
+			op = ">="
+		}
+		pass := r.ok && ((g.atLeast && r.value >= g.threshold) || (!g.atLeast && r.value <= g.threshold))
+		verdict := "MISS"
+		if pass {
+			verdict = "PASS"
+		}
+		fmt.Fprintf(w, "TARGET %s %s %s %s %s\n", g.name, fmtRatio(r), op, strconv.FormatFloat(g.threshold, 'f', -1, 64), verdict)
+	}
+}
+
+// fmtRatio prints a value with 3 decimals, or enough digits to show a small
+// one, or n/a.
+func fmtRatio(r ratio) string {
+	if !r.ok || math.IsNaN(r.value) || math.IsInf(r.value, 0) {
+		return "n/a"
+	}
+	return fmtNum(r.value)
+}
+
+func fmtNum(v float64) string {
+	if math.Abs(v) >= 0.01 || v == 0 {
+		return fmt.Sprintf("%.3f", v)
+	}
+	return fmt.Sprintf("%.6f", v)
+}
+
+// ms prints a latency in milliseconds.
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/float64(time.Millisecond)) }
+
+// writeTable writes the results table: medians of rps, p50 and p99 over the
+// rounds; non-2xx, requests and socket errors summed over them.
+func writeTable(w io.Writer, sums []summary) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "target\trps\tp50 ms\tp99 ms\tnon-2xx\trequests\terrors\t")
+	for _, s := range sums {
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%d\t%d\t%d\t\n", s.name, s.rps, ms(s.p50), ms(s.p99), s.non2xx, s.requests, s.errors)
+	}
+	tw.Flush()
+}
+
+// writeRounds writes each target's rps in every round (round order, not
+// run order), to show the spread the medians hide.
+func writeRounds(w io.Writer, sums []summary) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	var head strings.Builder
+	head.WriteString("target\t")
+	if len(sums) > 0 {
+		for i := range sums[0].rpsByRound {
+			fmt.Fprintf(&head, "r%d\t", i+1)
+		}
+	}
+	head.WriteString("spread\t")
+	fmt.Fprintln(tw, head.String())
+	for _, s := range sums {
+		var b strings.Builder
+		b.WriteString(s.name + "\t")
+		for _, v := range s.rpsByRound {
+			fmt.Fprintf(&b, "%.0f\t", v)
+		}
+		lo, hi := slices.Min(s.rpsByRound), slices.Max(s.rpsByRound)
+		fmt.Fprintf(&b, "%.1f%%\t", 100*(hi-lo)/s.rps)
+		fmt.Fprintln(tw, b.String())
+	}
+	tw.Flush()
+}
+
+// anomalies are WARN lines: non-2xx where every request should pass,
+// deny floods that let more than a handful through, socket errors, and a
+// p99 comparison too small to tell from noise.
+func anomalies(sums []summary) []string {
+	var out []string
+	if w := p99Noise(sums); w != "" {
+		out = append(out, w)
+	}
+	for _, s := range sums {
+		switch {
+		case !s.deny && s.non2xx > 0:
+			out = append(out, fmt.Sprintf("%s: %d non-2xx responses in %d of %d runs, where none are expected", s.name, s.non2xx, s.non2xxRuns, s.rounds))
+		case s.deny && s.requests-s.non2xx > int64(s.rounds):
+			out = append(out, fmt.Sprintf("%s: %d of %d requests admitted in a flood that should admit about one a minute", s.name, s.requests-s.non2xx, s.requests))
+		}
+		if s.errors > 0 {
+			out = append(out, fmt.Sprintf("%s: %d socket errors (connect/read/write/timeout) in %d of %d runs", s.name, s.errors, s.errRun, s.rounds))
+		}
+	}
+	return out
+}
+
+// writeRedis writes, for each target whose Redis counters were read, what
+// its runs cost Redis: round trips (the gateway's metric) and each command
+// (Redis's INFO commandstats), in all and per response; round trips also
+// per second of load (each run lasted runFor).
+func writeRedis(w io.Writer, sums []summary, runFor time.Duration) {
+	for _, s := range sums {
+		if !s.counted {
+			continue
+		}
+		per := float64(s.requests)
+		secs := runFor.Seconds() * float64(s.rounds)
+		fmt.Fprintf(w, "%s: %d responses (%d non-2xx); round trips %.0f (%s per response, %s per second)", s.name, s.requests, s.non2xx,
+			s.delta.RoundTrips, fmtNum(s.delta.RoundTrips/per), fmtNum(s.delta.RoundTrips/secs))
+		names := slices.Sorted(maps.Keys(s.delta.Calls))
+		for _, name := range names {
+			n := s.delta.Calls[name]
+			fmt.Fprintf(w, "; %s %d (%s)", name, n, fmtNum(float64(n)/per))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// p99Noise warns when the p99 nginx-limit_req adds to the upstream's is
+// smaller than the spread of the upstream's own p99 over the rounds: the
+// p99-added ratio is then mostly noise.
+func p99Noise(sums []summary) string {
+	var up, ng *summary
+	for i := range sums {
+		switch sums[i].name {
+		case tUpstream:
+			up = &sums[i]
+		case tNginxLimitReq:
+			ng = &sums[i]
+		}
+	}
+	if up == nil || ng == nil || len(up.p99ByRound) < 2 {
+		return ""
+	}
+	added := ng.p99 - up.p99
+	lo, hi := slices.Min(up.p99ByRound), slices.Max(up.p99ByRound)
+	if added >= hi-lo {
+		return ""
+	}
+	return fmt.Sprintf("p99-added/nginx-p99-added: nginx-limit_req adds %sms to the upstream's p99, while the upstream's own p99 ranged %s–%sms over the rounds: the ratio is mostly noise",
+		ms(added), ms(lo), ms(hi))
+}

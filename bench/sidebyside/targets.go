@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The targets, in the order of the table.
+const (
+	tUpstream       = "upstream"
+	tNginxProxy     = "nginx-proxy"
+	tNginxLimitReq  = "nginx-limit_req"
+	tNginxDeny      = "nginx-deny"
+	tHAProxy        = "haproxy"
+	tCaddy          = "caddy"
+	tBare           = "bare-httputil"
+	tGatewayNone    = "gateway-nopolicy"
+	tGatewayLocal   = "gateway-local"
+	tGatewayRedis   = "gateway-redis"
+	tGatewayDeny    = "gateway-deny"
+	tGatewayDenyRed = "gateway-deny-redis"
+	tGatewayLLM     = "gateway-llm"
+)
+
+// target is one row of the table: what wrk loads, and what to expect.
+type target struct {
+	name  string
+	about string
+	url   string
+	// script is a wrk Lua script (the LLM target's POST); "" for GET.
+	script string
+	// deny marks a flood the target answers with 429s (all but the first).
+	deny bool
+	// counters, when set, is read before and after each run (Redis targets).
+	counters func(context.Context) (counters, error)
+}
+
+// spec says how to start a target.
+type spec struct {
+	name, about string
+	start       func(l *lab, ctx context.Context, t *target) error
+}
+
+// specs are every target the benchmark knows, in the table's order.
+var specs = []spec{
+	{tUpstream, "nginx `return 200` alone: the floor every proxy adds to", (*lab).upstreamTarget},
+	{tNginxProxy, "nginx proxy_pass, keepalive 64 to the upstream", (*lab).nginxTarget},
+	{tNginxLimitReq, "nginx limit_req per IP, burst + nodelay, never reached", (*lab).nginxTarget},
+	{tNginxDeny, "nginx limit_req per IP at 1r/m: a flood it denies", (*lab).nginxTarget},
+	{tHAProxy, "HAProxy stick-table http_req_rate per IP, never reached", (*lab).haproxyTarget},
+	{tCaddy, "Caddy reverse_proxy, defaults", (*lab).caddyTarget},
+	{tBare, "bare httputil.ReverseProxy (pooled transport, BufferPool)", (*lab).bareTarget},
+	{tGatewayNone, "gateway, a route with no policy", (*lab).gatewayTarget},
+	{tGatewayLocal, "gateway, token_bucket per IP, never reached", (*lab).gatewayTarget},
+	{tGatewayRedis, "gateway, Redis gcra per IP, never reached", (*lab).gatewayTarget},
+	{tGatewayDeny, "gateway, token_bucket per IP at 1/min: a flood it denies", (*lab).gatewayTarget},
+	{tGatewayDenyRed, "gateway, Redis gcra per IP at 1/min: a flood it denies", (*lab).gatewayTarget},
+	{tGatewayLLM, "gateway, llm: openai to builtin:openai-mock, token policy never reached", (*lab).gatewayTarget},
+}
+
+// gatewayPolicies are the gateway targets' policies (YAML flow style).
+// "Never reached": 10 million a second per key, where a loopback run
+// reaches tens of thousands.
+var gatewayPolicies = map[string]string{
+	tGatewayNone:    "",
+	tGatewayLocal:   "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
+	tGatewayRedis:   "{key: ip, algorithm: gcra, rate: 10000000, per: 1s}",
+	tGatewayDeny:    "{key: ip, algorithm: token_bucket, rate: 1, per: 1m}",
+	tGatewayDenyRed: "{key: ip, algorithm: gcra, rate: 1, per: 1m}",
+	tGatewayLLM:     "{key: ip, cost: tokens, rate: 1000000000, per: 1s}",
+}
+
+// lab holds the servers behind the targets. Servers several targets share
+// (the upstream, nginx's proxy instance, Redis) start once, when the first
+// target that needs them does.
+type lab struct {
+	ps       *procs
+	dir      string
+	gateway  string // binaries
+	bare     string
+	upstream string // host:port of the nginx upstream
+
+	nginx map[string]string // target → host:port, once nginx's proxy runs
+	redis string            // host:port, once Redis runs
+}
+
+// selectSpecs returns the specs named in only (comma-separated), or all.
+func selectSpecs(only string) ([]spec, error) {
+	if only == "" {
+		return specs, nil
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(only, ",") {
+		want[strings.TrimSpace(n)] = true
+	}
+	var out []spec
+	for _, s := range specs {
+		if want[s.name] {
+			out = append(out, s)
+			delete(want, s.name)
+		}
+	}
+	for n := range want {
+		return nil, fmt.Errorf("-only: unknown target %q", n)
+	}
+	return out, nil
+}
+
+// startTargets starts the upstream, then each selected target's servers,
+// and waits until each answers.
+func (l *lab) startTargets(ctx context.Context, sel []spec) ([]*target, error) {
+	if err := l.startUpstream(ctx); err != nil {
+		return nil, err
+	}
+	var out []*target
+	for _, s := range sel {
+		t := &target{name: s.name, about: s.about}
+		if err := s.start(l, ctx, t); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func (l *lab) startUpstream(ctx context.Context) error {
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	l.upstream = addr(ports[0])
+	dir := filepath.Join(l.dir, "nginx-upstream")
+	if err := render("nginx-upstream.conf", filepath.Join(dir, "nginx.conf"), map[string]string{"Dir": dir, "Listen": l.upstream}); err != nil {
+		return err
+	}
+	p, err := l.ps.start("nginx-upstream", dir, nil, "nginx", "-p", dir, "-e", "stderr", "-c", "nginx.conf", "-g", "daemon off;")
+	if err != nil {
+		return err
+	}
+	return p.waitHTTP(ctx, "http://"+l.upstream+"/")
+}
+
+func (l *lab) upstreamTarget(_ context.Context, t *target) error {
+	t.url = "http://" + l.upstream + "/"
+	return nil
+}
+
+// nginxTarget serves the three nginx targets from one nginx instance (2
+// workers), one server block each.
+func (l *lab) nginxTarget(ctx context.Context, t *target) error {
+	if l.nginx == nil {
+		ports, err := freePorts(3)
+		if err != nil {
+			return err
+		}
+		l.nginx = map[string]string{tNginxProxy: addr(ports[0]), tNginxLimitReq: addr(ports[1]), tNginxDeny: addr(ports[2])}
+		dir := filepath.Join(l.dir, "nginx-proxy")
+		data := map[string]string{"Dir": dir, "Upstream": l.upstream,
+			"Proxy": l.nginx[tNginxProxy], "LimitReq": l.nginx[tNginxLimitReq], "Deny": l.nginx[tNginxDeny]}
+		if err := render("nginx-proxy.conf", filepath.Join(dir, "nginx.conf"), data); err != nil {
+			return err
+		}
+		p, err := l.ps.start("nginx-proxy", dir, nil, "nginx", "-p", dir, "-e", "stderr", "-c", "nginx.conf", "-g", "daemon off;")
+		if err != nil {
+			return err
+		}
+		// The proxy block only: a GET of the deny block would take its
+		// one request a minute, which is harmless but not needed.
+		if err := p.waitHTTP(ctx, "http://"+l.nginx[tNginxProxy]+"/"); err != nil {
+			return err
+		}
+	}
+	t.url = "http://" + l.nginx[t.name] + "/"
+	t.deny = t.name == tNginxDeny
+	return nil
+}
+
+func (l *lab) haproxyTarget(ctx context.Context, t *target) error {
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(l.dir, "haproxy")
+	if err := render("haproxy.cfg", filepath.Join(dir, "haproxy.cfg"), map[string]string{"Listen": addr(ports[0]), "Upstream": l.upstream}); err != nil {
+		return err
+	}
+	p, err := l.ps.start("haproxy", dir, nil, "haproxy", "-db", "-f", "haproxy.cfg")
+	if err != nil {
+		return err
+	}
+	t.url = "http://" + addr(ports[0]) + "/"
+	return p.waitHTTP(ctx, t.url)
+}
+
+func (l *lab) caddyTarget(ctx context.Context, t *target) error {
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(l.dir, "caddy")
+	if err := render("Caddyfile", filepath.Join(dir, "Caddyfile"), map[string]any{"Port": ports[0], "Upstream": l.upstream}); err != nil {
+		return err
+	}
+	// Caddy keeps state under $HOME / XDG dirs: keep it in the temp dir.
+	env := []string{"HOME=" + dir, "XDG_DATA_HOME=" + dir, "XDG_CONFIG_HOME=" + dir}
+	p, err := l.ps.start("caddy", dir, env, "caddy", "run", "--config", "Caddyfile", "--adapter", "caddyfile")
+	if err != nil {
+		return err
+	}
+	t.url = "http://" + addr(ports[0]) + "/"
+	return p.waitHTTP(ctx, t.url)
+}
+
+func (l *lab) bareTarget(ctx context.Context, t *target) error {
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	p, err := l.ps.start("bareproxy", l.dir, nil, l.bare, "-listen", addr(ports[0]), "-upstream", "http://"+l.upstream)
+	if err != nil {
+		return err
+	}
+	t.url = "http://" + addr(ports[0]) + "/"
+	return p.waitHTTP(ctx, t.url)
+}
+
+// gatewayTarget starts one gateway process for t, alone with its config.
+func (l *lab) gatewayTarget(ctx context.Context, t *target) error {
+	redis := t.name == tGatewayRedis || t.name == tGatewayDenyRed
+	if redis && l.redis == "" {
+		if err := l.startRedis(ctx); err != nil {
+			return err
+		}
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return err
+	}
+	cfg := gatewayConfig{
+		Name:     t.name,
+		About:    t.about,
+		Listen:   addr(ports[0]),
+		Upstream: "http://" + l.upstream,
+		LLM:      t.name == tGatewayLLM,
+		Policy:   gatewayPolicies[t.name],
+	}
+	if redis {
+		// The admin listener serves /metrics, read around each run.
+		cfg.Admin, cfg.Redis = addr(ports[1]), l.redis
+	}
+	path := filepath.Join(l.dir, t.name+".yaml")
+	if err := render("gateway.yaml", path, cfg); err != nil {
+		return err
+	}
+	p, err := l.ps.start(t.name, l.dir, nil, l.gateway, "serve", "-config", path)
+	if err != nil {
+		return err
+	}
+	t.url = "http://" + cfg.Listen + "/"
+	t.deny = t.name == tGatewayDeny || t.name == tGatewayDenyRed
+	if cfg.LLM {
+		t.url = "http://" + cfg.Listen + "/v1/chat/completions"
+		t.script = filepath.Join(l.dir, "llm.lua")
+		if err := render("llm.lua", t.script, map[string]string{"Body": llmBody}); err != nil {
+			return err
+		}
+	}
+	if redis {
+		metrics, redisAddr := "http://"+cfg.Admin+"/metrics", l.redis
+		t.counters = func(ctx context.Context) (counters, error) { return readCounters(ctx, metrics, redisAddr) }
+	}
+	// A TCP connect, not a GET: a deny target's GET would be its one
+	// admitted request, and an LLM route answers GET / with 404 anyway.
+	if err := p.waitTCP(ctx, cfg.Listen); err != nil {
+		return err
+	}
+	if cfg.Admin != "" {
+		return p.waitTCP(ctx, cfg.Admin)
+	}
+	return nil
+}
+
+func (l *lab) startRedis(ctx context.Context) error {
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(l.dir, "redis")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	p, err := l.ps.start("redis", dir, nil, "redis-server", "--port", fmt.Sprint(ports[0]), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir)
+	if err != nil {
+		return err
+	}
+	if err := p.waitTCP(ctx, addr(ports[0])); err != nil {
+		return err
+	}
+	l.redis = addr(ports[0])
+	return nil
+}
