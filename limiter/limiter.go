@@ -13,6 +13,7 @@ package limiter
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -115,9 +116,9 @@ func (l Limit) Per() string {
 func ShortDuration(d time.Duration) string {
 	switch {
 	case d > 0 && d%time.Hour == 0:
-		return fmt.Sprintf("%dh", d/time.Hour)
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
 	case d > 0 && d%time.Minute == 0:
-		return fmt.Sprintf("%dm", d/time.Minute)
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
 	}
 	return d.String()
 }
