@@ -88,7 +88,7 @@ func (r *Limiter) prepare(checks []limiter.Check) (ds []limiter.Decision, ops []
 		if den, at, hit := r.denials.lookup(op.denialKey(), op.cost, r.clock); hit {
 			r.stats.denialHits.Add(1)
 			ds[i].Reason = limiter.ReasonDenialCached
-			ds[i].RetryAfter = time.Duration(den.until - at.UnixNano())
+			ds[i].RetryAfter = max(0, time.Duration(den.until-at.UnixNano()))
 			ds[i].ResetAfter = max(ds[i].RetryAfter, time.Duration(den.resetAt-at.UnixNano()))
 			return ds, nil, nil, true
 		}
@@ -176,8 +176,13 @@ func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *held, sent t
 			u.ops = append(u.ops, op)
 		}
 		// A slot frees whenever a request ends: no denial of one is cached.
-		if !d.Allowed && d.RetryAfter > 0 && op.check.Rule.Algorithm != limiter.SharedConcurrency {
+		switch {
+		case !d.Allowed && d.RetryAfter > 0 && op.check.Rule.Algorithm != limiter.SharedConcurrency:
 			r.denials.put(op.denialKey(), op.cost, now, now.Add(d.RetryAfter), now.Add(max(d.ResetAfter, d.RetryAfter)))
+		case d.Allowed && r.denials.len() > 0:
+			// The key may be one whose denial others answer from while this
+			// request refreshed it: they stop now.
+			r.denials.forget(op.denialKey())
 		}
 	}
 }

@@ -47,9 +47,12 @@ const maxDenialTrust = time.Second
 // dropped on lookup and swept now and then. It is safe for concurrent use.
 type denialCache struct {
 	m *shardmap.Map[denialKey, denial]
+	// refresh is how long one request has to ask Redis again about a
+	// denial no longer trusted, while the others go on answering from it.
+	refresh time.Duration
 }
 
-func newDenialCache(size int) *denialCache {
+func newDenialCache(size int, refresh time.Duration) *denialCache {
 	if size <= 0 {
 		size = DefaultDenialCacheSize
 	}
@@ -59,7 +62,7 @@ func newDenialCache(size int) *denialCache {
 		Expired:    func(d denial, now int64) bool { return now >= d.trust },
 		Score:      func(d denial) int64 { return d.trust }, // the one expiring first goes first
 		SweepEvery: denialSweepEvery,
-	})}
+	}), refresh: refresh}
 }
 
 // get returns the live denial for k that covers a request of cost: one
@@ -82,8 +85,21 @@ func (c *denialCache) lookup(k denialKey, cost int64, clock func() time.Time) (d
 	if !ok {
 		return denial{}, now, false
 	}
-	if now.UnixNano() >= d.trust {
-		sh.Delete(k)
+	if n := now.UnixNano(); n >= d.trust {
+		if n >= d.until || n >= d.trust+int64(c.refresh) {
+			// Redis's retry time has come (the key may admit many now: all
+			// ask), or nobody refreshed the entry in time.
+			sh.Delete(k)
+			return denial{}, now, false
+		}
+		// Trusted no longer, though Redis said denied for longer (the
+		// maxDenialTrust cap): one request asks Redis again, and while it
+		// does the others keep answering from the denial (Redis's answer
+		// replaces it, or an admission forgets it). A flood on a key denied
+		// for minutes costs one call per trust period, not one per waiting
+		// request.
+		d.trust = n + int64(c.refresh)
+		sh.Set(k, d, n)
 		return denial{}, now, false
 	}
 	return d, now, cost >= d.cost

@@ -1,8 +1,10 @@
 package redislimit
 
 import (
+	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,7 +22,7 @@ func TestDenialCacheAtFixedInstants(t *testing.T) {
 	other := denialKey{policy: "p", limit: lim, key: digestKey("other")}
 	otherLimit := denialKey{policy: "p", limit: limiter.Limit{Rate: 20, Period: time.Second}, key: digestKey("client")}
 
-	c := newDenialCache(0)
+	c := newDenialCache(0, testRefresh)
 	c.put(k, 2, at(0), at(100), at(500)) // denied at cost 2 until 100ms
 
 	steps := []struct {
@@ -60,6 +62,27 @@ func TestDenialCacheAtFixedInstants(t *testing.T) {
 			t.Fatal("got hit, want none")
 		}
 	})
+	t.Run("a denial longer than its trust is refreshed by one request", func(t *testing.T) {
+		c := newDenialCache(0, testRefresh)
+		c.put(k, 1, at(0), at(60_000), at(60_000)) // denied for a minute: trusted for a second
+		for _, st := range []struct {
+			name string
+			now  int
+			hit  bool
+		}{
+			{"trusted", 999, true},
+			{"trust over: this request asks redis", 1000, false},
+			{"the others answer from it meanwhile", 1030, true},
+			{"no answer within the refresh window: another request asks", 1050, false},
+			{"and the others answer from it meanwhile", 1051, true},
+			{"nobody asked for a whole window: dropped", 1200, false},
+			{"dropped", 1201, false},
+		} {
+			if _, hit := c.get(k, 1, at(st.now)); hit != st.hit {
+				t.Fatalf("%s: hit %v, want %v", st.name, hit, st.hit)
+			}
+		}
+	})
 	t.Run("a wider entry is not narrowed", func(t *testing.T) {
 		c.put(k, 1, at(0), at(300), at(300))
 		c.put(k, 3, at(10), at(200), at(200)) // a concurrent, narrower denial
@@ -72,7 +95,7 @@ func TestDenialCacheAtFixedInstants(t *testing.T) {
 func TestDenialCacheIsBounded(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const size = 640 // 10 per shard
-	c := newDenialCache(size)
+	c := newDenialCache(size, testRefresh)
 	lim := limiter.Limit{Rate: 1, Period: time.Minute}
 	// A flood of distinct denied keys, all live.
 	for i := 0; i < 20*size; i++ {
@@ -94,7 +117,7 @@ func TestDenialCacheIsBounded(t *testing.T) {
 }
 
 func TestDenialCacheConcurrentUse(t *testing.T) {
-	c := newDenialCache(1000)
+	c := newDenialCache(1000, testRefresh)
 	now := time.Now()
 	lim := limiter.Limit{Rate: 1, Period: time.Second}
 	var wg sync.WaitGroup
@@ -154,5 +177,55 @@ func TestDenialCacheCutsRedisCalls(t *testing.T) {
 				t.Fatalf("got %.3f redis calls per denied request, want at most 0.1", perDenied)
 			}
 		})
+	}
+}
+
+// testRefresh is the denial caches' refresh window in these tests.
+const testRefresh = 50 * time.Millisecond
+
+// 64 goroutines flooding one denied key for 2.2 s: when the cache stops
+// trusting the denial (each second), one request asks Redis again while the
+// others answer from it, so Redis sees about one call per second, not one
+// per waiting goroutine.
+func TestDenialCacheRefreshedByOneRequest(t *testing.T) {
+	s := redistest.Start(t)
+	r := newTestRedis(t, newTestClient(t, 2*time.Second, s.Addr()), Config{Timeout: 200 * time.Millisecond})
+	e := newTestEngine(t, r)
+	check := limiter.Check{Rule: &limiter.Rule{Name: "flooded", Algorithm: limiter.GCRA}, Limit: limiter.Limit{Rate: 1, Period: time.Hour, Burst: 1}, Key: "k"}
+	if v, err := e.Decide(context.Background(), []limiter.Check{check}); err != nil || !v.Allowed {
+		t.Fatalf("first: %+v %v", v, err)
+	}
+	// The denial Redis gives next is what the cache remembers.
+	if v, err := e.Decide(context.Background(), []limiter.Check{check}); err != nil || v.Allowed {
+		t.Fatalf("second: %+v %v, want denied", v, err)
+	}
+	before := r.Stats().RoundTrips
+	stop := time.Now().Add(2200 * time.Millisecond)
+	var wg sync.WaitGroup
+	var admitted, denied atomic.Int64
+	for range 64 {
+		wg.Go(func() {
+			for n := 0; n < 1_000_000 && time.Now().Before(stop); n++ {
+				v, err := e.Decide(context.Background(), []limiter.Check{check})
+				switch {
+				case err != nil:
+					t.Error(err)
+					return
+				case v.Allowed:
+					admitted.Add(1)
+				default:
+					denied.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	trips := r.Stats().RoundTrips - before
+	t.Logf("64 goroutines, 2.2s: %d denied, %d admitted, %d round trips", denied.Load(), admitted.Load(), trips)
+	if admitted.Load() != 0 {
+		t.Fatalf("admitted %d on an exhausted key", admitted.Load())
+	}
+	if trips > 6 {
+		t.Fatalf("%d round trips in 2.2s, want about one per second (at most 6)", trips)
 	}
 }

@@ -152,7 +152,7 @@ func New(client Client, cfg Config) (*Limiter, error) {
 		clock:         cfg.Clock,
 		log:           cfg.Logger,
 		local:         cfg.Local,
-		denials:       newDenialCache(cfg.DenialCacheSize),
+		denials:       newDenialCache(cfg.DenialCacheSize, cmp.Or(cfg.Timeout, DefaultTimeout)),
 	}
 	if r.clock == nil {
 		r.clock = time.Now
