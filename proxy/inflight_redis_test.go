@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
-	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 )
 
@@ -37,16 +36,7 @@ policies:
 	var bases [2]string
 	var settled [2]<-chan struct{}
 	for i := range bases {
-		r, err := redislimit.New(client, redislimit.Config{Timeout: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
-		e, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bases[i], settled[i] = gatewayOn(t, yaml, upURL, e)
+		bases[i], settled[i] = gatewayOn(t, yaml, upURL, engineOn(t, client))
 	}
 	leases := func() int64 {
 		t.Helper()

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratelimit-gateway/gateway/builtin"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -83,6 +85,13 @@ func sharedEngine(t *testing.T) *limiter.Engine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
+	return engineOn(t, client)
+}
+
+// engineOn returns an engine (one instance of the gateway's limiter) whose
+// shared policies live on client's Redis.
+func engineOn(t *testing.T, client redis.UniversalClient) *limiter.Engine {
+	t.Helper()
 	r, err := redislimit.New(client, redislimit.Config{Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
