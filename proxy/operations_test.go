@@ -407,8 +407,9 @@ policies:
 }
 
 // on_limit: delay on a shared algorithm: 8 concurrent requests on a gcra
-// key of 20/s with a burst of 1 are all admitted, 7 of them after waiting
-// their turn on Redis.
+// key of 4/s with a burst of 1 are all admitted, 7 of them after waiting
+// their turn on Redis (a token every 250ms: a request would have to start
+// that late to find one without waiting).
 func TestDelayOnRedis(t *testing.T) {
 	up := newUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	snap := compileYAML(t, `
@@ -416,7 +417,7 @@ redis: {addrs: ['127.0.0.1:1']}
 routes:
   - {name: r, upstream: "`+up.URL+`", match: {path_prefix: /}, policies: [paced]}
 policies:
-  paced: {key: ip, algorithm: gcra, rate: 20, per: 1s, burst: 1, on_limit: delay, max_delay: 2s, max_waiters: 10}
+  paced: {key: ip, algorithm: gcra, rate: 4, per: 1s, burst: 1, on_limit: delay, max_delay: 5s, max_waiters: 10}
 `)
 	obs := newRecordingObserver()
 	srv, h := newGateway(t, snap, sharedEngine(t), gatewayOpts{})
@@ -436,7 +437,7 @@ policies:
 		t.Fatalf("admitted %d of 8, want all after their turn", ok.Load())
 	}
 	if got := obs.get(obs.policies, "r/paced/delayed"); got != 7 {
-		t.Fatalf("delayed %d, want 7 (one token at once, then one per 50ms)", got)
+		t.Fatalf("delayed %d, want 7 (one token at once, then one per 250ms)", got)
 	}
 }
 
