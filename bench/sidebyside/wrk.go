@@ -71,7 +71,7 @@ func parseWrk(out string) (sample, error) {
 		case len(f) == 2 && f[0] == "Requests/sec:":
 			v, err := strconv.ParseFloat(f[1], 64)
 			if err != nil {
-				return sample{}, fmt.Errorf("Requests/sec: %w", err)
+				return sample{}, fmt.Errorf("parsing Requests/sec: %w", err)
 			}
 			r.RPS, seen.rps = v, true
 		case len(f) == 2 && (f[0] == "50%" || f[0] == "99%"):

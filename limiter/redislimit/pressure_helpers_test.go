@@ -201,15 +201,6 @@ func halted(halt <-chan struct{}) bool {
 	}
 }
 
-// denied is the number of plain denials of every check together.
-func (r floodResult) denied() int {
-	n := 0
-	for _, d := range r.denials {
-		n += d.n
-	}
-	return n
-}
-
 // span is a flood's timing: outer runs from the first request sent to the
 // last answer (every decision happened inside it: the upper bounds use it);
 // inner from the first answer to the last request sent (decisions were
@@ -245,15 +236,6 @@ func (s *span) merge(o span, first bool) {
 	s.lastSent = maxTime(s.lastSent, o.lastSent)
 	s.firstRecv = minTime(s.firstRecv, o.firstRecv)
 	s.lastRecv = maxTime(s.lastRecv, o.lastRecv)
-}
-
-// spanOf is the span of some outcomes.
-func spanOf(os []outcome) span {
-	var s span
-	for _, o := range os {
-		s.add(o)
-	}
-	return s
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -52,9 +52,7 @@ func FuzzStreamWatcher(f *testing.F) {
 func isLineSubsequence(out, in []byte) bool {
 	lines := bytes.SplitAfter(in, []byte("\n"))
 	for _, l := range lines {
-		if bytes.HasPrefix(out, l) {
-			out = out[len(l):]
-		}
+		out = bytes.TrimPrefix(out, l)
 	}
 	return len(out) == 0
 }
