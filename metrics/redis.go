@@ -29,7 +29,7 @@ type redisCollector struct {
 	stats atomic.Pointer[func() redislimit.Stats]
 
 	roundTrips, errors, timeouts, overloaded, failFast *prometheus.Desc
-	pipelines                                          *prometheus.Desc
+	pipelines, leasesLost, renewErrors                 *prometheus.Desc
 	failureMode, breakerOpen, breakerOpens             *prometheus.Desc
 	denialHits, denialKeys                             *prometheus.Desc
 	refunds, refundErrors, scriptReloads               *prometheus.Desc
@@ -40,10 +40,12 @@ func newRedisCollector() *redisCollector {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &redisCollector{
-		roundTrips: d("gateway_redis_round_trips_total", "Decisions that asked Redis (one round trip each)."),
-		pipelines:  d("gateway_redis_pipelines_total", "Pipelines sent to Redis; under load one carries many decisions' round trips."),
-		errors:     d("gateway_redis_errors_total", "Round trips in which at least one Redis command failed."),
-		timeouts:   d("gateway_redis_timeouts_total", "Round trips that ran out of time (a subset of gateway_redis_errors_total)."),
+		roundTrips:  d("gateway_redis_round_trips_total", "Decisions that asked Redis (one round trip each)."),
+		pipelines:   d("gateway_redis_pipelines_total", "Pipelines sent to Redis; under load one carries many decisions' round trips."),
+		leasesLost:  d("gateway_redis_leases_lost_total", "In-flight leases found lapsed while their requests ran (the slot may have gone to another)."),
+		renewErrors: d("gateway_redis_lease_renew_errors_total", "In-flight lease renewals that failed."),
+		errors:      d("gateway_redis_errors_total", "Round trips in which at least one Redis command failed."),
+		timeouts:    d("gateway_redis_timeouts_total", "Round trips that ran out of time (a subset of gateway_redis_errors_total)."),
 		overloaded: d("gateway_redis_overloaded_total",
 			"Decisions denied because this instance could not get them answered in time (no free connection within queue_timeout, or a timeout while Redis answered others)."),
 		failFast: d("gateway_redis_fail_fast_total", "Decisions answered by the failure modes without asking Redis, the breaker being open."),
@@ -62,7 +64,7 @@ func newRedisCollector() *redisCollector {
 // Describe implements prometheus.Collector.
 func (c *redisCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.roundTrips, c.errors, c.timeouts, c.overloaded, c.failFast, c.pipelines,
+		c.roundTrips, c.errors, c.timeouts, c.overloaded, c.failFast, c.pipelines, c.leasesLost, c.renewErrors,
 		c.failureMode, c.breakerOpen, c.breakerOpens, c.denialHits, c.denialKeys,
 		c.refunds, c.refundErrors, c.scriptReloads,
 	} {
@@ -85,6 +87,8 @@ func (c *redisCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(c.roundTrips, st.RoundTrips)
 	counter(c.pipelines, st.Pipelines)
+	counter(c.leasesLost, st.LeasesLost)
+	counter(c.renewErrors, st.RenewErrors)
 	counter(c.errors, st.Errors)
 	counter(c.timeouts, st.Timeouts)
 	counter(c.overloaded, st.Overloaded)

@@ -98,7 +98,9 @@ func (h *held) RenewEvery() time.Duration {
 
 // Renew implements limiter.Renewer, in one pipeline bounded by the timeout.
 // A lease found lapsed (Redis unreachable for a whole lease, or a pause) is
-// logged: its slot may already be another request's.
+// logged and counted (Stats.LeasesLost): its slot may already be another
+// request's, so the key may briefly have one more request in flight than
+// its limit.
 func (h *held) Renew(ctx context.Context) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -117,8 +119,13 @@ func (h *held) Renew(ctx context.Context) {
 	r.exec(ctx, cmds)
 	for i, c := range cmds {
 		n, err := c.Int64()
-		if err == nil && n == 1 {
+		switch {
+		case err == nil && n == 1:
 			continue
+		case err == nil:
+			r.stats.leasesLost.Add(1)
+		default:
+			r.stats.renewErrors.Add(1)
 		}
 		if m, ok := r.errLog.allow(r.clock()); ok {
 			r.log.Warn("redis limiter: renewing an in-flight lease failed", "policy", ls[i].check.Rule.Name,

@@ -274,3 +274,40 @@ func TestSharedConcurrencyClusterRefund(t *testing.T) {
 		t.Fatalf("leases at the end: got %d, want 0", got)
 	}
 }
+
+// A lease that lapsed while its request ran (forced here: the lease set is
+// deleted, as a Redis failover could) is found by the next renewal, logged
+// and counted as lost; renewing it does not bring it back.
+func TestSharedConcurrencyLostLeaseCounted(t *testing.T) {
+	s := redistest.Start(t)
+	c := newTestClient(t, semanticsTimeout, s.Addr())
+	r := newTestRedis(t, c, Config{})
+	e := newTestEngine(t, r)
+	ctx := context.Background()
+	v, res, err := e.Reserve(ctx, []limiter.Check{leaseCheck("tenant-l", 1, 60*time.Millisecond)})
+	if err != nil || !v.Allowed {
+		t.Fatalf("reserve: %v %v", v.Allowed, err)
+	}
+	if err := c.Del(ctx, leaseKey("tenant-l")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	stop := res.KeepAlive(ctx) // renews every 20ms
+	deadline := time.Now().Add(10 * time.Second)
+	for r.Stats().LeasesLost == 0 {
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatal("no renewal counted the lapsed lease as lost")
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
+	}
+	stop()
+	if err := res.Done(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := zcard(t, c, leaseKey("tenant-l")); got != 0 {
+		t.Fatalf("a lost lease was brought back: %d leases", got)
+	}
+	if st := r.Stats(); st.RenewErrors != 0 {
+		t.Fatalf("renew errors %d with a healthy Redis, want 0", st.RenewErrors)
+	}
+}

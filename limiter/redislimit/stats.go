@@ -42,6 +42,10 @@ type Stats struct {
 	// ScriptReloads counts round trips that had to re-send scripts as EVAL
 	// because Redis had lost its script cache.
 	ScriptReloads uint64
+	// LeasesLost counts in-flight leases a renewal found lapsed (their
+	// requests were still running); RenewErrors counts renewals that failed.
+	LeasesLost  uint64
+	RenewErrors uint64
 	// BreakerOpens counts how often the circuit breaker opened.
 	BreakerOpens uint64
 	// BreakerOpen reports whether the breaker is open or probing now.
@@ -55,7 +59,7 @@ type redisCounters struct {
 	failedOpen, failedClosed, localFallbacks atomic.Uint64
 	denialHits, refunds, refundErrors        atomic.Uint64
 	scriptReloads, overloaded                atomic.Uint64
-	pipelines                                atomic.Uint64
+	pipelines, leasesLost, renewErrors       atomic.Uint64
 	timeouts                                 atomic.Uint64
 }
 
@@ -65,6 +69,8 @@ func (r *Limiter) Stats() Stats {
 	return Stats{
 		RoundTrips:      c.roundTrips.Load(),
 		Pipelines:       c.pipelines.Load(),
+		LeasesLost:      c.leasesLost.Load(),
+		RenewErrors:     c.renewErrors.Load(),
 		Errors:          c.errors.Load(),
 		Timeouts:        c.timeouts.Load(),
 		FailFast:        c.failFast.Load(),
