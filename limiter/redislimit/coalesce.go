@@ -29,7 +29,11 @@ const maxBatch = 128
 // pipelines ahead of it, each bounded by its members' deadlines.
 type coalescer struct {
 	exec func(ctx context.Context, cmds []*redis.Cmd)
-	max  int
+	// merge, when set, may replace a batch's commands by fewer that do the
+	// same (several script calls as one); split then puts the replies back
+	// into the original commands.
+	merge func(cmds []*redis.Cmd) (merged []*redis.Cmd, split func())
+	max   int
 
 	mu      sync.Mutex
 	running int
@@ -46,8 +50,8 @@ type call struct {
 	done chan struct{}
 }
 
-func newCoalescer(max int, exec func(context.Context, []*redis.Cmd)) *coalescer {
-	return &coalescer{exec: exec, max: max}
+func newCoalescer(max int, exec func(context.Context, []*redis.Cmd), merge func([]*redis.Cmd) ([]*redis.Cmd, func())) *coalescer {
+	return &coalescer{exec: exec, merge: merge, max: max}
 }
 
 // do sends cmds, alone or with other calls', and returns once their
@@ -103,7 +107,13 @@ func (co *coalescer) send(leader *call, batch []*call) {
 		ctx, cancel = context.WithDeadline(ctx, dl)
 		defer cancel()
 	}
-	co.exec(ctx, cmds)
+	if co.merge != nil && len(batch) > 1 {
+		merged, split := co.merge(cmds)
+		co.exec(ctx, merged)
+		split()
+	} else {
+		co.exec(ctx, cmds)
+	}
 	for _, c := range batch {
 		if c != leader {
 			close(c.done)

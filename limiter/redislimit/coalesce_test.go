@@ -39,7 +39,7 @@ func TestCoalescerSendsEveryCallOnceInSharedPipelines(t *testing.T) {
 			c.SetVal(c.Args()[1])
 		}
 		inFlight.Add(-1)
-	})
+	}, nil)
 	var wg sync.WaitGroup
 	var queued atomic.Int64
 	for i := range calls {
@@ -108,4 +108,78 @@ func TestPipelinesGatherConcurrentDecisions(t *testing.T) {
 		t.Fatalf("pipelines %d for %d round trips: want them shared", st.Pipelines, st.RoundTrips)
 	}
 	t.Logf("640 decisions: %d round trips in %d pipelines, %d denied from the cache", st.RoundTrips, st.Pipelines, st.DenialCacheHits)
+}
+
+// Merged decisions are the decisions made one by one: on a real Redis, a
+// pipeline of decideScript calls merged into one decideManyScript call
+// gives each call its own reply, each request all or nothing, in order
+// (the second request on a key of burst 1 sees the first one's record),
+// and leaves other commands alone.
+func TestMergedDecisionsAreSequential(t *testing.T) {
+	s := redistest.Start(t)
+	client := newTestClient(t, 2*time.Second, s.Addr())
+	r := newTestRedis(t, client, Config{Timeout: 2 * time.Second})
+	ctx := context.Background()
+	decide := func(key string, checks ...limiter.Check) *redis.Cmd {
+		ops := make([]*sharedOp, len(checks))
+		var keys []string
+		args := []any{len(checks), string(modeRecord)}
+		for i, c := range checks {
+			ops[i] = &sharedOp{check: c, cost: 1, digest: digestKey(key)}
+			ops[i].base = redisBaseKey(c.Rule.Name, ops[i].digest)
+			switch c.Rule.Algorithm {
+			case limiter.GCRA:
+				keys = append(keys, gcraKeyPrefix+ops[i].base, gcraKeyPrefix+ops[i].base)
+			case limiter.FixedWindow:
+				keys = append(keys, ops[i].base+fixedSuffix, ops[i].base+fixedSuffix)
+			}
+			args = append(args, string(c.Rule.Algorithm), c.Limit.Rate, c.Limit.Period.Microseconds(), c.Limit.Quota(), int64(1), "")
+		}
+		return newEvalCmd(ctx, "evalsha", decideScript.Hash(), keys, args)
+	}
+	one := limiter.Check{Rule: &limiter.Rule{Name: "m-gcra", Algorithm: limiter.GCRA}, Limit: limiter.Limit{Rate: 1, Period: time.Hour, Burst: 1}}
+	win := limiter.Check{Rule: &limiter.Rule{Name: "m-fixed", Algorithm: limiter.FixedWindow}, Limit: limiter.Limit{Rate: 5, Period: time.Hour, Burst: 5}}
+	ping := redis.NewCmd(ctx, "ping")
+	cmds := []*redis.Cmd{
+		decide("a", one, win), // admitted: both recorded
+		ping,
+		decide("a", one, win), // gcra denies: nothing recorded, the window keeps 4
+		decide("b", one),      // another key: admitted
+	}
+	merged, split := mergeDecides(cmds)
+	if len(merged) != 2 {
+		t.Fatalf("merged into %d commands, want 2 (the ping and one script call)", len(merged))
+	}
+	r.execNow(ctx, merged)
+	split()
+	if v, err := ping.Result(); err != nil || v != "PONG" {
+		t.Fatalf("ping: %v %v", v, err)
+	}
+	want := []struct {
+		allowed  []bool
+		recorded bool
+	}{{[]bool{true, true}, true}, {[]bool{false, true}, false}, {[]bool{true}, true}}
+	for i, c := range []*redis.Cmd{cmds[0], cmds[2], cmds[3]} {
+		v, err := c.Result()
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		replies, recorded, err := parseDecideReply(v, len(want[i].allowed))
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		for j, rep := range replies {
+			if rep.allowed != want[i].allowed[j] {
+				t.Fatalf("call %d check %d: allowed %v, want %v", i, j, rep.allowed, want[i].allowed[j])
+			}
+		}
+		if recorded != want[i].recorded {
+			t.Fatalf("call %d: recorded %v, want %v", i, recorded, want[i].recorded)
+		}
+	}
+	// The window counted the first request only.
+	v, err := client.Get(ctx, redisBaseKey("m-fixed", digestKey("a"))+fixedSuffix).Int64()
+	if err != nil || v != 1 {
+		t.Fatalf("fixed window count %d %v, want 1", v, err)
+	}
 }

@@ -166,7 +166,11 @@ func New(client Client, cfg Config) (*Limiter, error) {
 	}
 	r.breaker = newBreaker(r.clock, cmp.Or(cfg.BreakerFailures, DefaultBreakerFailures), r.cooldown)
 	if cfg.Pipelines >= 0 {
-		r.co = newCoalescer(cmp.Or(cfg.Pipelines, DefaultPipelines), r.execNow)
+		var merge func([]*redis.Cmd) ([]*redis.Cmd, func())
+		if !r.cluster { // a Cluster's calls live in different slots: no script spans them
+			merge = mergeDecides
+		}
+		r.co = newCoalescer(cmp.Or(cfg.Pipelines, DefaultPipelines), r.execNow, merge)
 	}
 
 	var nonce [6]byte
@@ -180,7 +184,7 @@ func New(client Client, cfg Config) (*Limiter, error) {
 		script *redis.Script
 		src    string
 	}{
-		{decideScript, decideSrc}, {gcraAdjustScript, gcraAdjustSrc},
+		{decideScript, decideSrc}, {decideManyScript, decideManySrc}, {gcraAdjustScript, gcraAdjustSrc},
 		{slidingAdjustScript, slidingAdjustSrc}, {fixedAdjustScript, fixedAdjustSrc},
 		{concurrencyReleaseScript, concurrencyReleaseSrc}, {concurrencyRenewScript, concurrencyRenewSrc},
 	} {

@@ -38,40 +38,74 @@ import (
 //
 // Each algorithm's Lua is in its own file: gcraLua, slidingLua, fixedLua,
 // concurrencyLua.
-const decideSrc = `
+const decideSrc = decidePrelude + `
+local n, peek = tonumber(ARGV[1]), ARGV[2] == "peek"
+local reply = {}
+decide(n, peek, 2, 0, reply)
+return reply
+`
+
+// decidePrelude reads Redis's clock and defines every algorithm and
+// decide(n, peek, a, k, reply), which decides the n checks whose arguments
+// follow ARGV[a] and whose keys follow KEYS[k], appends their replies and
+// the recorded flag to reply, and returns the next argument and key
+// positions.
+const decidePrelude = `
 local t = redis.call("TIME")
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 ` + gcraLua + slidingLua + fixedLua + concurrencyLua + `
-local n, peek = tonumber(ARGV[1]), ARGV[2] == "peek"
-local reply, records, all = {}, {}, true
-for i = 1, n do
-  local a = 2 + (i - 1) * 6
-  local alg, rate, period, burst, cost = ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  local k1, k2 = KEYS[2 * i - 1], KEYS[2 * i]
-  local res, record
-  if alg == "gcra" then
-    res, record = gcra(k1, rate, period, burst, cost)
-  elseif alg == "sliding_window" then
-    res, record = sliding(k1, k2, burst, period, cost, ARGV[a + 6])
-  elseif alg == "fixed_window" then
-    res, record = fixed(k1, burst, period, cost)
-  elseif alg == "shared_concurrency" then
-    res, record = concurrency(k1, burst, period, ARGV[a + 6])
-  else
-    return redis.error_reply("unknown algorithm " .. tostring(alg))
+local function decide(n, peek, a, k, reply)
+  local records, all = {}, true
+  for i = 1, n do
+    local alg, rate, period, burst, cost = ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+    local k1, k2 = KEYS[k + 1], KEYS[k + 2]
+    local res, record
+    if alg == "gcra" then
+      res, record = gcra(k1, rate, period, burst, cost)
+    elseif alg == "sliding_window" then
+      res, record = sliding(k1, k2, burst, period, cost, ARGV[a + 6])
+    elseif alg == "fixed_window" then
+      res, record = fixed(k1, burst, period, cost)
+    elseif alg == "shared_concurrency" then
+      res, record = concurrency(k1, burst, period, ARGV[a + 6])
+    else
+      error("unknown algorithm " .. tostring(alg))
+    end
+    if res[1] == 0 then all = false end
+    records[i] = record
+    for _, v in ipairs(res) do reply[#reply + 1] = v end
+    a, k = a + 6, k + 2
   end
-  if res[1] == 0 then all = false end
-  records[i] = record
-  for _, v in ipairs(res) do reply[#reply + 1] = v end
+  if peek then all = false end
+  if all then
+    for i = 1, n do records[i]() end
+  end
+  reply[#reply + 1] = all and 1 or 0
+  return a, k
 end
-if peek then all = false end
-if all then
-  for i = 1, n do records[i]() end
+`
+
+// decideManySrc is decideScript for several requests at once: the calls
+// that a shared pipeline carries (see coalescer), merged into one, so that
+// Redis runs one script and reads its clock once for all of them. Each
+// request stays all or nothing on its own, and they are decided in order,
+// each seeing what the ones before it recorded: as if called one by one.
+// ARGV[1] is the number of requests; then, per request, its decideScript
+// arguments (n, mode, 6 per check). KEYS are theirs, in order. The reply is
+// theirs, concatenated.
+const decideManySrc = decidePrelude + `
+local groups = tonumber(ARGV[1])
+local reply = {}
+local a, k = 1, 0
+for g = 1, groups do
+  local n, peek = tonumber(ARGV[a + 1]), ARGV[a + 2] == "peek"
+  a, k = decide(n, peek, a + 2, k, reply)
 end
-reply[#reply + 1] = all and 1 or 0
 return reply
 `
+
+var decideManyScript = redis.NewScript(decideManySrc)
 
 var decideScript = redis.NewScript(decideSrc)
 
