@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -36,8 +35,9 @@ type idemRequest struct {
 }
 
 // readIdempotency returns the idempotency of r on route, nil when none
-// applies, with r's body read (bounded by the route's limit) so that it
-// can be fingerprinted and then forwarded. A problem is an HTTP status and a
+// applies, with r's body held (see readBody) so that it can be
+// fingerprinted and then forwarded; on an llm route the body the call
+// step already read is used, not read again. A problem is an HTTP status and a
 // message.
 func readIdempotency(w http.ResponseWriter, r *http.Request, route *policies.Route) (*http.Request, *idemRequest, int, string) {
 	cfg := route.Idempotency
@@ -55,13 +55,9 @@ func readIdempotency(w http.ResponseWriter, r *http.Request, route *policies.Rou
 	case !validIdempotencyKey(vs[0]):
 		return r, nil, http.StatusBadRequest, fmt.Sprintf("the %s header must be 1 to %d visible ASCII characters", cfg.Header, maxIdempotencyKey)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(rawWriter(w), r.Body, max(route.MaxBodyBytes, 1)))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return r, nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds this route's limit of %d bytes", tooLarge.Limit)
-		}
-		return r, nil, http.StatusBadRequest, "the request body could not be read"
+	r, body, status, msg := readBody(w, r, route)
+	if status != 0 {
+		return r, nil, status, msg
 	}
 	h := sha256.New()
 	for _, s := range []string{r.Method, r.URL.Path, r.URL.RawQuery} {
@@ -71,14 +67,7 @@ func readIdempotency(w http.ResponseWriter, r *http.Request, route *policies.Rou
 	h.Write(body)
 	idem := &idemRequest{cfg: cfg, clientKey: vs[0]}
 	h.Sum(idem.fp[:0])
-	out := r.Clone(r.Context())
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	out.ContentLength = int64(len(body))
-	if len(body) > 0 || r.ContentLength >= 0 {
-		out.Header.Set("Content-Length", strconv.Itoa(len(body)))
-	}
-	out.TransferEncoding = nil
-	return out, idem, 0, ""
+	return r, idem, 0, ""
 }
 
 func validIdempotencyKey(k string) bool {

@@ -3,14 +3,11 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -93,13 +90,9 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, 
 	if !ok {
 		return r, nil, 0, ""
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(rawWriter(w), r.Body, max(route.MaxBodyBytes, 1)))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds this route's limit of %d bytes", tooLarge.Limit)
-		}
-		return nil, nil, http.StatusBadRequest, "the request body could not be read"
+	r, body, status, msg := readBody(w, r, route)
+	if status != 0 {
+		return nil, nil, status, msg
 	}
 	req, err := llm.ParseRequest(kind, body)
 	if err != nil {
@@ -117,15 +110,10 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, 
 		if err != nil {
 			return nil, nil, http.StatusBadRequest, err.Error()
 		}
-		body = withUsage
+		r = withBody(r, withUsage)
 		call.req.IncludeUsage = !added // the client's own wish decides whether it sees the chunk
 	}
-	out := r.Clone(r.Context())
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	out.ContentLength = int64(len(body))
-	out.Header.Set("Content-Length", strconv.Itoa(len(body)))
-	out.TransferEncoding = nil
-	return out, call, 0, ""
+	return r, call, 0, ""
 }
 
 // reserve is what a policy of cost takes before the call.
