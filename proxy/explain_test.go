@@ -342,11 +342,14 @@ func TestExplainAgreesWithServeHTTP(t *testing.T) {
 	snap := compileYAML(t, explainSnapshotYAML(up.URL))
 	_, h := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
 	for _, c := range explainCases {
+		e := Explain(snap, newExplainRequest(c), ExplainOptions{ReadBody: c.readBody})
+		if e.LLM != nil && e.LLM.Call && !e.LLM.BodyRead {
+			// Explained without its body, which the Handler always reads:
+			// not the same request, so nothing to compare (TestExplain
+			// covers these cases).
+			continue
+		}
 		t.Run(c.name, func(t *testing.T) {
-			e := Explain(snap, newExplainRequest(c), ExplainOptions{ReadBody: c.readBody})
-			if e.LLM != nil && e.LLM.Call && !e.LLM.BodyRead {
-				t.Skip("the Handler always reads an llm call's body")
-			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, newExplainRequest(c))
 			want := e.Status
