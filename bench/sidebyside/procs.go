@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -173,9 +174,13 @@ func (p *proc) logTail() string {
 	return s
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1. The listeners
-// are closed before the servers bind them, so another process could take
-// one in between; a server that cannot bind fails its start.
+// freePorts returns n distinct free TCP ports on 127.0.0.1, taken below
+// Linux's default ephemeral range (32768–60999): a port the kernel handed
+// out with ":0" and that was then closed can be handed out again as the
+// local port of an outgoing connection (a proxy's keep-alive to the upstream)
+// before the server that was meant to bind it starts. The listeners are
+// closed before the servers bind them; a server that cannot bind fails its
+// start.
 func freePorts(n int) ([]int, error) {
 	lns := make([]net.Listener, 0, n)
 	defer func() {
@@ -184,16 +189,24 @@ func freePorts(n int) ([]int, error) {
 		}
 	}()
 	ports := make([]int, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for try := 0; len(ports) < n; try++ {
+		if try == 1000 {
+			return nil, fmt.Errorf("finding %d free ports in %d–%d: only %d", n, lowPort, highPort, len(ports))
+		}
+		port := lowPort + rand.IntN(highPort-lowPort)
+		ln, err := net.Listen("tcp", addr(port))
 		if err != nil {
-			return nil, fmt.Errorf("finding a free port: %w", err)
+			continue // taken
 		}
 		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	return ports, nil
 }
+
+// The range freePorts draws from: below the ephemeral ports, above the
+// well-known and most registered services.
+const lowPort, highPort = 20000, 32000
 
 // addr is 127.0.0.1:port.
 func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
