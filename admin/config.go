@@ -43,6 +43,7 @@ type routeView struct {
 	LLM              bool   `json:"llm,omitempty"`
 	DefaultMaxTokens int64  `json:"default_max_tokens,omitempty"`
 	ErrorFormat      string `json:"error_format"`
+	RateLimitHeaders string `json:"rate_limit_headers"`
 	// UpstreamAPIKeySet says that upstream_api_key replaces the client's
 	// key upstream; the key itself is never shown.
 	UpstreamAPIKeySet bool             `json:"upstream_api_key_set,omitempty"`
@@ -178,6 +179,7 @@ func routeOf(rt *policies.Route) routeView {
 		MaxBodyBytes:      rt.MaxBodyBytes,
 		LLM:               rt.LLM,
 		ErrorFormat:       "gateway",
+		RateLimitHeaders:  rt.RateLimitHeaders.String(),
 		UpstreamAPIKeySet: rt.UpstreamAPIKey != "",
 		Policies:          make([]string, 0, len(rt.Policies)),
 		Match: matchView{

@@ -139,8 +139,12 @@ type RouteConfig struct {
 	// ErrorFormat is how the gateway's own errors read on this route:
 	// "gateway" ({"code", "message", ...}) or "openai" ({"error": {...}});
 	// default openai on llm routes, gateway elsewhere.
-	ErrorFormat string   `koanf:"error_format"`
-	Policies    []string `koanf:"policies"`
+	ErrorFormat string `koanf:"error_format"`
+	// RateLimitHeaders is which rate-limit headers responses carry: all
+	// (default: RateLimit-Policy, RateLimit, X-RateLimit-*), ietf, legacy or
+	// none.
+	RateLimitHeaders string   `koanf:"rate_limit_headers"`
+	Policies         []string `koanf:"policies"`
 	// Idempotency, when present, makes requests that carry an idempotency
 	// key reach the upstream once per key (README "Idempotency keys").
 	Idempotency *IdempotencyConfig `koanf:"idempotency"`

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -97,6 +98,8 @@ type Route struct {
 	UpstreamAPIKey string
 	// OpenAIErrors renders the gateway's own errors in OpenAI's shape.
 	OpenAIErrors bool
+	// RateLimitHeaders is which rate-limit headers responses carry.
+	RateLimitHeaders RateLimitHeaders
 	// Policies apply in order.
 	Policies []*Policy
 	// InFlight is true when a policy of the route counts requests in flight
@@ -278,4 +281,47 @@ func (s *Snapshot) KeepsBuckets(g limiter.BucketGroup) bool {
 		}
 	}
 	return false
+}
+
+// RateLimitHeaders is which rate-limit headers a route's responses carry
+// (rate_limit_headers). The zero value is all of them.
+type RateLimitHeaders uint8
+
+const (
+	// RateLimitHeadersAll: RateLimit-Policy, RateLimit and X-RateLimit-*.
+	RateLimitHeadersAll RateLimitHeaders = iota
+	// RateLimitHeadersIETF: RateLimit-Policy and RateLimit only.
+	RateLimitHeadersIETF
+	// RateLimitHeadersLegacy: X-RateLimit-Limit, -Remaining, -Reset only.
+	RateLimitHeadersLegacy
+	// RateLimitHeadersNone: none (a 429 still carries Retry-After).
+	RateLimitHeadersNone
+)
+
+// rateLimitHeaderNames are the config's words for each set, by value.
+var rateLimitHeaderNames = [...]string{"all", "ietf", "legacy", "none"}
+
+// IETF reports whether the set has RateLimit-Policy and RateLimit.
+func (s RateLimitHeaders) IETF() bool { return s == RateLimitHeadersAll || s == RateLimitHeadersIETF }
+
+// Legacy reports whether the set has X-RateLimit-*.
+func (s RateLimitHeaders) Legacy() bool {
+	return s == RateLimitHeadersAll || s == RateLimitHeadersLegacy
+}
+
+func (s RateLimitHeaders) String() string {
+	if int(s) < len(rateLimitHeaderNames) {
+		return rateLimitHeaderNames[s]
+	}
+	return "RateLimitHeaders(" + strconv.Itoa(int(s)) + ")"
+}
+
+// parseRateLimitHeaders reads rate_limit_headers.
+func parseRateLimitHeaders(word string) (RateLimitHeaders, bool) {
+	for i, name := range rateLimitHeaderNames {
+		if word == name {
+			return RateLimitHeaders(i), true
+		}
+	}
+	return 0, false
 }

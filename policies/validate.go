@@ -191,6 +191,9 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 		if rt.ErrorFormat != "gateway" && rt.ErrorFormat != "openai" {
 			p.addf(place+".error_format", "must be gateway or openai, got %q", rt.ErrorFormat)
 		}
+		if _, ok := parseRateLimitHeaders(rt.RateLimitHeaders); !ok {
+			p.addf(place+".rate_limit_headers", "must be all, ietf, legacy or none, got %q", rt.RateLimitHeaders)
+		}
 		if rt.Idempotency != nil {
 			validateIdempotency(p, place+".idempotency", rt.Idempotency)
 			if rt.MaxBodyBytes == -1 {

@@ -101,6 +101,8 @@ routes:
 			`gateway.yaml: routes[0].strip_prefix: must start with "/", got "api"`},
 		{"route timeout negative", withRoute(`{name: r, upstream: builtin:echo, timeout: -5s}`),
 			"gateway.yaml: routes[0].timeout: must not be negative, got -5s"},
+		{"rate_limit_headers", withRoute(`{name: r, upstream: builtin:echo, rate_limit_headers: draft}`),
+			`gateway.yaml: routes[0].rate_limit_headers: must be all, ietf, legacy or none, got "draft"`},
 		{"max_body_bytes", withRoute(`{name: r, upstream: builtin:echo, max_body_bytes: -2}`),
 			"gateway.yaml: routes[0].max_body_bytes: must be >= 0, or -1 for no limit"},
 		{"path", withRoute(`{name: r, upstream: builtin:echo, match: {path: x}}`),

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // statusClientClosed is what the gateway records when the client went away
@@ -122,7 +123,9 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, status int,
 	hdr := w.Header()
 	hdr["Content-Type"] = []string{"application/json; charset=utf-8"}
 	hdr["X-Content-Type-Options"] = []string{"nosniff"}
-	hdr["Content-Length"] = []string{strconv.Itoa(len(buf))}
+	// No Content-Length here: net/http sets it from the one Write of a body
+	// this small, outside the header map, which then stays small enough (8
+	// names with every rate-limit header) not to grow on every 429.
 	w.WriteHeader(status)
 	w.Write(buf)
 }
@@ -152,8 +155,8 @@ func (h *Handler) logAnswer(ctx context.Context, r *http.Request, status int, ms
 }
 
 // writeRateLimited answers 429 for the verdict's denying decision d.
-func (h *Handler) writeRateLimited(w http.ResponseWriter, r *http.Request, v limiter.Verdict, d limiter.Decision) {
-	setRateLimitHeaders(w.Header(), v)
+func (h *Handler) writeRateLimited(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, d limiter.Decision) {
+	setRateLimitHeaders(w.Header(), v, route.RateLimitHeaders)
 	w.Header()[hdrRetryAfter] = []string{strconv.FormatInt(retryAfterSeconds(d.RetryAfter), 10)}
 	ms := retryAfterMillis(d.RetryAfter)
 	if openAIErrors(r) {

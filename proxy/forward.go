@@ -221,7 +221,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		return errUpstreamTimeout
 	}
 	st.rep.upstream.status, st.rep.upstream.took = resp.StatusCode, time.Since(st.sent)
-	setRateLimitHeaders(resp.Header, st.verdict)
+	setRateLimitHeaders(resp.Header, st.verdict, st.route.RateLimitHeaders)
 	if st.route.LLM {
 		setOpenAIHeaders(resp.Header, st.verdict, st.costs)
 	}
@@ -260,12 +260,12 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.Is(err, errUpstreamTimeout) || st.deadline.timedOut():
-		setRateLimitHeaders(w.Header(), st.verdict)
+		setRateLimitHeaders(w.Header(), st.verdict, st.route.RateLimitHeaders)
 		h.writeError(w, r, http.StatusGatewayTimeout, errorBody{
 			Message: fmt.Sprintf("the upstream did not answer within %s", st.route.Timeout),
 		}, route, slog.String("upstream", st.route.Upstream.Redacted()))
 	case errors.As(err, &tooLarge):
-		setRateLimitHeaders(w.Header(), st.verdict)
+		setRateLimitHeaders(w.Header(), st.verdict, st.route.RateLimitHeaders)
 		h.writeError(w, r, http.StatusRequestEntityTooLarge, errorBody{
 			Message: fmt.Sprintf("request body exceeds this route's limit of %d bytes", tooLarge.Limit),
 		}, route)
@@ -275,7 +275,7 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 			route, slog.Any("err", err))
 		w.WriteHeader(statusClientClosed)
 	default:
-		setRateLimitHeaders(w.Header(), st.verdict)
+		setRateLimitHeaders(w.Header(), st.verdict, st.route.RateLimitHeaders)
 		h.writeError(w, r, http.StatusBadGateway, errorBody{Message: "the upstream could not be reached or failed to answer"},
 			route, slog.String("upstream", st.route.Upstream.Redacted()), slog.Any("err", err))
 	}

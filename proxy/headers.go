@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // Response header names the gateway owns. On proxied responses the gateway's
@@ -19,66 +20,85 @@ const (
 	hdrRetryAfter = "Retry-After"
 )
 
-// setRateLimitHeaders renders v into h, replacing what h held under those
-// names. It writes nothing for a verdict without rendered decisions (no
-// policy applied), so an upstream's own headers then pass through.
+// setRateLimitHeaders renders v into h as the route's set asks, replacing
+// what h held under those names. It writes nothing for a verdict without
+// rendered decisions (no policy applied), so an upstream's own headers then
+// pass through, nor under names the set leaves out.
 //
 // RateLimit-Policy and RateLimit follow the IETF httpapi draft: one item per
 // decided policy, `"name";q=<quota>;w=<window s>` and
 // `"name";r=<remaining>;t=<s until reset>`. X-RateLimit-* describe the
 // deciding (denying or most restrictive) decision.
-func setRateLimitHeaders(h http.Header, v limiter.Verdict) {
-	// Both lists are written into one buffer and cut from one string, and
-	// the five values share one backing array: this runs on every
-	// response, so it allocates three times, not a dozen.
-	var stack [256]byte
-	buf := stack[:0]
-	var split int
-	for pass := range 2 {
-		if pass == 1 {
-			split = len(buf)
+func setRateLimitHeaders(h http.Header, v limiter.Verdict, set policies.RateLimitHeaders) {
+	if set == policies.RateLimitHeadersNone || !anyRendered(v) {
+		return
+	}
+	// Values share one backing array, and both lists are written into one
+	// buffer and cut from one string: this runs on every response, so it
+	// allocates three times, not a dozen.
+	vals := new([5]string)
+	if set.IETF() {
+		var stack [256]byte
+		buf := stack[:0]
+		var split int
+		for pass := range 2 {
+			if pass == 1 {
+				split = len(buf)
+			}
+			n := 0
+			for i := range v.Decisions {
+				d := &v.Decisions[i]
+				if !rendered(d) {
+					continue
+				}
+				if n > 0 {
+					buf = append(buf, ", "...)
+				}
+				n++
+				buf = appendSFString(buf, d.Policy)
+				if pass == 0 {
+					buf = append(buf, ";q="...)
+					buf = strconv.AppendInt(buf, d.Limit.Quota(), 10)
+					buf = append(buf, ";w="...)
+					buf = strconv.AppendInt(buf, ceilSeconds(d.Limit.Period), 10)
+				} else {
+					r, t := remainingAndReset(d)
+					buf = append(buf, ";r="...)
+					buf = strconv.AppendInt(buf, r, 10)
+					buf = append(buf, ";t="...)
+					buf = strconv.AppendInt(buf, t, 10)
+				}
+			}
 		}
-		n := 0
-		for i := range v.Decisions {
-			d := &v.Decisions[i]
-			if !decided(d) || d.Shadow { // a shadow policy is not the client's limit
-				continue
-			}
-			if n > 0 {
-				buf = append(buf, ", "...)
-			}
-			n++
-			buf = appendSFString(buf, d.Policy)
-			if pass == 0 {
-				buf = append(buf, ";q="...)
-				buf = strconv.AppendInt(buf, d.Limit.Quota(), 10)
-				buf = append(buf, ";w="...)
-				buf = strconv.AppendInt(buf, ceilSeconds(d.Limit.Period), 10)
-			} else {
-				r, t := remainingAndReset(d)
-				buf = append(buf, ";r="...)
-				buf = strconv.AppendInt(buf, r, 10)
-				buf = append(buf, ";t="...)
-				buf = strconv.AppendInt(buf, t, 10)
-			}
-		}
-		if n == 0 {
-			return
+		lists := string(buf)
+		vals[0], vals[1] = lists[:split], lists[split:]
+		h[hdrPolicy] = vals[0:1:1]
+		h[hdrRateLimit] = vals[1:2:2]
+	}
+	if set.Legacy() {
+		d, _ := v.Deciding()
+		r, t := remainingAndReset(&d)
+		vals[2] = strconv.FormatInt(d.Limit.Quota(), 10)
+		vals[3] = strconv.FormatInt(r, 10)
+		vals[4] = strconv.FormatInt(t, 10)
+		h[hdrXLimit] = vals[2:3:3]
+		h[hdrXRemaining] = vals[3:4:4]
+		h[hdrXReset] = vals[4:5:5]
+	}
+}
+
+// rendered reports whether d is a client's limit the headers show: one that
+// was actually asked (when one check denies, the limiter may leave later ones
+// unasked, which would otherwise render as "r=0"), and not a shadow policy's.
+func rendered(d *limiter.Decision) bool { return decided(d) && !d.Shadow }
+
+func anyRendered(v limiter.Verdict) bool {
+	for i := range v.Decisions {
+		if rendered(&v.Decisions[i]) {
+			return true
 		}
 	}
-	d, _ := v.Deciding()
-	r, t := remainingAndReset(&d)
-	lists := string(buf)
-	vals := new([5]string)
-	vals[0], vals[1] = lists[:split], lists[split:]
-	vals[2] = strconv.FormatInt(d.Limit.Quota(), 10)
-	vals[3] = strconv.FormatInt(r, 10)
-	vals[4] = strconv.FormatInt(t, 10)
-	h[hdrPolicy] = vals[0:1:1]
-	h[hdrRateLimit] = vals[1:2:2]
-	h[hdrXLimit] = vals[2:3:3]
-	h[hdrXRemaining] = vals[3:4:4]
-	h[hdrXReset] = vals[4:5:5]
+	return false
 }
 
 // decided reports whether a check was actually asked. When one check denies,

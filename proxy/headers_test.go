@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 func TestSetRateLimitHeaders(t *testing.T) {
@@ -78,21 +79,32 @@ func TestSetRateLimitHeaders(t *testing.T) {
 			},
 		},
 	}
+	sets := []policies.RateLimitHeaders{policies.RateLimitHeadersAll, policies.RateLimitHeadersIETF,
+		policies.RateLimitHeadersLegacy, policies.RateLimitHeadersNone}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h := http.Header{}
-			// What an upstream might have sent: replaced, never duplicated.
-			h.Add("RateLimit", "upstream")
-			h.Add("RateLimit-Policy", "upstream")
-			h.Add("X-RateLimit-Limit", "upstream")
-			setRateLimitHeaders(h, tt.verdict)
-			for name, want := range tt.want {
-				got := h.Values(name)
-				if len(got) != 1 || got[0] != want {
-					t.Errorf("%s: got %q, want [%q]", name, got, want)
+		for _, set := range sets {
+			t.Run(tt.name+"/"+set.String(), func(t *testing.T) {
+				h := http.Header{}
+				// What an upstream might have sent: replaced, never
+				// duplicated; left as sent under names the set leaves out.
+				h.Add("RateLimit", "upstream")
+				h.Add("RateLimit-Policy", "upstream")
+				h.Add("X-RateLimit-Limit", "upstream")
+				setRateLimitHeaders(h, tt.verdict, set)
+				for name, want := range tt.want {
+					inSet := set.IETF() && strings.HasPrefix(name, "RateLimit") || set.Legacy() && strings.HasPrefix(name, "X-")
+					got := h.Values(name)
+					switch {
+					case inSet && (len(got) != 1 || got[0] != want):
+						t.Errorf("%s: got %q, want [%q]", name, got, want)
+					case !inSet && name != "X-RateLimit-Remaining" && name != "X-RateLimit-Reset" && (len(got) != 1 || got[0] != "upstream"):
+						t.Errorf("%s is not in the set: got %q, want the upstream's own", name, got)
+					case !inSet && (name == "X-RateLimit-Remaining" || name == "X-RateLimit-Reset") && len(got) != 0:
+						t.Errorf("%s is not in the set: got %q, want none", name, got)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 

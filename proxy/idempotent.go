@@ -113,7 +113,7 @@ func (h *Handler) claimIdempotency(w http.ResponseWriter, r *http.Request, route
 		h.log.Warn("idempotency store failed; forwarding without the key's protection (on_redis_error: allow)", "route", route.Name, "err", err)
 		return nil, false
 	case err != nil:
-		setRateLimitHeaders(w.Header(), v)
+		setRateLimitHeaders(w.Header(), v, route.RateLimitHeaders)
 		w.Header()[hdrRetryAfter] = []string{"1"}
 		h.writeError(w, r, http.StatusServiceUnavailable, errorBody{
 			Message: fmt.Sprintf("the %s of this request cannot be checked right now; try again shortly", cfg.Header),
@@ -122,7 +122,7 @@ func (h *Handler) claimIdempotency(w http.ResponseWriter, r *http.Request, route
 	case claim.Hold != nil:
 		return claim.Hold, false
 	case claim.Record == nil: // busy
-		setRateLimitHeaders(w.Header(), v)
+		setRateLimitHeaders(w.Header(), v, route.RateLimitHeaders)
 		w.Header()[hdrRetryAfter] = []string{"1"}
 		msg := fmt.Sprintf("a request with this %s is in progress; retry after it finishes", cfg.Header)
 		if cfg.Wait {
@@ -131,20 +131,20 @@ func (h *Handler) claimIdempotency(w http.ResponseWriter, r *http.Request, route
 		h.writeError(w, r, http.StatusConflict, errorBody{Message: msg}, routeAttr)
 		return nil, true
 	case claim.Record.Fingerprint != idem.fp:
-		setRateLimitHeaders(w.Header(), v)
+		setRateLimitHeaders(w.Header(), v, route.RateLimitHeaders)
 		h.writeError(w, r, http.StatusUnprocessableEntity, errorBody{
 			Message: fmt.Sprintf("this %s was used with a different request (method, path, query or body); use a new key", cfg.Header),
 		}, routeAttr)
 		return nil, true
 	case claim.Record.Partial:
-		setRateLimitHeaders(w.Header(), v)
+		setRateLimitHeaders(w.Header(), v, route.RateLimitHeaders)
 		h.writeError(w, r, http.StatusConflict, errorBody{
 			Message: fmt.Sprintf("the request with this %s was completed (status %d), but its response was not kept to be replayed",
 				cfg.Header, claim.Record.Status),
 		}, routeAttr)
 		return nil, true
 	}
-	replay(w, claim.Record, v)
+	replay(w, claim.Record, v, route.RateLimitHeaders)
 	return nil, true
 }
 
@@ -171,12 +171,12 @@ func (h *Handler) waitIdempotency(r *http.Request, idem *idemRequest, terms idem
 // replay answers with a stored response: its status, kept headers and body,
 // the rate-limit headers of this request's own verdict, and
 // Idempotent-Replayed: true.
-func replay(w http.ResponseWriter, rec *idempotency.Record, v limiter.Verdict) {
+func replay(w http.ResponseWriter, rec *idempotency.Record, v limiter.Verdict, set policies.RateLimitHeaders) {
 	hdr := w.Header()
 	for name, vs := range rec.Header {
 		hdr[name] = vs
 	}
-	setRateLimitHeaders(hdr, v)
+	setRateLimitHeaders(hdr, v, set)
 	hdr[hdrReplayed] = []string{"true"}
 	hdr["Content-Length"] = []string{strconv.Itoa(len(rec.Body))}
 	w.WriteHeader(rec.Status)

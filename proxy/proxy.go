@@ -250,7 +250,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rejectedBy != nil {
 		h.unreserve(r, route, call, res) // the guess still costs its tokens, as with Decide
-		setRateLimitHeaders(w.Header(), verdict)
+		setRateLimitHeaders(w.Header(), verdict, route.RateLimitHeaders)
 		h.writeUnauthorized(w, r, snap, route, rejectedBy)
 		return
 	}
@@ -301,7 +301,7 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, route *policies
 			Policy:  d.Policy,
 		}, slog.String("route", route.Name))
 	default:
-		h.writeRateLimited(w, r, v, d)
+		h.writeRateLimited(w, r, route, v, d)
 	}
 }
 

@@ -3,9 +3,12 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -540,6 +543,70 @@ func TestAnswerLogLevels(t *testing.T) {
 			}
 			if got := rec.wait(t, int64(tt.status)); got.level != tt.level {
 				t.Errorf("log level: got %v, want %v", got.level, tt.level)
+			}
+		})
+	}
+}
+
+// TestRateLimitHeaderSets: a route's rate_limit_headers decides which
+// rate-limit headers its 200s and 429s carry; names left out pass through as
+// the upstream sent them, and a 429 always says Retry-After, and its
+// Content-Length matches its body.
+func TestRateLimitHeaderSets(t *testing.T) {
+	const upRateLimit = `"upstream";r=999;t=1`
+	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-RateLimit-Limit", "999")
+		w.Header().Set("RateLimit", upRateLimit)
+		io.WriteString(w, "ok")
+	}))
+	sets := []string{"all", "ietf", "legacy", "none"}
+	yaml := "routes:\n"
+	for _, set := range sets {
+		yaml += fmt.Sprintf("  - {name: %[1]s, match: {path_prefix: /%[1]s}, upstream: %[2]q, rate_limit_headers: %[1]s, policies: [%[1]s]}\n", set, up.URL)
+	}
+	yaml += "policies:\n"
+	for _, set := range sets {
+		yaml += "  " + set + ": {key: ip, rate: 1, per: 1m}\n"
+	}
+	snap := compileYAML(t, yaml)
+	gw, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+
+	for _, set := range sets {
+		ietf, legacy := set == "all" || set == "ietf", set == "all" || set == "legacy"
+		t.Run(set, func(t *testing.T) {
+			for i, status := range []int{http.StatusOK, http.StatusTooManyRequests} {
+				r := do(t, gw.Client(), "GET", gw.URL+"/"+set, nil, nil)
+				if r.status != status {
+					t.Fatalf("request %d: status got %d, want %d (body %s)", i+1, r.status, status, r.body)
+				}
+				// What the upstream sent, where the gateway does not speak:
+				// nothing on a 429, which is the gateway's own answer.
+				var upstream = func(v string) []string {
+					if status == http.StatusOK {
+						return []string{v}
+					}
+					return nil
+				}
+				want := map[string][]string{
+					"RateLimit-Policy": nil, "RateLimit": upstream(upRateLimit),
+					"X-RateLimit-Limit": upstream("999"), "X-RateLimit-Remaining": nil, "X-RateLimit-Reset": nil,
+				}
+				if ietf {
+					want["RateLimit-Policy"] = []string{`"` + set + `";q=1;w=60`}
+					want["RateLimit"] = []string{`"` + set + `";r=0;t=60`}
+				}
+				if legacy {
+					want["X-RateLimit-Limit"], want["X-RateLimit-Remaining"], want["X-RateLimit-Reset"] = []string{"1"}, []string{"0"}, []string{"60"}
+				}
+				for name, want := range want {
+					if got := r.header.Values(name); !slices.Equal(got, want) {
+						t.Errorf("request %d: %s got %q, want %q", i+1, name, got, want)
+					}
+				}
+				if status == http.StatusTooManyRequests {
+					checkHeader(t, i+1, r.header, "Retry-After", "60")
+					checkHeader(t, i+1, r.header, "Content-Length", strconv.Itoa(len(r.body)))
+				}
 			}
 		})
 	}
