@@ -25,25 +25,30 @@ func realAfterFunc(d time.Duration, f func()) timer { return time.AfterFunc(d, f
 // the wait for the response headers gets the whole timeout. It is safe for
 // concurrent use: the transport reads the body on its own goroutine.
 type routeDeadline struct {
-	d      time.Duration
-	mu     sync.Mutex
-	t      timer
-	over   bool // stopped (headers arrived) or fired: nothing moves it again
-	fired  atomic.Bool
-	cancel func()
+	d     time.Duration
+	mu    sync.Mutex
+	t     timer
+	over  bool // stopped (headers arrived) or fired: nothing moves it again
+	fired atomic.Bool
+	owner expirer
 }
 
-// newRouteDeadline arms a deadline of d that calls cancel when it passes.
-func newRouteDeadline(afterFunc func(time.Duration, func()) timer, d time.Duration, cancel func()) *routeDeadline {
-	rd := &routeDeadline{d: d, cancel: cancel}
+// expirer is told when a deadline passes. An interface, not a func: the
+// requestState that holds the deadline is the expirer, so arming one
+// allocates no closure.
+type expirer interface{ expire() }
+
+// arm starts a deadline of d that tells owner when it passes.
+func (rd *routeDeadline) arm(afterFunc func(time.Duration, func()) timer, d time.Duration, owner expirer) {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
+	rd.d, rd.owner = d, owner
 	rd.t = afterFunc(d, rd.fire)
-	return rd
 }
 
-// fire runs when the timer expires. cancel runs under the lock, so once stop
-// has returned (the handler is done) it can no longer touch the connection.
+// fire runs when the timer expires. expire runs under the lock, so once
+// stop has returned (the handler is done) it can no longer touch the
+// connection.
 func (rd *routeDeadline) fire() {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
@@ -52,7 +57,7 @@ func (rd *routeDeadline) fire() {
 	}
 	rd.over = true
 	rd.fired.Store(true)
-	rd.cancel()
+	rd.owner.expire()
 }
 
 // extend gives the upstream the whole timeout again from now, unless the

@@ -30,7 +30,11 @@ var longAgo = time.Unix(1, 0)
 type stateKey struct{}
 
 // requestState is what the forwarder needs to know about one allowed request.
+// It is also the outbound request's context, the one that carries it (see
+// Value), and it holds the route deadline and the client trace that extends
+// it: forwarding allocates one object for all of them, not one each.
 type requestState struct {
+	context.Context
 	route       *policies.Route
 	verdict     limiter.Verdict
 	peerTrusted bool
@@ -39,8 +43,14 @@ type requestState struct {
 	inbound context.Context
 	// deadline cancels the outbound request when the upstream keeps the
 	// gateway waiting longer than the route timeout before the response
-	// headers; nil when the route has no timeout.
+	// headers; nil when the route has no timeout, else &dl.
 	deadline *routeDeadline
+	dl       routeDeadline
+	trace    httptrace.ClientTrace
+	// cancel ends the outbound context (the route timeout fired).
+	cancel context.CancelFunc
+	// w answers the client; expire uses it to end a read of the body.
+	w http.ResponseWriter
 	// body is the outbound request body; nil when there is none.
 	body *uploadBody
 	// llm is the call on an llm route, nil elsewhere.
@@ -53,6 +63,29 @@ type requestState struct {
 	rep  *report
 	sent time.Time
 }
+
+// Value makes a requestState the context that carries it.
+func (st *requestState) Value(key any) any {
+	if key == (stateKey{}) {
+		return st
+	}
+	return st.Context.Value(key)
+}
+
+// expire is the route deadline passing: the outbound request ends.
+func (st *requestState) expire() {
+	st.cancel()
+	if st.body != nil && !st.body.eof.Load() {
+		// The transport gives up only once its read of the body returns,
+		// and the client may be sending nothing: a read deadline in the
+		// past ends that read now.
+		http.NewResponseController(st.w).SetReadDeadline(longAgo)
+	}
+}
+
+// wroteRequest is the client trace's: the whole request is written, so the
+// wait for the answer starts now.
+func (st *requestState) wroteRequest(httptrace.WroteRequestInfo) { st.deadline.extend() }
 
 func stateFrom(ctx context.Context) *requestState {
 	st, _ := ctx.Value(stateKey{}).(*requestState)
@@ -128,28 +161,20 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policie
 		}
 		st.body = &uploadBody{ReadCloser: body}
 	}
-	ctx := context.WithValue(r.Context(), stateKey{}, st)
+	st.Context = r.Context()
+	var ctx context.Context = st
 	if route.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		st.deadline = newRouteDeadline(h.afterFunc, route.Timeout, func() {
-			cancel()
-			if st.body != nil && !st.body.eof.Load() {
-				// The transport gives up only once its read of the body
-				// returns, and the client may be sending nothing: a read
-				// deadline in the past ends that read now.
-				http.NewResponseController(w).SetReadDeadline(longAgo)
-			}
-		})
+		st.Context, st.cancel = context.WithCancel(r.Context())
+		defer st.cancel()
+		st.w = w
+		st.deadline = &st.dl
+		st.deadline.arm(h.afterFunc, route.Timeout, st)
 		defer st.deadline.stop()
 		if st.body != nil {
 			st.body.deadline = st.deadline
 		}
-		// The whole request is written: the wait for the answer starts now.
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-			WroteRequest: func(httptrace.WroteRequestInfo) { st.deadline.extend() },
-		})
+		st.trace.WroteRequest = st.wroteRequest
+		ctx = httptrace.WithClientTrace(st, &st.trace)
 	}
 	out := r.WithContext(ctx)
 	if st.body != nil {
