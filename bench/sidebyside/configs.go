@@ -39,6 +39,7 @@ type gatewayConfig struct {
 	Upstream    string // http://host:port; unused with LLM
 	LLM         bool   // POST /v1/ to builtin:openai-mock, llm: openai
 	Policy      string // a policy in YAML flow style, "" for none
+	Headers     string // the route's rate_limit_headers, "" for the default
 }
 
 // llmBody is what the LLM target posts: 11 prompt tokens, 16 output tokens

@@ -124,6 +124,8 @@ func ratios(by map[string]summary) []ratio {
 		per("redis-round-trips-per-admitted", allow.delta.RoundTrips, admitted, okAllow && allow.counted),
 		per("redis-commands-per-denied", float64(deny.delta.commands()), float64(deny.non2xx), okDeny && deny.counted),
 		rps(tGatewayNone, tBare),
+		rps(tGatewayIETF, tGatewayNone),
+		rps(tGatewayIETF, tBare),
 		rps(tNginxLimitReq, tNginxProxy),
 		rps(tGatewayLLM, tGatewayNone),
 	)

@@ -19,6 +19,7 @@ const (
 	tBare           = "bare-httputil"
 	tGatewayNone    = "gateway-nopolicy"
 	tGatewayLocal   = "gateway-local"
+	tGatewayIETF    = "gateway-local-ietf"
 	tGatewayRedis   = "gateway-redis"
 	tGatewayDeny    = "gateway-deny"
 	tGatewayDenyRed = "gateway-deny-redis"
@@ -55,6 +56,7 @@ var specs = []spec{
 	{tBare, "bare httputil.ReverseProxy (pooled transport, BufferPool)", (*lab).bareTarget},
 	{tGatewayNone, "gateway, a route with no policy", (*lab).gatewayTarget},
 	{tGatewayLocal, "gateway, token_bucket per IP, never reached", (*lab).gatewayTarget},
+	{tGatewayIETF, "gateway-local with rate_limit_headers: ietf (2 rate-limit headers, not 5)", (*lab).gatewayTarget},
 	{tGatewayRedis, "gateway, Redis gcra per IP, never reached", (*lab).gatewayTarget},
 	{tGatewayDeny, "gateway, token_bucket per IP at 1/min: a flood it denies", (*lab).gatewayTarget},
 	{tGatewayDenyRed, "gateway, Redis gcra per IP at 1/min: a flood it denies", (*lab).gatewayTarget},
@@ -67,6 +69,7 @@ var specs = []spec{
 var gatewayPolicies = map[string]string{
 	tGatewayNone:    "",
 	tGatewayLocal:   "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
+	tGatewayIETF:    "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
 	tGatewayRedis:   "{key: ip, algorithm: gcra, rate: 10000000, per: 1s}",
 	tGatewayDeny:    "{key: ip, algorithm: token_bucket, rate: 1, per: 1m}",
 	tGatewayDenyRed: "{key: ip, algorithm: gcra, rate: 1, per: 1m}",
@@ -246,6 +249,9 @@ func (l *lab) gatewayTarget(ctx context.Context, t *target) error {
 		Upstream: "http://" + l.upstream,
 		LLM:      t.name == tGatewayLLM,
 		Policy:   gatewayPolicies[t.name],
+	}
+	if t.name == tGatewayIETF {
+		cfg.Headers = "ietf"
 	}
 	if redis {
 		// The admin listener serves /metrics, read around each run.
