@@ -4,7 +4,12 @@
 // routing, no canonical path, no limiter, no metrics). The gateway with a
 // policy is measured against it.
 //
+// With -deny it is the floor of a Go server's flood path instead: every
+// request is answered by a bare net/http handler with a 429, Retry-After and
+// a small JSON body, as a denial is, with nothing decided.
+//
 //	bareproxy -listen 127.0.0.1:8081 -upstream http://127.0.0.1:8080
+//	bareproxy -listen 127.0.0.1:8081 -deny
 package main
 
 import (
@@ -29,26 +34,31 @@ const bufferSize = 32 << 10
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8081", "address to serve on")
-	upstream := flag.String("upstream", "", "upstream base URL, http://host:port (required)")
+	upstream := flag.String("upstream", "", "upstream base URL, http://host:port (required without -deny)")
+	deny := flag.Bool("deny", false, "answer every request with a 429 instead of forwarding it")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *listen, *upstream); err != nil {
+	if err := run(ctx, *listen, *upstream, *deny); err != nil {
 		log.Fatalf("bareproxy: %v", err)
 	}
 }
 
-func run(ctx context.Context, listen, upstream string) error {
-	target, err := url.Parse(upstream)
-	if err != nil || target.Scheme != "http" || target.Host == "" {
-		return fmt.Errorf("-upstream: want http://host:port, got %q", upstream)
+func run(ctx context.Context, listen, upstream string, deny bool) error {
+	var handler http.Handler = http.HandlerFunc(tooMany)
+	if !deny {
+		target, err := url.Parse(upstream)
+		if err != nil || target.Scheme != "http" || target.Host == "" {
+			return fmt.Errorf("-upstream: want http://host:port, got %q", upstream)
+		}
+		handler = newProxy(target)
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           newProxy(target),
+		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       120 * time.Second,
 	}
@@ -80,6 +90,18 @@ func newProxy(target *url.URL) *httputil.ReverseProxy {
 		},
 		BufferPool: &bufferPool{p: sync.Pool{New: func() any { return new([bufferSize]byte) }}},
 	}
+}
+
+// denial is a 429 body of the size the gateway's is.
+var denial = []byte(`{"code":42900,"message":"rate limit exceeded for policy \"p\" (1 per 1m, burst 1); retry in 1m0s","policy":"p","retry_after_ms":59993}` + "\n")
+
+// tooMany answers a request as a denial does, deciding nothing.
+func tooMany(w http.ResponseWriter, _ *http.Request) {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json; charset=utf-8"}
+	h["Retry-After"] = []string{"60"}
+	w.WriteHeader(http.StatusTooManyRequests)
+	w.Write(denial)
 }
 
 // bufferPool recycles copy buffers; it stores array pointers so that Put

@@ -106,6 +106,8 @@ func ratios(by map[string]summary) []ratio {
 		rps(tGatewayRedis, tGatewayLocal),
 		rps(tGatewayDeny, tNginxDeny),
 		rps(tGatewayDenyRed, tNginxDeny),
+		rps(tGatewayDeny, tBareDeny),
+		rps(tBareDeny, tNginxDeny),
 	}
 	deny, okDeny := by[tGatewayDenyRed]
 	out = append(out, per("redis-calls-per-denied", deny.delta.RoundTrips, float64(deny.non2xx), okDeny && deny.counted))

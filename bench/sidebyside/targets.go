@@ -17,6 +17,7 @@ const (
 	tHAProxy        = "haproxy"
 	tCaddy          = "caddy"
 	tBare           = "bare-httputil"
+	tBareDeny       = "bare-429"
 	tGatewayNone    = "gateway-nopolicy"
 	tGatewayLocal   = "gateway-local"
 	tGatewayIETF    = "gateway-local-ietf"
@@ -54,6 +55,7 @@ var specs = []spec{
 	{tHAProxy, "HAProxy stick-table http_req_rate per IP, never reached", (*lab).haproxyTarget},
 	{tCaddy, "Caddy reverse_proxy, defaults", (*lab).caddyTarget},
 	{tBare, "bare httputil.ReverseProxy (pooled transport, BufferPool)", (*lab).bareTarget},
+	{tBareDeny, "bare net/http handler answering every request with a 429: Go's flood-path floor", (*lab).bareTarget},
 	{tGatewayNone, "gateway, a route with no policy", (*lab).gatewayTarget},
 	{tGatewayLocal, "gateway, token_bucket per IP, never reached", (*lab).gatewayTarget},
 	{tGatewayIETF, "gateway-local with rate_limit_headers: ietf (2 rate-limit headers, not 5)", (*lab).gatewayTarget},
@@ -222,11 +224,19 @@ func (l *lab) bareTarget(ctx context.Context, t *target) error {
 	if err != nil {
 		return err
 	}
-	p, err := l.ps.start("bareproxy", l.dir, nil, l.bare, "-listen", addr(ports[0]), "-upstream", "http://"+l.upstream)
+	argv := []string{l.bare, "-listen", addr(ports[0]), "-upstream", "http://" + l.upstream}
+	if t.name == tBareDeny {
+		argv = []string{l.bare, "-listen", addr(ports[0]), "-deny"}
+	}
+	p, err := l.ps.start(t.name, l.dir, nil, argv...)
 	if err != nil {
 		return err
 	}
 	t.url = "http://" + addr(ports[0]) + "/"
+	if t.name == tBareDeny {
+		t.deny = true
+		return p.waitTCP(ctx, addr(ports[0]))
+	}
 	return p.waitHTTP(ctx, t.url)
 }
 

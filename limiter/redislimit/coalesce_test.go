@@ -183,3 +183,53 @@ func TestMergedDecisionsAreSequential(t *testing.T) {
 		t.Fatalf("fixed window count %d %v, want 1", v, err)
 	}
 }
+
+// With pipelines, decisions beyond the pool size ride in the pipelines
+// instead of queueing for a connection: a pool of one, a queue timeout of a
+// millisecond, Redis holding every client (CLIENT PAUSE) while 64
+// goroutines decide at once. Each decision holding a slot of its own would
+// leave 63 of them overloaded (429) after a millisecond; gathered, every one
+// is decided by Redis, exactly (the burst of 40 admitted, the rest denied),
+// in pipelines shared by many.
+func TestGatheredDecisionsDoNotQueueForConnections(t *testing.T) {
+	s := redistest.Start(t)
+	client := newTestClient(t, 5*time.Second, s.Addr())
+	r := newTestRedis(t, client, Config{Timeout: 5 * time.Second, MaxInFlight: 1, QueueTimeout: time.Millisecond, Pipelines: 1})
+	e := newTestEngine(t, r)
+	rule := &limiter.Rule{Name: "paused", Algorithm: limiter.GCRA}
+	lim := limiter.Limit{Rate: 40, Period: time.Hour, Burst: 40}
+	pauser := newTestClient(t, 5*time.Second, s.Addr())
+	if err := pauser.ClientPause(context.Background(), 300*time.Millisecond).Err(); err != nil {
+		t.Fatalf("CLIENT PAUSE: %v", err)
+	}
+	const n = 64
+	var wg sync.WaitGroup
+	var admitted, denied atomic.Int64
+	for range n {
+		wg.Go(func() {
+			v, err := e.Decide(context.Background(), []limiter.Check{{Rule: rule, Limit: lim, Key: "k"}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			d := v.Decisions[0]
+			switch {
+			case d.Reason == limiter.ReasonOverloaded:
+				t.Errorf("a decision was overloaded: it queued for a connection instead of riding a pipeline")
+			case v.Allowed:
+				admitted.Add(1)
+			default:
+				denied.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	st := r.Stats()
+	if admitted.Load() != 40 || denied.Load() != n-40 {
+		t.Fatalf("admitted %d, denied %d, want exactly the burst of 40 and %d", admitted.Load(), denied.Load(), n-40)
+	}
+	if st.Overloaded != 0 || st.Pipelines >= n/2 {
+		t.Fatalf("overloaded %d, %d pipelines for %d decisions: want none overloaded, pipelines shared", st.Overloaded, st.Pipelines, n)
+	}
+	t.Logf("%d decisions: %d round trips in %d pipelines", n, st.RoundTrips, st.Pipelines)
+}

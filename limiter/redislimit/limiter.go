@@ -64,7 +64,9 @@ type Config struct {
 	// MaxInFlight caps the round trips in flight at once; decisions beyond
 	// it wait for a slot. Set it to the client's pool size so that no
 	// decision ever waits inside go-redis, where the wait would eat into
-	// the Redis deadline; zero means DefaultMaxInFlight.
+	// the Redis deadline; zero means DefaultMaxInFlight. With Pipelines,
+	// decisions share round trips, and Pipelines × 128 of them (if more)
+	// may be waiting for or riding in one.
 	MaxInFlight int
 	// QueueTimeout bounds the wait for a slot; a decision still waiting then
 	// is denied (ReasonOverloaded). Zero means DefaultQueueTimeout.
@@ -170,7 +172,15 @@ func New(client Client, cfg Config) (*Limiter, error) {
 		if !r.cluster { // a Cluster's calls live in different slots: no script spans them
 			merge = mergeDecides
 		}
-		r.co = newCoalescer(cmp.Or(cfg.Pipelines, DefaultPipelines), r.execNow, merge)
+		pipelines := cmp.Or(cfg.Pipelines, DefaultPipelines)
+		r.co = newCoalescer(pipelines, r.execNow, merge)
+		// Gathered decisions do not each hold a connection: the pipelines
+		// do. As many may hold a slot as the pipelines in flight carry, so
+		// one holding a slot is at most one pipeline from being sent (a
+		// finishing pipeline hands up to maxBatch waiting calls to the
+		// next). Fewer would cap the batches, and with them throughput,
+		// at the pool size.
+		r.slots = newSlots(max(cap(r.slots), pipelines*maxBatch))
 	}
 
 	var nonce [6]byte
