@@ -36,8 +36,8 @@ type gatewayConfig struct {
 	Listen      string
 	Admin       string // "" turns the admin listener off
 	Redis       string // "" for none
-	Upstream    string // http://host:port; unused with LLM
-	LLM         bool   // POST /v1/ to builtin:openai-mock, llm: openai
+	Upstream    string // http://host:port
+	LLM         bool   // POST /v1/ with llm: openai (the upstream answers llmCompletion)
 	Policy      string // a policy in YAML flow style, "" for none
 	Headers     string // the route's rate_limit_headers, "" for the default
 }
@@ -45,3 +45,9 @@ type gatewayConfig struct {
 // llmBody is what the LLM target posts: 11 prompt tokens, 16 output tokens
 // reserved and answered (the mock stops at max_tokens), not streamed.
 const llmBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello there, mock!"}],"max_tokens":16}`
+
+// llmCompletion is the upstream's answer to it, at once: what a provider
+// returns for llmBody, usage included, which the gateway settles to.
+const llmCompletion = `{"id":"chatcmpl-bench","object":"chat.completion","created":1764720000,"model":"gpt-4o-mini",` +
+	`"choices":[{"index":0,"message":{"role":"assistant","content":"lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et"},"finish_reason":"length"}],` +
+	`"usage":{"prompt_tokens":11,"completion_tokens":16,"total_tokens":27}}`

@@ -62,7 +62,7 @@ var specs = []spec{
 	{tGatewayRedis, "gateway, Redis gcra per IP, never reached", (*lab).gatewayTarget},
 	{tGatewayDeny, "gateway, token_bucket per IP at 1/min: a flood it denies", (*lab).gatewayTarget},
 	{tGatewayDenyRed, "gateway, Redis gcra per IP at 1/min: a flood it denies", (*lab).gatewayTarget},
-	{tGatewayLLM, "gateway, llm: openai to builtin:openai-mock, token policy never reached", (*lab).gatewayTarget},
+	{tGatewayLLM, "gateway, llm: openai to a static chat completion, token policy never reached", (*lab).gatewayTarget},
 }
 
 // gatewayPolicies are the gateway targets' policies (YAML flow style).
@@ -138,7 +138,7 @@ func (l *lab) startUpstream(ctx context.Context) error {
 	}
 	l.upstream = addr(ports[0])
 	dir := filepath.Join(l.dir, "nginx-upstream")
-	if err := render("nginx-upstream.conf", filepath.Join(dir, "nginx.conf"), map[string]string{"Dir": dir, "Listen": l.upstream}); err != nil {
+	if err := render("nginx-upstream.conf", filepath.Join(dir, "nginx.conf"), map[string]string{"Dir": dir, "Listen": l.upstream, "Completion": llmCompletion}); err != nil {
 		return err
 	}
 	p, err := l.ps.start("nginx-upstream", dir, nil, "nginx", "-p", dir, "-e", "stderr", "-c", "nginx.conf", "-g", "daemon off;")
