@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -51,8 +52,12 @@ type requestState struct {
 	cancel context.CancelFunc
 	// w answers the client; expire uses it to end a read of the body.
 	w http.ResponseWriter
-	// body is the outbound request body; nil when there is none.
+	// body is the outbound request body when the gateway streams it; nil
+	// when there is none or it is held.
 	body *uploadBody
+	// held is the body the gateway read whole (an llm call's, an
+	// idempotent request's); nil when there is none or it streams.
+	held []byte
 	// llm is the call on an llm route, nil elsewhere.
 	llm *llmCall
 	// costs holds each decision's policy cost (for OpenAI's headers).
@@ -151,7 +156,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policie
 			h.afterSettle()
 		}()
 	}
-	if r.Body != nil && r.Body != http.NoBody {
+	held, isHeld := r.Body.(heldBody)
+	if r.Body != nil && r.Body != http.NoBody && !isHeld {
 		body := r.Body
 		if route.MaxBodyBytes > 0 {
 			// Catches bodies without a Content-Length (chunked) or that lie
@@ -176,6 +182,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policie
 		st.trace.WroteRequest = st.wroteRequest
 		ctx = httptrace.WithClientTrace(st, &st.trace)
 	}
+	if isHeld {
+		// Read whole already: nothing left for the deadline to watch (see
+		// rewrite for how it is sent).
+		st.held = held.b
+	}
 	out := r.WithContext(ctx)
 	if st.body != nil {
 		out.Body = st.body
@@ -196,6 +207,13 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		stripPrefix(pr.Out.URL, st.route.StripPrefix)
 	}
 	pr.SetURL(st.route.Upstream) // also points Host at the upstream
+	if len(st.held) > 0 { // an empty one ReverseProxy already sends as none
+		// ReverseProxy wraps every body in a reader of its own, which
+		// net/http cannot tell is in memory, so it flushes the headers in a
+		// write of their own first. A held body is in memory: as a
+		// bytes.Reader it goes out in one write with the headers.
+		pr.Out.Body = io.NopCloser(bytes.NewReader(st.held))
+	}
 	if id := st.route.Idempotency; id != nil {
 		// Only the gateway speaks for the fencing token: a client's own
 		// never reaches the upstream.

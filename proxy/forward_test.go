@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -459,5 +460,63 @@ func TestTimeoutCountsTheWaitNotTheUpload(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// countingConn counts the writes on a connection to the upstream.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// A body the gateway holds in memory (an llm call's, read to count its
+// tokens) goes upstream in one write with the request headers; a body it
+// streams is written after a flush of the headers of its own. Counted on
+// the transport's connections: one kept-alive connection, one request at a
+// time, so each request's writes are its own.
+func TestHeldBodyGoesUpstreamInOneWrite(t *testing.T) {
+	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"c","object":"chat.completion","model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`)
+	}))
+	var writes atomic.Int64
+	tr := NewTransport()
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{Conn: c, writes: &writes}, nil
+	}
+	snap := compileYAML(t, `
+routes:
+  - {name: llm, match: {path_prefix: /v1/}, upstream: "`+up.URL+`", llm: openai}
+  - {name: upload, match: {path_prefix: /upload}, upstream: "`+up.URL+`"}
+`)
+	gw, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{transport: tr})
+	const chat = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":1}`
+	for _, tt := range []struct {
+		path       string
+		wantWrites int64
+	}{
+		{"/v1/chat/completions", 1}, // held: headers and body together
+		{"/upload", 2},              // streamed: headers, then the body
+		{"/v1/chat/completions", 1},
+	} {
+		before := writes.Load()
+		r := do(t, gw.Client(), "POST", gw.URL+tt.path, strings.NewReader(chat), http.Header{"Content-Type": {"application/json"}})
+		if r.status != http.StatusOK {
+			t.Fatalf("POST %s: status %d (%s)", tt.path, r.status, r.body)
+		}
+		if got := writes.Load() - before; got != tt.wantWrites {
+			t.Errorf("POST %s: %d writes to the upstream connection, want %d", tt.path, got, tt.wantWrites)
+		}
 	}
 }

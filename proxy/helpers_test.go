@@ -151,6 +151,7 @@ type gatewayOpts struct {
 	afterFunc      func(time.Duration, func()) timer
 	log            *logRecorder
 	idem           idempotency.Store // nil: the Handler's in-process one
+	transport      *http.Transport   // nil: NewTransport()
 }
 
 // newGateway serves a Handler over snap and lim on a loopback httptest server.
@@ -158,7 +159,10 @@ func newGateway(t testing.TB, snap *policies.Snapshot, lim limiter.Limiter, o ga
 	t.Helper()
 	holder := &snapshotHolder{}
 	holder.p.Store(snap)
-	tr := NewTransport()
+	tr := o.transport
+	if tr == nil {
+		tr = NewTransport()
+	}
 	t.Cleanup(tr.CloseIdleConnections)
 	logger := slog.New(slog.DiscardHandler)
 	if o.log != nil {
