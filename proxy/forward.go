@@ -207,11 +207,12 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		stripPrefix(pr.Out.URL, st.route.StripPrefix)
 	}
 	pr.SetURL(st.route.Upstream) // also points Host at the upstream
-	if len(st.held) > 0 {        // an empty one ReverseProxy already sends as none
+	if len(st.held) > 0 {
 		// ReverseProxy wraps every body in a reader of its own, which
 		// net/http cannot tell is in memory, so it flushes the headers in a
 		// write of their own first. A held body is in memory: as a
-		// bytes.Reader it goes out in one write with the headers.
+		// bytes.Reader it goes out in one write with the headers. (An empty
+		// one ReverseProxy already sends as none.)
 		pr.Out.Body = io.NopCloser(bytes.NewReader(st.held))
 	}
 	if id := st.route.Idempotency; id != nil {
