@@ -34,6 +34,10 @@ type coalescer struct {
 	// into the original commands.
 	merge func(cmds []*redis.Cmd) (merged []*redis.Cmd, split func())
 	max   int
+	// timeout is the least a pipeline has from when it is sent (zero: no
+	// least), so that the time its calls spent waiting for it never counts
+	// against Redis.
+	timeout time.Duration
 
 	mu      sync.Mutex
 	running int
@@ -50,8 +54,8 @@ type call struct {
 	done chan struct{}
 }
 
-func newCoalescer(max int, exec func(context.Context, []*redis.Cmd), merge func([]*redis.Cmd) ([]*redis.Cmd, func())) *coalescer {
-	return &coalescer{exec: exec, merge: merge, max: max}
+func newCoalescer(max int, timeout time.Duration, exec func(context.Context, []*redis.Cmd), merge func([]*redis.Cmd) ([]*redis.Cmd, func())) *coalescer {
+	return &coalescer{exec: exec, merge: merge, max: max, timeout: timeout}
 }
 
 // do sends cmds, alone or with other calls', and returns once their
@@ -100,9 +104,13 @@ func (co *coalescer) send(leader *call, batch []*call) {
 	}
 	// The pipeline outlives no member's wish: it ends at the latest of
 	// their deadlines, and a member's context ending does not cut the
-	// others' replies.
+	// others' replies. Nor does the wait for a pipeline: it has at least
+	// the timeout from now.
 	ctx := context.WithoutCancel(leader.ctx)
 	if dl, ok := latestDeadline(batch); ok {
+		if least := time.Now().Add(co.timeout); co.timeout > 0 && least.After(dl) {
+			dl = least
+		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, dl)
 		defer cancel()

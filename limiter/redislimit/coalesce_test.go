@@ -22,7 +22,7 @@ func TestCoalescerSendsEveryCallOnceInSharedPipelines(t *testing.T) {
 	var inFlight, peak, pipelines atomic.Int64
 	var first sync.Once
 	sent := sync.Map{}
-	co := newCoalescer(max, func(ctx context.Context, cmds []*redis.Cmd) {
+	co := newCoalescer(max, 0, func(ctx context.Context, cmds []*redis.Cmd) {
 		n := inFlight.Add(1)
 		for {
 			p := peak.Load()
@@ -232,4 +232,35 @@ func TestGatheredDecisionsDoNotQueueForConnections(t *testing.T) {
 		t.Fatalf("overloaded %d, %d pipelines for %d decisions: want none overloaded, pipelines shared", st.Overloaded, st.Pipelines, n)
 	}
 	t.Logf("%d decisions: %d round trips in %d pipelines", n, st.RoundTrips, st.Pipelines)
+}
+
+// A pipeline has the whole timeout from when it is sent, whatever its
+// members spent waiting for it: a call whose own deadline has nearly passed
+// (it waited behind other pipelines) does not make the round trip look
+// slow. A member's later deadline (a probe's) still wins.
+func TestPipelineHasTheTimeoutFromWhenItIsSent(t *testing.T) {
+	const timeout = time.Hour
+	var got time.Time
+	co := newCoalescer(1, timeout, func(ctx context.Context, cmds []*redis.Cmd) {
+		got, _ = ctx.Deadline()
+		for _, c := range cmds {
+			c.SetVal("ok")
+		}
+	}, nil)
+	for _, tt := range []struct {
+		name    string
+		own     time.Duration // the member's deadline, from now
+		atLeast time.Duration
+	}{
+		{"waited: nearly out of time", time.Millisecond, timeout - time.Minute},
+		{"a later deadline of its own", 2 * timeout, 2*timeout - time.Minute},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), tt.own)
+		before := time.Now()
+		co.do(ctx, []*redis.Cmd{redis.NewCmd(ctx, "ping")})
+		cancel()
+		if got.Sub(before) < tt.atLeast {
+			t.Errorf("%s: the pipeline's deadline was %s after it was sent, want at least %s", tt.name, got.Sub(before), tt.atLeast)
+		}
+	}
 }

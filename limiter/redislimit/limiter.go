@@ -173,7 +173,7 @@ func New(client Client, cfg Config) (*Limiter, error) {
 			merge = mergeDecides
 		}
 		pipelines := cmp.Or(cfg.Pipelines, DefaultPipelines)
-		r.co = newCoalescer(pipelines, r.execNow, merge)
+		r.co = newCoalescer(pipelines, r.timeout, r.execNow, merge)
 		// Gathered decisions do not each hold a connection: the pipelines
 		// do. As many may hold a slot as the pipelines in flight carry, so
 		// one holding a slot is at most one pipeline from being sent (a
