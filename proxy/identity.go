@@ -174,10 +174,16 @@ func parseHop(s string) (netip.Addr, bool) {
 		if a, err = netip.ParseAddr(s[1:end]); err != nil || !a.Is6() {
 			return netip.Addr{}, false
 		}
+	} else if strings.Count(s, ":") == 1 {
+		// IPv4 with a port, as every RemoteAddr of an IPv4 peer is: parsed
+		// as such first, since a failed ParseAddr allocates its error.
+		ap, err := netip.ParseAddrPort(s)
+		if err != nil {
+			return netip.Addr{}, false
+		}
+		a = ap.Addr()
 	} else if addr, err := netip.ParseAddr(s); err == nil {
 		a = addr
-	} else if ap, err := netip.ParseAddrPort(s); err == nil {
-		a = ap.Addr()
 	} else {
 		return netip.Addr{}, false
 	}

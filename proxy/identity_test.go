@@ -187,3 +187,35 @@ func TestIdentifyGroupsAndKeys(t *testing.T) {
 		})
 	}
 }
+
+// parseHop reads an address as a peer or a forwarded hop gives it: bare, with
+// a port, IPv6 in brackets with a port; anything else is not an address.
+func TestParseHop(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want string // "" when not an address
+	}{
+		{"192.0.2.1", "192.0.2.1"},
+		{" 192.0.2.1 ", "192.0.2.1"},
+		{"192.0.2.1:8080", "192.0.2.1"},
+		{"2001:db8::1", "2001:db8::1"},
+		{"[2001:db8::1]:443", "2001:db8::1"},
+		{"[2001:db8::1]", "2001:db8::1"},
+		{"::ffff:192.0.2.1", "192.0.2.1"},
+		{"fe80::1%eth0", "fe80::1"},
+		{"[192.0.2.1]:80", ""}, // brackets are for IPv6
+		{"192.0.2.1:", ""},
+		{"192.0.2.1:99999", ""},
+		{"example.com:80", ""},
+		{"unknown", ""},
+		{"", ""},
+	} {
+		got := ""
+		if a, ok := parseHop(tt.in); ok {
+			got = a.String()
+		}
+		if got != tt.want {
+			t.Errorf("parseHop(%q): got %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
