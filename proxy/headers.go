@@ -78,9 +78,15 @@ func setRateLimitHeaders(h http.Header, v limiter.Verdict, set policies.RateLimi
 	if set.Legacy() {
 		d, _ := v.Deciding()
 		r, t := remainingAndReset(&d)
-		vals[2] = strconv.FormatInt(d.Limit.Quota(), 10)
-		vals[3] = strconv.FormatInt(r, 10)
-		vals[4] = strconv.FormatInt(t, 10)
+		// The three numbers are cut from one string, as the lists are.
+		var stack [60]byte
+		buf := strconv.AppendInt(stack[:0], d.Limit.Quota(), 10)
+		i := len(buf)
+		buf = strconv.AppendInt(buf, r, 10)
+		j := len(buf)
+		buf = strconv.AppendInt(buf, t, 10)
+		nums := string(buf)
+		vals[2], vals[3], vals[4] = nums[:i], nums[i:j], nums[j:]
 		h[hdrXLimit] = vals[2:3:3]
 		h[hdrXRemaining] = vals[3:4:4]
 		h[hdrXReset] = vals[4:5:5]
