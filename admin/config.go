@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"net/http"
 	"net/url"
 	"strings"
@@ -179,7 +180,7 @@ func routeOf(rt *policies.Route) routeView {
 		MaxBodyBytes:      rt.MaxBodyBytes,
 		LLM:               rt.LLM,
 		ErrorFormat:       "gateway",
-		RateLimitHeaders:  rt.RateLimitHeaders.String(),
+		RateLimitHeaders:  string(cmp.Or(rt.RateLimitHeaders, policies.RateLimitHeadersAll)),
 		UpstreamAPIKeySet: rt.UpstreamAPIKey != "",
 		Policies:          make([]string, 0, len(rt.Policies)),
 		Match: matchView{

@@ -178,7 +178,6 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 	if err != nil {
 		return nil, fmt.Errorf("upstream: %w", err)
 	}
-	headers, _ := parseRateLimitHeaders(rc.RateLimitHeaders) // validated
 	rt := &Route{
 		Name:             rc.Name,
 		Upstream:         up,
@@ -189,7 +188,7 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		DefaultMaxTokens: rc.DefaultMaxTokens,
 		UpstreamAPIKey:   rc.UpstreamAPIKey,
 		OpenAIErrors:     rc.ErrorFormat == "openai",
-		RateLimitHeaders: headers,
+		RateLimitHeaders: RateLimitHeaders(rc.RateLimitHeaders),
 		Match: Match{
 			Host:       strings.ToLower(strings.TrimSuffix(rc.Match.Host, ".")),
 			Path:       rc.Match.Path,

@@ -99,7 +99,7 @@ func (c *Config) ApplyDefaults() {
 			setDefault(&rt.ErrorFormat, "openai")
 		}
 		setDefault(&rt.ErrorFormat, "gateway")
-		setDefault(&rt.RateLimitHeaders, RateLimitHeadersAll.String())
+		setDefault(&rt.RateLimitHeaders, string(RateLimitHeadersAll))
 		setDefault(&rt.MaxBodyBytes, DefaultMaxBodyBytes)
 		if id := rt.Idempotency; id != nil {
 			setDefault(&id.Header, DefaultIdempotencyHeader)

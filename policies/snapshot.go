@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -284,44 +283,23 @@ func (s *Snapshot) KeepsBuckets(g limiter.BucketGroup) bool {
 }
 
 // RateLimitHeaders is which rate-limit headers a route's responses carry
-// (rate_limit_headers). The zero value is all of them.
-type RateLimitHeaders uint8
+// (rate_limit_headers). The zero value, as a Route built without the
+// config has it, is all of them.
+type RateLimitHeaders string
 
 const (
-	// RateLimitHeadersAll: RateLimit-Policy, RateLimit and X-RateLimit-*.
-	RateLimitHeadersAll RateLimitHeaders = iota
-	// RateLimitHeadersIETF: RateLimit-Policy and RateLimit only.
-	RateLimitHeadersIETF
-	// RateLimitHeadersLegacy: X-RateLimit-Limit, -Remaining, -Reset only.
-	RateLimitHeadersLegacy
-	// RateLimitHeadersNone: none (a 429 still carries Retry-After).
-	RateLimitHeadersNone
+	RateLimitHeadersAll    RateLimitHeaders = "all"    // RateLimit-Policy, RateLimit and X-RateLimit-*
+	RateLimitHeadersIETF   RateLimitHeaders = "ietf"   // RateLimit-Policy and RateLimit only
+	RateLimitHeadersLegacy RateLimitHeaders = "legacy" // X-RateLimit-Limit, -Remaining, -Reset only
+	RateLimitHeadersNone   RateLimitHeaders = "none"   // none (a 429 still carries Retry-After)
 )
 
-// rateLimitHeaderNames are the config's words for each set, by value.
-var rateLimitHeaderNames = [...]string{"all", "ietf", "legacy", "none"}
-
 // IETF reports whether the set has RateLimit-Policy and RateLimit.
-func (s RateLimitHeaders) IETF() bool { return s == RateLimitHeadersAll || s == RateLimitHeadersIETF }
+func (s RateLimitHeaders) IETF() bool {
+	return s == "" || s == RateLimitHeadersAll || s == RateLimitHeadersIETF
+}
 
 // Legacy reports whether the set has X-RateLimit-*.
 func (s RateLimitHeaders) Legacy() bool {
-	return s == RateLimitHeadersAll || s == RateLimitHeadersLegacy
-}
-
-func (s RateLimitHeaders) String() string {
-	if int(s) < len(rateLimitHeaderNames) {
-		return rateLimitHeaderNames[s]
-	}
-	return "RateLimitHeaders(" + strconv.Itoa(int(s)) + ")"
-}
-
-// parseRateLimitHeaders reads rate_limit_headers.
-func parseRateLimitHeaders(word string) (RateLimitHeaders, bool) {
-	for i, name := range rateLimitHeaderNames {
-		if word == name {
-			return RateLimitHeaders(i), true
-		}
-	}
-	return 0, false
+	return s == "" || s == RateLimitHeadersAll || s == RateLimitHeadersLegacy
 }

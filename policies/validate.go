@@ -191,7 +191,9 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 		if rt.ErrorFormat != "gateway" && rt.ErrorFormat != "openai" {
 			p.addf(place+".error_format", "must be gateway or openai, got %q", rt.ErrorFormat)
 		}
-		if _, ok := parseRateLimitHeaders(rt.RateLimitHeaders); !ok {
+		switch RateLimitHeaders(rt.RateLimitHeaders) {
+		case RateLimitHeadersAll, RateLimitHeadersIETF, RateLimitHeadersLegacy, RateLimitHeadersNone:
+		default:
 			p.addf(place+".rate_limit_headers", "must be all, ietf, legacy or none, got %q", rt.RateLimitHeaders)
 		}
 		if rt.Idempotency != nil {

@@ -83,7 +83,7 @@ func TestSetRateLimitHeaders(t *testing.T) {
 		policies.RateLimitHeadersLegacy, policies.RateLimitHeadersNone}
 	for _, tt := range tests {
 		for _, set := range sets {
-			t.Run(tt.name+"/"+set.String(), func(t *testing.T) {
+			t.Run(tt.name+"/"+string(set), func(t *testing.T) {
 				h := http.Header{}
 				// What an upstream might have sent: replaced, never
 				// duplicated; left as sent under names the set leaves out.
