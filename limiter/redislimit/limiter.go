@@ -132,6 +132,20 @@ type Limiter struct {
 
 var _ limiter.Backend = (*Limiter)(nil)
 
+// slotCount is how many decisions may be asking Redis at once. Alone, each
+// holds a connection: the pool size. Gathered, they do not, the pipelines
+// do: as many may hold a slot as the pipelines in flight carry, so one
+// holding a slot is at most one pipeline from being sent (a finishing
+// pipeline hands up to maxBatch waiting calls to the next). The pool size
+// would cap the batches, and with them throughput.
+func slotCount(cfg Config) int {
+	n := cmp.Or(cfg.MaxInFlight, DefaultMaxInFlight)
+	if cfg.Pipelines >= 0 {
+		n = max(n, cmp.Or(cfg.Pipelines, DefaultPipelines)*maxBatch)
+	}
+	return n
+}
+
 // New returns a Limiter deciding through client, which must not be nil.
 func New(client Client, cfg Config) (*Limiter, error) {
 	if client == nil {
@@ -149,7 +163,7 @@ func New(client Client, cfg Config) (*Limiter, error) {
 		// Two unanswered waves of round trips this far apart are not one
 		// stall of this process: it would have to last twice the timeout.
 		suspectWindow: suspectWindowFactor * cmp.Or(cfg.Timeout, DefaultTimeout),
-		slots:         newSlots(cmp.Or(cfg.MaxInFlight, DefaultMaxInFlight)),
+		slots:         newSlots(slotCount(cfg)),
 		cooldown:      cmp.Or(cfg.BreakerCooldown, DefaultBreakerCooldown),
 		clock:         cfg.Clock,
 		log:           cfg.Logger,
@@ -172,15 +186,7 @@ func New(client Client, cfg Config) (*Limiter, error) {
 		if !r.cluster { // a Cluster's calls live in different slots: no script spans them
 			merge = mergeDecides
 		}
-		pipelines := cmp.Or(cfg.Pipelines, DefaultPipelines)
-		r.co = newCoalescer(pipelines, r.timeout, r.execNow, merge)
-		// Gathered decisions do not each hold a connection: the pipelines
-		// do. As many may hold a slot as the pipelines in flight carry, so
-		// one holding a slot is at most one pipeline from being sent (a
-		// finishing pipeline hands up to maxBatch waiting calls to the
-		// next). Fewer would cap the batches, and with them throughput,
-		// at the pool size.
-		r.slots = newSlots(max(cap(r.slots), pipelines*maxBatch))
+		r.co = newCoalescer(cmp.Or(cfg.Pipelines, DefaultPipelines), r.timeout, r.execNow, merge)
 	}
 
 	var nonce [6]byte
