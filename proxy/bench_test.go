@@ -60,8 +60,9 @@ func BenchmarkProxy(b *testing.B) {
 	}{{"serial", false}, {"parallel", true}} {
 		for _, target := range []struct{ name, url string }{{"bare", bare.URL}, {"gateway-nopolicy", nopolicy.URL}, {"gateway", gw.URL}} {
 			b.Run(mode.name+"/"+target.name, func(b *testing.B) {
-				client := &http.Client{Transport: NewTransport()}
-				defer client.Transport.(*http.Transport).CloseIdleConnections()
+				tr := NewTransport()
+				defer tr.CloseIdleConnections()
+				client := &http.Client{Transport: tr}
 				get := func() error {
 					resp, err := client.Get(target.url + "/bench?x=1")
 					if err != nil {

@@ -92,6 +92,11 @@ func (st *requestState) expire() {
 // wait for the answer starts now.
 func (st *requestState) wroteRequest(httptrace.WroteRequestInfo) { st.deadline.extend() }
 
+// heldAgain is the held body from its start, the outbound request's GetBody.
+func (st *requestState) heldAgain() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(st.held)), nil
+}
+
 func stateFrom(ctx context.Context) *requestState {
 	st, _ := ctx.Value(stateKey{}).(*requestState)
 	return st
@@ -211,9 +216,13 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		// ReverseProxy wraps every body in a reader of its own, which
 		// net/http cannot tell is in memory, so it flushes the headers in a
 		// write of their own first. A held body is in memory: as a
-		// bytes.Reader it goes out in one write with the headers. (An empty
-		// one ReverseProxy already sends as none.)
+		// bytes.Reader it goes out in one write with the headers. With
+		// GetBody it can be read again, which is what lets the transport's
+		// lean path send it (and send it again on a connection the upstream
+		// had closed, when that is harmless). (An empty one ReverseProxy
+		// already sends as none.)
 		pr.Out.Body = io.NopCloser(bytes.NewReader(st.held))
+		pr.Out.GetBody = st.heldAgain
 	}
 	if id := st.route.Idempotency; id != nil {
 		// Only the gateway speaks for the fencing token: a client's own

@@ -486,15 +486,14 @@ func TestHeldBodyGoesUpstreamInOneWrite(t *testing.T) {
 		io.WriteString(w, `{"id":"c","object":"chat.completion","model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`)
 	}))
 	var writes atomic.Int64
-	tr := NewTransport()
-	dial := tr.DialContext
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
+	dialer := &net.Dialer{}
+	tr := newTransport(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
 		return countingConn{Conn: c, writes: &writes}, nil
-	}
+	})
 	snap := compileYAML(t, `
 routes:
   - {name: llm, match: {path_prefix: /v1/}, upstream: "`+up.URL+`", llm: openai}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
+	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 )
 
@@ -151,7 +152,7 @@ type gatewayOpts struct {
 	afterFunc      func(time.Duration, func()) timer
 	log            *logRecorder
 	idem           idempotency.Store // nil: the Handler's in-process one
-	transport      *http.Transport   // nil: NewTransport()
+	transport      *h1.Transport     // nil: NewTransport()
 }
 
 // newGateway serves a Handler over snap and lim on a loopback httptest server.

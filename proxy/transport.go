@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 
 // Transport tuning. The idle pool is sized for a gateway that multiplexes many
@@ -20,19 +23,26 @@ const (
 	transportMaxRespHeader  = 1 << 20
 )
 
-// NewTransport returns the upstream transport the gateway uses: a tuned
-// *http.Transport meant to be built once per process (in cmd) and shared by
-// every handler and reload, so that its connection pool survives them.
+// NewTransport returns the upstream transport the gateway uses, meant to be
+// built once per process (in cmd) and shared by every handler and reload, so
+// that its connection pools survive them: h1's lean HTTP/1.1 transport for
+// plain-HTTP upstreams, over a tuned *http.Transport for the rest (TLS and
+// HTTP/2, upgrades, streamed uploads).
 //
 // It has no response-header timeout: each route's timeout bounds the wait
 // for response headers instead. It ignores HTTP(S)_PROXY from the
 // environment, and it does not ask for gzip on its own (DisableCompression),
 // so clients get exactly the encoding they negotiated with the upstream.
 // The result is safe for concurrent use.
-func NewTransport() *http.Transport {
+func NewTransport() *h1.Transport {
 	dialer := &net.Dialer{Timeout: transportDialTimeout, KeepAlive: transportKeepAlive}
-	return &http.Transport{
-		DialContext:            dialer.DialContext,
+	return newTransport(dialer.DialContext)
+}
+
+// newTransport is NewTransport dialing with dial (tests watch connections).
+func newTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *h1.Transport {
+	fallback := &http.Transport{
+		DialContext:            dial,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           transportMaxIdle,
 		MaxIdleConnsPerHost:    transportMaxIdlePerHost,
@@ -42,4 +52,11 @@ func NewTransport() *http.Transport {
 		MaxResponseHeaderBytes: transportMaxRespHeader,
 		DisableCompression:     true,
 	}
+	return h1.New(h1.Config{
+		Fallback:               fallback,
+		Dial:                   dial,
+		MaxIdlePerHost:         transportMaxIdlePerHost,
+		IdleTimeout:            transportIdleTimeout,
+		MaxResponseHeaderBytes: transportMaxRespHeader,
+	})
 }

@@ -1,0 +1,489 @@
+// Package h1 is the gateway's transport to plain-HTTP upstreams: an
+// http.RoundTripper that does each HTTP/1.1 exchange on the calling goroutine,
+// over a pool of kept-alive connections.
+//
+// Go's http.Transport hands every request to a write goroutine and every
+// response back from a read goroutine, and signals the end of each body
+// across goroutines too. Measured side by side (make bench), those hand-offs
+// cost a bare httputil.ReverseProxy more than all of the gateway's policy
+// work. Here the request is written, and the response read, by the goroutine
+// that asked; the wire format is still net/http's own (Request.Write,
+// http.ReadResponse).
+//
+// What the lean path does not do goes to a fallback http.Transport: TLS
+// (https upstreams, HTTP/2), protocol upgrades, Expect: 100-continue, and
+// request bodies that stream (only a body that can be read again, GetBody,
+// is written before the response is read; a streamed one could deadlock
+// against an upstream that answers before it reads).
+package h1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults for the zero values in Config.
+const (
+	defaultMaxIdlePerHost       = 512
+	defaultIdleTimeout          = 90 * time.Second
+	defaultMaxHeaderBytes       = 1 << 20
+	bufferSize                  = 4 << 10
+	max1xxResponses             = 5
+	noLimit               int64 = -1
+)
+
+// errHeaderTooLarge is returned when an upstream's response headers exceed
+// Config.MaxResponseHeaderBytes.
+var errHeaderTooLarge = errors.New("h1: upstream response headers exceed the limit")
+
+// longAgo is a deadline that has passed whatever the clock says.
+var longAgo = time.Unix(1, 0)
+
+// Config is what a Transport is built from.
+type Config struct {
+	// Fallback carries what the lean path does not (see the package
+	// comment); default http.DefaultTransport.
+	Fallback http.RoundTripper
+	// Dial opens a connection to an upstream; default a net.Dialer's.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// MaxIdlePerHost caps the idle connections kept per upstream address
+	// (default 512).
+	MaxIdlePerHost int
+	// IdleTimeout closes a connection idle for longer (default 90 s).
+	IdleTimeout time.Duration
+	// MaxResponseHeaderBytes caps an upstream's response headers (default
+	// 1 MiB).
+	MaxResponseHeaderBytes int64
+	// Now is the clock the idle timeout is measured with (default
+	// time.Now).
+	Now func() time.Time
+}
+
+// Transport is an http.RoundTripper for HTTP/1.1 upstreams. It is safe for
+// concurrent use; build one per process and share it, so that its pool is.
+type Transport struct {
+	fallback       http.RoundTripper
+	dial           func(ctx context.Context, network, addr string) (net.Conn, error)
+	maxIdlePerHost int
+	idleTimeout    time.Duration
+	maxHeaderBytes int64
+	now            func() time.Time
+
+	mu   sync.Mutex
+	idle map[string][]*conn // per address, oldest first
+	// pruner closes connections idle too long when nothing else uses the
+	// pool; armed while any connection is idle, nil otherwise.
+	pruner *time.Timer
+}
+
+// New returns a Transport for cfg.
+func New(cfg Config) *Transport {
+	t := &Transport{
+		fallback:       cfg.Fallback,
+		dial:           cfg.Dial,
+		maxIdlePerHost: cfg.MaxIdlePerHost,
+		idleTimeout:    cfg.IdleTimeout,
+		maxHeaderBytes: cfg.MaxResponseHeaderBytes,
+		now:            cfg.Now,
+		idle:           make(map[string][]*conn),
+	}
+	if t.maxIdlePerHost <= 0 {
+		t.maxIdlePerHost = defaultMaxIdlePerHost
+	}
+	if t.idleTimeout <= 0 {
+		t.idleTimeout = defaultIdleTimeout
+	}
+	if t.maxHeaderBytes <= 0 {
+		t.maxHeaderBytes = defaultMaxHeaderBytes
+	}
+	if t.now == nil {
+		t.now = time.Now
+	}
+	if t.fallback == nil {
+		t.fallback = http.DefaultTransport
+	}
+	if t.dial == nil {
+		t.dial = new(net.Dialer).DialContext
+	}
+	return t
+}
+
+// lean reports whether req can take the lean path.
+func lean(req *http.Request) bool {
+	if req.URL.Scheme != "http" || req.Method == http.MethodConnect {
+		return false
+	}
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return false // a streamed upload
+	}
+	if _, ok := req.Header["Upgrade"]; ok {
+		return false
+	}
+	if _, ok := req.Header["Expect"]; ok {
+		return false
+	}
+	return true
+}
+
+// RoundTrip sends req and returns the response whose headers arrived. The
+// connection goes back to the pool when the body has been read to its end;
+// closing the body before then closes the connection.
+//
+// A request sent on a reused connection that the upstream closed before any
+// of the answer arrived is sent again, once, on a new one, when sending it
+// twice is harmless: an idempotent method or an Idempotency-Key, and a body
+// that can be read again. Of the client trace, WroteRequest and
+// Got1xxResponse are called.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !lean(req) {
+		return t.fallback.RoundTrip(req)
+	}
+	ctx := req.Context()
+	addr := hostPort(req.URL.Host)
+	trace := httptrace.ContextClientTrace(ctx)
+	for retried := false; ; retried = true {
+		c, reused, err := t.get(ctx, addr)
+		if err != nil {
+			return nil, fmt.Errorf("h1: dial %s: %w", addr, err)
+		}
+		res, err := c.roundTrip(req, trace)
+		if err == nil {
+			return res, nil
+		}
+		if retried || !reused || c.answered || ctx.Err() != nil || !replayable(req) {
+			return nil, err
+		}
+		if req, err = rewound(req); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// replayable reports whether sending req twice is harmless.
+func replayable(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return false
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, key := req.Header["Idempotency-Key"]
+	_, xkey := req.Header["X-Idempotency-Key"]
+	return key || xkey
+}
+
+// rewound is req with its body from the start again.
+func rewound(req *http.Request) (*http.Request, error) {
+	if req.GetBody == nil || req.Body == nil || req.Body == http.NoBody {
+		return req, nil
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, fmt.Errorf("h1: reading the body again for a retry: %w", err)
+	}
+	r := new(http.Request)
+	*r = *req
+	r.Body = body
+	return r, nil
+}
+
+// hostPort is a URL host with its port, as dialed and as the pool's key.
+func hostPort(host string) string {
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return host
+	}
+	if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
+		host = host[1 : len(host)-1]
+	}
+	return net.JoinHostPort(host, "80")
+}
+
+// get takes the newest idle connection to addr that is still open, or dials
+// one; reused says which.
+func (t *Transport) get(ctx context.Context, addr string) (c *conn, reused bool, err error) {
+	for {
+		c = t.takeIdle(addr)
+		if c == nil {
+			break
+		}
+		if c.alive() {
+			return c, true, nil
+		}
+		c.nc.Close()
+	}
+	nc, err := t.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, false, err
+	}
+	return newConn(t, addr, nc), false, nil
+}
+
+// takeIdle pops the newest idle connection to addr; connections idle past
+// the timeout are closed on the way (the newest is, all older ones are).
+func (t *Transport) takeIdle(addr string) *conn {
+	now := t.now()
+	t.mu.Lock()
+	list := t.idle[addr]
+	n := len(list)
+	if n == 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	c := list[n-1]
+	list[n-1] = nil
+	if now.Sub(c.idleAt) <= t.idleTimeout {
+		t.idle[addr] = list[:n-1]
+		t.mu.Unlock()
+		return c
+	}
+	delete(t.idle, addr)
+	t.mu.Unlock()
+	c.nc.Close()
+	for _, old := range list[:n-1] {
+		old.nc.Close()
+	}
+	return nil
+}
+
+// put keeps c for the next request to its address, or closes it when the
+// pool for that address is full.
+func (t *Transport) put(c *conn) {
+	c.idleAt = t.now()
+	t.mu.Lock()
+	list := t.idle[c.addr]
+	if len(list) >= t.maxIdlePerHost {
+		t.mu.Unlock()
+		c.nc.Close()
+		return
+	}
+	t.idle[c.addr] = append(list, c)
+	if t.pruner == nil {
+		t.pruner = time.AfterFunc(t.idleTimeout, t.prune)
+	}
+	t.mu.Unlock()
+}
+
+// prune closes every connection idle past the timeout, and comes back while
+// any connection is idle.
+func (t *Transport) prune() {
+	now := t.now()
+	var expired []*conn
+	t.mu.Lock()
+	for addr, list := range t.idle {
+		i := 0
+		for i < len(list) && now.Sub(list[i].idleAt) > t.idleTimeout {
+			i++
+		}
+		expired = append(expired, list[:i]...)
+		if i == len(list) {
+			delete(t.idle, addr)
+		} else if i > 0 {
+			t.idle[addr] = append(list[:0], list[i:]...)
+			clear(list[len(list)-i:])
+		}
+	}
+	t.pruner = nil
+	if len(t.idle) > 0 {
+		t.pruner = time.AfterFunc(t.idleTimeout, t.prune)
+	}
+	t.mu.Unlock()
+	for _, c := range expired {
+		c.nc.Close()
+	}
+}
+
+// CloseIdleConnections closes every idle connection, the lean path's and the
+// fallback's.
+func (t *Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = make(map[string][]*conn)
+	if t.pruner != nil {
+		t.pruner.Stop()
+		t.pruner = nil
+	}
+	t.mu.Unlock()
+	for _, list := range idle {
+		for _, c := range list {
+			c.nc.Close()
+		}
+	}
+	if ci, ok := t.fallback.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
+// conn is one connection to an upstream, used by one request at a time.
+type conn struct {
+	t    *Transport
+	addr string
+	nc   net.Conn
+	lr   limitedReader
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	// abort ends any read or write in progress; it is built once, so that
+	// watching a request's context allocates no closure.
+	abort func()
+	// answered is whether any byte of the current response arrived.
+	answered bool
+	idleAt   time.Time
+}
+
+func newConn(t *Transport, addr string, nc net.Conn) *conn {
+	c := &conn{t: t, addr: addr, nc: nc}
+	c.lr = limitedReader{r: nc, n: noLimit}
+	c.br = bufio.NewReaderSize(&c.lr, bufferSize)
+	c.bw = bufio.NewWriterSize(nc, bufferSize)
+	c.abort = func() { nc.SetDeadline(longAgo) }
+	return c
+}
+
+// roundTrip writes req and reads its response's headers. On error the
+// connection is closed.
+func (c *conn) roundTrip(req *http.Request, trace *httptrace.ClientTrace) (*http.Response, error) {
+	ctx := req.Context()
+	stop := context.AfterFunc(ctx, c.abort)
+	c.answered = false
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		c.nc.Close()
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("h1: %w (%v)", cerr, err)
+		}
+		return nil, fmt.Errorf("h1: %s %s: %w", req.Method, c.addr, err)
+	}
+	if err := req.Write(c.bw); err != nil {
+		return fail(err)
+	}
+	if err := c.bw.Flush(); err != nil {
+		return fail(err)
+	}
+	if trace != nil && trace.WroteRequest != nil {
+		trace.WroteRequest(httptrace.WroteRequestInfo{})
+	}
+	var res *http.Response
+	for n1xx := 0; ; n1xx++ {
+		c.lr.n, c.lr.read = c.t.maxHeaderBytes, 0
+		var err error
+		res, err = http.ReadResponse(c.br, req)
+		c.answered = c.answered || c.lr.read > 0 || c.br.Buffered() > 0
+		c.lr.n = noLimit
+		if err != nil {
+			return fail(err)
+		}
+		if res.StatusCode >= 200 || res.StatusCode < 100 {
+			break
+		}
+		if res.StatusCode == http.StatusSwitchingProtocols {
+			return fail(errors.New("101 Switching Protocols to a request that asked for no upgrade"))
+		}
+		if n1xx == max1xxResponses {
+			return fail(errors.New("too many 1xx responses"))
+		}
+		if trace != nil && trace.Got1xxResponse != nil {
+			if err := trace.Got1xxResponse(res.StatusCode, textproto.MIMEHeader(res.Header)); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	keep := !res.Close && !req.Close
+	if res.Body == http.NoBody {
+		c.release(stop, keep)
+		return res, nil
+	}
+	res.Body = &body{rc: res.Body, c: c, stop: stop, keep: keep}
+	return res, nil
+}
+
+// release ends an exchange: the connection goes back to the pool when keep
+// and nothing cut the exchange short, else it is closed.
+func (c *conn) release(stop func() bool, keep bool) {
+	if !stop() {
+		keep = false // the context ended: abort ran or is running
+	}
+	if keep && c.br.Buffered() == 0 {
+		c.t.put(c)
+		return
+	}
+	c.nc.Close()
+}
+
+// alive reports whether an idle connection can carry a request: the upstream
+// has not closed it and sent nothing unasked.
+func (c *conn) alive() bool {
+	return c.br.Buffered() == 0 && peekIdle(c.nc)
+}
+
+// limitedReader counts what is read from the connection and, while response
+// headers are read, caps it.
+type limitedReader struct {
+	r    io.Reader
+	n    int64 // bytes left before the cap; noLimit while reading a body
+	read int64 // bytes read since the cap was set
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.n == noLimit {
+		return l.r.Read(p)
+	}
+	if l.n <= 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	l.read += int64(n)
+	return n, err
+}
+
+// body is a response body; at its end the connection goes back to the pool.
+type body struct {
+	rc   io.ReadCloser
+	c    *conn
+	stop func() bool
+	keep bool
+	eof  bool // read to its end; only the reader touches it
+	done atomic.Bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.eof {
+		return 0, io.EOF
+	}
+	if b.done.Load() {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	n, err := b.rc.Read(p)
+	if err != nil {
+		b.eof = err == io.EOF
+		b.finish(b.eof)
+	}
+	return n, err
+}
+
+// Close before the end closes the connection: what is left of the body
+// would have to be read first.
+func (b *body) Close() error {
+	b.finish(false)
+	return nil
+}
+
+func (b *body) finish(whole bool) {
+	if !b.done.CompareAndSwap(false, true) {
+		return
+	}
+	b.c.release(b.stop, whole && b.keep)
+}
