@@ -153,3 +153,21 @@ func latestDeadline(batch []*call) (time.Time, bool) {
 	}
 	return latest, true
 }
+
+// deadlineCtx is a context that says a deadline without enforcing it: no
+// timer, nothing registered with its parent. Enough where what runs on it
+// only reads the deadline, as a coalesced call does (see send).
+type deadlineCtx struct {
+	context.Context
+	dl time.Time
+}
+
+// withDeadline is ctx saying the earlier of its own deadline and dl.
+func withDeadline(ctx context.Context, dl time.Time) context.Context {
+	if cur, ok := ctx.Deadline(); ok && cur.Before(dl) {
+		return ctx
+	}
+	return &deadlineCtx{Context: ctx, dl: dl}
+}
+
+func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.dl, true }

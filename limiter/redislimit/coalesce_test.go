@@ -264,3 +264,31 @@ func TestPipelineHasTheTimeoutFromWhenItIsSent(t *testing.T) {
 		}
 	}
 }
+
+// A deadline-only context says the earlier deadline and keeps its parent's
+// cancellation and values; it starts no timer (it is never Done by itself).
+func TestWithDeadlineSaysTheEarlierDeadline(t *testing.T) {
+	type key struct{}
+	base := time.Now()
+	parent, cancel := context.WithDeadline(context.WithValue(context.Background(), key{}, "v"), base.Add(time.Hour))
+	defer cancel()
+
+	ctx := withDeadline(parent, base.Add(time.Second))
+	if dl, ok := ctx.Deadline(); !ok || !dl.Equal(base.Add(time.Second)) {
+		t.Errorf("deadline %v %v, want the second from now", dl, ok)
+	}
+	if ctx.Value(key{}) != "v" {
+		t.Error("the parent's value is lost")
+	}
+	if dl, _ := withDeadline(parent, base.Add(2*time.Hour)).Deadline(); !dl.Equal(base.Add(time.Hour)) {
+		t.Errorf("a later deadline replaced the parent's earlier one: %v", dl)
+	}
+	past := withDeadline(context.Background(), base.Add(-time.Second))
+	if past.Err() != nil {
+		t.Error("a deadline-only context ended by itself")
+	}
+	cancel()
+	if ctx.Err() != context.Canceled {
+		t.Errorf("Err after the parent's cancel = %v, want Canceled", ctx.Err())
+	}
+}

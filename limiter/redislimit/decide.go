@@ -130,9 +130,18 @@ func (r *Limiter) ask(ctx context.Context, ops []*sharedOp, ds []limiter.Decisio
 		timeout = max(timeout, r.cooldown/2)
 	}
 	started := r.clock()
-	rtCtx, cancel := context.WithTimeout(ctx, timeout)
+	var rtCtx context.Context
+	if r.co != nil && !r.cluster {
+		// A coalesced decision is one call in a shared pipeline, and the
+		// pipeline takes its deadline from its calls' (coalescer.send):
+		// saying the deadline is enough, it needs no timer of its own.
+		rtCtx = withDeadline(ctx, time.Now().Add(timeout))
+	} else {
+		var cancel context.CancelFunc
+		rtCtx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	_, err = r.roundTrip(rtCtx, ops)
-	cancel()
 	release()
 	r.stats.roundTrips.Add(1)
 
@@ -179,7 +188,7 @@ func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *held, sent t
 		switch {
 		case !d.Allowed && d.RetryAfter > 0 && op.check.Rule.Algorithm != limiter.SharedConcurrency:
 			r.denials.put(op.denialKey(), op.cost, now, now.Add(d.RetryAfter), now.Add(max(d.ResetAfter, d.RetryAfter)))
-		case d.Allowed && r.denials.len() > 0:
+		case d.Allowed:
 			// The key may be one whose denial others answer from while this
 			// request refreshed it: they stop now.
 			r.denials.forget(op.denialKey())

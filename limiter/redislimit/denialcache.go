@@ -122,9 +122,16 @@ func (c *denialCache) put(k denialKey, cost int64, now, until, resetAt time.Time
 }
 
 // forget drops k: its quota grew (units given back here), so a denial
-// remembered for it may no longer hold.
+// remembered for it may no longer hold. Every admitted request asks, and
+// nearly always there is nothing to drop: it looks under the read lock first.
 func (c *denialCache) forget(k denialKey) {
 	sh := c.m.Shard(k)
+	sh.RLock()
+	_, ok := sh.Get(k)
+	sh.RUnlock()
+	if !ok {
+		return
+	}
 	sh.Lock()
 	sh.Delete(k)
 	sh.Unlock()
