@@ -37,7 +37,8 @@ func BenchmarkProxy(b *testing.B) {
 			pr.SetURL(upURL)
 			pr.SetXForwarded()
 		},
-		Transport: bareTransport,
+		Transport:  bareTransport,
+		BufferPool: newBufferPool(), // as the gateway's, and bench/bareproxy's
 	})
 	b.Cleanup(bare.Close)
 

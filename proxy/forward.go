@@ -50,7 +50,8 @@ type requestState struct {
 	trace    httptrace.ClientTrace
 	// cancel ends the outbound context (the route timeout fired).
 	cancel context.CancelFunc
-	// w answers the client; expire uses it to end a read of the body.
+	// w answers the client: the rate-limit headers go on it, and expire
+	// uses it to end a read of the body.
 	w http.ResponseWriter
 	// body is the outbound request body when the gateway streams it; nil
 	// when there is none or it is held.
@@ -134,7 +135,7 @@ func (h *Handler) newReverseProxy(transport http.RoundTripper) *httputil.Reverse
 // point; then the response is stored for its duplicates, or the key is
 // released without one when the upstream failed.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, costs []policies.Cost, peerTrusted bool, call *llmCall, res *limiter.Reservation, idem *idemState, rep *report) {
-	st := &requestState{route: route, verdict: v, costs: costs, peerTrusted: peerTrusted, inbound: r.Context(), llm: call, idem: idem, rep: rep, sent: time.Now()}
+	st := &requestState{route: route, verdict: v, costs: costs, peerTrusted: peerTrusted, inbound: r.Context(), llm: call, idem: idem, rep: rep, w: w, sent: time.Now()}
 	rep.upstream.forwarded = true
 	if idem != nil {
 		defer idem.finish(r.Context(), h.log, route.Name)
@@ -177,7 +178,6 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policie
 	if route.Timeout > 0 {
 		st.Context, st.cancel = context.WithCancel(r.Context())
 		defer st.cancel()
-		st.w = w
 		st.deadline = &st.dl
 		st.deadline.arm(h.afterFunc, route.Timeout, st)
 		defer st.deadline.stop()
@@ -274,7 +274,13 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		return errUpstreamTimeout
 	}
 	st.rep.upstream.status, st.rep.upstream.took = resp.StatusCode, time.Since(st.sent)
-	setRateLimitHeaders(resp.Header, st.verdict, st.route.RateLimitHeaders)
+	// The gateway's rate-limit headers go on the client's response as they
+	// are, and the upstream's own under those names are dropped. (Set on
+	// resp.Header, ReverseProxy would copy each once more, and five more
+	// names push a small response's header map into a bigger table.)
+	if setRateLimitHeaders(st.w.Header(), st.verdict, st.route.RateLimitHeaders) {
+		dropRateLimitHeaders(resp.Header, st.route.RateLimitHeaders)
+	}
 	if st.route.LLM {
 		setOpenAIHeaders(resp.Header, st.verdict, st.costs)
 	}

@@ -29,9 +29,11 @@ const (
 // decided policy, `"name";q=<quota>;w=<window s>` and
 // `"name";r=<remaining>;t=<s until reset>`. X-RateLimit-* describe the
 // deciding (denying or most restrictive) decision.
-func setRateLimitHeaders(h http.Header, v limiter.Verdict, set policies.RateLimitHeaders) {
+//
+// It reports whether it wrote any.
+func setRateLimitHeaders(h http.Header, v limiter.Verdict, set policies.RateLimitHeaders) bool {
 	if set == policies.RateLimitHeadersNone || !anyRendered(v) {
-		return
+		return false
 	}
 	// Values share one backing array, and both lists are written into one
 	// buffer and cut from one string: this runs on every response, so it
@@ -90,6 +92,20 @@ func setRateLimitHeaders(h http.Header, v limiter.Verdict, set policies.RateLimi
 		h[hdrXLimit] = vals[2:3:3]
 		h[hdrXRemaining] = vals[3:4:4]
 		h[hdrXReset] = vals[4:5:5]
+	}
+	return true
+}
+
+// dropRateLimitHeaders removes from h the names set writes.
+func dropRateLimitHeaders(h http.Header, set policies.RateLimitHeaders) {
+	if set.IETF() {
+		delete(h, hdrPolicy)
+		delete(h, hdrRateLimit)
+	}
+	if set.Legacy() {
+		delete(h, hdrXLimit)
+		delete(h, hdrXRemaining)
+		delete(h, hdrXReset)
 	}
 }
 
