@@ -10,6 +10,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"strings"
 	"sync"
@@ -517,5 +520,54 @@ routes:
 		if got := writes.Load() - before; got != tt.wantWrites {
 			t.Errorf("POST %s: %d writes to the upstream connection, want %d", tt.path, got, tt.wantWrites)
 		}
+	}
+}
+
+// A 103 Early Hints from the upstream reaches the client before the final
+// answer, through the gateway's own transport, and the connection is used
+// again after it.
+func TestEarlyHintsReachTheClient(t *testing.T) {
+	var conns atomic.Int64
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</app.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		io.WriteString(w, "done")
+	}))
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	up.Start()
+	t.Cleanup(up.Close)
+	snap := compileYAML(t, `
+routes:
+  - {name: r, match: {path_prefix: /}, upstream: "`+up.URL+`"}
+`)
+	gw, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+	for range 2 {
+		var hints []string
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+			Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+				hints = append(hints, fmt.Sprintf("%d %s", code, h.Get("Link")))
+				return nil
+			},
+		})
+		req, _ := http.NewRequestWithContext(ctx, "GET", gw.URL+"/page", nil)
+		res, err := gw.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || string(b) != "done" {
+			t.Fatalf("%d %q", res.StatusCode, b)
+		}
+		if len(hints) != 1 || hints[0] != "103 </app.css>; rel=preload" {
+			t.Errorf("1xx the client saw: %q, want one 103 with its Link", hints)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d upstream connections for 2 requests, want 1", n)
 	}
 }

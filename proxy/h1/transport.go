@@ -402,7 +402,7 @@ func (c *conn) roundTrip(req *http.Request, trace *httptrace.ClientTrace) (*http
 		c.release(stop, keep)
 		return res, nil
 	}
-	res.Body = &body{rc: res.Body, c: c, stop: stop, keep: keep}
+	res.Body = &body{ctx: ctx, rc: res.Body, c: c, stop: stop, keep: keep}
 	return res, nil
 }
 
@@ -451,6 +451,7 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 
 // body is a response body; at its end the connection goes back to the pool.
 type body struct {
+	ctx  context.Context
 	rc   io.ReadCloser
 	c    *conn
 	stop func() bool
@@ -470,6 +471,13 @@ func (b *body) Read(p []byte) (int, error) {
 	if err != nil {
 		b.eof = err == io.EOF
 		b.finish(b.eof)
+		if cerr := b.ctx.Err(); !b.eof && cerr != nil {
+			// The read failed because the request was cancelled (the
+			// deadline abort set): say so, as http.Transport does, so
+			// that a client hanging up is not logged as an upstream
+			// failure.
+			err = cerr
+		}
 	}
 	return n, err
 }

@@ -560,3 +560,36 @@ func TestHostPort(t *testing.T) {
 		}
 	}
 }
+
+// Cancelling the request while its body is read ends the read with the
+// context's error (ReverseProxy logs anything else as an upstream failure)
+// and closes the connection.
+func TestCancelWhileReadingTheBody(t *testing.T) {
+	sent := make(chan struct{})
+	up := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "first part")
+		w.(http.Flusher).Flush()
+		close(sent)
+		<-r.Context().Done() // the rest never comes
+	}))
+	tr, _ := newTestTransport(t, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	res, err := tr.RoundTrip(mustRequest(t, ctx, "GET", up.URL+"/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-sent
+	buf := make([]byte, len("first part"))
+	if _, err := io.ReadFull(res.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := res.Body.Read(buf); err != context.Canceled {
+		t.Errorf("read after cancel: %v, want context.Canceled itself", err)
+	}
+	res.Body.Close()
+	up.waitClosed(t, 1)
+	if n := idleCount(tr); n != 0 {
+		t.Errorf("%d idle connections, want 0", n)
+	}
+}
