@@ -571,3 +571,32 @@ routes:
 		t.Errorf("%d upstream connections for 2 requests, want 1", n)
 	}
 }
+
+// A proxied response carries the gateway's own Date (net/http's, when it
+// writes), not the upstream's; the upstream's other headers pass as sent.
+func TestResponseDateIsTheGateways(t *testing.T) {
+	const upstreamDate = "Mon, 02 Jan 2006 15:04:05 GMT"
+	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Date", upstreamDate)
+		w.Header().Set("Server", "origin/1.0")
+		io.WriteString(w, "ok")
+	}))
+	snap := compileYAML(t, `
+routes:
+  - {name: r, match: {path_prefix: /}, upstream: "`+up.URL+`"}
+`)
+	gw, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+	before := time.Now().Add(-time.Second)
+	r := do(t, gw.Client(), "GET", gw.URL+"/", nil, nil)
+	if r.status != 200 || r.header.Get("Server") != "origin/1.0" {
+		t.Fatalf("%d, Server %q", r.status, r.header.Get("Server"))
+	}
+	got := r.header.Values("Date")
+	if len(got) != 1 {
+		t.Fatalf("Date %q, want one", got)
+	}
+	d, err := http.ParseTime(got[0])
+	if err != nil || d.Before(before.Truncate(time.Second)) {
+		t.Errorf("Date %q (%v): want the gateway's, not the upstream's %q", got[0], err, upstreamDate)
+	}
+}
