@@ -142,8 +142,9 @@ func lean(req *http.Request) bool {
 // A request sent on a reused connection that the upstream closed before any
 // of the answer arrived is sent again, once, on a new one, when sending it
 // twice is harmless: an idempotent method or an Idempotency-Key, and a body
-// that can be read again. Of the client trace, WroteRequest and
-// Got1xxResponse are called.
+// that can be read again. Of the client trace, Request.Write calls the
+// Wrote* hooks (WroteRequest once the request is in the connection's
+// buffer, flushed just after) and RoundTrip calls Got1xxResponse.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !lean(req) {
 		return t.fallback.RoundTrip(req)
@@ -368,9 +369,6 @@ func (c *conn) roundTrip(req *http.Request, trace *httptrace.ClientTrace) (*http
 	}
 	if err := c.bw.Flush(); err != nil {
 		return fail(err)
-	}
-	if trace != nil && trace.WroteRequest != nil {
-		trace.WroteRequest(httptrace.WroteRequestInfo{})
 	}
 	var res *http.Response
 	for n1xx := 0; ; n1xx++ {

@@ -593,3 +593,27 @@ func TestCancelWhileReadingTheBody(t *testing.T) {
 		t.Errorf("%d idle connections, want 0", n)
 	}
 }
+
+// WroteRequest is called once per exchange: the route deadline is pushed
+// back by it, and once is what "the whole request is written" means.
+func TestWroteRequestOncePerExchange(t *testing.T) {
+	up := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	}))
+	tr, _ := newTestTransport(t, Config{})
+	var wrote int
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err != nil {
+				t.Errorf("WroteRequest: %v", info.Err)
+			}
+			wrote++
+		},
+	})
+	send(t, tr, mustRequest(t, ctx, "GET", up.URL+"/", nil))
+	send(t, tr, mustRequest(t, ctx, "POST", up.URL+"/", strings.NewReader("body")))
+	if wrote != 2 {
+		t.Errorf("WroteRequest called %d times for 2 requests, want 2", wrote)
+	}
+}
