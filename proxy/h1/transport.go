@@ -336,6 +336,7 @@ type conn struct {
 	// abort ends any read or write in progress; it is built once, so that
 	// watching a request's context allocates no closure.
 	abort func()
+	peek  peeker
 	// answered is whether any byte of the current response arrived.
 	answered bool
 	idleAt   time.Time
@@ -347,6 +348,7 @@ func newConn(t *Transport, addr string, nc net.Conn) *conn {
 	c.br = bufio.NewReaderSize(&c.lr, bufferSize)
 	c.bw = bufio.NewWriterSize(nc, bufferSize)
 	c.abort = func() { nc.SetDeadline(longAgo) }
+	c.peek.init(nc)
 	return c
 }
 
@@ -420,7 +422,7 @@ func (c *conn) release(stop func() bool, keep bool) {
 // alive reports whether an idle connection can carry a request: the upstream
 // has not closed it and sent nothing unasked.
 func (c *conn) alive() bool {
-	return c.br.Buffered() == 0 && peekIdle(c.nc)
+	return c.br.Buffered() == 0 && c.peek.idle()
 }
 
 // limitedReader counts what is read from the connection and, while response
