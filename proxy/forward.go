@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
+	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 
 // errUpstreamTimeout is returned by modifyResponse when the route timeout
@@ -44,10 +45,13 @@ type requestState struct {
 	inbound context.Context
 	// deadline cancels the outbound request when the upstream keeps the
 	// gateway waiting longer than the route timeout before the response
-	// headers; nil when the route has no timeout, else &dl.
+	// headers; nil when the route has no timeout or leanTimeout, else &dl.
 	deadline *routeDeadline
-	dl       routeDeadline
-	trace    httptrace.ClientTrace
+	// leanTimeout: the lean transport times this exchange (see
+	// timeUpstream).
+	leanTimeout bool
+	dl          routeDeadline
+	trace       httptrace.ClientTrace
 	// cancel ends the outbound context (the route timeout fired).
 	cancel context.CancelFunc
 	// w answers the client: the rate-limit headers go on it, and expire
@@ -70,10 +74,17 @@ type requestState struct {
 	sent time.Time
 }
 
-// Value makes a requestState the context that carries it.
+// Value makes a requestState the context that carries it, and, when the
+// lean transport times the exchange, the h1.Timeout it reads.
 func (st *requestState) Value(key any) any {
-	if key == (stateKey{}) {
+	switch key {
+	case stateKey{}:
 		return st
+	case h1.TimeoutKey{}:
+		if st.leanTimeout {
+			return st
+		}
+		return nil
 	}
 	return st.Context.Value(key)
 }
@@ -174,30 +185,59 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policie
 		st.body = &uploadBody{ReadCloser: body}
 	}
 	st.Context = r.Context()
-	var ctx context.Context = st
-	if route.Timeout > 0 {
-		st.Context, st.cancel = context.WithCancel(r.Context())
-		defer st.cancel()
-		st.deadline = &st.dl
-		st.deadline.arm(h.afterFunc, route.Timeout, st)
-		defer st.deadline.stop()
-		if st.body != nil {
-			st.body.deadline = st.deadline
-		}
-		st.trace.WroteRequest = st.wroteRequest
-		ctx = httptrace.WithClientTrace(st, &st.trace)
-	}
+	// The route timeout is set up by rewrite, once the outbound request is
+	// known; this ends what it started.
+	defer st.endDeadline()
 	if isHeld {
 		// Read whole already: nothing left for the deadline to watch (see
 		// rewrite for how it is sent).
 		st.held = held.b
 	}
-	out := r.WithContext(ctx)
+	out := r.WithContext(st)
 	if st.body != nil {
 		out.Body = st.body
 	}
 	h.rp.ServeHTTP(w, out)
 }
+
+// timeUpstream sets up the route timeout for the outbound request out and
+// returns out as it is to be sent. On an exchange the lean transport carries
+// itself (most: plain HTTP, no streamed upload), the transport times it by
+// its connection's deadlines (h1.Timeout): nothing to build per request.
+// Otherwise the route deadline (a timer, the context it cancels, the trace
+// that extends it) does.
+func (h *Handler) timeUpstream(st *requestState, out *http.Request) *http.Request {
+	if st.route.Timeout <= 0 {
+		return out
+	}
+	if h.leanTransport && h1.Lean(out) {
+		st.leanTimeout = true
+		return out
+	}
+	// out's context is st: from here on its Done is the route deadline's.
+	st.Context, st.cancel = context.WithCancel(st.inbound)
+	st.deadline = &st.dl
+	st.deadline.arm(h.afterFunc, st.route.Timeout, st)
+	if st.body != nil {
+		st.body.deadline = st.deadline
+	}
+	st.trace.WroteRequest = st.wroteRequest
+	return out.WithContext(httptrace.WithClientTrace(st, &st.trace))
+}
+
+// endDeadline stops the route deadline, if timeUpstream armed one, and
+// ends the outbound context it cancels.
+func (st *requestState) endDeadline() {
+	if st.deadline != nil {
+		st.deadline.stop()
+	}
+	if st.cancel != nil {
+		st.cancel()
+	}
+}
+
+// UpstreamTimeout is the route timeout, for the lean transport (h1.Timeout).
+func (st *requestState) UpstreamTimeout() time.Duration { return st.route.Timeout }
 
 // rewrite is the ReverseProxy's Rewrite hook. ReverseProxy has already
 // removed hop-by-hop headers (including any a client named in Connection) and
@@ -258,6 +298,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 			}
 		}
 	}
+	pr.Out = h.timeUpstream(st, pr.Out)
 }
 
 // modifyResponse stops the route timer now that headers have arrived and puts
@@ -324,7 +365,7 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	var tooLarge *http.MaxBytesError
 	switch {
-	case errors.Is(err, errUpstreamTimeout) || st.deadline.timedOut():
+	case errors.Is(err, errUpstreamTimeout) || errors.Is(err, h1.ErrTimeout) || st.deadline.timedOut():
 		setRateLimitHeaders(w.Header(), st.verdict, st.route.RateLimitHeaders)
 		h.writeError(w, r, http.StatusGatewayTimeout, errorBody{
 			Message: fmt.Sprintf("the upstream did not answer within %s", st.route.Timeout),

@@ -238,7 +238,8 @@ func TestStripPrefixURL(t *testing.T) {
 // blocks until the test has read that chunk through the gateway — so the
 // test can only finish if chunks arrive before the upstream is done. The
 // route timer is a manual one, fired after the first chunk: a stream that
-// has started is not cut by the route timeout.
+// has started is not cut by the route timeout (on the net/http transport;
+// TestLeanTimeout is the lean path's).
 func TestStreamingPassesThrough(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -266,7 +267,7 @@ func TestStreamingPassesThrough(t *testing.T) {
 			rt := testRoute(t, "stream", "/", up.URL,
 				testPolicy(t, "per-ip", "ip", perMinute(10, 10), policies.MissingReject))
 			gw, _ := newGateway(t, testSnapshot(t, nil, rt), newEngine(t, newTestClock()),
-				gatewayOpts{afterFunc: timers.afterFunc})
+				gatewayOpts{afterFunc: timers.afterFunc, transport: timerTransport()})
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -308,13 +309,14 @@ func TestStreamingPassesThrough(t *testing.T) {
 }
 
 // TestTimeoutBeforeHeaders: the same manual timer fired while the upstream
-// has not answered gives 504 with the rate-limit headers of the request.
+// has not answered gives 504 with the rate-limit headers of the request (on
+// the net/http transport; TestLeanTimeout is the lean path's).
 func TestTimeoutBeforeHeaders(t *testing.T) {
 	slow, arrived := blockingUpstream(t)
 	var timers manualTimers
 	rt := testRoute(t, "slow", "/", slow.URL, testPolicy(t, "per-ip", "ip", perMinute(10, 10), policies.MissingReject))
 	gw, _ := newGateway(t, testSnapshot(t, nil, rt), newEngine(t, newTestClock()),
-		gatewayOpts{afterFunc: timers.afterFunc})
+		gatewayOpts{afterFunc: timers.afterFunc, transport: timerTransport()})
 
 	type result struct {
 		r   response
@@ -598,5 +600,53 @@ routes:
 	d, err := http.ParseTime(got[0])
 	if err != nil || d.Before(before.Truncate(time.Second)) {
 		t.Errorf("Date %q (%v): want the gateway's, not the upstream's %q", got[0], err, upstreamDate)
+	}
+}
+
+// TestLeanTimeout: on the lean transport the route timeout is the
+// connection's deadlines, no timer of the gateway's: an upstream that does
+// not answer within it gets a 504 with the request's rate-limit headers; one
+// whose headers come in time streams its body for as long as it takes.
+func TestLeanTimeout(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	slow, arrived := blockingUpstream(t)
+	streaming := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "first,")
+		w.(http.Flusher).Flush()
+		// Time passing is what is tested: the rest comes well after the
+		// timeout would have cut it.
+		<-time.After(4 * timeout)
+		io.WriteString(w, "last")
+	}))
+	var timers manualTimers
+	snap := testSnapshot(t, nil,
+		testRoute(t, "slow", "/slow", slow.URL, testPolicy(t, "per-ip", "ip", perMinute(10, 10), policies.MissingReject)),
+		testRoute(t, "stream", "/stream", streaming.URL))
+	for _, rt := range snap.Routes {
+		rt.Timeout = timeout
+	}
+	gw, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{afterFunc: timers.afterFunc})
+
+	r := do(t, gw.Client(), "GET", gw.URL+"/slow", nil, nil)
+	<-arrived
+	if r.status != 504 {
+		t.Fatalf("status: got %d, want 504 (body %s)", r.status, r.body)
+	}
+	if e := decodeError(t, r); e.Code != 50400 || !strings.Contains(e.Message, "50ms") {
+		t.Errorf("error: got %d %q, want 50400 naming the 50ms timeout", e.Code, e.Message)
+	}
+	if got := r.header.Get("RateLimit"); got != `"per-ip";r=9;t=6` {
+		t.Errorf("RateLimit on 504: got %q, want %q", got, `"per-ip";r=9;t=6`)
+	}
+
+	r = do(t, gw.Client(), "GET", gw.URL+"/stream", nil, nil)
+	if r.status != 200 || string(r.body) != "first,last" {
+		t.Errorf("stream: %d %q, want 200 and the whole body", r.status, r.body)
+	}
+	timers.mu.Lock()
+	armed := len(timers.timers)
+	timers.mu.Unlock()
+	if armed != 0 {
+		t.Errorf("%d route timers armed: the lean path should time by connection deadlines", armed)
 	}
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
-	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 )
 
@@ -152,8 +151,20 @@ type gatewayOpts struct {
 	afterFunc      func(time.Duration, func()) timer
 	log            *logRecorder
 	idem           idempotency.Store // nil: the Handler's in-process one
-	transport      *h1.Transport     // nil: NewTransport()
+	transport      closingTransport  // nil: NewTransport()
 }
+
+// closingTransport is a transport whose idle connections a test closes.
+type closingTransport interface {
+	http.RoundTripper
+	CloseIdleConnections()
+}
+
+// timerTransport is net/http's transport: an exchange on it is timed by the
+// route deadline's timer (as upgrades, streamed uploads and TLS upstreams
+// are), which tests fire by hand; on NewTransport's lean path the connection's
+// deadlines time it instead.
+func timerTransport() *http.Transport { return &http.Transport{DisableCompression: true} }
 
 // newGateway serves a Handler over snap and lim on a loopback httptest server.
 func newGateway(t testing.TB, snap *policies.Snapshot, lim limiter.Limiter, o gatewayOpts) (*httptest.Server, *Handler) {

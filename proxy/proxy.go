@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
+	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 )
 
@@ -66,7 +67,10 @@ type Config struct {
 // Build it with New; the zero value is not usable. It is safe for concurrent
 // use and holds no per-request state, so a reload never replaces it.
 type Handler struct {
-	snapshots      Snapshots
+	snapshots Snapshots
+	// leanTransport: the transport is h1's, which times lean exchanges by
+	// itself (see timeUpstream).
+	leanTransport  bool
 	limiter        limiter.Limiter
 	log            *slog.Logger
 	maxHeaderBytes int
@@ -126,6 +130,7 @@ func New(cfg Config) (*Handler, error) {
 	if h.maxHeaderBytes == 0 {
 		h.maxHeaderBytes = DefaultMaxHeaderBytes
 	}
+	_, h.leanTransport = cfg.Transport.(*h1.Transport)
 	h.rp = h.newReverseProxy(cfg.Transport)
 	return h, nil
 }

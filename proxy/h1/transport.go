@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,23 @@ const (
 	max1xxResponses             = 5
 	noLimit               int64 = -1
 )
+
+// ErrTimeout is returned when the upstream kept an exchange waiting past the
+// request's Timeout (see TimeoutKey).
+var ErrTimeout = errors.New("h1: the upstream did not answer in time")
+
+// TimeoutKey is the context key under which a request may carry a Timeout:
+// when req.Context().Value(TimeoutKey{}) is one, it bounds the exchange.
+type TimeoutKey struct{}
+
+// Timeout bounds how long an upstream may keep a lean exchange waiting: to
+// take the whole request, then to send the response headers. The body then
+// flows without a limit. Past it RoundTrip fails with ErrTimeout. It works by
+// the connection's own deadlines: no timer, no goroutine, no context per
+// request.
+type Timeout interface {
+	UpstreamTimeout() time.Duration
+}
 
 // errHeaderTooLarge is returned when an upstream's response headers exceed
 // Config.MaxResponseHeaderBytes.
@@ -118,8 +136,9 @@ func New(cfg Config) *Transport {
 	return t
 }
 
-// lean reports whether req can take the lean path.
-func lean(req *http.Request) bool {
+// Lean reports whether RoundTrip carries req itself, rather than handing it
+// to the fallback (which ignores a Timeout in its context).
+func Lean(req *http.Request) bool {
 	if req.URL.Scheme != "http" || req.Method == http.MethodConnect {
 		return false
 	}
@@ -146,7 +165,7 @@ func lean(req *http.Request) bool {
 // Wrote* hooks (WroteRequest once the request is in the connection's
 // buffer, flushed just after) and RoundTrip calls Got1xxResponse.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !lean(req) {
+	if !Lean(req) {
 		return t.fallback.RoundTrip(req)
 	}
 	ctx := req.Context()
@@ -161,7 +180,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err == nil {
 			return res, nil
 		}
-		if retried || !reused || c.answered || ctx.Err() != nil || !replayable(req) {
+		if retried || !reused || c.answered || ctx.Err() != nil || errors.Is(err, ErrTimeout) || !replayable(req) {
 			return nil, err
 		}
 		if req, err = rewound(req); err != nil {
@@ -358,19 +377,34 @@ func (c *conn) roundTrip(req *http.Request, trace *httptrace.ClientTrace) (*http
 	ctx := req.Context()
 	stop := context.AfterFunc(ctx, c.abort)
 	c.answered = false
+	var timeout time.Duration
+	if t, ok := ctx.Value(TimeoutKey{}).(Timeout); ok {
+		timeout = t.UpstreamTimeout()
+	}
 	fail := func(err error) (*http.Response, error) {
 		stop()
 		c.nc.Close()
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, fmt.Errorf("h1: %w (%v)", cerr, err)
 		}
+		if timeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, fmt.Errorf("%w: %s %s: no answer within %s", ErrTimeout, req.Method, c.addr, timeout)
+		}
 		return nil, fmt.Errorf("h1: %s %s: %w", req.Method, c.addr, err)
+	}
+	if timeout > 0 {
+		c.setDeadline(ctx, false, true, time.Now().Add(timeout))
 	}
 	if err := req.Write(c.bw); err != nil {
 		return fail(err)
 	}
 	if err := c.bw.Flush(); err != nil {
 		return fail(err)
+	}
+	if timeout > 0 {
+		// The whole request is written: the wait for the answer gets the
+		// whole timeout.
+		c.setDeadline(ctx, true, false, time.Now().Add(timeout))
 	}
 	var res *http.Response
 	for n1xx := 0; ; n1xx++ {
@@ -397,6 +431,9 @@ func (c *conn) roundTrip(req *http.Request, trace *httptrace.ClientTrace) (*http
 			}
 		}
 	}
+	if timeout > 0 {
+		c.setDeadline(ctx, true, true, time.Time{}) // the body flows without a limit
+	}
 	keep := !res.Close && !req.Close
 	if res.Body == http.NoBody {
 		c.release(stop, keep)
@@ -404,6 +441,23 @@ func (c *conn) roundTrip(req *http.Request, trace *httptrace.ClientTrace) (*http
 	}
 	res.Body = &body{ctx: ctx, rc: res.Body, c: c, stop: stop, keep: keep}
 	return res, nil
+}
+
+// setDeadline sets one of the connection's deadlines unless the request's
+// context has ended: its abort may have run just before and set the deadline
+// this would move, and must win.
+func (c *conn) setDeadline(ctx context.Context, read, write bool, t time.Time) {
+	switch {
+	case read && write:
+		c.nc.SetDeadline(t)
+	case read:
+		c.nc.SetReadDeadline(t)
+	default:
+		c.nc.SetWriteDeadline(t)
+	}
+	if ctx.Err() != nil {
+		c.abort()
+	}
 }
 
 // release ends an exchange: the connection goes back to the pool when keep

@@ -617,3 +617,78 @@ func TestWroteRequestOncePerExchange(t *testing.T) {
 		t.Errorf("WroteRequest called %d times for 2 requests, want 2", wrote)
 	}
 }
+
+// timeoutCtx carries a Timeout as the gateway's request state does.
+type timeoutCtx struct {
+	context.Context
+	d time.Duration
+}
+
+func (c timeoutCtx) Value(k any) any {
+	if k == (TimeoutKey{}) {
+		return c
+	}
+	return c.Context.Value(k)
+}
+
+func (c timeoutCtx) UpstreamTimeout() time.Duration { return c.d }
+
+// A Timeout in the request's context bounds the wait for the headers: an
+// upstream that takes the request and never answers gets ErrTimeout, and the
+// request is not sent again, even a GET on a reused connection.
+func TestTimeoutBoundsTheWaitForHeaders(t *testing.T) {
+	addr, accepted := rawServer(t, func(i int, c net.Conn, br *bufio.Reader) {
+		for n := 0; ; n++ {
+			if _, _, err := readRequest(br); err != nil {
+				return
+			}
+			if n == 1 {
+				io.Copy(io.Discard, br) // holds the connection, answers nothing
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	tr, _ := newTestTransport(t, Config{})
+	ctx := timeoutCtx{Context: context.Background(), d: 50 * time.Millisecond}
+	send(t, tr, mustRequest(t, ctx, "GET", "http://"+addr+"/first", nil))
+	_, err := tr.RoundTrip(mustRequest(t, ctx, "GET", "http://"+addr+"/stalls", nil))
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("%d connections: a timed-out request was sent again", n)
+	}
+	if n := idleCount(tr); n != 0 {
+		t.Errorf("%d idle connections after a timeout, want 0", n)
+	}
+}
+
+// Once the headers are in, the body flows without a limit: a body that comes
+// later than the timeout is read whole, and the connection is reused with
+// no deadline left on it.
+func TestTimeoutDoesNotCutTheBody(t *testing.T) {
+	const timeout = 20 * time.Millisecond
+	up := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "head,")
+		w.(http.Flusher).Flush()
+		// Time passing is the point here: the body's rest comes after
+		// the timeout would have cut it.
+		<-time.After(3 * timeout)
+		io.WriteString(w, "tail")
+	}))
+	tr, _ := newTestTransport(t, Config{})
+	ctx := timeoutCtx{Context: context.Background(), d: timeout}
+	for range 2 {
+		if _, body := send(t, tr, mustRequest(t, ctx, "GET", up.URL+"/", nil)); body != "head,tail" {
+			t.Fatalf("body %q", body)
+		}
+	}
+	// Without a timeout, on the same connection: no deadline left over.
+	if _, body := get(t, tr, up.URL+"/"); body != "head,tail" {
+		t.Fatalf("body %q", body)
+	}
+	if n := up.opened.Load(); n != 1 {
+		t.Errorf("%d connections, want 1", n)
+	}
+}
