@@ -1,8 +1,9 @@
-// Command bareproxy is the side-by-side benchmark's floor for a Go proxy: a
-// bare httputil.ReverseProxy in front of one upstream, with the transport
-// settings and copy-buffer pool the gateway uses, and nothing else (no
-// routing, no canonical path, no limiter, no metrics). The gateway with a
-// policy is measured against it.
+// Command bareproxy is the side-by-side benchmark's anchor for a Go proxy: a
+// bare httputil.ReverseProxy in front of one upstream, on net/http's
+// http.Transport with the settings of the gateway's fallback transport and
+// the gateway's copy-buffer pool, and nothing else (no routing, no canonical
+// path, no limiter, no metrics): what httputil gives out of the box. The
+// gateway with a policy is measured against it.
 //
 // With -deny it is the floor of a Go server's flood path instead: every
 // request is answered by a bare net/http handler with a 429, Retry-After and
