@@ -429,10 +429,7 @@ func TestUnsolicitedBytesRetireTheConnection(t *testing.T) {
 // What the lean path does not do goes to the fallback: uploads that stream,
 // upgrades, Expect, TLS; the rest does not.
 func TestFallbackTakesWhatTheLeanPathDoesNot(t *testing.T) {
-	up := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		io.WriteString(w, "ok")
-	}))
+	up := okServer(t)
 	tr, fb := newTestTransport(t, Config{})
 	streamed := func() *http.Request {
 		r := mustRequest(t, context.Background(), "POST", up.URL+"/", io.NopCloser(strings.NewReader("stream")))
@@ -479,9 +476,7 @@ func TestFallbackTakesWhatTheLeanPathDoesNot(t *testing.T) {
 // Connections idle past the timeout are closed, whether a request finds them
 // or the pruner does; fresher ones stay.
 func TestIdleTimeout(t *testing.T) {
-	up := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "ok")
-	}))
+	up := okServer(t)
 	clk := newFakeClock()
 	tr, _ := newTestTransport(t, Config{IdleTimeout: time.Minute, Now: clk.Now})
 
@@ -597,10 +592,7 @@ func TestCancelWhileReadingTheBody(t *testing.T) {
 // WroteRequest is called once per exchange: the route deadline is pushed
 // back by it, and once is what "the whole request is written" means.
 func TestWroteRequestOncePerExchange(t *testing.T) {
-	up := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		io.WriteString(w, "ok")
-	}))
+	up := okServer(t)
 	tr, _ := newTestTransport(t, Config{})
 	var wrote int
 	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
