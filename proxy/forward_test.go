@@ -650,3 +650,70 @@ func TestLeanTimeout(t *testing.T) {
 		t.Errorf("%d route timers armed: the lean path should time by connection deadlines", armed)
 	}
 }
+
+// An upstream that closes connections idle for a moment (Node's default is
+// 5 s; here 10 ms), under 64 clients that come in bursts with pauses longer
+// than that: each pause leaves the gateway's pool full of connections the
+// upstream has closed. Not one request fails: a closed connection is found
+// before it is used, or the GET is sent again on a new one.
+func TestUpstreamClosingIdleConnectionsUnderLoad(t *testing.T) {
+	const (
+		clients = 64
+		bursts  = 4
+		each    = 10
+		idle    = 10 * time.Millisecond
+	)
+	var opened atomic.Int64
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.URL.Path)
+	}))
+	up.Config.IdleTimeout = idle
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	up.Start()
+	t.Cleanup(up.Close)
+	gw, _ := newGateway(t, testSnapshot(t, nil, testRoute(t, "r", "/", up.URL)), newEngine(t, newTestClock()), gatewayOpts{})
+	ct := &http.Transport{MaxIdleConnsPerHost: clients}
+	t.Cleanup(ct.CloseIdleConnections)
+	client := &http.Client{Transport: ct, Timeout: 10 * time.Second}
+
+	var failed atomic.Int64
+	for b := range bursts {
+		if b > 0 {
+			// Time passing is the point: the upstream closes what the
+			// gateway's pool holds.
+			<-time.After(5 * idle)
+		}
+		var wg sync.WaitGroup
+		for c := range clients {
+			wg.Go(func() {
+				for i := range each {
+					path := fmt.Sprintf("/b%d/c%d/%d", b, c, i)
+					res, err := client.Get(gw.URL + path)
+					if err != nil {
+						t.Error(err)
+						failed.Add(1)
+						return
+					}
+					body, _ := io.ReadAll(res.Body)
+					res.Body.Close()
+					if res.StatusCode != 200 || string(body) != path {
+						failed.Add(1)
+						t.Errorf("GET %s: %d %q", path, res.StatusCode, body)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d of %d requests failed", n, clients*bursts*each)
+	}
+	if n := opened.Load(); n <= clients {
+		t.Fatalf("the upstream accepted %d connections: none was closed while idle, the test tested nothing", n)
+	}
+	t.Logf("%d requests, %d upstream connections opened", clients*bursts*each, opened.Load())
+}

@@ -172,7 +172,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	addr := hostPort(req.URL.Host)
 	trace := httptrace.ContextClientTrace(ctx)
 	for retried := false; ; retried = true {
-		c, reused, err := t.get(ctx, addr)
+		// The retry dials: another idle connection may be closing as this
+		// one was (an upstream's idle timeout fires for many at once).
+		c, reused, err := t.get(ctx, addr, !retried)
 		if err != nil {
 			return nil, fmt.Errorf("h1: dial %s: %w", addr, err)
 		}
@@ -229,10 +231,10 @@ func hostPort(host string) string {
 	return net.JoinHostPort(host, "80")
 }
 
-// get takes the newest idle connection to addr that is still open, or dials
-// one; reused says which.
-func (t *Transport) get(ctx context.Context, addr string) (c *conn, reused bool, err error) {
-	for {
+// get takes the newest idle connection to addr that is still open (when
+// reuse), or dials one; reused says which.
+func (t *Transport) get(ctx context.Context, addr string, reuse bool) (c *conn, reused bool, err error) {
+	for reuse {
 		c = t.takeIdle(addr)
 		if c == nil {
 			break
