@@ -296,11 +296,12 @@ func (t *Transport) put(c *conn) {
 	t.mu.Unlock()
 }
 
-// prune closes every connection idle past the timeout, and comes back while
-// any connection is idle.
+// prune closes every connection idle past the timeout, and comes back when
+// the oldest one left will be, while any connection is idle.
 func (t *Transport) prune() {
 	now := t.now()
 	var expired []*conn
+	var oldest time.Time
 	t.mu.Lock()
 	for addr, list := range t.idle {
 		i := 0
@@ -310,14 +311,19 @@ func (t *Transport) prune() {
 		expired = append(expired, list[:i]...)
 		if i == len(list) {
 			delete(t.idle, addr)
-		} else if i > 0 {
+			continue
+		}
+		if i > 0 {
 			t.idle[addr] = append(list[:0], list[i:]...)
 			clear(list[len(list)-i:])
 		}
+		if at := t.idle[addr][0].idleAt; oldest.IsZero() || at.Before(oldest) {
+			oldest = at
+		}
 	}
 	t.pruner = nil
-	if len(t.idle) > 0 {
-		t.pruner = time.AfterFunc(t.idleTimeout, t.prune)
+	if !oldest.IsZero() {
+		t.pruner = time.AfterFunc(oldest.Add(t.idleTimeout).Sub(now)+time.Millisecond, t.prune)
 	}
 	t.mu.Unlock()
 	for _, c := range expired {

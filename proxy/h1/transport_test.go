@@ -493,6 +493,12 @@ func TestIdleTimeout(t *testing.T) {
 	if n := idleCount(tr); n != 1 {
 		t.Fatalf("%d idle after 30 s, want 1", n)
 	}
+	tr.mu.Lock()
+	rearmed := tr.pruner != nil
+	tr.mu.Unlock()
+	if !rearmed {
+		t.Fatal("the pruner is not armed with a connection idle")
+	}
 	clk.Advance(31 * time.Second)
 	tr.prune()
 	up.waitClosed(t, 1)
