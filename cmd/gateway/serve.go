@@ -184,10 +184,14 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 	current := policies.NewCurrent(p.snap)
 	p.current = current
 	var err error
+	transport := proxy.NewTransport()
+	// Its idle upstream connections (and the timer that prunes them) go
+	// with the process.
+	p.onClose(func() error { transport.CloseIdleConnections(); return nil })
 	p.handler, err = proxy.New(proxy.Config{
 		Snapshots:      current,
 		Limiter:        engine,
-		Transport:      proxy.NewTransport(),
+		Transport:      transport,
 		Logger:         p.log,
 		Metrics:        p.metrics,
 		Idempotency:    p.idem,
