@@ -63,7 +63,16 @@ type ServerConfig struct {
 	IPv4Prefix        int           `koanf:"ipv4_prefix"`         // default 32
 	IPv6Prefix        int           `koanf:"ipv6_prefix"`         // default 64
 	MaxKeysPerPolicy  int           `koanf:"max_keys_per_policy"` // default 100000
+	// UpstreamTransport: lean (default: proxy/h1 for http:// upstreams,
+	// net/http's transport for the rest) or standard (net/http's for all).
+	UpstreamTransport string `koanf:"upstream_transport"`
 }
+
+// The values of server.upstream_transport.
+const (
+	UpstreamTransportLean     = "lean"
+	UpstreamTransportStandard = "standard"
+)
 
 // RedisConfig connects shared policies to Redis. Empty Addrs and no Sentinel:
 // no Redis, local policies only.

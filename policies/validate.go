@@ -59,6 +59,9 @@ func validateServer(p *problems, s *ServerConfig) {
 				"so per-IP limits hold only if nothing but your proxies can reach the gateway", strings.TrimSpace(tp), family)
 		}
 	}
+	if s.UpstreamTransport != UpstreamTransportLean && s.UpstreamTransport != UpstreamTransportStandard {
+		p.addf("server.upstream_transport", "must be %s or %s, got %q", UpstreamTransportLean, UpstreamTransportStandard, s.UpstreamTransport)
+	}
 	if s.ForwardedHeader != "x-forwarded-for" && s.ForwardedHeader != "forwarded" {
 		p.addf("server.forwarded_header", "must be x-forwarded-for or forwarded, got %q", s.ForwardedHeader)
 	}

@@ -26,22 +26,44 @@ const (
 // NewTransport returns the upstream transport the gateway uses, meant to be
 // built once per process (in cmd) and shared by every handler and reload, so
 // that its connection pools survive them: h1's lean HTTP/1.1 transport for
-// plain-HTTP upstreams, over a tuned *http.Transport for the rest (TLS and
-// HTTP/2, upgrades, streamed uploads).
+// plain-HTTP upstreams, over NewStandardTransport's for the rest (TLS and
+// HTTP/2, upgrades, streamed uploads). The result is safe for concurrent use.
+func NewTransport() *h1.Transport {
+	return newTransport(newDialer().DialContext)
+}
+
+// NewStandardTransport returns net/http's transport as the gateway tunes it:
+// the lean transport's fallback, and every upstream's with
+// server.upstream_transport: standard. Built once per process too.
 //
 // It has no response-header timeout: each route's timeout bounds the wait
 // for response headers instead. It ignores HTTP(S)_PROXY from the
 // environment, and it does not ask for gzip on its own (DisableCompression),
 // so clients get exactly the encoding they negotiated with the upstream.
-// The result is safe for concurrent use.
-func NewTransport() *h1.Transport {
-	dialer := &net.Dialer{Timeout: transportDialTimeout, KeepAlive: transportKeepAlive}
-	return newTransport(dialer.DialContext)
+func NewStandardTransport() *http.Transport {
+	return newStandardTransport(newDialer().DialContext)
 }
 
+func newDialer() *net.Dialer {
+	return &net.Dialer{Timeout: transportDialTimeout, KeepAlive: transportKeepAlive}
+}
+
+// dialFunc opens a connection to an upstream.
+type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
+
 // newTransport is NewTransport dialing with dial (tests watch connections).
-func newTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *h1.Transport {
-	fallback := &http.Transport{
+func newTransport(dial dialFunc) *h1.Transport {
+	return h1.New(h1.Config{
+		Fallback:               newStandardTransport(dial),
+		Dial:                   dial,
+		MaxIdlePerHost:         transportMaxIdlePerHost,
+		IdleTimeout:            transportIdleTimeout,
+		MaxResponseHeaderBytes: transportMaxRespHeader,
+	})
+}
+
+func newStandardTransport(dial dialFunc) *http.Transport {
+	return &http.Transport{
 		DialContext:            dial,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           transportMaxIdle,
@@ -52,11 +74,4 @@ func newTransport(dial func(ctx context.Context, network, addr string) (net.Conn
 		MaxResponseHeaderBytes: transportMaxRespHeader,
 		DisableCompression:     true,
 	}
-	return h1.New(h1.Config{
-		Fallback:               fallback,
-		Dial:                   dial,
-		MaxIdlePerHost:         transportMaxIdlePerHost,
-		IdleTimeout:            transportIdleTimeout,
-		MaxResponseHeaderBytes: transportMaxRespHeader,
-	})
 }

@@ -184,7 +184,13 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 	current := policies.NewCurrent(p.snap)
 	p.current = current
 	var err error
-	transport := proxy.NewTransport()
+	var transport interface {
+		http.RoundTripper
+		CloseIdleConnections()
+	} = proxy.NewTransport()
+	if p.snap.Config.Server.UpstreamTransport == policies.UpstreamTransportStandard {
+		transport = proxy.NewStandardTransport()
+	}
 	// Its idle upstream connections (and the timer that prunes them) go
 	// with the process.
 	p.onClose(func() error { transport.CloseIdleConnections(); return nil })
