@@ -40,6 +40,7 @@ type gatewayConfig struct {
 	LLM         bool   // POST /v1/ with llm: openai (the upstream answers llmCompletion)
 	Policy      string // a policy in YAML flow style, "" for none
 	Headers     string // the route's rate_limit_headers, "" for the default
+	Transport   string // server.upstream_transport, "" for the default
 }
 
 // llmBody is what the LLM target posts: 11 prompt tokens, 16 output tokens

@@ -128,6 +128,8 @@ func ratios(by map[string]summary) []ratio {
 		rps(tGatewayNone, tBare),
 		rps(tGatewayIETF, tGatewayNone),
 		rps(tGatewayIETF, tBare),
+		rps(tGatewayLocal, tGatewayStd),
+		rps(tGatewayStd, tBare),
 		rps(tNginxLimitReq, tNginxProxy),
 		rps(tGatewayLLM, tGatewayNone),
 	)
