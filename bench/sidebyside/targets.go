@@ -55,7 +55,7 @@ var specs = []spec{
 	{tNginxDeny, "nginx limit_req per IP at 1r/m: a flood it denies", (*lab).nginxTarget},
 	{tHAProxy, "HAProxy stick-table http_req_rate per IP, never reached", (*lab).haproxyTarget},
 	{tCaddy, "Caddy reverse_proxy, defaults", (*lab).caddyTarget},
-	{tBare, "bare httputil.ReverseProxy (pooled transport, BufferPool)", (*lab).bareTarget},
+	{tBare, "bare httputil.ReverseProxy (net/http's pooled transport, BufferPool)", (*lab).bareTarget},
 	{tBareDeny, "bare net/http handler answering every request with a 429: Go's flood-path floor", (*lab).bareTarget},
 	{tGatewayNone, "gateway, a route with no policy", (*lab).gatewayTarget},
 	{tGatewayLocal, "gateway, token_bucket per IP, never reached", (*lab).gatewayTarget},
