@@ -16,9 +16,10 @@ type timer interface {
 
 func realAfterFunc(d time.Duration, f func()) timer { return time.AfterFunc(d, f) }
 
-// routeDeadline is a route's timeout for one forwarded request. It bounds how
-// long the upstream keeps the gateway waiting, not how long the exchange
-// takes: it is armed when forwarding starts, pushed back each time the upload
+// routeDeadline is a route's timeout for one forwarded request that the lean
+// transport does not time itself (see timeUpstream). It bounds how long the
+// upstream keeps the gateway waiting, not how long the exchange takes: it is
+// armed when the outbound request is ready, pushed back each time the upload
 // moves (a body read) and once more when the whole request has been written,
 // and stopped for good when the response headers arrive. So a slow upload that
 // keeps moving is never cut, an upstream that stops reading the body is, and

@@ -301,9 +301,9 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out = h.timeUpstream(st, pr.Out)
 }
 
-// modifyResponse stops the route timer now that headers have arrived and puts
-// the gateway's rate-limit headers on the response, replacing any the
-// upstream sent under the same names.
+// modifyResponse stops the route timer (if one was armed) now that headers
+// have arrived and puts the gateway's rate-limit headers on the client's
+// response, replacing any the upstream sent under the same names.
 func (h *Handler) modifyResponse(resp *http.Response) error {
 	st := stateFrom(resp.Request.Context())
 	if st == nil {
