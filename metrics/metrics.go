@@ -78,6 +78,8 @@ type Metrics struct {
 	config *configCollector
 	redis  *redisCollector
 	local  *localCollector
+	// transport is the lean upstream transport's (see WatchTransport).
+	transport *transportCollector
 }
 
 type requestKey struct{ route, outcome string }
@@ -121,6 +123,8 @@ func New() *Metrics {
 		config: newConfigCollector(),
 		redis:  newRedisCollector(),
 		local:  newLocalCollector(),
+
+		transport: newTransportCollector(),
 	}
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gateway_config_reloads_total",
@@ -135,7 +139,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.policyDecisions, m.decisionSeconds, m.upstreamTotal, m.upstreamSeconds,
-		m.inFlight, reloads, m.llm, m.config, m.redis, m.local,
+		m.inFlight, reloads, m.llm, m.config, m.redis, m.local, m.transport,
 	)
 	// Built once: HandlerOpts.Registry and InstrumentMetricHandler register
 	// the handler's own metrics, which a second registration would refuse.

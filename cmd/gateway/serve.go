@@ -24,6 +24,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/metrics"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy"
+	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 )
 
@@ -190,6 +191,9 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 	} = proxy.NewTransport()
 	if p.snap.Config.Server.UpstreamTransport == policies.UpstreamTransportStandard {
 		transport = proxy.NewStandardTransport()
+	}
+	if lean, ok := transport.(*h1.Transport); ok {
+		p.metrics.WatchTransport(lean.Stats)
 	}
 	// Its idle upstream connections (and the timer that prunes them) go
 	// with the process.

@@ -97,6 +97,8 @@ type Transport struct {
 	maxHeaderBytes int64
 	now            func() time.Time
 
+	dials, reused, stale, retries, handedOver atomic.Int64
+
 	mu   sync.Mutex
 	idle map[string][]*conn // per address, oldest first
 	// pruner closes connections idle too long when nothing else uses the
@@ -166,6 +168,7 @@ func Lean(req *http.Request) bool {
 // buffer, flushed just after) and RoundTrip calls Got1xxResponse.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !Lean(req) {
+		t.handedOver.Add(1)
 		return t.fallback.RoundTrip(req)
 	}
 	ctx := req.Context()
@@ -188,6 +191,35 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req, err = rewound(req); err != nil {
 			return nil, err
 		}
+		t.retries.Add(1)
+	}
+}
+
+// Stats is what a Transport has done since it was built, and its pool now.
+type Stats struct {
+	Dials    int64 // connections opened by the lean path
+	Reused   int64 // exchanges on a kept-alive connection
+	Stale    int64 // idle connections found closed, or out of step, before use
+	Retries  int64 // requests sent a second time (see RoundTrip)
+	Fallback int64 // requests handed to the fallback
+	Idle     int   // connections idle now
+}
+
+// Stats reads the counters and counts the idle connections.
+func (t *Transport) Stats() Stats {
+	t.mu.Lock()
+	idle := 0
+	for _, l := range t.idle {
+		idle += len(l)
+	}
+	t.mu.Unlock()
+	return Stats{
+		Dials:    t.dials.Load(),
+		Reused:   t.reused.Load(),
+		Stale:    t.stale.Load(),
+		Retries:  t.retries.Load(),
+		Fallback: t.handedOver.Load(),
+		Idle:     idle,
 	}
 }
 
@@ -240,14 +272,17 @@ func (t *Transport) get(ctx context.Context, addr string, reuse bool) (c *conn, 
 			break
 		}
 		if c.alive() {
+			t.reused.Add(1)
 			return c, true, nil
 		}
+		t.stale.Add(1)
 		c.nc.Close()
 	}
 	nc, err := t.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, false, err
 	}
+	t.dials.Add(1)
 	return newConn(t, addr, nc), false, nil
 }
 

@@ -37,6 +37,9 @@ func TestSequentialRequestsShareOneConnection(t *testing.T) {
 	if n := fb.calls.Load(); n != 0 {
 		t.Errorf("%d requests went to the fallback, want 0", n)
 	}
+	if st, want := tr.Stats(), (Stats{Dials: 1, Reused: 49, Idle: 1}); st != want {
+		t.Errorf("Stats %+v, want %+v", st, want)
+	}
 }
 
 // 64 clients at once: every response is the answer to its own request (no
@@ -300,6 +303,9 @@ func TestIdleConnectionClosedByUpstream(t *testing.T) {
 	if n := accepted.Load(); n != 2 {
 		t.Errorf("%d connections, want 2", n)
 	}
+	if st := tr.Stats(); st.Dials != 2 || st.Stale != 1 || st.Reused != 0 || st.Retries != 0 {
+		t.Errorf("Stats %+v, want 2 dials, 1 stale, none reused or retried", st)
+	}
 }
 
 // An upstream that drops a reused connection after reading a request,
@@ -351,6 +357,9 @@ func TestRetryOnlyWhenHarmless(t *testing.T) {
 				if n := accepted.Load(); n != 1 {
 					t.Errorf("%d connections, want 1 (no retry)", n)
 				}
+				if n := tr.Stats().Retries; n != 0 {
+					t.Errorf("%d retries counted, want 0", n)
+				}
 				return
 			}
 			if err != nil {
@@ -370,6 +379,9 @@ func TestRetryOnlyWhenHarmless(t *testing.T) {
 			}
 			if n := accepted.Load(); n != 2 {
 				t.Errorf("%d connections, want 2", n)
+			}
+			if n := tr.Stats().Retries; n != 1 {
+				t.Errorf("%d retries counted, want 1", n)
 			}
 		})
 	}
@@ -470,6 +482,9 @@ func TestFallbackTakesWhatTheLeanPathDoesNot(t *testing.T) {
 	}
 	if fb.calls.Load() != before+1 {
 		t.Error("an https request did not go to the fallback")
+	}
+	if n := tr.Stats().Fallback; n != fb.calls.Load() {
+		t.Errorf("Stats.Fallback %d, want the %d the fallback saw", n, fb.calls.Load())
 	}
 }
 
