@@ -25,22 +25,38 @@ func mergeDecides(cmds []*redis.Cmd) (merged []*redis.Cmd, split func()) {
 	if len(decides) < 2 {
 		return cmds, func() {}
 	}
-	// Each call is [evalsha, sha, nkeys, keys..., n, mode, 6n values].
-	var keys []string
-	args := []any{len(decides)}
+	// Each call is [evalsha, sha, nkeys, keys..., n, mode, 6n values]; the
+	// merged one is [evalsha, sha, all nkeys, every key..., calls, every
+	// call's argv...], built in one slice from the calls' own values (no
+	// key is boxed again).
+	nkeys, nargs := 0, 1
+	for _, c := range decides {
+		a := c.Args()
+		k, _ := a[2].(int)
+		nkeys += k
+		nargs += len(a) - 3 - k
+	}
+	a := make([]any, 0, 3+nkeys+nargs)
+	a = append(a, "evalsha", decideManyScript.Hash(), nkeys)
+	for _, c := range decides {
+		ca := c.Args()
+		k, _ := ca[2].(int)
+		a = append(a, ca[3:3+k]...)
+	}
+	a = append(a, len(decides))
 	sizes := make([]int, len(decides))
 	for i, c := range decides {
-		a := c.Args()
-		nkeys, _ := a[2].(int)
-		for _, k := range a[3 : 3+nkeys] {
-			keys = append(keys, k.(string))
-		}
-		argv := a[3+nkeys:]
+		ca := c.Args()
+		k, _ := ca[2].(int)
+		argv := ca[3+k:]
 		n, _ := argv[0].(int)
 		sizes[i] = 5*n + 1
-		args = append(args, argv...)
+		a = append(a, argv...)
 	}
-	many := newEvalCmd(context.Background(), "evalsha", decideManyScript.Hash(), keys, args)
+	many := redis.NewCmd(context.Background(), a...)
+	if nkeys > 0 {
+		many.SetFirstKeyPos(3) // as newEvalCmd: where a Cluster pipeline routes by
+	}
 	merged = append(merged, many)
 	return merged, func() {
 		v, err := many.Result()
