@@ -131,6 +131,16 @@ func bucket(t testing.TB, h *dto.Histogram, le float64) uint64 {
 	return 0
 }
 
+// wantValues checks the values of series without labels.
+func (e exposition) wantValues(t testing.TB, want map[string]float64) {
+	t.Helper()
+	for name, v := range want {
+		if got := e.value(t, name, ""); got != v {
+			t.Errorf("%s: got %v, want %v", name, got, v)
+		}
+	}
+}
+
 // series lists name's label sets, for failure messages.
 func (e exposition) series(name string) string {
 	f, ok := e[name]

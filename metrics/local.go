@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"sync/atomic"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -12,19 +10,14 @@ import (
 // scrape (pass the limiter.Local's Stats method). A later call replaces the
 // function; nil stops exposing them.
 func (m *Metrics) WatchLocal(stats func() limiter.LocalStats) {
-	if m == nil {
-		return
+	if m != nil {
+		m.local.stats.set(stats)
 	}
-	if stats == nil {
-		m.local.stats.Store(nil)
-		return
-	}
-	m.local.stats.Store(&stats)
 }
 
 // localCollector turns limiter.LocalStats into const metrics at scrape time.
 type localCollector struct {
-	stats atomic.Pointer[func() limiter.LocalStats]
+	stats watched[limiter.LocalStats]
 
 	buckets, evictions, expired, slotKeys, slotEvictions *prometheus.Desc
 }
@@ -53,11 +46,10 @@ func (c *localCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *localCollector) Collect(ch chan<- prometheus.Metric) {
-	f := c.stats.Load()
-	if f == nil {
+	st, ok := c.stats.read()
+	if !ok {
 		return
 	}
-	st := (*f)()
 	ch <- prometheus.MustNewConstMetric(c.buckets, prometheus.GaugeValue, float64(st.Buckets))
 	ch <- prometheus.MustNewConstMetric(c.evictions, prometheus.CounterValue, float64(st.Evictions))
 	ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(st.Expired))

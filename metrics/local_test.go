@@ -35,21 +35,13 @@ func TestWatchLocal(t *testing.T) {
 		m := New()
 		m.WatchLocal(local.Stats)
 		decideKeys(t, local, rule, 10)
-		e := scrape(t, m)
-		for _, tt := range []struct {
-			name string
-			want float64
-		}{
-			{"gateway_local_buckets", 10},
-			{"gateway_local_bucket_evictions_total", 0},
-			{"gateway_local_bucket_expirations_total", 0},
-			{"gateway_local_inflight_keys", 0},
-			{"gateway_local_inflight_key_evictions_total", 0},
-		} {
-			if got := e.value(t, tt.name, ""); got != tt.want {
-				t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
-			}
-		}
+		scrape(t, m).wantValues(t, map[string]float64{
+			"gateway_local_buckets":                      10,
+			"gateway_local_bucket_evictions_total":       0,
+			"gateway_local_bucket_expirations_total":     0,
+			"gateway_local_inflight_keys":                0,
+			"gateway_local_inflight_key_evictions_total": 0,
+		})
 	})
 
 	t.Run("cap evicts", func(t *testing.T) {

@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"sync/atomic"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
@@ -12,21 +10,16 @@ import (
 // per scrape (pass the redislimit.Limiter's Stats method). A later call
 // replaces the function; nil stops exposing them.
 func (m *Metrics) WatchRedis(stats func() redislimit.Stats) {
-	if m == nil {
-		return
+	if m != nil {
+		m.redis.stats.set(stats)
 	}
-	if stats == nil {
-		m.redis.stats.Store(nil)
-		return
-	}
-	m.redis.stats.Store(&stats)
 }
 
 // redisCollector turns redislimit.Stats into const metrics at scrape time:
 // the backend keeps its own atomic counters, so nothing is counted twice
 // and the decision path pays nothing for metrics.
 type redisCollector struct {
-	stats atomic.Pointer[func() redislimit.Stats]
+	stats watched[redislimit.Stats]
 
 	roundTrips, errors, timeouts, overloaded, failFast *prometheus.Desc
 	pipelines, leasesLost, renewErrors                 *prometheus.Desc
@@ -74,11 +67,10 @@ func (c *redisCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *redisCollector) Collect(ch chan<- prometheus.Metric) {
-	f := c.stats.Load()
-	if f == nil {
+	st, ok := c.stats.read()
+	if !ok {
 		return
 	}
-	st := (*f)()
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}

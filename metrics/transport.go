@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"sync/atomic"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
@@ -12,19 +10,14 @@ import (
 // read through stats once per scrape (pass the h1.Transport's Stats
 // method). A later call replaces the function; nil stops exposing them.
 func (m *Metrics) WatchTransport(stats func() h1.Stats) {
-	if m == nil {
-		return
+	if m != nil {
+		m.transport.stats.set(stats)
 	}
-	if stats == nil {
-		m.transport.stats.Store(nil)
-		return
-	}
-	m.transport.stats.Store(&stats)
 }
 
 // transportCollector turns h1.Stats into const metrics at scrape time.
 type transportCollector struct {
-	stats atomic.Pointer[func() h1.Stats]
+	stats watched[h1.Stats]
 
 	idle, dials, reused, stale, retries, fallback *prometheus.Desc
 }
@@ -56,11 +49,10 @@ func (c *transportCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *transportCollector) Collect(ch chan<- prometheus.Metric) {
-	f := c.stats.Load()
-	if f == nil {
+	st, ok := c.stats.read()
+	if !ok {
 		return
 	}
-	st := (*f)()
 	ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, float64(st.Idle))
 	ch <- prometheus.MustNewConstMetric(c.dials, prometheus.CounterValue, float64(st.Dials))
 	ch <- prometheus.MustNewConstMetric(c.reused, prometheus.CounterValue, float64(st.Reused))

@@ -40,22 +40,14 @@ func TestWatchTransport(t *testing.T) {
 	streamed.ContentLength = 10
 	send(streamed)
 
-	e := scrape(t, m)
-	for _, tt := range []struct {
-		name string
-		want float64
-	}{
-		{"gateway_upstream_idle_connections", 1},
-		{"gateway_upstream_dials_total", 1},
-		{"gateway_upstream_reused_total", 2},
-		{"gateway_upstream_stale_connections_total", 0},
-		{"gateway_upstream_retries_total", 0},
-		{"gateway_upstream_fallback_total", 1},
-	} {
-		if got := e.value(t, tt.name, ""); got != tt.want {
-			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
-		}
-	}
+	scrape(t, m).wantValues(t, map[string]float64{
+		"gateway_upstream_idle_connections":        1,
+		"gateway_upstream_dials_total":             1,
+		"gateway_upstream_reused_total":            2,
+		"gateway_upstream_stale_connections_total": 0,
+		"gateway_upstream_retries_total":           0,
+		"gateway_upstream_fallback_total":          1,
+	})
 
 	m.WatchTransport(nil)
 	if _, ok := scrape(t, m)["gateway_upstream_dials_total"]; ok {
