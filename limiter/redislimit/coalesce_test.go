@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -181,6 +182,100 @@ func TestMergedDecisionsAreSequential(t *testing.T) {
 	v, err := client.Get(ctx, redisBaseKey("m-fixed", digestKey("a"))+fixedSuffix).Int64()
 	if err != nil || v != 1 {
 		t.Fatalf("fixed window count %d %v, want 1", v, err)
+	}
+}
+
+// A merged call that carries many requests of one hot GCRA key reads its
+// TAT once and writes it once, and still decides as one by one: each
+// request sees the records of the ones before it, a request another check
+// denies moves nothing, and what is written at the end is the last
+// record's TAT with its expiry.
+func TestMergedHotKeyIsDecidedInOrder(t *testing.T) {
+	s := redistest.Start(t)
+	client := newTestClient(t, 2*time.Second, s.Addr())
+	r := newTestRedis(t, client, Config{Timeout: 2 * time.Second})
+	ctx := context.Background()
+	g := limiter.Check{Rule: &limiter.Rule{Name: "hot-gcra", Algorithm: limiter.GCRA}, Limit: limiter.Limit{Rate: 1, Period: time.Hour, Burst: 3}}
+	w := limiter.Check{Rule: &limiter.Rule{Name: "hot-fixed", Algorithm: limiter.FixedWindow}, Limit: limiter.Limit{Rate: 1, Period: time.Hour, Burst: 1}}
+	base := func(c limiter.Check) string { return redisBaseKey(c.Rule.Name, digestKey("hot")) }
+	decide := func(checks ...limiter.Check) *redis.Cmd {
+		var keys []string
+		args := []any{len(checks), string(modeRecord)}
+		for _, c := range checks {
+			k := gcraKeyPrefix + base(c)
+			if c.Rule.Algorithm == limiter.FixedWindow {
+				k = base(c) + fixedSuffix
+			}
+			keys = append(keys, k, k)
+			args = append(args, string(c.Rule.Algorithm), c.Limit.Rate, c.Limit.Period.Microseconds(), c.Limit.Quota(), int64(1), "")
+		}
+		return newEvalCmd(ctx, "evalsha", decideScript.Hash(), keys, args)
+	}
+	cmds := []*redis.Cmd{
+		decide(g),    // admitted: the TAT one hour ahead
+		decide(g, w), // both admitted: two hours
+		decide(g, w), // the window denies: nothing moves
+		decide(g),    // admitted: three hours, the burst used up
+		decide(g),    // denied for an hour
+	}
+	merged, split := mergeDecides(cmds)
+	if len(merged) != 1 {
+		t.Fatalf("merged into %d commands, want 1", len(merged))
+	}
+	r.execNow(ctx, merged)
+	split()
+	want := []struct {
+		allowed  []bool
+		resetH   float64 // the GCRA check's reset after, in hours
+		recorded bool
+	}{
+		{[]bool{true}, 1, true},
+		{[]bool{true, true}, 2, true},
+		{[]bool{true, false}, 3, false},
+		{[]bool{true}, 3, true},
+		{[]bool{false}, 3, false},
+	}
+	for i, c := range cmds {
+		v, err := c.Result()
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		replies, recorded, err := parseDecideReply(v, len(want[i].allowed))
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		for j, rep := range replies {
+			if rep.allowed != want[i].allowed[j] {
+				t.Fatalf("call %d check %d: allowed %v, want %v", i, j, rep.allowed, want[i].allowed[j])
+			}
+		}
+		if recorded != want[i].recorded {
+			t.Fatalf("call %d: recorded %v, want %v", i, recorded, want[i].recorded)
+		}
+		// A denied check's reset is the TAT it found; an admitted one's the
+		// TAT it would leave.
+		if got := replies[0].resetAfter.Hours(); math.Abs(got-want[i].resetH) > 1e-3 {
+			t.Fatalf("call %d: reset after %.4fh, want %vh", i, got, want[i].resetH)
+		}
+	}
+	// Written once at the end: the last record's TAT, three hours ahead,
+	// and its expiry; the window counted the second request only.
+	ttl, err := client.TTL(ctx, gcraKeyPrefix+base(g)).Result()
+	if err != nil || ttl < 3*time.Hour-time.Minute || ttl > 3*time.Hour {
+		t.Fatalf("GCRA key TTL %v %v, want 3h", ttl, err)
+	}
+	if n, err := client.Get(ctx, base(w)+fixedSuffix).Int64(); err != nil || n != 1 {
+		t.Fatalf("fixed window count %d %v, want 1", n, err)
+	}
+	// A lone call after it finds the burst used up.
+	lone := decide(g)
+	r.execNow(ctx, []*redis.Cmd{lone})
+	v, err := lone.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replies, _, err := parseDecideReply(v, 1); err != nil || replies[0].allowed {
+		t.Fatalf("lone call after the merged one: %+v %v, want denied", replies, err)
 	}
 }
 

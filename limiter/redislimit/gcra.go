@@ -50,13 +50,21 @@ func (r *Limiter) allowGCRA(ctx context.Context, op *sharedOp) (recorded bool, e
 
 // gcraLua is decideScript's GCRA: redis_rate's arithmetic, split into a
 // decision and a record, so the record happens only if every check of the
-// request admits.
+// request admits. Within one call a key's TAT is read once and written once
+// (gcra_flush, at the end): a merged call often carries many requests of
+// one hot key, and each redis.call costs Redis more than the arithmetic.
 const gcraLua = `
+local gcra_tats, gcra_dirty = {}, {}
+
 local function gcra(key, rate, period_us, burst, cost)
   local now = (tonumber(t[1]) - ` + gcraEpoch + `) + (tonumber(t[2]) / 1000000)
   local emission = (period_us / 1000000) / rate
-  local tat = tonumber(redis.call("GET", key)) or now
-  tat = math.max(tat, now)
+  local tat = gcra_tats[key]
+  if tat == nil then
+    tat = tonumber(redis.call("GET", key)) or false
+    gcra_tats[key] = tat
+  end
+  tat = math.max(tat or now, now)
   local new_tat = tat + emission * cost
   local allow_at = new_tat - emission * burst
   if now < allow_at then
@@ -64,7 +72,17 @@ local function gcra(key, rate, period_us, burst, cost)
   end
   local reset = new_tat - now
   return {1, 0, 0, math.ceil(reset * 1000000), 0}, function()
-    if reset > 0 then redis.call("SET", key, new_tat, "EX", math.ceil(reset)) end
+    if reset > 0 then
+      gcra_tats[key], gcra_dirty[key] = new_tat, math.ceil(reset)
+    end
+  end
+end
+
+-- gcra_flush writes each TAT that the call moved, once, however many of
+-- its requests moved it.
+local function gcra_flush()
+  for key, ex in pairs(gcra_dirty) do
+    redis.call("SET", key, gcra_tats[key], "EX", ex)
   end
 end
 

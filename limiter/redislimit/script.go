@@ -42,6 +42,7 @@ const decideSrc = decidePrelude + `
 local n, peek = tonumber(ARGV[1]), ARGV[2] == "peek"
 local reply = {}
 decide(n, peek, 2, 0, reply)
+gcra_flush()
 return reply
 `
 
@@ -102,6 +103,7 @@ for g = 1, groups do
   local n, peek = tonumber(ARGV[a + 1]), ARGV[a + 2] == "peek"
   a, k = decide(n, peek, a + 2, k, reply)
 end
+gcra_flush()
 return reply
 `
 
