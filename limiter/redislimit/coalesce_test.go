@@ -20,8 +20,7 @@ import (
 func TestCoalescerSendsEveryCallOnceInSharedPipelines(t *testing.T) {
 	const calls, max = 200, 2
 	hold := make(chan struct{})
-	var inFlight, peak, pipelines atomic.Int64
-	var first sync.Once
+	var inFlight, peak, pipelines, answered atomic.Int64
 	sent := sync.Map{}
 	co := newCoalescer(max, 0, func(ctx context.Context, cmds []*redis.Cmd) {
 		n := inFlight.Add(1)
@@ -31,14 +30,16 @@ func TestCoalescerSendsEveryCallOnceInSharedPipelines(t *testing.T) {
 				break
 			}
 		}
-		pipelines.Add(1)
-		first.Do(func() { <-hold })
+		if pipelines.Add(1) == 1 {
+			<-hold
+		}
 		for _, c := range cmds {
 			if _, dup := sent.LoadOrStore(c, true); dup {
 				t.Errorf("command %v sent twice", c.Args())
 			}
 			c.SetVal(c.Args()[1])
 		}
+		answered.Add(int64(len(cmds)))
 		inFlight.Add(-1)
 	}, nil)
 	var wg sync.WaitGroup
@@ -53,13 +54,14 @@ func TestCoalescerSendsEveryCallOnceInSharedPipelines(t *testing.T) {
 			}
 		})
 	}
-	// Let the calls pile up behind the held pipeline, then release it.
+	// Let the calls pile up behind the held pipeline (a full batch of them
+	// goes out in a second one), then release it.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		co.mu.Lock()
 		waiting := len(co.queue)
 		co.mu.Unlock()
-		if waiting >= calls-max || time.Now().After(deadline) {
+		if waiting+int(answered.Load()) >= calls-1 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(time.Millisecond) // polling a condition with a deadline
@@ -73,6 +75,72 @@ func TestCoalescerSendsEveryCallOnceInSharedPipelines(t *testing.T) {
 		t.Fatalf("%d pipelines for %d calls, want them shared (under %d)", p, calls, calls/10)
 	}
 	t.Logf("%d calls in %d pipelines, at most %d at once", calls, pipelines.Load(), peak.Load())
+}
+
+// One pipeline carries the calls until a full batch waits: behind a held
+// pipeline, maxBatch-1 waiting calls start none, the next one sends them
+// all in a second, and at most max are ever in flight.
+func TestCoalescerStartsAnotherPipelineOnlyForAFullBatch(t *testing.T) {
+	const max = 4
+	hold := make(chan struct{})
+	var sizes sync.Map // pipeline number -> calls carried
+	var pipelines atomic.Int64
+	co := newCoalescer(max, 0, func(ctx context.Context, cmds []*redis.Cmd) {
+		n := pipelines.Add(1)
+		sizes.Store(n, len(cmds))
+		if n == 1 {
+			<-hold
+		}
+		for _, c := range cmds {
+			c.SetVal("ok")
+		}
+	}, nil)
+	var wg sync.WaitGroup
+	call := func() {
+		wg.Go(func() {
+			cmd := redis.NewCmd(context.Background(), "ping")
+			co.do(context.Background(), []*redis.Cmd{cmd})
+			if v, err := cmd.Result(); err != nil || v != "ok" {
+				t.Errorf("reply %v, %v", v, err)
+			}
+		})
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(time.Millisecond) // polling a condition with a deadline
+		}
+	}
+	queued := func() int {
+		co.mu.Lock()
+		defer co.mu.Unlock()
+		return len(co.queue)
+	}
+	call()
+	waitFor("the first pipeline", func() bool { return pipelines.Load() == 1 })
+	for range maxBatch - 1 {
+		call()
+	}
+	waitFor("a batch less one queued", func() bool { return queued() == maxBatch-1 })
+	if p := pipelines.Load(); p != 1 {
+		t.Fatalf("%d pipelines with %d calls waiting, want 1", p, maxBatch-1)
+	}
+	call()
+	waitFor("a second pipeline", func() bool { return pipelines.Load() == 2 })
+	if n, _ := sizes.Load(int64(2)); n != maxBatch {
+		t.Fatalf("the second pipeline carried %v calls, want %d", n, maxBatch)
+	}
+	if q := queued(); q != 0 {
+		t.Fatalf("%d calls still waiting", q)
+	}
+	close(hold)
+	wg.Wait()
+	if p := pipelines.Load(); p != 2 {
+		t.Fatalf("%d pipelines for %d calls, want 2", p, maxBatch+1)
+	}
 }
 
 // On a real Redis, 64 goroutines deciding one gcra key at once: every

@@ -74,7 +74,8 @@ type Config struct {
 	// Pipelines is how many shared pipelines may be in flight at once: the
 	// script calls of concurrent decisions are gathered into them (see
 	// coalescer), so under load one round trip serves many decisions, and
-	// idle a call goes out alone at once. Zero means DefaultPipelines;
+	// idle a call goes out alone at once. Beyond the first, a pipeline
+	// starts only while a full batch (128 calls) waits. Zero means DefaultPipelines;
 	// negative turns gathering off (every decision its own round trip, a
 	// lone GCRA check through redis_rate's AllowN).
 	Pipelines int
