@@ -44,6 +44,7 @@ func (r *Limiter) Decide(ctx context.Context, checks []limiter.Check) ([]limiter
 		return ds, nil
 	}
 	u := &held{r: r}
+	u.ops = u.one[:0]
 	now := r.clock()
 	for _, i := range locals {
 		c := checks[i]
@@ -247,34 +248,45 @@ func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp) (recorded bool
 // decideAll runs decideScript once for ops, whose keys must share a slot
 // unless the server is not a Cluster.
 func (r *Limiter) decideAll(ctx context.Context, ops []*sharedOp, mode scriptMode) (recorded bool, err error) {
-	keys := make([]string, 0, 2*len(ops))
-	args := make([]any, 0, 2+6*len(ops))
-	args = append(args, len(ops), string(mode))
+	// The call is built in one slice, as newEvalCmd would build it, with
+	// what is the same in every call boxed once: this runs for every
+	// decision, and each boxed value is an allocation.
+	a := make([]any, 0, 5+8*len(ops))
+	a = append(a, argEvalsha, argDecideSHA, 2*len(ops))
+	for _, op := range ops {
+		var k1, k2 any
+		switch op.check.Rule.Algorithm {
+		case limiter.GCRA:
+			k1 = gcraKeyPrefix + op.base
+			k2 = k1
+		case limiter.SlidingWindow:
+			k1, k2 = op.base+slidingLogSuffix, op.base+slidingSumSuffix
+		case limiter.FixedWindow:
+			k1 = op.base + fixedSuffix
+			k2 = k1
+		case limiter.SharedConcurrency:
+			k1 = op.base + concurrencySuffix
+			k2 = k1
+		default:
+			return false, fmt.Errorf("limiter: algorithm %q is not shared", op.check.Rule.Algorithm)
+		}
+		a = append(a, k1, k2)
+	}
+	a = append(a, len(ops), argMode(mode))
 	for _, op := range ops {
 		c := op.check
-		switch c.Rule.Algorithm {
-		case limiter.GCRA:
-			k := gcraKeyPrefix + op.base
-			keys = append(keys, k, k)
-		case limiter.SlidingWindow:
-			keys = append(keys, op.base+slidingLogSuffix, op.base+slidingSumSuffix)
-		case limiter.FixedWindow:
-			k := op.base + fixedSuffix
-			keys = append(keys, k, k)
-		case limiter.SharedConcurrency:
-			k := op.base + concurrencySuffix
-			keys = append(keys, k, k)
-		default:
-			return false, fmt.Errorf("limiter: algorithm %q is not shared", c.Rule.Algorithm)
-		}
 		period := max(1, c.Limit.Period.Microseconds())
 		if c.Limit.Calendar == limiter.CalendarMonth {
 			period = 0 // the fixed window's calendar month (see fixedLua)
 		}
-		args = append(args, string(c.Rule.Algorithm), c.Limit.Rate, period,
-			c.Limit.Quota(), op.cost, op.member(op.cost))
+		member := argNone // only a sliding window's log and a lease have members
+		if op.memberID != "" {
+			member = op.member(op.cost)
+		}
+		a = append(a, argAlgorithm(c.Rule.Algorithm), c.Limit.Rate, period, c.Limit.Quota(), op.cost, member)
 	}
-	cmd := newEvalCmd(ctx, "evalsha", decideScript.Hash(), keys, args)
+	cmd := redis.NewCmd(ctx, a...)
+	cmd.SetFirstKeyPos(3) // as newEvalCmd: where a Cluster pipeline routes by
 	r.exec(ctx, []*redis.Cmd{cmd})
 	v, err := cmd.Result()
 	if err != nil {

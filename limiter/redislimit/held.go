@@ -18,6 +18,7 @@ type held struct {
 	mu     sync.Mutex
 	ops    []*sharedOp // recorded by Redis
 	locals []localHold
+	one    [1]*sharedOp // ops' first backing array: most requests hold one
 }
 
 type localHold struct {

@@ -3,6 +3,7 @@ package redislimit
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 )
 
 // keyDigest identifies a user-supplied key by the first 16 bytes of its
@@ -32,13 +33,16 @@ func redisBaseKey(policy string, d keyDigest) string {
 		sum := sha256.Sum256([]byte(name))
 		name = "h" + hex.EncodeToString(sum[:8])
 	}
-	b := make([]byte, 0, len("rl:{")+len(name)+1+hexDigits+1)
-	b = append(b, "rl:{"...)
-	b = append(b, name...)
-	b = append(b, ':')
-	b = hex.AppendEncode(b, d[:])
-	b = append(b, '}')
-	return string(b)
+	var b strings.Builder // one allocation: String does not copy
+	b.Grow(len("rl:{") + len(name) + 1 + hexDigits + 1)
+	b.WriteString("rl:{")
+	b.WriteString(name)
+	b.WriteByte(':')
+	var digits [hexDigits]byte
+	hex.Encode(digits[:], d[:])
+	b.Write(digits[:])
+	b.WriteByte('}')
+	return b.String()
 }
 
 func safePolicyName(s string) bool {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -135,19 +136,23 @@ func parseDecideReply(v any, n int) (replies []scriptReply, recorded bool, err e
 	if !ok || len(arr) != 5*n+1 {
 		return nil, false, fmt.Errorf("limiter script: unexpected reply %T %v", v, v)
 	}
-	ints := make([]int64, len(arr))
+	replies = make([]scriptReply, n)
+	var nums [5]int64
 	for i, e := range arr {
 		x, ok := e.(int64)
 		if !ok {
 			return nil, false, fmt.Errorf("limiter script: reply[%d] is %T, want integer", i, e)
 		}
-		ints[i] = x
+		if i == 5*n {
+			recorded = x == 1
+			break
+		}
+		nums[i%5] = x
+		if i%5 == 4 {
+			replies[i/5] = newScriptReply(nums)
+		}
 	}
-	replies = make([]scriptReply, n)
-	for i := range replies {
-		replies[i] = newScriptReply([5]int64(ints[5*i : 5*i+5]))
-	}
-	return replies, ints[5*n] == 1, nil
+	return replies, recorded, nil
 }
 
 func newScriptReply(n [5]int64) scriptReply {
@@ -176,6 +181,41 @@ func (r *Limiter) execNow(ctx context.Context, cmds []*redis.Cmd) {
 	if execScripts(ctx, r.client, r.sources, cmds) {
 		r.stats.scriptReloads.Add(1)
 	}
+}
+
+// The arguments that every decideScript call carries, boxed once.
+var (
+	argEvalsha   any = "evalsha"
+	argDecideSHA any = decideScript.Hash()
+	argRecord    any = string(modeRecord)
+	argPeek      any = string(modePeek)
+	argNone      any = ""
+
+	argGCRA        any = string(limiter.GCRA)
+	argSliding     any = string(limiter.SlidingWindow)
+	argFixed       any = string(limiter.FixedWindow)
+	argConcurrency any = string(limiter.SharedConcurrency)
+)
+
+func argMode(m scriptMode) any {
+	if m == modePeek {
+		return argPeek
+	}
+	return argRecord
+}
+
+func argAlgorithm(a limiter.Algorithm) any {
+	switch a {
+	case limiter.GCRA:
+		return argGCRA
+	case limiter.SlidingWindow:
+		return argSliding
+	case limiter.FixedWindow:
+		return argFixed
+	case limiter.SharedConcurrency:
+		return argConcurrency
+	}
+	return string(a)
 }
 
 // newEvalCmd builds EVAL/EVALSHA exactly as go-redis does, including the key
