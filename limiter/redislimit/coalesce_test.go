@@ -20,7 +20,7 @@ import (
 func TestCoalescerSendsEveryCallOnceInSharedPipelines(t *testing.T) {
 	const calls, max = 200, 2
 	hold := make(chan struct{})
-	var inFlight, peak, pipelines, answered atomic.Int64
+	var inFlight, peak, pipelines atomic.Int64
 	sent := sync.Map{}
 	co := newCoalescer(max, 0, func(ctx context.Context, cmds []*redis.Cmd) {
 		n := inFlight.Add(1)
@@ -30,7 +30,7 @@ func TestCoalescerSendsEveryCallOnceInSharedPipelines(t *testing.T) {
 				break
 			}
 		}
-		if pipelines.Add(1) == 1 {
+		if pipelines.Add(1) <= max {
 			<-hold
 		}
 		for _, c := range cmds {
@@ -39,7 +39,6 @@ func TestCoalescerSendsEveryCallOnceInSharedPipelines(t *testing.T) {
 			}
 			c.SetVal(c.Args()[1])
 		}
-		answered.Add(int64(len(cmds)))
 		inFlight.Add(-1)
 	}, nil)
 	var wg sync.WaitGroup
@@ -54,14 +53,13 @@ func TestCoalescerSendsEveryCallOnceInSharedPipelines(t *testing.T) {
 			}
 		})
 	}
-	// Let the calls pile up behind the held pipeline (a full batch of them
-	// goes out in a second one), then release it.
+	// Let the calls pile up behind the held pipelines, then release them.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		co.mu.Lock()
 		waiting := len(co.queue)
 		co.mu.Unlock()
-		if waiting+int(answered.Load()) >= calls-1 || time.Now().After(deadline) {
+		if waiting >= calls-max || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(time.Millisecond) // polling a condition with a deadline
@@ -77,10 +75,11 @@ func TestCoalescerSendsEveryCallOnceInSharedPipelines(t *testing.T) {
 	t.Logf("%d calls in %d pipelines, at most %d at once", calls, pipelines.Load(), peak.Load())
 }
 
-// One pipeline carries the calls until a full batch waits: behind a held
+// Under load (the recent pipelines carried gatherAt calls or more), one
+// pipeline carries the calls until a full batch waits: behind a held
 // pipeline, maxBatch-1 waiting calls start none, the next one sends them
-// all in a second, and at most max are ever in flight.
-func TestCoalescerStartsAnotherPipelineOnlyForAFullBatch(t *testing.T) {
+// all in a second.
+func TestCoalescerUnderLoadStartsAnotherPipelineOnlyForAFullBatch(t *testing.T) {
 	const max = 4
 	hold := make(chan struct{})
 	var sizes sync.Map // pipeline number -> calls carried
@@ -95,6 +94,7 @@ func TestCoalescerStartsAnotherPipelineOnlyForAFullBatch(t *testing.T) {
 			c.SetVal("ok")
 		}
 	}, nil)
+	co.avg = 16 * gatherAt // as after pipelines of gatherAt calls each
 	var wg sync.WaitGroup
 	call := func() {
 		wg.Go(func() {
@@ -140,6 +140,64 @@ func TestCoalescerStartsAnotherPipelineOnlyForAFullBatch(t *testing.T) {
 	wg.Wait()
 	if p := pipelines.Load(); p != 2 {
 		t.Fatalf("%d pipelines for %d calls, want 2", p, maxBatch+1)
+	}
+}
+
+// Under light load (the recent pipelines carried a call or two), a call
+// does not wait a round trip behind a pipeline in flight: behind a held
+// one, calls start their own until max are in flight, and only then queue.
+func TestCoalescerUnderLightLoadStartsPipelinesAtOnce(t *testing.T) {
+	const max = 4
+	hold := make(chan struct{})
+	var pipelines atomic.Int64
+	co := newCoalescer(max, 0, func(ctx context.Context, cmds []*redis.Cmd) {
+		if pipelines.Add(1) <= max {
+			<-hold
+		}
+		for _, c := range cmds {
+			c.SetVal("ok")
+		}
+	}, nil)
+	var wg sync.WaitGroup
+	call := func() {
+		wg.Go(func() {
+			cmd := redis.NewCmd(context.Background(), "ping")
+			co.do(context.Background(), []*redis.Cmd{cmd})
+			if v, err := cmd.Result(); err != nil || v != "ok" {
+				t.Errorf("reply %v, %v", v, err)
+			}
+		})
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(time.Millisecond) // polling a condition with a deadline
+		}
+	}
+	for i := range max {
+		call()
+		waitFor("a pipeline of its own", func() bool { return pipelines.Load() == int64(i+1) })
+	}
+	const queued = 2 * gatherAt
+	for range queued {
+		call()
+	}
+	waitFor("the calls to queue", func() bool {
+		co.mu.Lock()
+		defer co.mu.Unlock()
+		return len(co.queue) == queued
+	})
+	if p := pipelines.Load(); p != max {
+		t.Fatalf("%d pipelines, want %d", p, max)
+	}
+	close(hold)
+	wg.Wait()
+	// The queued calls left together, in one pipeline.
+	if p := pipelines.Load(); p != max+1 {
+		t.Fatalf("%d pipelines for %d calls, want %d", p, max+queued, max+1)
 	}
 }
 

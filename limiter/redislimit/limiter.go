@@ -74,8 +74,9 @@ type Config struct {
 	// Pipelines is how many shared pipelines may be in flight at once: the
 	// script calls of concurrent decisions are gathered into them (see
 	// coalescer), so under load one round trip serves many decisions, and
-	// idle a call goes out alone at once. Beyond the first, a pipeline
-	// starts only while a full batch (128 calls) waits. Zero means DefaultPipelines;
+	// idle a call goes out alone at once. Under load (pipelines carrying 3
+	// calls or more on average) one pipeline flies at a time, and another
+	// only while a full batch of 128 waits. Zero means DefaultPipelines;
 	// negative turns gathering off (every decision its own round trip, a
 	// lone GCRA check through redis_rate's AllowN).
 	Pipelines int
