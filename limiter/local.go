@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"hash/maphash"
+	"maps"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -27,8 +28,11 @@ type Local struct {
 	maxKeys int
 	seed    maphash.Seed
 
-	mu     sync.RWMutex // guards stores and slotStores; read on every decision, written on a new group
-	stores map[BucketGroup]*bucketStore
+	// stores is read on every decision and replaced (copied, under mu) only
+	// when a group appears or goes: a lock-free read, where an RWMutex's
+	// read lock is a write to one cache line that every core shares.
+	stores atomic.Pointer[map[BucketGroup]*bucketStore]
+	mu     sync.RWMutex // serializes stores' writers; guards slotStores
 	// slotStores count the requests in flight of InFlight policies. They are
 	// never dropped (see slotStore): an empty one is a few hundred bytes.
 	slotStores map[slotGroup]*slotStore
@@ -42,13 +46,17 @@ func NewLocal(maxKeys int) *Local {
 	if maxKeys <= 0 {
 		maxKeys = DefaultMaxKeys
 	}
-	return &Local{
+	l := &Local{
 		maxKeys:    maxKeys,
 		seed:       maphash.MakeSeed(),
-		stores:     make(map[BucketGroup]*bucketStore),
 		slotStores: make(map[slotGroup]*slotStore),
 	}
+	l.stores.Store(&map[BucketGroup]*bucketStore{})
+	return l
 }
+
+// bucketStores is the current groups' stores; the map is never written.
+func (l *Local) bucketStores() map[BucketGroup]*bucketStore { return *l.stores.Load() }
 
 // Retain drops the buckets of every group for which keep is false. It is
 // called after a reload with the limits of the new snapshot. Slots of
@@ -56,11 +64,13 @@ func NewLocal(maxKeys int) *Local {
 func (l *Local) Retain(keep func(BucketGroup) bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for g := range l.stores {
-		if !keep(g) {
-			delete(l.stores, g)
+	kept := make(map[BucketGroup]*bucketStore)
+	for g, s := range l.bucketStores() {
+		if keep(g) {
+			kept[g] = s
 		}
 	}
+	l.stores.Store(&kept)
 }
 
 // Keys returns how many buckets g holds or, for an InFlight group, how many
@@ -69,10 +79,7 @@ func (l *Local) Keys(g BucketGroup) int {
 	if g.Algorithm.InFlight() {
 		return l.slots(g).m.Len()
 	}
-	g = g.buckets()
-	l.mu.RLock()
-	s := l.stores[g]
-	l.mu.RUnlock()
+	s := l.bucketStores()[g.buckets()]
 	if s == nil {
 		return 0
 	}
@@ -81,19 +88,20 @@ func (l *Local) Keys(g BucketGroup) int {
 
 func (l *Local) store(g BucketGroup) *bucketStore {
 	g = g.buckets()
-	l.mu.RLock()
-	s := l.stores[g]
-	l.mu.RUnlock()
-	if s != nil {
+	if s := l.bucketStores()[g]; s != nil {
 		return s
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s = l.stores[g]
-	if s == nil {
-		s = newBucketStore(g.Limit, l.maxKeys, l.seed, &l.counters)
-		l.stores[g] = s
+	cur := l.bucketStores()
+	if s := cur[g]; s != nil {
+		return s
 	}
+	s := newBucketStore(g.Limit, l.maxKeys, l.seed, &l.counters)
+	next := make(map[BucketGroup]*bucketStore, len(cur)+1)
+	maps.Copy(next, cur)
+	next[g] = s
+	l.stores.Store(&next)
 	return s
 }
 
@@ -187,9 +195,7 @@ func (l *Local) Peek(now time.Time, g BucketGroup, key string) Decision {
 	if g.Algorithm.InFlight() {
 		return l.peekSlot(g, key)
 	}
-	l.mu.RLock()
-	s := l.stores[g.buckets()]
-	l.mu.RUnlock()
+	s := l.bucketStores()[g.buckets()]
 	if s == nil {
 		return d
 	}

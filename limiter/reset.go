@@ -42,10 +42,7 @@ func (l *Local) Reset(g BucketGroup, key string) {
 		}
 		return
 	}
-	l.mu.RLock()
-	s := l.stores[g.buckets()]
-	l.mu.RUnlock()
-	if s != nil {
+	if s := l.bucketStores()[g.buckets()]; s != nil {
 		deleteKey(s.m, key)
 	}
 }

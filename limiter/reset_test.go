@@ -81,8 +81,8 @@ func TestLocalResetUnknownKey(t *testing.T) {
 			t.Fatalf("%s: got %d keys, want 0", alg, n)
 		}
 	}
-	if len(l.stores) != 0 {
-		t.Fatalf("got %d bucket stores, want none created by Reset", len(l.stores))
+	if len(l.bucketStores()) != 0 {
+		t.Fatalf("got %d bucket stores, want none created by Reset", len(l.bucketStores()))
 	}
 }
 

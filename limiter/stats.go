@@ -1,6 +1,10 @@
 package limiter
 
-import "sync/atomic"
+import (
+	"maps"
+	"slices"
+	"sync/atomic"
+)
 
 // LocalStats describe the in-process buckets and slots, for metrics and
 // tests. The zero value means nothing is held and nothing was dropped.
@@ -36,11 +40,8 @@ type localCounters struct {
 // each store in turn, so it is meant for a scrape, not for every request.
 // It is safe for concurrent use.
 func (l *Local) Stats() LocalStats {
+	stores := slices.Collect(maps.Values(l.bucketStores()))
 	l.mu.RLock()
-	stores := make([]*bucketStore, 0, len(l.stores))
-	for _, s := range l.stores {
-		stores = append(stores, s)
-	}
 	slots := make([]*slotStore, 0, len(l.slotStores))
 	for _, s := range l.slotStores {
 		slots = append(slots, s)
