@@ -66,6 +66,10 @@ type ServerConfig struct {
 	// UpstreamTransport: lean (default: proxy/h1 for http:// upstreams,
 	// net/http's transport for the rest) or standard (net/http's for all).
 	UpstreamTransport string `koanf:"upstream_transport"`
+	// MinHeapBytes lets the heap grow this far before the runtime collects
+	// while little is alive (default 64 MiB; -1: Go's GOGC rule alone, as
+	// does a GOGC set in the environment). See internal/heapfloor.
+	MinHeapBytes int64 `koanf:"min_heap_bytes"`
 }
 
 // The values of server.upstream_transport.

@@ -20,6 +20,7 @@ const (
 	DefaultForwardedHeader   = "x-forwarded-for"
 	DefaultUpstreamTransport = UpstreamTransportLean
 	DefaultMaxKeysPerPolicy  = 100_000
+	DefaultMinHeapBytes      = 64 << 20
 	DefaultTenantHeader      = "X-API-Key"
 	DefaultRouteTimeout      = 30 * time.Second
 	DefaultMaxBodyBytes      = 10 << 20
@@ -71,6 +72,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&s.IPv4Prefix, DefaultIPv4Prefix)
 	setDefault(&s.IPv6Prefix, DefaultIPv6Prefix)
 	setDefault(&s.MaxKeysPerPolicy, DefaultMaxKeysPerPolicy)
+	setDefault(&s.MinHeapBytes, DefaultMinHeapBytes)
 
 	r := &c.Redis
 	setDefault(&r.Timeout, DefaultRedisTimeout)

@@ -71,6 +71,9 @@ func validateServer(p *problems, s *ServerConfig) {
 	if s.IPv6Prefix < 1 || s.IPv6Prefix > 128 {
 		p.addf("server.ipv6_prefix", "must be between 1 and 128, got %d", s.IPv6Prefix)
 	}
+	if s.MinHeapBytes < -1 {
+		p.addf("server.min_heap_bytes", "must be > 0, or -1 for Go's own rule, got %d", s.MinHeapBytes)
+	}
 	if s.MaxKeysPerPolicy < 0 {
 		p.add("server.max_keys_per_policy", "must be > 0")
 	}

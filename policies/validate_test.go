@@ -128,6 +128,7 @@ routes:
 		{"trusted proxy", minimalYAML + "server: {trusted_proxies: [10.0.0.0/8, not-an-ip]}\n",
 			`gateway.yaml: server.trusted_proxies[1]: must be a CIDR (10.0.0.0/8) or an address, got "not-an-ip"`},
 		{"forwarded_header", minimalYAML + "server: {forwarded_header: x-real-ip}\n", `gateway.yaml: server.forwarded_header: must be x-forwarded-for or forwarded, got "x-real-ip"`},
+		{"min_heap_bytes", minimalYAML + "server: {min_heap_bytes: -2}\n", "gateway.yaml: server.min_heap_bytes: must be > 0, or -1 for Go's own rule, got -2"},
 		{"upstream_transport", minimalYAML + "server: {upstream_transport: fast}\n", `gateway.yaml: server.upstream_transport: must be lean or standard, got "fast"`},
 		{"ipv4_prefix", minimalYAML + "server: {ipv4_prefix: 33}\n", "gateway.yaml: server.ipv4_prefix: must be between 1 and 32, got 33"},
 		{"ipv6_prefix", minimalYAML + "server: {ipv6_prefix: 129}\n", "gateway.yaml: server.ipv6_prefix: must be between 1 and 128, got 129"},

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-gateway/gateway/builtin"
+	"github.com/ratelimit-gateway/gateway/internal/heapfloor"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/metrics"
 	"github.com/ratelimit-gateway/gateway/policies"
@@ -102,6 +103,7 @@ func (p *process) build(ctx context.Context, path string) error {
 		p.log = slog.New(slog.NewJSONHandler(p.logOut, &slog.HandlerOptions{Level: p.level}))
 	}
 	policies.LogWarnings(p.log, p.snap)
+	p.heapFloor(p.snap.Config.Server.MinHeapBytes)
 	p.metrics = metrics.New()
 	p.metrics.ConfigLoaded(p.snap.Digest, time.Now())
 	local, engine, err := p.newLimiter(ctx)
@@ -115,6 +117,21 @@ func (p *process) build(ctx context.Context, path string) error {
 		return err
 	}
 	return p.listen()
+}
+
+// heapFloor keeps the heap goal at least floor bytes for the life of the
+// process (see internal/heapfloor), unless the environment sets GOGC or
+// floor is -1: then Go's own rule applies.
+func (p *process) heapFloor(floor int64) {
+	if v, set := os.LookupEnv("GOGC"); set {
+		p.log.Info("GOGC is set: server.min_heap_bytes does not apply", "GOGC", v)
+		return
+	}
+	if floor <= 0 {
+		return
+	}
+	f := heapfloor.Start(uint64(floor), 100) // 100: GOGC's default, GOGC being unset
+	p.onClose(func() error { f.Stop(); return nil })
 }
 
 // builtinServer is one builtin upstream's server and its listener.
