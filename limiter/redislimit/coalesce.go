@@ -67,10 +67,9 @@ type coalescer struct {
 type call struct {
 	ctx  context.Context
 	cmds []*redis.Cmd
-	// lead receives the batch this call is to send; done is closed when
+	// wake receives, once, the batch this call is to send, or nil when
 	// another call sent its commands and their replies are in.
-	lead chan []*call
-	done chan struct{}
+	wake chan []*call
 }
 
 func newCoalescer(max int, timeout time.Duration, exec func(context.Context, []*redis.Cmd), merge func([]*redis.Cmd) ([]*redis.Cmd, func())) *coalescer {
@@ -89,12 +88,10 @@ func (co *coalescer) do(ctx context.Context, cmds []*redis.Cmd) {
 		co.send(c, batch)
 		return
 	}
-	c.lead, c.done = make(chan []*call, 1), make(chan struct{})
+	c.wake = make(chan []*call, 1) // one channel, one message: the sender never blocks
 	co.queue = append(co.queue, c)
 	co.mu.Unlock()
-	select {
-	case <-c.done:
-	case batch := <-c.lead:
+	if batch := <-c.wake; batch != nil {
 		co.send(c, batch)
 	}
 }
@@ -143,7 +140,7 @@ func (co *coalescer) send(leader *call, batch []*call) {
 	}
 	for _, c := range batch {
 		if c != leader {
-			close(c.done)
+			c.wake <- nil
 		}
 	}
 	co.mu.Lock()
@@ -155,7 +152,7 @@ func (co *coalescer) send(leader *call, batch []*call) {
 		return
 	}
 	co.mu.Unlock()
-	next[0].lead <- next
+	next[0].wake <- next
 }
 
 // latestDeadline is the latest deadline of the calls; ok is false when one
