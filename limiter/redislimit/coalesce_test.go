@@ -75,6 +75,27 @@ func TestCoalescerSendsEveryCallOnceInSharedPipelines(t *testing.T) {
 	t.Logf("%d calls in %d pipelines, at most %d at once", calls, pipelines.Load(), peak.Load())
 }
 
+// pingThrough sends one command through co and checks that the fake exec
+// of the coalescer tests answered it "ok".
+func pingThrough(t *testing.T, co *coalescer) {
+	cmd := redis.NewCmd(context.Background(), "ping")
+	co.do(context.Background(), []*redis.Cmd{cmd})
+	if v, err := cmd.Result(); err != nil || v != "ok" {
+		t.Errorf("reply %v, %v", v, err)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 10s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond) // polling a condition with a deadline
+	}
+}
+
 // Under load (the recent pipelines carried gatherAt calls or more), one
 // pipeline carries the calls until a full batch waits: behind a held
 // pipeline, maxBatch-1 waiting calls start none, the next one sends them
@@ -96,40 +117,23 @@ func TestCoalescerUnderLoadStartsAnotherPipelineOnlyForAFullBatch(t *testing.T) 
 	}, nil)
 	co.avg = 16 * gatherAt // as after pipelines of gatherAt calls each
 	var wg sync.WaitGroup
-	call := func() {
-		wg.Go(func() {
-			cmd := redis.NewCmd(context.Background(), "ping")
-			co.do(context.Background(), []*redis.Cmd{cmd})
-			if v, err := cmd.Result(); err != nil || v != "ok" {
-				t.Errorf("reply %v, %v", v, err)
-			}
-		})
-	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !cond(); {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(time.Millisecond) // polling a condition with a deadline
-		}
-	}
+	call := func() { wg.Go(func() { pingThrough(t, co) }) }
 	queued := func() int {
 		co.mu.Lock()
 		defer co.mu.Unlock()
 		return len(co.queue)
 	}
 	call()
-	waitFor("the first pipeline", func() bool { return pipelines.Load() == 1 })
+	waitFor(t, "the first pipeline", func() bool { return pipelines.Load() == 1 })
 	for range maxBatch - 1 {
 		call()
 	}
-	waitFor("a batch less one queued", func() bool { return queued() == maxBatch-1 })
+	waitFor(t, "a batch less one queued", func() bool { return queued() == maxBatch-1 })
 	if p := pipelines.Load(); p != 1 {
 		t.Fatalf("%d pipelines with %d calls waiting, want 1", p, maxBatch-1)
 	}
 	call()
-	waitFor("a second pipeline", func() bool { return pipelines.Load() == 2 })
+	waitFor(t, "a second pipeline", func() bool { return pipelines.Load() == 2 })
 	if n, _ := sizes.Load(int64(2)); n != maxBatch {
 		t.Fatalf("the second pipeline carried %v calls, want %d", n, maxBatch)
 	}
@@ -159,33 +163,16 @@ func TestCoalescerUnderLightLoadStartsPipelinesAtOnce(t *testing.T) {
 		}
 	}, nil)
 	var wg sync.WaitGroup
-	call := func() {
-		wg.Go(func() {
-			cmd := redis.NewCmd(context.Background(), "ping")
-			co.do(context.Background(), []*redis.Cmd{cmd})
-			if v, err := cmd.Result(); err != nil || v != "ok" {
-				t.Errorf("reply %v, %v", v, err)
-			}
-		})
-	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !cond(); {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(time.Millisecond) // polling a condition with a deadline
-		}
-	}
+	call := func() { wg.Go(func() { pingThrough(t, co) }) }
 	for i := range max {
 		call()
-		waitFor("a pipeline of its own", func() bool { return pipelines.Load() == int64(i+1) })
+		waitFor(t, "a pipeline of its own", func() bool { return pipelines.Load() == int64(i+1) })
 	}
 	const queued = 2 * gatherAt
 	for range queued {
 		call()
 	}
-	waitFor("the calls to queue", func() bool {
+	waitFor(t, "the calls to queue", func() bool {
 		co.mu.Lock()
 		defer co.mu.Unlock()
 		return len(co.queue) == queued
@@ -287,22 +274,7 @@ func TestMergedDecisionsAreSequential(t *testing.T) {
 		recorded bool
 	}{{[]bool{true, true}, true}, {[]bool{false, true}, false}, {[]bool{true}, true}}
 	for i, c := range []*redis.Cmd{cmds[0], cmds[2], cmds[3]} {
-		v, err := c.Result()
-		if err != nil {
-			t.Fatalf("call %d: %v", i, err)
-		}
-		replies, recorded, err := parseDecideReply(v, len(want[i].allowed))
-		if err != nil {
-			t.Fatalf("call %d: %v", i, err)
-		}
-		for j, rep := range replies {
-			if rep.allowed != want[i].allowed[j] {
-				t.Fatalf("call %d check %d: allowed %v, want %v", i, j, rep.allowed, want[i].allowed[j])
-			}
-		}
-		if recorded != want[i].recorded {
-			t.Fatalf("call %d: recorded %v, want %v", i, recorded, want[i].recorded)
-		}
+		checkDecideReply(t, i, c, want[i].allowed, want[i].recorded)
 	}
 	// The window counted the first request only.
 	v, err := client.Get(ctx, redisBaseKey("m-fixed", digestKey("a"))+fixedSuffix).Int64()
@@ -362,22 +334,7 @@ func TestMergedHotKeyIsDecidedInOrder(t *testing.T) {
 		{[]bool{false}, 3, false},
 	}
 	for i, c := range cmds {
-		v, err := c.Result()
-		if err != nil {
-			t.Fatalf("call %d: %v", i, err)
-		}
-		replies, recorded, err := parseDecideReply(v, len(want[i].allowed))
-		if err != nil {
-			t.Fatalf("call %d: %v", i, err)
-		}
-		for j, rep := range replies {
-			if rep.allowed != want[i].allowed[j] {
-				t.Fatalf("call %d check %d: allowed %v, want %v", i, j, rep.allowed, want[i].allowed[j])
-			}
-		}
-		if recorded != want[i].recorded {
-			t.Fatalf("call %d: recorded %v, want %v", i, recorded, want[i].recorded)
-		}
+		replies := checkDecideReply(t, i, c, want[i].allowed, want[i].recorded)
 		// A denied check's reset is the TAT it found; an admitted one's the
 		// TAT it would leave.
 		if got := replies[0].resetAfter.Hours(); math.Abs(got-want[i].resetH) > 1e-3 {
@@ -403,6 +360,30 @@ func TestMergedHotKeyIsDecidedInOrder(t *testing.T) {
 	if replies, _, err := parseDecideReply(v, 1); err != nil || replies[0].allowed {
 		t.Fatalf("lone call after the merged one: %+v %v, want denied", replies, err)
 	}
+}
+
+// checkDecideReply fails the test unless call i's decideScript reply
+// admits as allowed says, check by check, and was recorded or not; it
+// returns the parsed replies.
+func checkDecideReply(t *testing.T, i int, c *redis.Cmd, allowed []bool, recorded bool) []scriptReply {
+	t.Helper()
+	v, err := c.Result()
+	if err != nil {
+		t.Fatalf("call %d: %v", i, err)
+	}
+	replies, rec, err := parseDecideReply(v, len(allowed))
+	if err != nil {
+		t.Fatalf("call %d: %v", i, err)
+	}
+	for j, rep := range replies {
+		if rep.allowed != allowed[j] {
+			t.Fatalf("call %d check %d: allowed %v, want %v", i, j, rep.allowed, allowed[j])
+		}
+	}
+	if rec != recorded {
+		t.Fatalf("call %d: recorded %v, want %v", i, rec, recorded)
+	}
+	return replies
 }
 
 // With pipelines, decisions beyond the pool size ride in the pipelines
