@@ -286,7 +286,7 @@ func (r *Limiter) decideAll(ctx context.Context, ops []*sharedOp, mode scriptMod
 		a = append(a, argAlgorithm(c.Rule.Algorithm), c.Limit.Rate, period, c.Limit.Quota(), op.cost, member)
 	}
 	cmd := redis.NewCmd(ctx, a...)
-	cmd.SetFirstKeyPos(3) // as newEvalCmd: where a Cluster pipeline routes by
+	cmd.SetFirstKeyPos(evalFirstKey)
 	r.exec(ctx, []*redis.Cmd{cmd})
 	v, err := cmd.Result()
 	if err != nil {

@@ -55,7 +55,7 @@ func mergeDecides(cmds []*redis.Cmd) (merged []*redis.Cmd, split func()) {
 	}
 	many := redis.NewCmd(context.Background(), a...)
 	if nkeys > 0 {
-		many.SetFirstKeyPos(3) // as newEvalCmd: where a Cluster pipeline routes by
+		many.SetFirstKeyPos(evalFirstKey)
 	}
 	merged = append(merged, many)
 	return merged, func() {

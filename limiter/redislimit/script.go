@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
 )
 
 // The Lua scripts read the clock with redis.call("TIME"), so that gateway
@@ -218,6 +219,10 @@ func argAlgorithm(a limiter.Algorithm) any {
 	return string(a)
 }
 
+// evalFirstKey is where an EVAL/EVALSHA command's first key is
+// ([name, script, nkeys, keys...]): what a Cluster pipeline routes by.
+const evalFirstKey = 3
+
 // newEvalCmd builds EVAL/EVALSHA exactly as go-redis does, including the key
 // position a Cluster pipeline routes by.
 func newEvalCmd(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
@@ -229,7 +234,7 @@ func newEvalCmd(ctx context.Context, name, payload string, keys []string, args [
 	a = append(a, args...)
 	cmd := redis.NewCmd(ctx, a...)
 	if len(keys) > 0 {
-		cmd.SetFirstKeyPos(3)
+		cmd.SetFirstKeyPos(evalFirstKey)
 	}
 	return cmd
 }
@@ -267,7 +272,7 @@ func execScripts(ctx context.Context, client Client, sources map[string]string, 
 		copy(a, args)
 		a[0], a[1] = "eval", src
 		e := redis.NewCmd(ctx, a...)
-		e.SetFirstKeyPos(3)
+		e.SetFirstKeyPos(evalFirstKey)
 		again, evals = append(again, c), append(evals, e)
 	}
 	if len(evals) == 0 {
