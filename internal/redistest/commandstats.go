@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -11,49 +12,78 @@ import (
 // itself is not counted in its own reply.
 func CommandCount(t TB, addr string, names ...string) int64 {
 	t.Helper()
+	return commandStat(t, addr, names).Calls
+}
+
+// CommandTime returns how many calls of the named commands addr executed
+// and the time it spent in them, as CommandCount counts them. The time is
+// Redis's own (INFO's usec): what a script costs the server, without the
+// network or the client.
+func CommandTime(t TB, addr string, names ...string) CommandStat {
+	t.Helper()
+	return commandStat(t, addr, names)
+}
+
+// CommandStat is one line of INFO commandstats, or their sum.
+type CommandStat struct {
+	Calls int64
+	Usec  int64
+}
+
+func commandStat(t TB, addr string, names []string) CommandStat {
+	t.Helper()
 	info, err := Do(addr, "INFO", "commandstats")
 	if err != nil {
 		t.Fatalf("redistest: INFO commandstats on %s: %v", addr, err)
 	}
-	calls, err := parseCommandStats(info)
+	stats, err := parseCommandStats(info)
 	if err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
-	var n int64
+	var sum CommandStat
+	add := func(c CommandStat) { sum.Calls, sum.Usec = sum.Calls+c.Calls, sum.Usec+c.Usec }
 	if len(names) == 0 {
-		for _, c := range calls {
-			n += c
+		for _, c := range stats {
+			add(c)
 		}
-		return n
+		return sum
 	}
 	for _, name := range names {
-		n += calls[strings.ToLower(name)]
+		add(stats[strings.ToLower(name)])
 	}
-	return n
+	return sum
 }
 
-// parseCommandStats reads lines "cmdstat_<name>:calls=N,usec=...".
-func parseCommandStats(info string) (map[string]int64, error) {
-	calls := make(map[string]int64)
+// parseCommandStats reads lines "cmdstat_<name>:calls=N,usec=M,...".
+func parseCommandStats(info string) (map[string]CommandStat, error) {
+	stats := make(map[string]CommandStat)
 	for _, line := range strings.Split(info, "\n") {
 		line = strings.TrimSpace(line)
 		name, rest, ok := strings.Cut(line, ":")
 		if !ok || !strings.HasPrefix(name, "cmdstat_") {
 			continue
 		}
+		var c CommandStat
 		for _, field := range strings.Split(rest, ",") {
 			k, v, _ := strings.Cut(field, "=")
-			if k != "calls" {
+			var dst *int64
+			switch k {
+			case "calls":
+				dst = &c.Calls
+			case "usec":
+				dst = &c.Usec
+			default:
 				continue
 			}
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("commandstats %s: %s: %w", name, k, err)
 			}
-			calls[strings.TrimPrefix(name, "cmdstat_")] = n
+			*dst = n
 		}
+		stats[strings.TrimPrefix(name, "cmdstat_")] = c
 	}
-	return calls, nil
+	return stats, nil
 }
 
 // ResetStats clears addr's command statistics (CONFIG RESETSTAT).

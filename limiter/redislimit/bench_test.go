@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -91,6 +92,62 @@ func BenchmarkRedisDecide(b *testing.B) {
 			if st := r.Stats(); st.Errors > 0 {
 				b.Fatalf("got %d failed round trips, want none", st.Errors)
 			}
+		})
+	}
+}
+
+// BenchmarkMergedScript measures what Redis itself spends on a merged
+// decision call of 13 GCRA requests (the batch the coalescer carries under
+// load at 64 connections), from INFO commandstats: redis-µs/decision. The
+// anchor is a script that returns at once, called with the same arguments:
+// what any script call of that size costs. Report hot_key and many_keys as
+// ratios to it.
+func BenchmarkMergedScript(b *testing.B) {
+	s := redistest.Start(b)
+	c := newTestClient(b, time.Second, s.Addr())
+	ctx := context.Background()
+	const batch = 13
+	mergedArgs := func(key func(i int) string) []any {
+		cmds := make([]*redis.Cmd, batch)
+		for i := range cmds {
+			op := &sharedOp{check: limiter.Check{Rule: policy("ms-gcra", limiter.GCRA), Limit: limiter.Limit{Rate: 1 << 40, Period: time.Second}}, cost: 1}
+			op.base = redisBaseKey(op.check.Rule.Name, digestKey(key(i)))
+			cmd, err := decideCmd(ctx, []*sharedOp{op}, modeRecord)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cmds[i] = cmd
+		}
+		merged, _ := mergeDecides(cmds)
+		if len(merged) != 1 {
+			b.Fatalf("merged into %d calls, want 1", len(merged))
+		}
+		return merged[0].Args()
+	}
+	anchor, err := c.ScriptLoad(ctx, "return 1").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.ScriptLoad(ctx, decideManySrc).Err(); err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		args []any
+	}{
+		{"anchor_return", append([]any{"evalsha", anchor}, mergedArgs(func(int) string { return "hot" })[2:]...)},
+		{"hot_key", mergedArgs(func(int) string { return "hot" })},
+		{"many_keys", mergedArgs(strconv.Itoa)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			redistest.ResetStats(b, s.Addr())
+			for b.Loop() {
+				if err := c.Do(ctx, bc.args...).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			st := redistest.CommandTime(b, s.Addr(), "evalsha")
+			b.ReportMetric(float64(st.Usec)/float64(st.Calls)/batch, "redis-µs/decision")
 		})
 	}
 }

@@ -236,20 +236,15 @@ func TestMergedDecisionsAreSequential(t *testing.T) {
 	ctx := context.Background()
 	decide := func(key string, checks ...limiter.Check) *redis.Cmd {
 		ops := make([]*sharedOp, len(checks))
-		var keys []string
-		args := []any{len(checks), string(modeRecord)}
 		for i, c := range checks {
 			ops[i] = &sharedOp{check: c, cost: 1, digest: digestKey(key)}
 			ops[i].base = redisBaseKey(c.Rule.Name, ops[i].digest)
-			switch c.Rule.Algorithm {
-			case limiter.GCRA:
-				keys = append(keys, gcraKeyPrefix+ops[i].base, gcraKeyPrefix+ops[i].base)
-			case limiter.FixedWindow:
-				keys = append(keys, ops[i].base+fixedSuffix, ops[i].base+fixedSuffix)
-			}
-			args = append(args, string(c.Rule.Algorithm), c.Limit.Rate, c.Limit.Period.Microseconds(), c.Limit.Quota(), int64(1), "")
 		}
-		return newEvalCmd(ctx, "evalsha", decideScript.Hash(), keys, args)
+		cmd, err := decideCmd(ctx, ops, modeRecord)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd
 	}
 	one := limiter.Check{Rule: &limiter.Rule{Name: "m-gcra", Algorithm: limiter.GCRA}, Limit: limiter.Limit{Rate: 1, Period: time.Hour, Burst: 1}}
 	win := limiter.Check{Rule: &limiter.Rule{Name: "m-fixed", Algorithm: limiter.FixedWindow}, Limit: limiter.Limit{Rate: 5, Period: time.Hour, Burst: 5}}
@@ -297,17 +292,15 @@ func TestMergedHotKeyIsDecidedInOrder(t *testing.T) {
 	w := limiter.Check{Rule: &limiter.Rule{Name: "hot-fixed", Algorithm: limiter.FixedWindow}, Limit: limiter.Limit{Rate: 1, Period: time.Hour, Burst: 1}}
 	base := func(c limiter.Check) string { return redisBaseKey(c.Rule.Name, digestKey("hot")) }
 	decide := func(checks ...limiter.Check) *redis.Cmd {
-		var keys []string
-		args := []any{len(checks), string(modeRecord)}
-		for _, c := range checks {
-			k := gcraKeyPrefix + base(c)
-			if c.Rule.Algorithm == limiter.FixedWindow {
-				k = base(c) + fixedSuffix
-			}
-			keys = append(keys, k, k)
-			args = append(args, string(c.Rule.Algorithm), c.Limit.Rate, c.Limit.Period.Microseconds(), c.Limit.Quota(), int64(1), "")
+		ops := make([]*sharedOp, len(checks))
+		for i, c := range checks {
+			ops[i] = &sharedOp{check: c, cost: 1, base: base(c)}
 		}
-		return newEvalCmd(ctx, "evalsha", decideScript.Hash(), keys, args)
+		cmd, err := decideCmd(ctx, ops, modeRecord)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd
 	}
 	cmds := []*redis.Cmd{
 		decide(g),    // admitted: the TAT one hour ahead

@@ -33,9 +33,9 @@ local function concurrency(key, limit, lease_us, member)
     local reset = 0
     local last = redis.call("ZRANGE", key, -1, -1, "WITHSCORES")
     if #last == 2 then reset = (tonumber(last[2]) - now_ms) * 1000 end
-    return {0, 0, math.min(` + slotRetryMicros + `, reset), reset, 0}
+    return 0, 0, math.min(` + slotRetryMicros + `, reset), reset, 0
   end
-  return {1, limit - held - 1, 0, lease * 1000, 0}, function()
+  return 1, limit - held - 1, 0, lease * 1000, 0, function()
     redis.call("ZADD", key, now_ms + lease, member)
     if redis.call("PTTL", key) < lease then redis.call("PEXPIRE", key, lease) end
   end

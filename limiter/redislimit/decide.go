@@ -248,45 +248,10 @@ func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp) (recorded bool
 // decideAll runs decideScript once for ops, whose keys must share a slot
 // unless the server is not a Cluster.
 func (r *Limiter) decideAll(ctx context.Context, ops []*sharedOp, mode scriptMode) (recorded bool, err error) {
-	// The call is built in one slice, as newEvalCmd would build it, with
-	// what is the same in every call boxed once: this runs for every
-	// decision, and each boxed value is an allocation.
-	a := make([]any, 0, 5+8*len(ops))
-	a = append(a, argEvalsha, argDecideSHA, 2*len(ops))
-	for _, op := range ops {
-		var k1, k2 any
-		switch op.check.Rule.Algorithm {
-		case limiter.GCRA:
-			k1 = gcraKeyPrefix + op.base
-			k2 = k1
-		case limiter.SlidingWindow:
-			k1, k2 = op.base+slidingLogSuffix, op.base+slidingSumSuffix
-		case limiter.FixedWindow:
-			k1 = op.base + fixedSuffix
-			k2 = k1
-		case limiter.SharedConcurrency:
-			k1 = op.base + concurrencySuffix
-			k2 = k1
-		default:
-			return false, fmt.Errorf("limiter: algorithm %q is not shared", op.check.Rule.Algorithm)
-		}
-		a = append(a, k1, k2)
+	cmd, err := decideCmd(ctx, ops, mode)
+	if err != nil {
+		return false, err
 	}
-	a = append(a, len(ops), argMode(mode))
-	for _, op := range ops {
-		c := op.check
-		period := max(1, c.Limit.Period.Microseconds())
-		if c.Limit.Calendar == limiter.CalendarMonth {
-			period = 0 // the fixed window's calendar month (see fixedLua)
-		}
-		member := argNone // only a sliding window's log and a lease have members
-		if op.memberID != "" {
-			member = op.member(op.cost)
-		}
-		a = append(a, argAlgorithm(c.Rule.Algorithm), c.Limit.Rate, period, c.Limit.Quota(), op.cost, member)
-	}
-	cmd := redis.NewCmd(ctx, a...)
-	cmd.SetFirstKeyPos(evalFirstKey)
 	r.exec(ctx, []*redis.Cmd{cmd})
 	v, err := cmd.Result()
 	if err != nil {
@@ -300,6 +265,43 @@ func (r *Limiter) decideAll(ctx context.Context, ops []*sharedOp, mode scriptMod
 		op.reply, op.asked, op.taken = replies[i], true, recorded
 	}
 	return recorded, nil
+}
+
+// decideCmd builds the decideScript call for ops. It is built in one
+// slice, as newEvalCmd would build it, with what is the same in every call
+// boxed once: this runs for every decision, and each boxed value is an
+// allocation.
+func decideCmd(ctx context.Context, ops []*sharedOp, mode scriptMode) (*redis.Cmd, error) {
+	a := make([]any, 0, 5+7*len(ops))
+	a = append(a, argEvalsha, argDecideSHA, nil)
+	for _, op := range ops {
+		k1, k2, n := algorithmKeys(op.check.Rule.Algorithm, op.base)
+		switch n {
+		case 0:
+			return nil, fmt.Errorf("limiter: algorithm %q is not shared", op.check.Rule.Algorithm)
+		case 1:
+			a = append(a, k1)
+		case 2:
+			a = append(a, k1, k2)
+		}
+	}
+	a[2] = len(a) - evalFirstKey
+	a = append(a, len(ops), argMode(mode))
+	for _, op := range ops {
+		c := op.check
+		period := max(1, c.Limit.Period.Microseconds())
+		if c.Limit.Calendar == limiter.CalendarMonth {
+			period = 0 // the fixed window's calendar month (see fixedLua)
+		}
+		a = append(a, argAlgorithm(c.Rule.Algorithm), c.Limit.Rate, period, c.Limit.Quota(), op.cost)
+		switch c.Rule.Algorithm {
+		case limiter.SlidingWindow, limiter.SharedConcurrency: // what the log and the lease set hold
+			a = append(a, op.member(op.cost))
+		}
+	}
+	cmd := redis.NewCmd(ctx, a...)
+	cmd.SetFirstKeyPos(evalFirstKey)
+	return cmd, nil
 }
 
 // decision turns a Redis answer into a Decision. A check that Redis would

@@ -30,9 +30,9 @@ local function fixed(key, limit, period_us, cost)
     n = tonumber(redis.call("GET", key)) or 0
   end
   if n + cost > limit then
-    return {0, math.max(0, limit - n), reset_us, reset_us, reset_at}
+    return 0, math.max(0, limit - n), reset_us, reset_us, reset_at
   end
-  return {1, limit - n - cost, 0, reset_us, reset_at}, function()
+  return 1, limit - n - cost, 0, reset_us, reset_at, function()
     if n == 0 then
       redis.call("SET", key, cost, "PXAT", reset_at)
     else

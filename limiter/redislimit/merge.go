@@ -25,7 +25,7 @@ func mergeDecides(cmds []*redis.Cmd) (merged []*redis.Cmd, split func()) {
 	if len(decides) < 2 {
 		return cmds, func() {}
 	}
-	// Each call is [evalsha, sha, nkeys, keys..., n, mode, 6n values]; the
+	// Each call is [evalsha, sha, nkeys, keys..., n, mode, each check's values]; the
 	// merged one is [evalsha, sha, all nkeys, every key..., calls, every
 	// call's argv...], built in one slice from the calls' own values (no
 	// key is boxed again).

@@ -29,63 +29,83 @@ import (
 // per check (see roundTrip).
 //
 // ARGV[1] is the number of checks n, ARGV[2] "record", or "peek" to decide
-// and record nothing (what a quota report reads); then 6 values per check: algorithm
+// and record nothing (what a quota report reads); then per check: algorithm
 // ("gcra", "sliding_window", "fixed_window", "shared_concurrency"), rate,
 // period in microseconds (a lease for shared_concurrency), quota (GCRA's
-// burst, a window's count, the slots), cost, member (sliding window, lease).
-// KEYS holds 2 keys per check: GCRA its redis_rate key twice, the sliding
-// window its log and sum, the fixed window its counter twice, leases their
-// set twice. The reply is 5 integers per check (see
-// scriptReply) followed by 1 when the checks were recorded, 0 when not.
+// burst, a window's count, the slots), cost, and for the sliding window and
+// leases a member. KEYS holds each check's keys (algorithmKeys): the sliding
+// window its log and sum, the others one key. A merged call carries a dozen
+// checks or more, and each argument is a string Redis parses and Lua
+// copies, so none is sent that the algorithm does not read. The reply is 5
+// integers per check (see scriptReply) followed by 1 when the checks were
+// recorded, 0 when not.
 //
 // Each algorithm's Lua is in its own file: gcraLua, slidingLua, fixedLua,
-// concurrencyLua.
+// concurrencyLua. Each returns its 5 integers, then, when it admits, the
+// function that records the check and up to 3 arguments for it.
 const decideSrc = decidePrelude + `
 local n, peek = tonumber(ARGV[1]), ARGV[2] == "peek"
-local reply = {}
-decide(n, peek, 2, 0, reply)
+decide(n, peek, 2, 0, 0)
 gcra_flush()
-return reply
+return decide_reply
 `
 
 // decidePrelude reads Redis's clock and defines every algorithm and
-// decide(n, peek, a, k, reply), which decides the n checks whose arguments
-// follow ARGV[a] and whose keys follow KEYS[k], appends their replies and
-// the recorded flag to reply, and returns the next argument and key
-// positions.
+// decide(n, peek, a, k, r), which decides the n checks whose arguments
+// follow ARGV[a] and whose keys follow KEYS[k], writes their replies and
+// the recorded flag into decide_reply after its r-th element, and returns
+// the next argument, key and reply positions.
 const decidePrelude = `
 local t = redis.call("TIME")
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 ` + gcraLua + slidingLua + fixedLua + concurrencyLua + `
-local function decide(n, peek, a, k, reply)
-  local records, all = {}, true
+local decide_reply = {}
+local rec_f, rec_1, rec_2, rec_3 = {}, {}, {}, {}
+
+-- The checks of a merged call mostly repeat a few limits: a number is
+-- parsed once per call and then looked up (strtod measured a tenth of the
+-- script's time).
+local nums = {}
+local function num(s)
+  local v = tonumber(s)
+  nums[s] = v
+  return v
+end
+
+local function decide(n, peek, a, k, r)
+  local reply, all = decide_reply, true
   for i = 1, n do
-    local alg, rate, period, burst, cost = ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-    local k1, k2 = KEYS[k + 1], KEYS[k + 2]
-    local res, record
+    local alg = ARGV[a + 1]
+    local rate, period = nums[ARGV[a + 2]] or num(ARGV[a + 2]), nums[ARGV[a + 3]] or num(ARGV[a + 3])
+    local quota, cost = nums[ARGV[a + 4]] or num(ARGV[a + 4]), nums[ARGV[a + 5]] or num(ARGV[a + 5])
+    local ok, left, retry, reset, extra, f, r1, r2, r3
     if alg == "gcra" then
-      res, record = gcra(k1, rate, period, burst, cost)
+      ok, left, retry, reset, extra, f, r1, r2, r3 = gcra(KEYS[k + 1], rate, period, quota, cost)
+      a, k = a + 5, k + 1
     elseif alg == "sliding_window" then
-      res, record = sliding(k1, k2, burst, period, cost, ARGV[a + 6])
+      ok, left, retry, reset, extra, f = sliding(KEYS[k + 1], KEYS[k + 2], quota, period, cost, ARGV[a + 6])
+      a, k = a + 6, k + 2
     elseif alg == "fixed_window" then
-      res, record = fixed(k1, burst, period, cost)
+      ok, left, retry, reset, extra, f = fixed(KEYS[k + 1], quota, period, cost)
+      a, k = a + 5, k + 1
     elseif alg == "shared_concurrency" then
-      res, record = concurrency(k1, burst, period, ARGV[a + 6])
+      ok, left, retry, reset, extra, f = concurrency(KEYS[k + 1], quota, period, ARGV[a + 6])
+      a, k = a + 6, k + 1
     else
       error("unknown algorithm " .. tostring(alg))
     end
-    if res[1] == 0 then all = false end
-    records[i] = record
-    for _, v in ipairs(res) do reply[#reply + 1] = v end
-    a, k = a + 6, k + 2
+    if ok == 0 then all = false end
+    rec_f[i], rec_1[i], rec_2[i], rec_3[i] = f, r1, r2, r3
+    reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = ok, left, retry, reset, extra
+    r = r + 5
   end
   if peek then all = false end
   if all then
-    for i = 1, n do records[i]() end
+    for i = 1, n do rec_f[i](rec_1[i], rec_2[i], rec_3[i]) end
   end
-  reply[#reply + 1] = all and 1 or 0
-  return a, k
+  reply[r + 1] = all and 1 or 0
+  return a, k, r + 1
 end
 `
 
@@ -95,18 +115,17 @@ end
 // request stays all or nothing on its own, and they are decided in order,
 // each seeing what the ones before it recorded: as if called one by one.
 // ARGV[1] is the number of requests; then, per request, its decideScript
-// arguments (n, mode, 6 per check). KEYS are theirs, in order. The reply is
+// arguments (n, mode, then each check's). KEYS are theirs, in order. The reply is
 // theirs, concatenated.
 const decideManySrc = decidePrelude + `
 local groups = tonumber(ARGV[1])
-local reply = {}
-local a, k = 1, 0
+local a, k, r = 1, 0, 0
 for g = 1, groups do
   local n, peek = tonumber(ARGV[a + 1]), ARGV[a + 2] == "peek"
-  a, k = decide(n, peek, a + 2, k, reply)
+  a, k, r = decide(n, peek, a + 2, k, r)
 end
 gcra_flush()
-return reply
+return decide_reply
 `
 
 var decideManyScript = redis.NewScript(decideManySrc)
@@ -190,7 +209,6 @@ var (
 	argDecideSHA any = decideScript.Hash()
 	argRecord    any = string(modeRecord)
 	argPeek      any = string(modePeek)
-	argNone      any = ""
 
 	argGCRA        any = string(limiter.GCRA)
 	argSliding     any = string(limiter.SlidingWindow)

@@ -65,9 +65,9 @@ local function sliding(log, sum_key, limit, window, cost, member)
     local reset = 0
     local newest = redis.call("ZRANGE", log, -1, -1, "WITHSCORES")
     if #newest == 2 then reset = tonumber(newest[2]) + window - now_us end
-    return {0, math.max(0, limit - sum), retry, reset, 0}
+    return 0, math.max(0, limit - sum), retry, reset, 0
   end
-  return {1, limit - sum - cost, 0, window, 0}, function()
+  return 1, limit - sum - cost, 0, window, 0, function()
     local ttl = math.ceil(window / 1000)
     redis.call("ZADD", log, now_us, member)
     redis.call("PEXPIRE", log, ttl)
