@@ -3,6 +3,7 @@ package redislimit
 import (
 	"context"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -275,6 +276,83 @@ func TestMergedDecisionsAreSequential(t *testing.T) {
 	v, err := client.Get(ctx, redisBaseKey("m-fixed", digestKey("a"))+fixedSuffix).Int64()
 	if err != nil || v != 1 {
 		t.Fatalf("fixed window count %d %v, want 1", v, err)
+	}
+}
+
+// A merged call walks checks of every algorithm, whose keys and arguments
+// differ in number (the sliding window has two keys, the sliding window
+// and leases a member): each request gets its own replies and records all
+// or nothing, whatever its neighbours carry.
+func TestMergedCallCarriesEveryAlgorithm(t *testing.T) {
+	s := redistest.Start(t)
+	client := newTestClient(t, 2*time.Second, s.Addr())
+	r := newTestRedis(t, client, Config{Timeout: 2 * time.Second})
+	ctx := context.Background()
+	hour := func(name string, alg limiter.Algorithm, n int64) limiter.Check {
+		return limiter.Check{Rule: &limiter.Rule{Name: name, Algorithm: alg}, Limit: limiter.Limit{Rate: n, Period: time.Hour, Burst: n}}
+	}
+	sw, cc := hour("e-sw", limiter.SlidingWindow, 2), hour("e-cc", limiter.SharedConcurrency, 1)
+	g, fw := hour("e-gcra", limiter.GCRA, 5), hour("e-fw", limiter.FixedWindow, 5)
+	members := 0
+	decide := func(checks ...limiter.Check) *redis.Cmd {
+		ops := make([]*sharedOp, len(checks))
+		for i, c := range checks {
+			ops[i] = &sharedOp{check: c, cost: 1, base: redisBaseKey(c.Rule.Name, digestKey("k"))}
+			members++
+			ops[i].memberID = strconv.Itoa(members)
+		}
+		cmd, err := decideCmd(ctx, ops, modeRecord)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	cmds := []*redis.Cmd{
+		decide(sw, g),     // admitted: the log 1, the TAT one interval ahead
+		decide(cc, fw),    // admitted: the lease held, the window 1
+		decide(cc, sw),    // the lease is taken: nothing recorded
+		decide(sw, fw, g), // admitted: the log 2, the window 2
+		decide(g, sw),     // the log is full: nothing recorded
+	}
+	merged, split := mergeDecides(cmds)
+	if len(merged) != 1 {
+		t.Fatalf("merged into %d commands, want 1", len(merged))
+	}
+	r.execNow(ctx, merged)
+	split()
+	want := []struct {
+		allowed  []bool
+		recorded bool
+	}{
+		{[]bool{true, true}, true},
+		{[]bool{true, true}, true},
+		{[]bool{false, true}, false},
+		{[]bool{true, true, true}, true},
+		{[]bool{true, false}, false},
+	}
+	for i, c := range cmds {
+		checkDecideReply(t, i, c, want[i].allowed, want[i].recorded)
+	}
+	base := func(c limiter.Check) string { return redisBaseKey(c.Rule.Name, digestKey("k")) }
+	for _, st := range []struct {
+		what string
+		got  func() (int64, error)
+		want int64
+	}{
+		{"sliding log entries", client.ZCard(ctx, base(sw)+slidingLogSuffix).Result, 2},
+		{"sliding sum", client.Get(ctx, base(sw)+slidingSumSuffix).Int64, 2},
+		{"leases", client.ZCard(ctx, base(cc)+concurrencySuffix).Result, 1},
+		{"fixed window count", client.Get(ctx, base(fw)+fixedSuffix).Int64, 2},
+	} {
+		if n, err := st.got(); err != nil || n != st.want {
+			t.Errorf("%s: %d %v, want %d", st.what, n, err, st.want)
+		}
+	}
+	// Two GCRA requests were recorded: the key's TAT is two intervals (24
+	// minutes at 5 an hour) ahead of now, give or take the test's time.
+	ttl, err := client.TTL(ctx, gcraKeyPrefix+base(g)).Result()
+	if err != nil || ttl < 23*time.Minute || ttl > 25*time.Minute {
+		t.Errorf("gcra key TTL %v %v, want about 24m", ttl, err)
 	}
 }
 
