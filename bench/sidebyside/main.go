@@ -176,7 +176,7 @@ func measure(ctx context.Context, w io.Writer, o options, targets []*target) (ma
 			if err != nil {
 				return nil, err
 			}
-			fmt.Fprintf(w, "warm  %-22s rps=%.0f non2xx=%d errors=%d\n", t.name, r.RPS, r.Non2xx, r.Errors)
+			fmt.Fprintf(w, "warm  %-23s rps=%.0f non2xx=%d errors=%d\n", t.name, r.RPS, r.Non2xx, r.Errors)
 		}
 	}
 	fmt.Fprintf(w, "\n## Runs (wrk -t%d -c%d -d%s --latency, %d rounds)\n\n", o.threads, o.connections, wrkDuration(o.duration), o.rounds)
@@ -188,7 +188,7 @@ func measure(ctx context.Context, w io.Writer, o options, targets []*target) (ma
 				return nil, err
 			}
 			runs[t.name] = append(runs[t.name], r)
-			fmt.Fprintf(w, "round %d/%d  %-22s rps=%-9.0f p50=%sms p99=%sms non2xx=%d requests=%d errors=%d%s\n",
+			fmt.Fprintf(w, "round %d/%d  %-23s rps=%-9.0f p50=%sms p99=%sms non2xx=%d requests=%d errors=%d%s\n",
 				round+1, o.rounds, t.name, r.RPS, ms(r.P50), ms(r.P99), r.Non2xx, r.Requests, r.Errors, deltaNote(r.Delta))
 		}
 	}
@@ -279,7 +279,7 @@ func writeResults(w io.Writer, o options, targets []*target, runs map[string][]s
 
 	fmt.Fprintln(w, "\ntargets:")
 	for _, t := range targets {
-		fmt.Fprintf(w, "  %-22s %s (%s)\n", t.name, t.about, t.url)
+		fmt.Fprintf(w, "  %-23s %s (%s)\n", t.name, t.about, t.url)
 	}
 
 	fmt.Fprintln(w)

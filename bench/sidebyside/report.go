@@ -128,6 +128,7 @@ func ratios(by map[string]summary) []ratio {
 		rps(tGatewayNone, tBare),
 		rps(tGatewayIETF, tGatewayNone),
 		rps(tGatewayIETF, tBare),
+		rps(tGatewayNoHdr, tGatewayNone),
 		rps(tGatewayLocal, tGatewayStd),
 		rps(tGatewayStd, tBare),
 		rps(tNginxLimitReq, tNginxProxy),

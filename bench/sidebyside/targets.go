@@ -21,6 +21,7 @@ const (
 	tGatewayNone    = "gateway-nopolicy"
 	tGatewayLocal   = "gateway-local"
 	tGatewayIETF    = "gateway-local-ietf"
+	tGatewayNoHdr   = "gateway-local-noheaders"
 	tGatewayStd     = "gateway-local-standard"
 	tGatewayRedis   = "gateway-redis"
 	tGatewayDeny    = "gateway-deny"
@@ -60,6 +61,7 @@ var specs = []spec{
 	{tGatewayNone, "gateway, a route with no policy", (*lab).gatewayTarget},
 	{tGatewayLocal, "gateway, token_bucket per IP, never reached", (*lab).gatewayTarget},
 	{tGatewayIETF, "gateway-local with rate_limit_headers: ietf (2 rate-limit headers, not 5)", (*lab).gatewayTarget},
+	{tGatewayNoHdr, "gateway-local with rate_limit_headers: none (the decision alone, no header)", (*lab).gatewayTarget},
 	{tGatewayStd, "gateway-local with upstream_transport: standard (net/http's transport, not the lean one)", (*lab).gatewayTarget},
 	{tGatewayRedis, "gateway, Redis gcra per IP, never reached", (*lab).gatewayTarget},
 	{tGatewayDeny, "gateway, token_bucket per IP at 1/min: a flood it denies", (*lab).gatewayTarget},
@@ -74,6 +76,7 @@ var gatewayPolicies = map[string]string{
 	tGatewayNone:    "",
 	tGatewayLocal:   "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
 	tGatewayIETF:    "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
+	tGatewayNoHdr:   "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
 	tGatewayStd:     "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
 	tGatewayRedis:   "{key: ip, algorithm: gcra, rate: 10000000, per: 1s}",
 	tGatewayDeny:    "{key: ip, algorithm: token_bucket, rate: 1, per: 1m}",
@@ -263,8 +266,11 @@ func (l *lab) gatewayTarget(ctx context.Context, t *target) error {
 		LLM:      t.name == tGatewayLLM,
 		Policy:   gatewayPolicies[t.name],
 	}
-	if t.name == tGatewayIETF {
+	switch t.name {
+	case tGatewayIETF:
 		cfg.Headers = "ietf"
+	case tGatewayNoHdr:
+		cfg.Headers = "none"
 	}
 	if t.name == tGatewayStd {
 		cfg.Transport = "standard"
