@@ -235,33 +235,16 @@ func TestMergedDecisionsAreSequential(t *testing.T) {
 	client := newTestClient(t, 2*time.Second, s.Addr())
 	r := newTestRedis(t, client, Config{Timeout: 2 * time.Second})
 	ctx := context.Background()
-	decide := func(key string, checks ...limiter.Check) *redis.Cmd {
-		ops := make([]*sharedOp, len(checks))
-		for i, c := range checks {
-			ops[i] = &sharedOp{check: c, cost: 1, digest: digestKey(key)}
-			ops[i].base = redisBaseKey(c.Rule.Name, ops[i].digest)
-		}
-		cmd, err := decideCmd(ctx, ops, modeRecord)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
 	one := limiter.Check{Rule: &limiter.Rule{Name: "m-gcra", Algorithm: limiter.GCRA}, Limit: limiter.Limit{Rate: 1, Period: time.Hour, Burst: 1}}
 	win := limiter.Check{Rule: &limiter.Rule{Name: "m-fixed", Algorithm: limiter.FixedWindow}, Limit: limiter.Limit{Rate: 5, Period: time.Hour, Burst: 5}}
 	ping := redis.NewCmd(ctx, "ping")
 	cmds := []*redis.Cmd{
-		decide("a", one, win), // admitted: both recorded
+		decideCall(t, "a", one, win), // admitted: both recorded
 		ping,
-		decide("a", one, win), // gcra denies: nothing recorded, the window keeps 4
-		decide("b", one),      // another key: admitted
+		decideCall(t, "a", one, win), // gcra denies: nothing recorded, the window keeps 4
+		decideCall(t, "b", one),      // another key: admitted
 	}
-	merged, split := mergeDecides(cmds)
-	if len(merged) != 2 {
-		t.Fatalf("merged into %d commands, want 2 (the ping and one script call)", len(merged))
-	}
-	r.execNow(ctx, merged)
-	split()
+	execMerged(t, r, cmds, 2) // the ping and one script call
 	if v, err := ping.Result(); err != nil || v != "PONG" {
 		t.Fatalf("ping: %v %v", v, err)
 	}
@@ -293,33 +276,14 @@ func TestMergedCallCarriesEveryAlgorithm(t *testing.T) {
 	}
 	sw, cc := hour("e-sw", limiter.SlidingWindow, 2), hour("e-cc", limiter.SharedConcurrency, 1)
 	g, fw := hour("e-gcra", limiter.GCRA, 5), hour("e-fw", limiter.FixedWindow, 5)
-	members := 0
-	decide := func(checks ...limiter.Check) *redis.Cmd {
-		ops := make([]*sharedOp, len(checks))
-		for i, c := range checks {
-			ops[i] = &sharedOp{check: c, cost: 1, base: redisBaseKey(c.Rule.Name, digestKey("k"))}
-			members++
-			ops[i].memberID = strconv.Itoa(members)
-		}
-		cmd, err := decideCmd(ctx, ops, modeRecord)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
 	cmds := []*redis.Cmd{
-		decide(sw, g),     // admitted: the log 1, the TAT one interval ahead
-		decide(cc, fw),    // admitted: the lease held, the window 1
-		decide(cc, sw),    // the lease is taken: nothing recorded
-		decide(sw, fw, g), // admitted: the log 2, the window 2
-		decide(g, sw),     // the log is full: nothing recorded
+		decideCall(t, "k", sw, g),     // admitted: the log 1, the TAT one interval ahead
+		decideCall(t, "k", cc, fw),    // admitted: the lease held, the window 1
+		decideCall(t, "k", cc, sw),    // the lease is taken: nothing recorded
+		decideCall(t, "k", sw, fw, g), // admitted: the log 2, the window 2
+		decideCall(t, "k", g, sw),     // the log is full: nothing recorded
 	}
-	merged, split := mergeDecides(cmds)
-	if len(merged) != 1 {
-		t.Fatalf("merged into %d commands, want 1", len(merged))
-	}
-	r.execNow(ctx, merged)
-	split()
+	execMerged(t, r, cmds, 1)
 	want := []struct {
 		allowed  []bool
 		recorded bool
@@ -369,30 +333,14 @@ func TestMergedHotKeyIsDecidedInOrder(t *testing.T) {
 	g := limiter.Check{Rule: &limiter.Rule{Name: "hot-gcra", Algorithm: limiter.GCRA}, Limit: limiter.Limit{Rate: 1, Period: time.Hour, Burst: 3}}
 	w := limiter.Check{Rule: &limiter.Rule{Name: "hot-fixed", Algorithm: limiter.FixedWindow}, Limit: limiter.Limit{Rate: 1, Period: time.Hour, Burst: 1}}
 	base := func(c limiter.Check) string { return redisBaseKey(c.Rule.Name, digestKey("hot")) }
-	decide := func(checks ...limiter.Check) *redis.Cmd {
-		ops := make([]*sharedOp, len(checks))
-		for i, c := range checks {
-			ops[i] = &sharedOp{check: c, cost: 1, base: base(c)}
-		}
-		cmd, err := decideCmd(ctx, ops, modeRecord)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
 	cmds := []*redis.Cmd{
-		decide(g),    // admitted: the TAT one hour ahead
-		decide(g, w), // both admitted: two hours
-		decide(g, w), // the window denies: nothing moves
-		decide(g),    // admitted: three hours, the burst used up
-		decide(g),    // denied for an hour
+		decideCall(t, "hot", g),    // admitted: the TAT one hour ahead
+		decideCall(t, "hot", g, w), // both admitted: two hours
+		decideCall(t, "hot", g, w), // the window denies: nothing moves
+		decideCall(t, "hot", g),    // admitted: three hours, the burst used up
+		decideCall(t, "hot", g),    // denied for an hour
 	}
-	merged, split := mergeDecides(cmds)
-	if len(merged) != 1 {
-		t.Fatalf("merged into %d commands, want 1", len(merged))
-	}
-	r.execNow(ctx, merged)
-	split()
+	execMerged(t, r, cmds, 1)
 	want := []struct {
 		allowed  []bool
 		resetH   float64 // the GCRA check's reset after, in hours
@@ -422,7 +370,7 @@ func TestMergedHotKeyIsDecidedInOrder(t *testing.T) {
 		t.Fatalf("fixed window count %d %v, want 1", n, err)
 	}
 	// A lone call after it finds the burst used up.
-	lone := decide(g)
+	lone := decideCall(t, "hot", g)
 	r.execNow(ctx, []*redis.Cmd{lone})
 	v, err := lone.Result()
 	if err != nil {
@@ -431,6 +379,38 @@ func TestMergedHotKeyIsDecidedInOrder(t *testing.T) {
 	if replies, _, err := parseDecideReply(v, 1); err != nil || replies[0].allowed {
 		t.Fatalf("lone call after the merged one: %+v %v, want denied", replies, err)
 	}
+}
+
+// decideCall builds the decideScript call of one request whose checks
+// are all on key, as decideAll would.
+func decideCall(t *testing.T, key string, checks ...limiter.Check) *redis.Cmd {
+	t.Helper()
+	ops := make([]*sharedOp, len(checks))
+	for i, c := range checks {
+		d := digestKey(key)
+		ops[i] = &sharedOp{check: c, cost: 1, digest: d, base: redisBaseKey(c.Rule.Name, d)}
+		ops[i].memberID = "m" + strconv.FormatInt(testMembers.Add(1), 10)
+	}
+	cmd, err := decideCmd(context.Background(), ops, modeRecord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// testMembers numbers decideCall's log entries and leases.
+var testMembers atomic.Int64
+
+// execMerged merges cmds as a shared pipeline does, checks that they
+// became want commands, runs them and hands each call its reply.
+func execMerged(t *testing.T, r *Limiter, cmds []*redis.Cmd, want int) {
+	t.Helper()
+	merged, split := mergeDecides(cmds)
+	if len(merged) != want {
+		t.Fatalf("merged into %d commands, want %d", len(merged), want)
+	}
+	r.execNow(context.Background(), merged)
+	split()
 }
 
 // checkDecideReply fails the test unless call i's decideScript reply
