@@ -56,7 +56,8 @@ func (r *Limiter) allowGCRA(ctx context.Context, op *sharedOp) (recorded bool, e
 // For the same reason its record is a plain function given its arguments,
 // not a closure as the other algorithms' are: a merged call decides a dozen
 // GCRA checks or more, and a closure and a reply table per check measured a
-// fifth of the script's time (BenchmarkMergedScript).
+// fifth of the script's time in Redis (INFO commandstats, the measure
+// BenchmarkMergedScript reports).
 const gcraLua = `
 local gcra_tats, gcra_dirty = {}, {}
 local gcra_now = (tonumber(t[1]) - ` + gcraEpoch + `) + (tonumber(t[2]) / 1000000)
