@@ -108,15 +108,10 @@ func BenchmarkMergedScript(b *testing.B) {
 	ctx := context.Background()
 	const batch = 13
 	mergedArgs := func(key func(i int) string) []any {
+		check := limiter.Check{Rule: policy("ms-gcra", limiter.GCRA), Limit: limiter.Limit{Rate: 1 << 40, Period: time.Second}}
 		cmds := make([]*redis.Cmd, batch)
 		for i := range cmds {
-			op := &sharedOp{check: limiter.Check{Rule: policy("ms-gcra", limiter.GCRA), Limit: limiter.Limit{Rate: 1 << 40, Period: time.Second}}, cost: 1}
-			op.base = redisBaseKey(op.check.Rule.Name, digestKey(key(i)))
-			cmd, err := decideCmd(ctx, []*sharedOp{op}, modeRecord)
-			if err != nil {
-				b.Fatal(err)
-			}
-			cmds[i] = cmd
+			cmds[i] = decideCall(b, key(i), check)
 		}
 		merged, _ := mergeDecides(cmds)
 		if len(merged) != 1 {

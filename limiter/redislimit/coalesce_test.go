@@ -383,7 +383,7 @@ func TestMergedHotKeyIsDecidedInOrder(t *testing.T) {
 
 // decideCall builds the decideScript call of one request whose checks
 // are all on key, as decideAll would.
-func decideCall(t *testing.T, key string, checks ...limiter.Check) *redis.Cmd {
+func decideCall(t testing.TB, key string, checks ...limiter.Check) *redis.Cmd {
 	t.Helper()
 	ops := make([]*sharedOp, len(checks))
 	for i, c := range checks {
