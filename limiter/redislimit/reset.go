@@ -49,18 +49,18 @@ func (r *Limiter) Reset(ctx context.Context, c limiter.Check) error {
 }
 
 // stateKeys returns the name of every key the shared algorithms keep for
-// (policy, digest), built as decideAll builds them: GCRA's redis_rate key,
-// the sliding window's log and sum, the fixed window's counter and the lease
-// set. TestResetKeysAreEveryKeyTheAlgorithmsWrite keeps the two in step.
+// (policy, digest), whatever the policy's algorithm is now (it may have
+// been another before a reload): each algorithm's keys as decideAll
+// names them (algorithmKeys). TestResetKeysAreEveryKeyTheAlgorithmsWrite
+// checks them against what the algorithms write.
 func stateKeys(policy string, d keyDigest) []string {
 	base := redisBaseKey(policy, d)
-	return []string{
-		gcraKeyPrefix + base,
-		base + slidingLogSuffix,
-		base + slidingSumSuffix,
-		base + fixedSuffix,
-		base + concurrencySuffix,
+	var keys []string
+	for _, alg := range []limiter.Algorithm{limiter.GCRA, limiter.SlidingWindow, limiter.FixedWindow, limiter.SharedConcurrency} {
+		k1, k2, n := algorithmKeys(alg, base)
+		keys = append(keys, []string{k1, k2}[:n]...)
 	}
+	return keys
 }
 
 // forgetAll drops every denial remembered for (policy, digest), under any
