@@ -3,13 +3,16 @@
 // holder's lock, a paused process that wakes up believing it still holds it.
 //
 // Acquire is one script call: SET key <random token> NX PX ttl and, in the
-// same script, INCR of the resource's fencing counter, so every acquisition
-// comes with a token larger than any before it. Release is a compare-and-
+// same script, the next fencing token: the larger of the resource's counter
+// plus one and Redis's clock in microseconds, stored as the new counter. So
+// every acquisition comes with a token larger than any before it, even
+// after Redis lost the counter (a restart without persistence). Release is a compare-and-
 // delete and renewal a compare-and-PEXPIRE: only the holder's token can do
 // either. A watchdog renews the lock every ttl/3 while its holder works and
 // cancels the lock's Context when it finds the lock lost.
 //
-// The TTL runs on Redis's clock; no gateway timestamp is written to Redis.
+// The TTL and the tokens run on Redis's clock; no gateway timestamp is
+// written to Redis.
 // The two keys of a resource share one hash tag, so the package works on
 // Redis Cluster as on a standalone server.
 //

@@ -50,11 +50,11 @@ type Config struct {
 	// so a hung Redis never delays the next attempt.
 	Timeout time.Duration
 	// FenceTTL is how long a resource's fencing counter outlives its last
-	// acquisition; zero means it never expires. An expired counter restarts
-	// at 1, so FenceTTL must exceed the longest a stale holder may live on;
-	// it exists so that locks on unbounded resource names (request ids)
-	// do not leave one counter each in Redis forever. It is never shorter
-	// than the lock's TTL.
+	// acquisition; zero means it never expires. It exists so that locks on
+	// unbounded resource names (request ids) do not leave one counter each
+	// in Redis forever. An expired counter costs nothing in order: the next
+	// token comes from Redis's clock, above the ones before it (see
+	// Lock.Fence). It is never shorter than the lock's TTL.
 	FenceTTL time.Duration
 	// ManualRenewal turns the watchdog off: a lock then lasts its TTL unless
 	// the holder calls Renew. The zero value renews every ttl/3.
@@ -152,9 +152,14 @@ func (lk *Lock) Key() string { return lk.key }
 func (lk *Lock) Token() string { return lk.token }
 
 // Fence returns the fencing token: larger than that of every earlier
-// acquisition of the same resource (while its counter lives, see
-// Config.FenceTTL). A protected resource that remembers the largest token it
-// has seen can refuse a stale holder's writes.
+// acquisition of the same resource, and below 2^53. It is the larger of the
+// resource's counter plus one and Redis's clock in microseconds, so it
+// keeps growing when the counter is lost (Redis restarted without
+// persistence, Config.FenceTTL passed) as long as Redis's clock does not go
+// back; across a failover, as long as the new master's clock is not behind
+// the old one's by more than the failover took. A protected resource that
+// remembers the largest token it has seen can refuse a stale holder's
+// writes.
 func (lk *Lock) Fence() int64 { return lk.fence }
 
 // Context returns a context that ends when the lock is lost (cause ErrLost),
