@@ -12,9 +12,12 @@
 //
 // What the lean path does not do goes to a fallback http.Transport: TLS
 // (https upstreams, HTTP/2), protocol upgrades, Expect: 100-continue, and
-// request bodies that stream (only a body that can be read again, GetBody,
-// is written before the response is read; a streamed one could deadlock
-// against an upstream that answers before it reads).
+// request bodies that stream or are large. The lean path writes the whole
+// request before it reads the answer, which is only safe for a body the
+// connection's buffers take whole (up to MaxLeanBody bytes, in memory:
+// GetBody): an upstream may answer (413, 401) without reading the body, and
+// a larger one would then wait in a write until the timeout while the
+// answer sits unread. The fallback reads the answer while it writes.
 package h1
 
 import (
@@ -32,6 +35,13 @@ import (
 	"sync/atomic"
 	"time"
 )
+
+// MaxLeanBody is the largest request body the lean path carries: the
+// kernel's buffers on both ends of a connection (about 16 KiB to send and
+// 64 KiB or more to receive, by default on Linux) take it whole, so writing
+// it cannot wait on an upstream that does not read. Larger bodies, and
+// bodies of unknown length, go to the fallback.
+const MaxLeanBody = 64 << 10
 
 // Defaults for the zero values in Config.
 const (
@@ -144,8 +154,13 @@ func Lean(req *http.Request) bool {
 	if req.URL.Scheme != "http" || req.Method == http.MethodConnect {
 		return false
 	}
-	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
-		return false // a streamed upload
+	if req.Body != nil && req.Body != http.NoBody {
+		if req.GetBody == nil {
+			return false // a streamed upload
+		}
+		if req.ContentLength < 0 || req.ContentLength > MaxLeanBody {
+			return false // the answer may come before the body is taken
+		}
 	}
 	if _, ok := req.Header["Upgrade"]; ok {
 		return false
@@ -420,7 +435,10 @@ func (c *conn) roundTrip(req *http.Request, trace *httptrace.ClientTrace) (*http
 	ctx := req.Context()
 	stop := context.AfterFunc(ctx, c.abort)
 	c.answered = false
-	var timeout time.Duration
+	var (
+		timeout  time.Duration
+		deadline time.Time
+	)
 	if t, ok := ctx.Value(TimeoutKey{}).(Timeout); ok {
 		timeout = t.UpstreamTimeout()
 	}
@@ -430,24 +448,33 @@ func (c *conn) roundTrip(req *http.Request, trace *httptrace.ClientTrace) (*http
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, fmt.Errorf("h1: %w (%v)", cerr, err)
 		}
-		if timeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+		// Request.Write hides a deadline error of the body's write in a
+		// type of its own: the clock says whether the deadline passed.
+		if timeout > 0 && (errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline)) {
 			return nil, fmt.Errorf("%w: %s %s: no answer within %s", ErrTimeout, req.Method, c.addr, timeout)
 		}
 		return nil, fmt.Errorf("h1: %s %s: %w", req.Method, c.addr, err)
 	}
 	if timeout > 0 {
-		c.setDeadline(ctx, false, true, time.Now().Add(timeout))
+		deadline = time.Now().Add(timeout)
+		c.setDeadline(ctx, false, true, deadline)
 	}
-	if err := req.Write(c.bw); err != nil {
-		return fail(err)
+	werr := req.Write(c.bw)
+	if werr == nil {
+		werr = c.bw.Flush()
 	}
-	if err := c.bw.Flush(); err != nil {
-		return fail(err)
-	}
-	if timeout > 0 {
+	switch {
+	case werr != nil && (ctx.Err() != nil || timeout > 0 && !time.Now().Before(deadline)):
+		return fail(werr)
+	case werr != nil:
+		// The upstream may have answered and stopped reading (a 413 that
+		// closes): its answer, when it is there, is what the client gets,
+		// and the connection is not used again (see keep below).
+	case timeout > 0:
 		// The whole request is written: the wait for the answer gets the
 		// whole timeout.
-		c.setDeadline(ctx, true, false, time.Now().Add(timeout))
+		deadline = time.Now().Add(timeout)
+		c.setDeadline(ctx, true, false, deadline)
 	}
 	var res *http.Response
 	for n1xx := 0; ; n1xx++ {
@@ -456,6 +483,9 @@ func (c *conn) roundTrip(req *http.Request, trace *httptrace.ClientTrace) (*http
 		res, err = http.ReadResponse(c.br, req)
 		c.answered = c.answered || c.lr.read > 0 || c.br.Buffered() > 0
 		c.lr.n = noLimit
+		if err != nil && werr != nil {
+			return fail(werr)
+		}
 		if err != nil {
 			return fail(err)
 		}
@@ -477,7 +507,7 @@ func (c *conn) roundTrip(req *http.Request, trace *httptrace.ClientTrace) (*http
 	if timeout > 0 {
 		c.setDeadline(ctx, true, true, time.Time{}) // the body flows without a limit
 	}
-	keep := !res.Close && !req.Close
+	keep := !res.Close && !req.Close && werr == nil
 	if res.Body == http.NoBody {
 		c.release(stop, keep)
 		return res, nil
