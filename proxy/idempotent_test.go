@@ -218,7 +218,11 @@ func TestIdempotentWaitGetsTheFirstResponse(t *testing.T) {
 		t.Run(fmt.Sprint("redis=", useRedis), func(t *testing.T) {
 			up := newPayments()
 			up.hold = make(chan struct{})
-			var store idempotency.Store = idempotency.NewLocal(time.Now, 0)
+			local, err := idempotency.NewLocal(time.Now, idempotency.LocalConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var store idempotency.Store = local
 			if useRedis {
 				store, _ = redisIdem(t)
 			}

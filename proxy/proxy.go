@@ -125,7 +125,11 @@ func New(cfg Config) (*Handler, error) {
 		h.access = h.log
 	}
 	if h.idempotency == nil {
-		h.idempotency = idempotency.NewLocal(time.Now, 0)
+		local, err := idempotency.NewLocal(time.Now, idempotency.LocalConfig{})
+		if err != nil {
+			return nil, fmt.Errorf("creating proxy: %w", err)
+		}
+		h.idempotency = local
 	}
 	if h.maxHeaderBytes == 0 {
 		h.maxHeaderBytes = DefaultMaxHeaderBytes

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,7 +39,7 @@ var terms = idempotency.Terms{LockTTL: time.Second, ReplayTTL: time.Minute}
 // real Redis, standalone and a 3-master Cluster.
 func stores(t *testing.T) map[string]func(t *testing.T) idempotency.Store {
 	return map[string]func(t *testing.T) idempotency.Store{
-		"local": func(*testing.T) idempotency.Store { return idempotency.NewLocal(time.Now, 0) },
+		"local": func(t *testing.T) idempotency.Store { return newLocal(t, time.Now, idempotency.LocalConfig{}) },
 		"redis": func(t *testing.T) idempotency.Store {
 			s := redistest.Start(t)
 			return newRedisStore(t, redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true}))
@@ -48,6 +49,15 @@ func stores(t *testing.T) map[string]func(t *testing.T) idempotency.Store {
 			return newRedisStore(t, redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), MaxRetries: -1, ContextTimeoutEnabled: true}))
 		},
 	}
+}
+
+func newLocal(t *testing.T, now func() time.Time, cfg idempotency.LocalConfig) *idempotency.Local {
+	t.Helper()
+	s, err := idempotency.NewLocal(now, cfg)
+	if err != nil {
+		t.Fatalf("NewLocal: %v", err)
+	}
+	return s
 }
 
 func newRedisStore(t *testing.T, client redis.UniversalClient) idempotency.Store {
@@ -280,7 +290,7 @@ func TestRedisHoldRenewed(t *testing.T) {
 func TestLocalBounded(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	clock := func() time.Time { return now }
-	s := idempotency.NewLocal(clock, 32)
+	s := newLocal(t, clock, idempotency.LocalConfig{MaxKeys: 32})
 	ctx := context.Background()
 	for i := range 32 {
 		// Keys 0..15 are kept for a minute, 16..31 for an hour.
@@ -338,5 +348,147 @@ func TestLocalBounded(t *testing.T) {
 	}
 	if s.Len() != 0 {
 		t.Fatalf("Len %d after every hold was aborted, want 0", s.Len())
+	}
+}
+
+// recordOf is a finished request's record with a body of n bytes.
+func recordOf(i, n int) *idempotency.Record {
+	return &idempotency.Record{Fingerprint: [32]byte{byte(i), byte(i >> 8)}, Status: 201,
+		Header: http.Header{"Content-Type": {"application/json"}}, Body: make([]byte, n)}
+}
+
+// A Local store stays under its byte bound by dropping the responses of the
+// records closest to expiry; each leaves a done marker (fingerprint and
+// status) for the rest of its replay TTL, so no duplicate is ever claimed
+// as new. A response larger than the bound is kept as a marker at once.
+func TestLocalBoundedByBytes(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { return now }
+	const maxBytes = 1 << 20
+	s := newLocal(t, clock, idempotency.LocalConfig{MaxBytes: maxBytes})
+	ctx := context.Background()
+	const keys, body = 40, 100 << 10 // 4 MB of responses into 1 MiB
+	for i := range keys {
+		// Later keys are kept longer: the earliest are closest to expiry.
+		tt := idempotency.Terms{LockTTL: time.Second, ReplayTTL: time.Hour + time.Duration(i)*time.Minute}
+		c, err := s.Begin(ctx, fmt.Sprint("k", i), tt)
+		if err != nil || c.Hold == nil {
+			t.Fatalf("Begin(k%d): %+v, %v", i, c, err)
+		}
+		if err := c.Hold.Complete(ctx, recordOf(i, body)); err != nil {
+			t.Fatalf("Complete(k%d): %v", i, err)
+		}
+		if st := s.Stats(); st.Bytes > maxBytes {
+			t.Fatalf("after key %d: %d bytes counted, want at most %d", i, st.Bytes, maxBytes)
+		}
+	}
+	markers, full := 0, 0
+	for i := range keys {
+		c := mustBegin(t, s, fmt.Sprint("k", i))
+		if c.Record == nil {
+			t.Fatalf("k%d: claim got %+v, want its record or done marker (a duplicate must not run again)", i, c)
+		}
+		want := recordOf(i, 0)
+		if c.Record.Fingerprint != want.Fingerprint || c.Record.Status != 201 {
+			t.Fatalf("k%d: record fingerprint/status got %x/%d, want %x/201", i, c.Record.Fingerprint[:2], c.Record.Status, want.Fingerprint[:2])
+		}
+		switch {
+		case c.Record.Partial && c.Record.Body == nil:
+			markers++
+			if full > 0 {
+				t.Fatalf("k%d: a marker after %d full records, want the records closest to expiry dropped first", i, full)
+			}
+		case len(c.Record.Body) == body:
+			full++
+		default:
+			t.Fatalf("k%d: record with %d body bytes, partial %v; want %d bytes or a marker", i, len(c.Record.Body), c.Record.Partial, body)
+		}
+	}
+	st := s.Stats()
+	if full == 0 || full > maxBytes/body || st.Markers != markers || st.BodiesDropped != int64(markers) {
+		t.Fatalf("got %d full records, %d markers, stats %+v; want 1..%d full and every other key a counted marker", full, markers, st, maxBytes/body)
+	}
+
+	// Larger than the whole bound: kept as a marker at once.
+	c := mustBegin(t, s, "huge")
+	if err := c.Hold.Complete(ctx, recordOf(7, 2*maxBytes)); err != nil {
+		t.Fatalf("Complete(huge): %v", err)
+	}
+	if got := mustBegin(t, s, "huge"); got.Record == nil || !got.Record.Partial || got.Record.Status != 201 {
+		t.Fatalf("huge: claim got %+v, want a done marker with status 201", got)
+	}
+	if st := s.Stats(); st.Bytes > maxBytes {
+		t.Fatalf("after a 2 MiB record: %d bytes counted, want at most %d", st.Bytes, maxBytes)
+	}
+
+	// Once the records expire their keys are free again, markers with
+	// them, and every byte is given back.
+	now = now.Add(3 * time.Hour)
+	for i := range keys + 1 {
+		key := fmt.Sprint("k", i)
+		if i == keys {
+			key = "huge"
+		}
+		c := mustBegin(t, s, key)
+		if c.Hold == nil {
+			t.Fatalf("%s: claim after expiry got %+v, want a hold", key, c)
+		}
+		_ = c.Hold.Abort(ctx)
+	}
+	if st := s.Stats(); st.Keys != 0 || st.Bytes != 0 || st.Markers != 0 {
+		t.Fatalf("after every record expired: stats %+v, want an empty store", st)
+	}
+}
+
+// When holds and done markers alone fill the bytes, a new key is refused
+// (ErrFull, counted) rather than a marker dropped before its TTL.
+func TestLocalFullOfMarkers(t *testing.T) {
+	s := newLocal(t, time.Now, idempotency.LocalConfig{MaxBytes: idempotency.MinMaxBytes})
+	ctx := context.Background()
+	n := 0
+	for ; n < 10_000; n++ {
+		c, err := s.Begin(ctx, fmt.Sprint("marker-", n), terms)
+		if errors.Is(err, idempotency.ErrFull) {
+			break
+		}
+		if err != nil || c.Hold == nil {
+			t.Fatalf("Begin(%d): %+v, %v", n, c, err)
+		}
+		if err := c.Hold.Complete(ctx, &idempotency.Record{Status: 200, Partial: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n == 0 || n == 10_000 {
+		t.Fatalf("markers stored before ErrFull: %d, want some, then ErrFull", n)
+	}
+	for i := range n {
+		if c := mustBegin(t, s, fmt.Sprint("marker-", i)); c.Record == nil {
+			t.Fatalf("marker %d of %d: claim got %+v, want the marker kept", i, n, c)
+		}
+	}
+	if st := s.Stats(); st.Full != 1 || st.Markers != n || st.Bytes > idempotency.MinMaxBytes {
+		t.Fatalf("stats %+v; want 1 refusal, %d markers, at most %d bytes", st, n, idempotency.MinMaxBytes)
+	}
+}
+
+func TestNewLocalRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		now  func() time.Time
+		cfg  idempotency.LocalConfig
+		want string
+	}{
+		{"nil clock", nil, idempotency.LocalConfig{}, "nil clock"},
+		{"negative keys", time.Now, idempotency.LocalConfig{MaxKeys: -1}, "max keys -1 is negative"},
+		{"negative bytes", time.Now, idempotency.LocalConfig{MaxBytes: -1}, "max bytes -1 is below 65536"},
+		{"bytes below the minimum", time.Now, idempotency.LocalConfig{MaxBytes: 1000}, "max bytes 1000 is below 65536"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := idempotency.NewLocal(tc.now, tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("NewLocal: got %v, want an error containing %q", err, tc.want)
+			}
+		})
 	}
 }
