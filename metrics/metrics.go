@@ -78,6 +78,8 @@ type Metrics struct {
 	config *configCollector
 	redis  *redisCollector
 	local  *localCollector
+	// idem is the in-process idempotency store's (see WatchIdempotency).
+	idem *idemCollector
 	// transport is the lean upstream transport's (see WatchTransport).
 	transport *transportCollector
 }
@@ -123,6 +125,7 @@ func New() *Metrics {
 		config: newConfigCollector(),
 		redis:  newRedisCollector(),
 		local:  newLocalCollector(),
+		idem:   newIdemCollector(),
 
 		transport: newTransportCollector(),
 	}
@@ -139,7 +142,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.policyDecisions, m.decisionSeconds, m.upstreamTotal, m.upstreamSeconds,
-		m.inFlight, reloads, m.llm, m.config, m.redis, m.local, m.transport,
+		m.inFlight, reloads, m.llm, m.config, m.redis, m.local, m.transport, m.idem,
 	)
 	// Built once: HandlerOpts.Registry and InstrumentMetricHandler register
 	// the handler's own metrics, which a second registration would refuse.

@@ -63,6 +63,11 @@ type ServerConfig struct {
 	IPv4Prefix        int           `koanf:"ipv4_prefix"`         // default 32
 	IPv6Prefix        int           `koanf:"ipv6_prefix"`         // default 64
 	MaxKeysPerPolicy  int           `koanf:"max_keys_per_policy"` // default 100000
+	// IdempotencyMaxBytes bounds the in-process idempotency store (without
+	// Redis): keys, and the responses kept for replay (default 64 MiB, at
+	// least 64 KiB). Over it, the responses closest to expiry are dropped,
+	// each leaving a done marker (docs/memory.md).
+	IdempotencyMaxBytes int64 `koanf:"idempotency_max_bytes"`
 	// UpstreamTransport: lean (default: proxy/h1 for http:// upstreams,
 	// net/http's transport for the rest) or standard (net/http's for all).
 	UpstreamTransport string `koanf:"upstream_transport"`

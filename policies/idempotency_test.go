@@ -55,7 +55,8 @@ func TestIdempotencyValidationErrors(t *testing.T) {
 		{"method twice", `{methods: [post, POST]}`, place + "methods[1]: method POST listed twice"},
 		{"lock ttl short", `{lock_ttl: 10ms}`, place + "lock_ttl: must be at least 30ms (it is renewed every third of it), got 10ms"},
 		{"replay ttl short", `{replay_ttl: 10ms}`, place + "replay_ttl: must be at least 1s, got 10ms"},
-		{"negative size", `{max_response_bytes: -1}`, place + "max_response_bytes: must be > 0, got -1"},
+		{"negative size", `{max_response_bytes: -1}`, place + "max_response_bytes: must be > 0 and at most 16777216 (16 MiB), got -1"},
+		{"size past the ceiling", `{max_response_bytes: 16777217}`, place + "max_response_bytes: must be > 0 and at most 16777216 (16 MiB), got 16777217"},
 		{"content-length replayed", `{replay_headers: [content-length]}`, place + "replay_headers[0]: Content-Length is set by the gateway on each response; it cannot be replayed"},
 		{"bad conflict", `{on_conflict: queue}`, place + `on_conflict: must be reject or wait, got "queue"`},
 		{"wait without reject", `{max_wait: 1s}`, place + "max_wait: applies to on_conflict: wait only"},
@@ -71,4 +72,28 @@ routes:
   - {name: r, upstream: "http://127.0.0.1:9000", max_body_bytes: -1, idempotency: {}}
 `
 	wantLine(t, errorLines(t, unbounded), "gateway.yaml: routes[0].max_body_bytes: a route with idempotency reads the body to fingerprint it: it needs a limit, not -1")
+}
+
+// server.idempotency_max_bytes bounds the in-process store: too small is an
+// error, and so is a route whose responses it could never keep.
+func TestIdempotencyMaxBytesValidation(t *testing.T) {
+	tests := []struct{ name, yaml, want string }{
+		{"negative", `
+server: {idempotency_max_bytes: -1}
+routes: [{name: r, upstream: "http://127.0.0.1:9000"}]
+`, "gateway.yaml: server.idempotency_max_bytes: must be at least 65536 (64 KiB), got -1"},
+		{"below the minimum", `
+server: {idempotency_max_bytes: 1000}
+routes: [{name: r, upstream: "http://127.0.0.1:9000"}]
+`, "gateway.yaml: server.idempotency_max_bytes: must be at least 65536 (64 KiB), got 1000"},
+		{"a response it cannot hold", `
+server: {idempotency_max_bytes: 1048576}
+routes: [{name: r, upstream: "http://127.0.0.1:9000", idempotency: {max_response_bytes: 2097152}}]
+`, "gateway.yaml: routes[0].idempotency.max_response_bytes: 2097152 is more than server.idempotency_max_bytes (1048576) holds: no response could be kept"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantLine(t, errorLines(t, tt.yaml), tt.want)
+		})
+	}
 }

@@ -77,6 +77,9 @@ func validateServer(p *problems, s *ServerConfig) {
 	if s.MaxKeysPerPolicy < 0 {
 		p.add("server.max_keys_per_policy", "must be > 0")
 	}
+	if s.IdempotencyMaxBytes < MinIdempotencyMaxBytes {
+		p.addf("server.idempotency_max_bytes", "must be at least %d (64 KiB), got %d", MinIdempotencyMaxBytes, s.IdempotencyMaxBytes)
+	}
 }
 
 func validateRedis(p *problems, r *RedisConfig) {
@@ -204,6 +207,10 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 		}
 		if rt.Idempotency != nil {
 			validateIdempotency(p, place+".idempotency", rt.Idempotency)
+			if mr := rt.Idempotency.MaxResponseBytes; !c.Redis.Enabled() && mr > c.Server.IdempotencyMaxBytes &&
+				c.Server.IdempotencyMaxBytes >= MinIdempotencyMaxBytes {
+				p.addf(place+".idempotency.max_response_bytes", "%d is more than server.idempotency_max_bytes (%d) holds: no response could be kept", mr, c.Server.IdempotencyMaxBytes)
+			}
 			if rt.MaxBodyBytes == -1 {
 				p.add(place+".max_body_bytes", "a route with idempotency reads the body to fingerprint it: it needs a limit, not -1")
 			}
@@ -263,8 +270,8 @@ func validateIdempotency(p *problems, place string, c *IdempotencyConfig) {
 	if c.ReplayTTL < time.Second {
 		p.addf(place+".replay_ttl", "must be at least 1s, got %s", c.ReplayTTL)
 	}
-	if c.MaxResponseBytes < 0 {
-		p.addf(place+".max_response_bytes", "must be > 0, got %d", c.MaxResponseBytes)
+	if c.MaxResponseBytes < 0 || c.MaxResponseBytes > MaxIdempotencyResponseBytes {
+		p.addf(place+".max_response_bytes", "must be > 0 and at most %d (16 MiB), got %d", MaxIdempotencyResponseBytes, c.MaxResponseBytes)
 	}
 	for i, h := range c.ReplayHeaders {
 		switch {

@@ -58,7 +58,7 @@ type process struct {
 	snap     *policies.Snapshot // as loaded at start; reloads do not rebuild the process
 	builtins []builtinServer
 	handler  *proxy.Handler
-	idem     idempotency.Store // on Redis when configured; nil: the proxy's in-process one
+	idem     idempotency.Store // on Redis when configured, else in-process (server.idempotency_max_bytes)
 	metrics  *metrics.Metrics
 	current  *policies.Current
 	engine   *limiter.Engine
@@ -187,6 +187,14 @@ func (p *process) newLimiter(ctx context.Context) (*limiter.Local, *limiter.Engi
 		if p.idem, err = idempotency.NewRedis(client, idempotency.RedisConfig{Timeout: cfg.Redis.QueueTimeout + cfg.Redis.Timeout}); err != nil {
 			return nil, nil, err
 		}
+	}
+	if p.idem == nil {
+		store, err := idempotency.NewLocal(time.Now, idempotency.LocalConfig{MaxBytes: cfg.Server.IdempotencyMaxBytes})
+		if err != nil {
+			return nil, nil, err
+		}
+		p.idem = store
+		p.metrics.WatchIdempotency(store.Stats)
 	}
 	engine, err := limiter.NewEngine(time.Now, local, shared)
 	if err != nil {
