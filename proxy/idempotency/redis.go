@@ -27,10 +27,19 @@ type RedisConfig struct {
 	// Poll is how often Wait looks whether a holder finished (default
 	// 50ms): Redis tells no one when a key is released.
 	Poll time.Duration
+	// MaxRecordBytes bounds one record as stored (JSON, the body in
+	// base64); a larger one is stored as a done marker: fingerprint and
+	// status, no response (DefaultMaxRecordBytes when zero).
+	MaxRecordBytes int
 }
 
 // DefaultPoll is RedisConfig.Poll when zero.
 const DefaultPoll = 50 * time.Millisecond
+
+// DefaultMaxRecordBytes is RedisConfig.MaxRecordBytes when zero: room for
+// the largest max_response_bytes (16 MiB) in base64, and a megabyte of
+// headers.
+const DefaultMaxRecordBytes = 24 << 20
 
 // Redis keeps idempotency keys in Redis, shared by every gateway instance on
 // it: a hold is a redislock lock (SET NX PX, renewed by its watchdog while
@@ -50,8 +59,12 @@ func NewRedis(client RedisClient, cfg RedisConfig) (*Redis, error) {
 	if client == nil {
 		return nil, errors.New("creating idempotency store: nil redis client")
 	}
-	if cfg.Timeout < 0 || cfg.Poll < 0 {
-		return nil, fmt.Errorf("creating idempotency store: negative timeout %s or poll %s", cfg.Timeout, cfg.Poll)
+	if cfg.Timeout < 0 || cfg.Poll < 0 || cfg.MaxRecordBytes < 0 {
+		return nil, fmt.Errorf("creating idempotency store: negative timeout %s, poll %s or max record bytes %d",
+			cfg.Timeout, cfg.Poll, cfg.MaxRecordBytes)
+	}
+	if cfg.MaxRecordBytes == 0 {
+		cfg.MaxRecordBytes = DefaultMaxRecordBytes
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = redislock.DefaultTimeout
@@ -163,6 +176,9 @@ func (h *redisHold) Lost() error {
 
 func (h *redisHold) Complete(ctx context.Context, rec *Record) error {
 	b, err := json.Marshal(rec)
+	if err == nil && len(b) > h.store.cfg.MaxRecordBytes {
+		b, err = json.Marshal(&Record{Fingerprint: rec.Fingerprint, Status: rec.Status, Partial: true})
+	}
 	if err != nil {
 		_ = h.Abort(ctx)
 		return fmt.Errorf("idempotency: encoding a record: %w", err)

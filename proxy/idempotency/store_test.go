@@ -492,3 +492,95 @@ func TestNewLocalRejects(t *testing.T) {
 		})
 	}
 }
+
+// A record larger than RedisConfig.MaxRecordBytes is stored as a done
+// marker: duplicates learn the request was done (fingerprint, status), and
+// Redis holds no more than the bound for it.
+func TestRedisRecordBounded(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	const bound = 64 << 10
+	s, err := idempotency.NewRedis(client, idempotency.RedisConfig{MaxRecordBytes: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		body    int
+		partial bool
+	}{
+		{"under the bound", 1 << 10, false},
+		{"over the bound", 100 << 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustBegin(t, s, tc.name)
+			if err := c.Hold.Complete(ctx, recordOf(3, tc.body)); err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
+			got := mustBegin(t, s, tc.name)
+			if got.Record == nil || got.Record.Partial != tc.partial || got.Record.Status != 201 || got.Record.Fingerprint != recordOf(3, 0).Fingerprint {
+				t.Fatalf("claim got %+v, want a record with status 201, partial %v", got, tc.partial)
+			}
+			if !tc.partial && len(got.Record.Body) != tc.body {
+				t.Fatalf("body: got %d bytes, want %d", len(got.Record.Body), tc.body)
+			}
+			keys, err := client.Keys(ctx, "*:record").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range keys {
+				n, err := client.StrLen(ctx, k).Result()
+				if err != nil || n > bound {
+					t.Fatalf("STRLEN %s: %d, %v; want at most %d", k, n, err, bound)
+				}
+			}
+		})
+	}
+	if _, err := idempotency.NewRedis(client, idempotency.RedisConfig{MaxRecordBytes: -1}); err == nil {
+		t.Fatal("NewRedis with MaxRecordBytes -1: got nil error, want one")
+	}
+}
+
+// What Redis holds per idempotency key, as MEMORY USAGE reports it: the
+// lock while a request holds the key, the fencing counter, and the record.
+// The figures are docs/memory.md's.
+func TestRedisMemoryPerKey(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	s, err := idempotency.NewRedis(client, idempotency.RedisConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	usage := func(pattern string) int64 {
+		keys, err := client.Keys(ctx, pattern).Result()
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("KEYS %s: %q, %v; want one key", pattern, keys, err)
+		}
+		n, err := client.MemoryUsage(ctx, keys[0]).Result()
+		if err != nil {
+			t.Fatalf("MEMORY USAGE %s: %v", keys[0], err)
+		}
+		return n
+	}
+	for _, body := range []int{0, 1 << 10, 1 << 20} {
+		if err := client.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		c := mustBegin(t, s, "tenant:a\x00POST\x00/pay\x00order-1")
+		lock := usage("lock:{*}")
+		if err := c.Hold.Complete(ctx, recordOf(1, body)); err != nil {
+			t.Fatal(err)
+		}
+		fence, rec := usage("*:fence"), usage("*:record")
+		// The record is the body in base64 (4/3) and a few hundred bytes,
+		// in an allocation the allocator rounds up (by up to a quarter).
+		if limit := int64(body)*5/3 + 1024; rec > limit {
+			t.Fatalf("record of a %d-byte body: %d bytes, want at most %d", body, rec, limit)
+		}
+		t.Logf("body %d bytes: lock %d, fencing counter %d, record %d bytes", body, lock, fence, rec)
+	}
+}
