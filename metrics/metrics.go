@@ -80,6 +80,8 @@ type Metrics struct {
 	local  *localCollector
 	// idem is the in-process idempotency store's (see WatchIdempotency).
 	idem *idemCollector
+	// evicting is each Redis node's maxmemory-policy as read at start.
+	evicting *prometheus.GaugeVec
 	// transport is the lean upstream transport's (see WatchTransport).
 	transport *transportCollector
 }
@@ -127,6 +129,8 @@ func New() *Metrics {
 		local:  newLocalCollector(),
 		idem:   newIdemCollector(),
 
+		evicting: newEvictingGauge(),
+
 		transport: newTransportCollector(),
 	}
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -142,7 +146,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.policyDecisions, m.decisionSeconds, m.upstreamTotal, m.upstreamSeconds,
-		m.inFlight, reloads, m.llm, m.config, m.redis, m.local, m.transport, m.idem,
+		m.inFlight, reloads, m.llm, m.config, m.redis, m.local, m.transport, m.idem, m.evicting,
 	)
 	// Built once: HandlerOpts.Registry and InstrumentMetricHandler register
 	// the handler's own metrics, which a second registration would refuse.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
+	"github.com/ratelimit-gateway/gateway/metrics"
 	"github.com/ratelimit-gateway/gateway/policies"
 )
 
@@ -69,7 +70,10 @@ func redisClientOptions(cfg policies.RedisConfig) redislimit.ClientOptions {
 // on_redis_error: allow the gateway would run without its shared limits,
 // saying so once. A Redis that does not answer is an outage, which the
 // failure modes are for: it is logged and the start goes on.
-func checkRedis(ctx context.Context, source string, cfg policies.RedisConfig, log *slog.Logger) error {
+//
+// A Redis that answers is then asked whether it may evict the gateway's
+// keys (checkEviction).
+func checkRedis(ctx context.Context, source string, cfg policies.RedisConfig, log *slog.Logger, m *metrics.Metrics) error {
 	opts := redisClientOptions(cfg)
 	opts.Timeout = startupPingTimeout
 	opts.PoolSize = 1
@@ -87,6 +91,7 @@ func checkRedis(ctx context.Context, source string, cfg policies.RedisConfig, lo
 	}
 	switch {
 	case err == nil:
+		checkEviction(ctx, client, log, m)
 		return nil
 	case isRedisAuthError(err):
 		settings := "redis.username and redis.password, or GATEWAY_REDIS_USERNAME and GATEWAY_REDIS_PASSWORD"
@@ -100,6 +105,24 @@ func checkRedis(ctx context.Context, source string, cfg policies.RedisConfig, lo
 	log.Warn("redis did not answer at start; shared policies apply their on_redis_error mode until it does",
 		"addrs", where, "error", err.Error())
 	return nil
+}
+
+// checkEviction warns, in the log and in gateway_redis_evicting, about every
+// Redis node whose maxmemory-policy may evict the gateway's keys. A Redis
+// that does not say (CONFIG refused by an ACL or a managed service) is
+// logged at info: the start goes on either way.
+func checkEviction(ctx context.Context, client redis.UniversalClient, log *slog.Logger, m *metrics.Metrics) {
+	nodes, err := redislimit.EvictionPolicies(ctx, client)
+	for _, n := range nodes {
+		m.RedisEvictionPolicy(n.Addr, n.Policy, n.Evicts())
+		if n.Evicts() {
+			log.Warn(n.Warning(), "node", n.Addr, "maxmemory_policy", n.Policy)
+		}
+	}
+	if err != nil {
+		log.Info("could not read redis's maxmemory-policy; if it is not noeviction, redis may evict limits and idempotency records when full",
+			"error", err.Error())
+	}
 }
 
 // isRedisAuthError reports whether Redis refused the credentials. go-redis

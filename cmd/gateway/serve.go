@@ -177,7 +177,7 @@ func (p *process) newLimiter(ctx context.Context) (*limiter.Local, *limiter.Engi
 		}
 		p.onClose(client.Close)
 		p.onClose(rl.Close) // closed before the client: it waits for its last check of Redis
-		if err := checkRedis(ctx, p.snap.Source, cfg.Redis, p.log); err != nil {
+		if err := checkRedis(ctx, p.snap.Source, cfg.Redis, p.log, p.metrics); err != nil {
 			return nil, nil, err
 		}
 		shared = rl
