@@ -469,7 +469,11 @@ func (c *conn) roundTrip(req *http.Request, trace *httptrace.ClientTrace) (*http
 	case werr != nil:
 		// The upstream may have answered and stopped reading (a 413 that
 		// closes): its answer, when it is there, is what the client gets,
-		// and the connection is not used again (see keep below).
+		// and the connection is not used again (see keep below). The
+		// wait for it keeps the deadline the write had.
+		if timeout > 0 {
+			c.setDeadline(ctx, true, false, deadline)
+		}
 	case timeout > 0:
 		// The whole request is written: the wait for the answer gets the
 		// whole timeout.
