@@ -20,28 +20,21 @@ const (
 	DefaultForwardedHeader   = "x-forwarded-for"
 	DefaultUpstreamTransport = UpstreamTransportLean
 	DefaultMaxKeysPerPolicy  = 100_000
-	// DefaultIdempotencyMaxBytes and MinIdempotencyMaxBytes bound
-	// server.idempotency_max_bytes.
-	DefaultIdempotencyMaxBytes = 64 << 20
-	MinIdempotencyMaxBytes     = 64 << 10
-	// MaxIdempotencyResponseBytes is the largest max_response_bytes: a
-	// record is one value, in memory and in Redis.
-	MaxIdempotencyResponseBytes = 16 << 20
-	DefaultMinHeapBytes         = 64 << 20
-	DefaultTenantHeader         = "X-API-Key"
-	DefaultRouteTimeout         = 30 * time.Second
-	DefaultMaxBodyBytes         = 10 << 20
-	DefaultMaxTokens            = 1024
-	DefaultLLMMaxBodyBytes      = 1 << 20
-	DefaultQuotaPath            = "/v1/quota"
-	DefaultPer                  = time.Second
-	DefaultLease                = 30 * time.Second
-	DefaultRedisTimeout         = 30 * time.Millisecond
-	DefaultQueueTimeout         = 250 * time.Millisecond
-	DefaultBreakerFailures      = 3
-	DefaultBreakerCooldown      = 500 * time.Millisecond
-	DefaultDenialCacheSize      = 100_000
-	DefaultPipelines            = 4
+	DefaultMinHeapBytes      = 64 << 20
+	DefaultTenantHeader      = "X-API-Key"
+	DefaultRouteTimeout      = 30 * time.Second
+	DefaultMaxBodyBytes      = 10 << 20
+	DefaultMaxTokens         = 1024
+	DefaultLLMMaxBodyBytes   = 1 << 20
+	DefaultQuotaPath         = "/v1/quota"
+	DefaultPer               = time.Second
+	DefaultLease             = 30 * time.Second
+	DefaultRedisTimeout      = 30 * time.Millisecond
+	DefaultQueueTimeout      = 250 * time.Millisecond
+	DefaultBreakerFailures   = 3
+	DefaultBreakerCooldown   = 500 * time.Millisecond
+	DefaultDenialCacheSize   = 100_000
+	DefaultPipelines         = 4
 
 	DefaultAdminListen          = "127.0.0.1:9090"
 	DefaultLogFormat            = "text"
@@ -61,6 +54,17 @@ const (
 var (
 	DefaultIdempotentMethods = []string{"POST", "PATCH"}
 	DefaultReplayHeaders     = []string{"Content-Type", "Content-Language", "Location", "ETag", "Cache-Control"}
+)
+
+// Bounds of the idempotency stores.
+const (
+	// DefaultIdempotencyMaxBytes and MinIdempotencyMaxBytes bound
+	// server.idempotency_max_bytes.
+	DefaultIdempotencyMaxBytes = 64 << 20
+	MinIdempotencyMaxBytes     = 64 << 10
+	// MaxIdempotencyResponseBytes is the largest max_response_bytes: a
+	// record is one value, in memory and in Redis.
+	MaxIdempotencyResponseBytes = 16 << 20
 )
 
 // ApplyDefaults fills every zero setting that has a default. Negative values
