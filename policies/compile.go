@@ -63,6 +63,7 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("routes[%d]: %w", i, err)
 		}
+		rt.Models = snap.Models
 		snap.Routes = append(snap.Routes, rt)
 	}
 	return snap, nil

@@ -96,6 +96,8 @@ type Route struct {
 	// DefaultMaxTokens is the output cap a request without one is given,
 	// per choice; 0: its model family's.
 	DefaultMaxTokens int64
+	// Models are the snapshot's model families (see Snapshot.Models).
+	Models llm.Models
 	// UnsizedContext reserves the model's context window for input the
 	// gateway cannot size; false refuses such a call (400) when a policy
 	// of the route counts tokens.
