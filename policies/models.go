@@ -8,7 +8,8 @@ import (
 
 // ModelConfig is one entry of models: a family of models and the bounds the
 // gateway reserves a call of them by. An entry named like a built-in family
-// (gpt-4o-mini, gpt-4o, gpt-4.1-mini, gpt-5, o-series, gpt-4, default)
+// (gpt-4o-mini, gpt-4o, gpt-4.1-mini, gpt-5, o-series, claude, gpt-4,
+// default)
 // changes the fields it sets; any other name is a new family and needs
 // prefixes. Zero fields keep the built-in value (or the default family's).
 type ModelConfig struct {

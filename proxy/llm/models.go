@@ -63,6 +63,11 @@ var builtinModels = Models{
 	// o1, o3: base 75, tile 150; o4-mini is a patch model (× 1.72).
 	{Name: "o-series", Prefixes: []string{"o1", "o3", "o4"}, Reasoning: true, DefaultMaxTokens: 25_000, MaxOutputTokens: 100_000, ContextWindow: 200_000,
 		ImageLow: 2642, ImageHigh: 2642, AudioBytesPerToken: 100, FileTokens: 128_000},
+	// Claude: an image is scaled to at most about 1.15 megapixels, billed
+	// width × height / 750 tokens (at most about 1,600); its context window
+	// bounds a document.
+	{Name: "claude", Prefixes: []string{"claude"}, DefaultMaxTokens: 8192, MaxOutputTokens: 128_000, ContextWindow: 200_000,
+		ImageLow: 1600, ImageHigh: 1600, AudioBytesPerToken: 100, FileTokens: 200_000},
 	// gpt-3.5 and gpt-4 take no images; bounded as gpt-4o.
 	{Name: "gpt-4", Prefixes: []string{"gpt-4", "gpt-3.5", "gpt-35"}, DefaultMaxTokens: 4096, MaxOutputTokens: 16384, ContextWindow: 128_000,
 		ImageLow: 85, ImageHigh: 85 + 8*170, AudioBytesPerToken: 100, FileTokens: 128_000},
