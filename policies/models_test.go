@@ -67,6 +67,7 @@ func TestModelsAndSpendValidation(t *testing.T) {
 		{"default with prefixes", "models: {default: {prefixes: [x]}}", "models.default.prefixes"},
 		{"price not a number", "prices: {default: {input: .nan, output: 1}}", "prices.default"},
 		{"price beyond bound", "prices: {default: {input: 1e300, output: 1}}", "prices.default"},
+		{"cached input dearer", "prices: {default: {input: 1, cached_input: 2, output: 1}}", "prices.default.cached_input"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

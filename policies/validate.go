@@ -336,6 +336,11 @@ func validatePrices(p *problems, prices map[string]PriceConfig) {
 		if pr.Input < 0 || pr.CachedInput < 0 || pr.Output < 0 {
 			p.add(place, "prices must not be negative")
 		}
+		if pr.CachedInput > pr.Input {
+			// The reservation prices every input token uncached: the most a
+			// call can cost only while cached input is not dearer.
+			p.add(place+".cached_input", "must not be more than input")
+		}
 		for _, v := range []float64{pr.Input, pr.CachedInput, pr.Output} {
 			if math.IsNaN(v) || v > MaxPrice {
 				p.addf(place, "prices must be numbers up to %g dollars per million tokens", float64(MaxPrice))
