@@ -51,6 +51,10 @@ type OpenAIMockConfig struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Now stamps the created fields. Nil means time.Now.
 	Now func() time.Time
+	// CountTokens counts a text's tokens for model. Nil estimates a token
+	// per four characters; pass a tokenizer to bill text as the provider
+	// does.
+	CountTokens func(model, text string) int
 }
 
 // OpenAIMock returns a handler that answers like an OpenAI-compatible API, so
@@ -63,9 +67,14 @@ type OpenAIMockConfig struct {
 //   - anything else is an OpenAI-shaped 404 (unknown path) or 405 (known
 //     path, other method); bad requests get an OpenAI-shaped 400.
 //
-// Usage is derived from the request without a tokenizer (see
-// estimateTokens). The handler is safe for concurrent use.
-func OpenAIMock(cfg OpenAIMockConfig) http.Handler {
+// It bills like the providers: an image, audio or file part by their
+// published formulas (see imageTokens, audioTokens, fileTokens), reasoning
+// tokens before the first visible token (a stream is silent while the
+// model thinks), generation to its natural end (CompletionTokens) when the
+// request sets no cap, and n choices. What it billed is counted when it
+// accepts a request, for the whole completion, and read with Billed. Text
+// is counted by CountTokens. It is safe for concurrent use.
+func OpenAIMock(cfg OpenAIMockConfig) *OpenAIMockServer {
 	if cfg.CompletionTokens <= 0 {
 		cfg.CompletionTokens = DefaultMockCompletionTokens
 	}
@@ -78,13 +87,23 @@ func OpenAIMock(cfg OpenAIMockConfig) http.Handler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &openAIMock{cfg: cfg}
+	if cfg.CountTokens == nil {
+		cfg.CountTokens = func(_, s string) int { return estimateTokens(s) }
+	}
+	return &OpenAIMockServer{cfg: cfg}
 }
 
-type openAIMock struct {
-	cfg OpenAIMockConfig
-	ids atomic.Uint64 // numbers the response ids
+// OpenAIMockServer is the handler OpenAIMock returns.
+type OpenAIMockServer struct {
+	cfg    OpenAIMockConfig
+	ids    atomic.Uint64 // numbers the response ids
+	billed ledger
 }
+
+// Billed returns what the mock has billed so far.
+func (m *OpenAIMockServer) Billed() MockBill { return m.billed.read() }
+
+type openAIMock = OpenAIMockServer
 
 func (m *openAIMock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var serve func(http.ResponseWriter, *http.Request, []byte)
@@ -190,14 +209,23 @@ type completion struct {
 	prompt    int
 	cached    int
 	finish    string // "stop", or "length" when the request's limit cut it
+	choices   int    // each choice is this completion again
 }
 
 func (c completion) tokens() int  { return len(c.words) + c.reasoning }
 func (c completion) text() string { return strings.Join(c.words, " ") }
 
 // complete sizes a completion: the configured length, cut at the request's
-// limit (nil: none), reasoning tokens first since they count against it.
-func (m *openAIMock) complete(prompt int, limit *int) completion {
+// limit (nil: none), reasoning tokens first since they count against it;
+// n choices of it. It is billed here, whole.
+func (m *openAIMock) complete(prompt int, limit *int, n int) completion {
+	c := m.size(prompt, limit)
+	c.choices = max(n, 1)
+	m.billed.bill(c)
+	return c
+}
+
+func (m *openAIMock) size(prompt int, limit *int) completion {
 	c := completion{prompt: prompt, finish: "stop", reasoning: m.cfg.ReasoningTokens}
 	n := m.cfg.CompletionTokens
 	if limit != nil {
@@ -243,27 +271,25 @@ const (
 	tokensPerReply   = 3
 )
 
-// contentText is the text of a message's content: a string, or an array of
-// parts whose "text" fields are joined (images and other parts count nothing).
-func contentText(raw json.RawMessage) (string, bool) {
+// contentTokens bills a message's content: a string, or an array of parts
+// (text by count, images, audio and files by their formulas).
+func contentTokens(model string, raw json.RawMessage, count func(string) int) (int, bool) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", true
+		return 0, true
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, true
+		return count(s), true
 	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
+	var parts []json.RawMessage
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", false
+		return 0, false
 	}
-	texts := make([]string, len(parts))
-	for i, p := range parts {
-		texts[i] = p.Text
+	n := 0
+	for _, p := range parts {
+		n += partTokens(model, p, count)
 	}
-	return strings.Join(texts, ""), true
+	return n, true
 }
 
 type message struct {
@@ -273,15 +299,16 @@ type message struct {
 
 // promptTokens counts messages: each message's content, its overhead, and
 // the reply's priming.
-func promptTokens(msgs []message, param string) (int, apiError, bool) {
+func (m *openAIMock) promptTokens(model string, msgs []message, param string) (int, apiError, bool) {
+	count := func(s string) int { return m.cfg.CountTokens(model, s) }
 	n := tokensPerReply
 	for i, msg := range msgs {
-		text, ok := contentText(msg.Content)
+		content, ok := contentTokens(model, msg.Content, count)
 		if !ok {
 			p := fmt.Sprintf("%s[%d].content", param, i)
 			return 0, invalid(fmt.Sprintf("Invalid type for '%s': expected a string or an array of content parts", p), p), false
 		}
-		n += tokensPerMessage + estimateTokens(text)
+		n += tokensPerMessage + count(msg.Role) + content
 	}
 	return n, apiError{}, true
 }

@@ -11,6 +11,7 @@ type chatRequest struct {
 	Messages            []message `json:"messages"`
 	MaxTokens           *int      `json:"max_tokens"`
 	MaxCompletionTokens *int      `json:"max_completion_tokens"`
+	N                   *int      `json:"n"`
 	Stream              bool      `json:"stream"`
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
@@ -30,9 +31,10 @@ type chatUsage struct {
 }
 
 func (c completion) chatUsage() *chatUsage {
-	u := &chatUsage{PromptTokens: c.prompt, CompletionTokens: c.tokens(), TotalTokens: c.prompt + c.tokens()}
+	out := max(c.choices, 1) * c.tokens()
+	u := &chatUsage{PromptTokens: c.prompt, CompletionTokens: out, TotalTokens: c.prompt + out}
 	u.PromptTokensDetails.CachedTokens = c.cached
-	u.CompletionTokensDetails.ReasoningTokens = c.reasoning
+	u.CompletionTokensDetails.ReasoningTokens = max(c.choices, 1) * c.reasoning
 	return u
 }
 
@@ -90,12 +92,16 @@ func (m *openAIMock) chat(w http.ResponseWriter, r *http.Request, body []byte) {
 		writeOpenAIError(w, http.StatusBadRequest, e)
 		return
 	}
-	prompt, e, ok := promptTokens(req.Messages, "messages")
+	prompt, e, ok := m.promptTokens(req.Model, req.Messages, "messages")
 	if !ok {
 		writeOpenAIError(w, http.StatusBadRequest, e)
 		return
 	}
-	c := m.complete(prompt, firstLimit(req.MaxCompletionTokens, req.MaxTokens))
+	n := 1
+	if req.N != nil {
+		n = *req.N
+	}
+	c := m.complete(prompt, firstLimit(req.MaxCompletionTokens, req.MaxTokens), n)
 	resp := chatResponse{ID: m.newID("chatcmpl"), Created: m.cfg.Now().Unix(), Model: req.Model}
 	if req.Stream {
 		m.streamChat(w, r, resp, c, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
@@ -105,10 +111,10 @@ func (m *openAIMock) chat(w http.ResponseWriter, r *http.Request, body []byte) {
 		return // the client has gone
 	}
 	resp.Object = "chat.completion"
-	resp.Choices = []chatChoice{{
-		Message:      &chatMessage{Role: "assistant", Content: c.text()},
-		FinishReason: &c.finish,
-	}}
+	resp.Choices = make([]chatChoice, c.choices)
+	for i := range resp.Choices {
+		resp.Choices[i] = chatChoice{Index: i, Message: &chatMessage{Role: "assistant", Content: c.text()}, FinishReason: &c.finish}
+	}
 	resp.Usage = c.chatUsage()
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -132,6 +138,9 @@ func validateChat(req *chatRequest) (apiError, bool) {
 	if e, ok := checkLimit("max_tokens", req.MaxTokens); !ok {
 		return e, false
 	}
+	if req.N != nil && (*req.N < 1 || *req.N > 128) {
+		return invalid(fmt.Sprintf("Invalid 'n': expected a value between 1 and 128, but got %d instead.", *req.N), "n"), false
+	}
 	return checkLimit("max_completion_tokens", req.MaxCompletionTokens)
 }
 
@@ -145,12 +154,20 @@ func (m *openAIMock) streamChat(w http.ResponseWriter, r *http.Request, resp cha
 	}
 	resp.Object = "chat.completion.chunk"
 	resp.nullUsage = withUsage
-	chunk := func(d *chatDelta, finish *string) error {
-		resp.Choices = []chatChoice{{Delta: d, FinishReason: finish}}
+	choices := func(mk func(i int) chatChoice) error {
+		resp.Choices = make([]chatChoice, c.choices)
+		for i := range resp.Choices {
+			resp.Choices[i] = mk(i)
+		}
 		return s.data(resp)
 	}
 	empty := ""
-	if chunk(&chatDelta{Role: "assistant", Content: &empty}, nil) != nil {
+	if choices(func(i int) chatChoice {
+		return chatChoice{Index: i, Delta: &chatDelta{Role: "assistant", Content: &empty}}
+	}) != nil {
+		return
+	}
+	if s.think(c.reasoning) != nil {
 		return
 	}
 	for i, word := range c.words {
@@ -160,11 +177,11 @@ func (m *openAIMock) streamChat(w http.ResponseWriter, r *http.Request, resp cha
 				return
 			}
 		}
-		if chunk(&chatDelta{Content: &word}, nil) != nil {
+		if choices(func(i int) chatChoice { return chatChoice{Index: i, Delta: &chatDelta{Content: &word}} }) != nil {
 			return
 		}
 	}
-	if chunk(&chatDelta{}, &c.finish) != nil {
+	if choices(func(i int) chatChoice { return chatChoice{Index: i, Delta: &chatDelta{}, FinishReason: &c.finish} }) != nil {
 		return
 	}
 	if withUsage {

@@ -77,15 +77,15 @@ func (m *openAIMock) responses(w http.ResponseWriter, r *http.Request, body []by
 		writeOpenAIError(w, http.StatusBadRequest, e)
 		return
 	}
-	prompt, e, ok := inputTokens(req.Input)
+	prompt, e, ok := m.inputTokens(req.Model, req.Input)
 	if !ok {
 		writeOpenAIError(w, http.StatusBadRequest, e)
 		return
 	}
 	if req.Instructions != "" {
-		prompt += tokensPerMessage + estimateTokens(req.Instructions)
+		prompt += tokensPerMessage + m.cfg.CountTokens(req.Model, "developer") + m.cfg.CountTokens(req.Model, req.Instructions)
 	}
-	c := m.complete(prompt, req.MaxOutputTokens)
+	c := m.complete(prompt, req.MaxOutputTokens, 1)
 	resp := responseObject{ID: m.newID("resp"), Object: "response", CreatedAt: m.cfg.Now().Unix(),
 		Model: req.Model, Output: []outputItem{}}
 	item := outputItem{ID: m.newID("msg"), Type: "message", Status: "completed", Role: "assistant",
@@ -116,7 +116,7 @@ func finishResponse(resp *responseObject, item outputItem, c completion) {
 
 // inputTokens counts the Responses API's input: a string (one user message)
 // or an array of message items.
-func inputTokens(raw json.RawMessage) (int, apiError, bool) {
+func (m *openAIMock) inputTokens(model string, raw json.RawMessage) (int, apiError, bool) {
 	missing := apiError{Message: "Missing required parameter: 'input'.", Type: "invalid_request_error",
 		Param: "input", Code: "missing_required_parameter"}
 	if len(raw) == 0 || string(raw) == "null" {
@@ -127,7 +127,7 @@ func inputTokens(raw json.RawMessage) (int, apiError, bool) {
 		if s == "" {
 			return 0, missing, false
 		}
-		return tokensPerReply + tokensPerMessage + estimateTokens(s), apiError{}, true
+		return tokensPerReply + tokensPerMessage + m.cfg.CountTokens(model, "user") + m.cfg.CountTokens(model, s), apiError{}, true
 	}
 	var items []message
 	if err := json.Unmarshal(raw, &items); err != nil {
@@ -136,7 +136,7 @@ func inputTokens(raw json.RawMessage) (int, apiError, bool) {
 	if len(items) == 0 {
 		return 0, missing, false
 	}
-	return promptTokens(items, "input")
+	return m.promptTokens(model, items, "input")
 }
 
 // streamResponse sends the Responses API's events: created, in_progress,
@@ -177,6 +177,9 @@ func (m *openAIMock) streamResponse(w http.ResponseWriter, r *http.Request, resp
 		if step() != nil {
 			return
 		}
+	}
+	if s.think(c.reasoning) != nil {
+		return
 	}
 	for i, word := range c.words {
 		if i > 0 {

@@ -68,6 +68,15 @@ func (s *sseWriter) write(frame []byte) error {
 	return s.flush.Flush()
 }
 
+// think waits while the model reasons, n tokens at the configured pace,
+// before the first visible token.
+func (s *sseWriter) think(n int) error {
+	if s.interval <= 0 || n <= 0 {
+		return s.ctx.Err()
+	}
+	return s.sleep(s.ctx, time.Duration(n)*s.interval)
+}
+
 // pause waits between two tokens at the configured pace.
 func (s *sseWriter) pause() error {
 	if s.interval <= 0 {

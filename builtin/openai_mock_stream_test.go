@@ -201,8 +201,8 @@ func TestOpenAIMockChatStream(t *testing.T) {
 			if !s.nullUsage {
 				t.Error(`chunks before the usage one lack "usage": null`)
 			}
-			if u := s.usage; u.PromptTokens != 11 || u.CompletionTokens != tt.wantTokens || u.TotalTokens != 11+tt.wantTokens {
-				t.Errorf("usage: got %+v, want prompt 11 completion %d total %d", u, tt.wantTokens, 11+tt.wantTokens)
+			if u := s.usage; u.PromptTokens != 12 || u.CompletionTokens != tt.wantTokens || u.TotalTokens != 12+tt.wantTokens {
+				t.Errorf("usage: got %+v, want prompt 12 completion %d total %d", u, tt.wantTokens, 12+tt.wantTokens)
 			}
 		})
 	}
@@ -255,8 +255,8 @@ func TestOpenAIMockResponsesStream(t *testing.T) {
 					if e.Resp.Status != tt.wantStatus || e.Resp.Usage == nil {
 						t.Fatalf("final response: got status %q usage %v, want %q with usage", e.Resp.Status, e.Resp.Usage, tt.wantStatus)
 					}
-					if u := e.Resp.Usage; u.InputTokens != 11 || u.OutputTokens != tt.wantTokens || u.TotalTokens != 11+tt.wantTokens {
-						t.Errorf("usage: got %+v, want input 11 output %d total %d", u, tt.wantTokens, 11+tt.wantTokens)
+					if u := e.Resp.Usage; u.InputTokens != 12 || u.OutputTokens != tt.wantTokens || u.TotalTokens != 12+tt.wantTokens {
+						t.Errorf("usage: got %+v, want input 12 output %d total %d", u, tt.wantTokens, 12+tt.wantTokens)
 					}
 				}
 				if len(names) == 0 || names[len(names)-1] != e.Type {

@@ -45,11 +45,12 @@ func do(t *testing.T, srv *httptest.Server, method, path, body string) (*http.Re
 	return resp, out
 }
 
-// hello is 18 runes: 5 estimated tokens; as the only message, 3+3+5 = 11.
+// hello is 18 runes: 5 estimated tokens; as the only message, with its
+// role (1), 3+3+1+5 = 12.
 const hello = `[{"role":"user","content":"Hello there, mock!"}]`
 
 func TestOpenAIMockChatUsage(t *testing.T) {
-	long := strings.Repeat("a", 4400) // 1100 tokens; with overheads 1106
+	long := strings.Repeat("a", 4400) // 1100 tokens; with overheads 1107
 	tests := []struct {
 		name                       string
 		cfg                        OpenAIMockConfig
@@ -59,30 +60,30 @@ func TestOpenAIMockChatUsage(t *testing.T) {
 		wantFinish                 string
 	}{
 		{name: "default length", body: `{"model":"m","messages":` + hello + `}`,
-			wantPrompt: 11, wantCompletion: 16, wantFinish: "stop"},
+			wantPrompt: 12, wantCompletion: 16, wantFinish: "stop"},
 		{name: "max_tokens cuts", body: `{"model":"m","messages":` + hello + `,"max_tokens":5}`,
-			wantPrompt: 11, wantCompletion: 5, wantFinish: "length"},
+			wantPrompt: 12, wantCompletion: 5, wantFinish: "length"},
 		{name: "max_completion_tokens wins over max_tokens", body: `{"model":"m","messages":` + hello + `,"max_tokens":10,"max_completion_tokens":3}`,
-			wantPrompt: 11, wantCompletion: 3, wantFinish: "length"},
+			wantPrompt: 12, wantCompletion: 3, wantFinish: "length"},
 		{name: "limit above the default", body: `{"model":"m","messages":` + hello + `,"max_tokens":100}`,
-			wantPrompt: 11, wantCompletion: 16, wantFinish: "stop"},
+			wantPrompt: 12, wantCompletion: 16, wantFinish: "stop"},
 		{name: "zero limit", body: `{"model":"m","messages":` + hello + `,"max_tokens":0}`,
-			wantPrompt: 11, wantCompletion: 0, wantFinish: "length"},
+			wantPrompt: 12, wantCompletion: 0, wantFinish: "length"},
 		{name: "configured length", cfg: OpenAIMockConfig{CompletionTokens: 40}, body: `{"model":"m","messages":` + hello + `}`,
-			wantPrompt: 11, wantCompletion: 40, wantFinish: "stop"},
+			wantPrompt: 12, wantCompletion: 40, wantFinish: "stop"},
 		{name: "two messages", body: `{"model":"m","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Hi"}]}`,
-			wantPrompt: 3 + (3 + 4) + (3 + 1), wantCompletion: 16, wantFinish: "stop"},
+			wantPrompt: 3 + (3 + 2 + 4) + (3 + 1 + 1), wantCompletion: 16, wantFinish: "stop"},
 		{name: "content parts", body: `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"abcd"},{"type":"image_url","image_url":{"url":"x"}}]}]}`,
-			wantPrompt: 3 + 3 + 1, wantCompletion: 16, wantFinish: "stop"},
+			wantPrompt: 3 + 3 + 1 + 1 + (85 + 8*170), wantCompletion: 16, wantFinish: "stop"}, // an image by URL is billed at its worst size
 		{name: "reasoning counts against the limit", cfg: OpenAIMockConfig{ReasoningTokens: 4},
 			body:       `{"model":"m","messages":` + hello + `,"max_tokens":10}`,
-			wantPrompt: 11, wantCompletion: 10, wantReasoning: 4, wantFinish: "length"},
+			wantPrompt: 12, wantCompletion: 10, wantReasoning: 4, wantFinish: "length"},
 		{name: "prompt cache", cfg: OpenAIMockConfig{PromptCache: true},
 			body:       `{"model":"m","messages":[{"role":"user","content":"` + long + `"}]}`,
-			wantPrompt: 1106, wantCompletion: 16, wantCached: 1024, wantFinish: "stop"},
+			wantPrompt: 1107, wantCompletion: 16, wantCached: 1024, wantFinish: "stop"},
 		{name: "short prompt is not cached", cfg: OpenAIMockConfig{PromptCache: true},
 			body:       `{"model":"m","messages":` + hello + `}`,
-			wantPrompt: 11, wantCompletion: 16, wantFinish: "stop"},
+			wantPrompt: 12, wantCompletion: 16, wantFinish: "stop"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,13 +137,13 @@ func TestOpenAIMockResponsesUsage(t *testing.T) {
 		wantStatus, wantIncomplete string
 	}{
 		{name: "string input", body: `{"model":"m","input":"Hello there, mock!"}`,
-			wantInput: 11, wantOutput: 16, wantStatus: "completed"},
+			wantInput: 12, wantOutput: 16, wantStatus: "completed"},
 		{name: "instructions count", body: `{"model":"m","input":"Hello there, mock!","instructions":"Be brief."}`,
-			wantInput: 11 + 3 + 3, wantOutput: 16, wantStatus: "completed"},
+			wantInput: 12 + 3 + 3 + 3, wantOutput: 16, wantStatus: "completed"}, // the developer message: its overhead, role and text
 		{name: "item input", body: `{"model":"m","input":` + hello + `}`,
-			wantInput: 11, wantOutput: 16, wantStatus: "completed"},
+			wantInput: 12, wantOutput: 16, wantStatus: "completed"},
 		{name: "max_output_tokens cuts", body: `{"model":"m","input":"Hello there, mock!","max_output_tokens":4}`,
-			wantInput: 11, wantOutput: 4, wantStatus: "incomplete", wantIncomplete: "max_output_tokens"},
+			wantInput: 12, wantOutput: 4, wantStatus: "incomplete", wantIncomplete: "max_output_tokens"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -46,6 +46,7 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 			snap.Prices[model] = Price{Input: pc.Input, CachedInput: cached, Output: pc.Output}
 		}
 	}
+	snap.Models = compileModels(c.Models)
 	for name, pc := range c.Policies {
 		pol, err := compilePolicy(name, pc)
 		if err != nil {
@@ -62,6 +63,7 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("routes[%d]: %w", i, err)
 		}
+		rt.Models = snap.Models
 		snap.Routes = append(snap.Routes, rt)
 	}
 	return snap, nil
@@ -79,11 +81,12 @@ func compilePolicy(name string, pc PolicyConfig) (*Policy, error) {
 			OnRedisError: limiter.FailureMode(pc.OnRedisError),
 			LocalShare:   pc.LocalShare,
 		},
-		KeySpec:      pc.Key,
-		Key:          keyFunc(parts),
-		Reads:        readsOf(parts),
-		OnMissingKey: MissingKey(pc.OnMissingKey),
-		Cost:         Cost(pc.Cost),
+		KeySpec:         pc.Key,
+		Key:             keyFunc(parts),
+		Reads:           readsOf(parts),
+		OnMissingKey:    MissingKey(pc.OnMissingKey),
+		Cost:            Cost(pc.Cost),
+		ChargeDelivered: pc.ChargeWithoutUsage == "delivered",
 	}
 	if algo := limiter.Algorithm(pc.Algorithm); algo.InFlight() {
 		// Rate and Burst are the slots, so Quota() is and headers show them.
@@ -186,6 +189,7 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		MaxBodyBytes:     max(rc.MaxBodyBytes, 0), // -1 (no limit) is 0 in the Snapshot
 		LLM:              rc.LLM != "",
 		DefaultMaxTokens: rc.DefaultMaxTokens,
+		UnsizedContext:   rc.UnsizedInput == "context_window",
 		UpstreamAPIKey:   rc.UpstreamAPIKey,
 		OpenAIErrors:     rc.ErrorFormat == "openai",
 		RateLimitHeaders: RateLimitHeaders(rc.RateLimitHeaders),

@@ -14,6 +14,9 @@ type Config struct {
 	// Prices are what models cost, for cost: usd policies: model -> price;
 	// "default" prices a model the table does not name.
 	Prices map[string]PriceConfig `koanf:"prices"`
+	// Models bound what calls of each model family may be billed beyond
+	// their text (see ModelConfig); built-in families need no entry.
+	Models map[string]ModelConfig `koanf:"models"`
 	// Mode is enforce (default) or shadow: every policy in shadow mode.
 	Mode  string      `koanf:"mode"`
 	Admin AdminConfig `koanf:"admin"`
@@ -147,9 +150,14 @@ type RouteConfig struct {
 	// LLM makes the route's policies count tokens of OpenAI-compatible
 	// requests: "openai", or "" (none).
 	LLM string `koanf:"llm"`
-	// DefaultMaxTokens is the output a request without max_tokens reserves
-	// (default 1024).
+	// DefaultMaxTokens is the output cap a request without one is given
+	// and reserves, per choice (default 0: its model family's, see
+	// ModelConfig); never more than the family's max_output_tokens.
 	DefaultMaxTokens int64 `koanf:"default_max_tokens"`
+	// UnsizedInput is what a call whose billed input the gateway cannot
+	// see gets on a route with a token or usd policy: refuse (default:
+	// 400) or context_window (reserve the model's context window).
+	UnsizedInput string `koanf:"unsized_input"`
 	// UpstreamAPIKey, when set, replaces the client's key on the way
 	// upstream: "Authorization: Bearer <key>", and no x-api-key (keep it out
 	// of the file: GATEWAY_ROUTES_<i>_UPSTREAM_API_KEY).
@@ -223,8 +231,11 @@ type PolicyConfig struct {
 	Lease        time.Duration    `koanf:"lease"`
 	Plans        map[string]int64 `koanf:"plans"` // plan -> rate (burst = rate scaled like Burst/Rate)
 	OnMissingKey string           `koanf:"on_missing_key"`
-	OnRedisError string           `koanf:"on_redis_error"` // default allow
-	LocalShare   float64          `koanf:"local_share"`    // default 1.0 with on_redis_error: local
+	// OnRedisError is allow, deny or local; default deny for a policy
+	// whose cost counts tokens or dollars (it caps spend), allow for the
+	// rest.
+	OnRedisError string  `koanf:"on_redis_error"`
+	LocalShare   float64 `koanf:"local_share"` // default 1.0 with on_redis_error: local
 	// Mode is enforce (default) or shadow: evaluated and counted, its
 	// would-be 429s reported, nothing blocked.
 	Mode string `koanf:"mode"`
@@ -234,6 +245,11 @@ type PolicyConfig struct {
 	OnLimit    string        `koanf:"on_limit"`
 	MaxDelay   time.Duration `koanf:"max_delay"`
 	MaxWaiters int           `koanf:"max_waiters"`
+	// ChargeWithoutUsage is what an llm call that ended without the
+	// provider's usage (a cut stream) is charged: reserved (default: its
+	// reservation, an upper bound of what it was billed) or delivered (its
+	// prompt and the text that reached the client: less, and not a bound).
+	ChargeWithoutUsage string `koanf:"charge_without_usage"`
 }
 
 // PriceConfig is what one model costs, in US dollars per million tokens.

@@ -10,31 +10,32 @@ import (
 
 // The defaults of settings left empty (zero) in the file.
 const (
-	DefaultListen            = "127.0.0.1:8080"
-	DefaultReadHeaderTimeout = 5 * time.Second
-	DefaultIdleTimeout       = 120 * time.Second
-	DefaultMaxHeaderBytes    = 32 << 10
-	DefaultShutdownTimeout   = 15 * time.Second
-	DefaultIPv4Prefix        = 32
-	DefaultIPv6Prefix        = 64
-	DefaultForwardedHeader   = "x-forwarded-for"
-	DefaultUpstreamTransport = UpstreamTransportLean
-	DefaultMaxKeysPerPolicy  = 100_000
-	DefaultMinHeapBytes      = 64 << 20
-	DefaultTenantHeader      = "X-API-Key"
-	DefaultRouteTimeout      = 30 * time.Second
-	DefaultMaxBodyBytes      = 10 << 20
-	DefaultMaxTokens         = 1024
-	DefaultLLMMaxBodyBytes   = 1 << 20
-	DefaultQuotaPath         = "/v1/quota"
-	DefaultPer               = time.Second
-	DefaultLease             = 30 * time.Second
-	DefaultRedisTimeout      = 30 * time.Millisecond
-	DefaultQueueTimeout      = 250 * time.Millisecond
-	DefaultBreakerFailures   = 3
-	DefaultBreakerCooldown   = 500 * time.Millisecond
-	DefaultDenialCacheSize   = 100_000
-	DefaultPipelines         = 4
+	DefaultListen             = "127.0.0.1:8080"
+	DefaultReadHeaderTimeout  = 5 * time.Second
+	DefaultIdleTimeout        = 120 * time.Second
+	DefaultMaxHeaderBytes     = 32 << 10
+	DefaultShutdownTimeout    = 15 * time.Second
+	DefaultIPv4Prefix         = 32
+	DefaultIPv6Prefix         = 64
+	DefaultForwardedHeader    = "x-forwarded-for"
+	DefaultUpstreamTransport  = UpstreamTransportLean
+	DefaultMaxKeysPerPolicy   = 100_000
+	DefaultMinHeapBytes       = 64 << 20
+	DefaultTenantHeader       = "X-API-Key"
+	DefaultRouteTimeout       = 30 * time.Second
+	DefaultMaxBodyBytes       = 10 << 20
+	DefaultUnsizedInput       = "refuse"
+	DefaultChargeWithoutUsage = "reserved"
+	DefaultLLMMaxBodyBytes    = 1 << 20
+	DefaultQuotaPath          = "/v1/quota"
+	DefaultPer                = time.Second
+	DefaultLease              = 30 * time.Second
+	DefaultRedisTimeout       = 30 * time.Millisecond
+	DefaultQueueTimeout       = 250 * time.Millisecond
+	DefaultBreakerFailures    = 3
+	DefaultBreakerCooldown    = 500 * time.Millisecond
+	DefaultDenialCacheSize    = 100_000
+	DefaultPipelines          = 4
 
 	DefaultAdminListen          = "127.0.0.1:9090"
 	DefaultLogFormat            = "text"
@@ -111,7 +112,7 @@ func (c *Config) ApplyDefaults() {
 			// The body is read and tokenized before the limiter decides:
 			// a smaller bound keeps what one request can cost in CPU small.
 			setDefault(&rt.MaxBodyBytes, DefaultLLMMaxBodyBytes)
-			setDefault(&rt.DefaultMaxTokens, DefaultMaxTokens)
+			setDefault(&rt.UnsizedInput, DefaultUnsizedInput)
 			setDefault(&rt.ErrorFormat, "openai")
 		}
 		setDefault(&rt.ErrorFormat, "gateway")
@@ -159,7 +160,14 @@ func (c *Config) ApplyDefaults() {
 			p.OnMissingKey = string(MissingShared)
 		}
 		if p.OnRedisError == "" {
+			// A policy that caps spend stays a cap while Redis is down.
 			p.OnRedisError = "allow"
+			if Cost(p.Cost).CountsTokens() {
+				p.OnRedisError = "deny"
+			}
+		}
+		if Cost(p.Cost).CountsTokens() {
+			setDefault(&p.ChargeWithoutUsage, DefaultChargeWithoutUsage)
 		}
 		if p.LocalShare == 0 && strings.EqualFold(p.OnRedisError, "local") {
 			p.LocalShare = 1

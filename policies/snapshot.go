@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/proxy/llm"
 )
 
 // Snapshot is one compiled, validated configuration. It is immutable: a reload
@@ -39,6 +40,9 @@ type Snapshot struct {
 	Policies map[string]*Policy
 	// Prices are what models cost (cost: usd policies).
 	Prices Prices
+	// Models are the model families llm calls are bounded by: the
+	// built-in ones as the file's models changed them.
+	Models llm.Models
 }
 
 // Identity says how the client of a request is recognised.
@@ -89,9 +93,15 @@ type Route struct {
 	// OpenAI-compatible requests: the body is read (bounded by MaxBodyBytes)
 	// before the limiter decides.
 	LLM bool
-	// DefaultMaxTokens is the output a request without a max_tokens field
-	// reserves.
+	// DefaultMaxTokens is the output cap a request without one is given,
+	// per choice; 0: its model family's.
 	DefaultMaxTokens int64
+	// Models are the snapshot's model families (see Snapshot.Models).
+	Models llm.Models
+	// UnsizedContext reserves the model's context window for input the
+	// gateway cannot size; false refuses such a call (400) when a policy
+	// of the route counts tokens.
+	UnsizedContext bool
 	// UpstreamAPIKey replaces the client's API key upstream ("" forwards
 	// the request's own headers).
 	UpstreamAPIKey string
@@ -203,6 +213,11 @@ func (c Cost) CountsTokens() bool {
 // policy's limit (its rate in dollars times a million) and of its checks.
 const MicroUSD = 1_000_000
 
+// MaxPrice bounds a price in the file, in dollars per million tokens (a
+// million times the dearest model's): a price is multiplied by client-chosen
+// token counts, and the product must stay a number.
+const MaxPrice = 1_000_000
+
 // Price is what one model costs, in US dollars per million tokens: each
 // token costs the price in micro-dollars.
 type Price struct {
@@ -236,6 +251,9 @@ type Policy struct {
 	OnMissingKey MissingKey
 	// Cost is what one request takes from the policy's buckets.
 	Cost Cost
+	// ChargeDelivered charges an llm call that ended without usage its
+	// prompt and delivered text instead of its reservation.
+	ChargeDelivered bool
 	// Limit applies unless the subject's plan has its own entry in Plans.
 	Limit limiter.Limit
 	Plans map[string]limiter.Limit

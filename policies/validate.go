@@ -3,6 +3,7 @@ package policies
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -197,6 +198,12 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 		case rt.DefaultMaxTokens < 0:
 			p.add(place+".default_max_tokens", "must be > 0")
 		}
+		switch {
+		case rt.LLM == "" && rt.UnsizedInput != "":
+			p.add(place+".unsized_input", "applies to llm routes only (set llm: openai)")
+		case rt.LLM != "" && rt.UnsizedInput != "refuse" && rt.UnsizedInput != "context_window":
+			p.addf(place+".unsized_input", "must be refuse or context_window, got %q", rt.UnsizedInput)
+		}
 		if rt.ErrorFormat != "gateway" && rt.ErrorFormat != "openai" {
 			p.addf(place+".error_format", "must be gateway or openai, got %q", rt.ErrorFormat)
 		}
@@ -336,6 +343,17 @@ func validatePrices(p *problems, prices map[string]PriceConfig) {
 		if pr.Input < 0 || pr.CachedInput < 0 || pr.Output < 0 {
 			p.add(place, "prices must not be negative")
 		}
+		if pr.CachedInput > pr.Input {
+			// The reservation prices every input token uncached: the most a
+			// call can cost only while cached input is not dearer.
+			p.add(place+".cached_input", "must not be more than input")
+		}
+		for _, v := range []float64{pr.Input, pr.CachedInput, pr.Output} {
+			if math.IsNaN(v) || v > MaxPrice {
+				p.addf(place, "prices must be numbers up to %g dollars per million tokens", float64(MaxPrice))
+				break
+			}
+		}
 		if pr.Input == 0 && pr.Output == 0 {
 			p.add(place, "input and output are both 0: set a price (a free model is spelled with a tiny one, never by accident)")
 		}
@@ -344,6 +362,7 @@ func validatePrices(p *problems, prices map[string]PriceConfig) {
 
 func validatePolicies(p *problems, c *Config) {
 	validatePrices(p, c.Prices)
+	validateModels(p, c.Models)
 	for _, name := range sortedKeys(c.Policies) {
 		pc := c.Policies[name]
 		place := keyPlace("policies", name)
@@ -393,6 +412,12 @@ func validatePolicies(p *problems, c *Config) {
 		case limiter.FailAllow, limiter.FailDeny, limiter.FailLocal:
 		default:
 			p.addf(place+".on_redis_error", "must be allow, deny or local, got %q", pc.OnRedisError)
+		}
+		switch {
+		case !Cost(pc.Cost).CountsTokens() && pc.ChargeWithoutUsage != "":
+			p.add(place+".charge_without_usage", "applies to policies whose cost counts tokens or usd")
+		case Cost(pc.Cost).CountsTokens() && pc.ChargeWithoutUsage != "reserved" && pc.ChargeWithoutUsage != "delivered":
+			p.addf(place+".charge_without_usage", "must be reserved or delivered, got %q", pc.ChargeWithoutUsage)
 		}
 		if pc.LocalShare < 0 || pc.LocalShare > 1 {
 			p.addf(place+".local_share", "must be in (0, 1], got %v", pc.LocalShare)

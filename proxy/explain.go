@@ -195,7 +195,8 @@ type ExplainedLLM struct {
 	BodyRead bool   `json:"body_read"`
 	Model    string `json:"model"`
 	// PromptTokens and MaxOutput are what the call reserves: its prompt, and
-	// its output cap or the route's DefaultMaxTokens.
+	// its output cap or the cap it is given (the route's DefaultMaxTokens,
+	// 0: its model family's).
 	PromptTokens     int64  `json:"prompt_tokens"`
 	MaxOutput        int64  `json:"max_output"`
 	DefaultMaxTokens int64  `json:"default_max_tokens"`
@@ -293,7 +294,7 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 			e.LLM.Note = "not an llm call (only POSTs to completions, responses, embeddings or messages paths cost tokens): each policy takes 1"
 		case !opts.ReadBody:
 			e.LLM.API = kind.String()
-			e.LLM.Note = "token costs and the model come from the body, which was not read: the call reserves its prompt's tokens plus its output cap (or default_max_tokens)"
+			e.LLM.Note = "token costs and the model come from the body, which was not read: the call reserves its prompt's tokens plus its output cap (or the cap it is given: default_max_tokens, or the model family's)"
 			bodyUnknown = true
 		default:
 			e.LLM.API = kind.String()

@@ -356,6 +356,9 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 			slog.Any("err", err))
 		return
 	}
+	if st.llm != nil {
+		st.llm.upstreamErr = err // whether the provider may have billed
+	}
 	route := slog.String("route", st.route.Name)
 	if st.body != nil && !st.body.eof.Load() {
 		// The client may still be sending a body nobody will read. Without

@@ -3,10 +3,13 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"mime"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,13 +20,16 @@ import (
 )
 
 // On an llm route a request's token cost is known only after the response:
-// the gateway reserves what the request may cost (its prompt's tokens, plus
-// its output cap or the route's default_max_tokens), forwards it, reads the
-// provider's usage as the response passes (JSON, or the SSE stream's usage
-// chunk, which it asks for and hides when the client did not), and settles
-// every policy to what the request really cost. A stream cut before its
-// usage is charged for the text that passed; an upstream error before any
-// output gives the tokens back.
+// the gateway reserves an upper bound of what the provider may bill (the
+// prompt's tokens, non-text parts by their model family's bound, plus the
+// output cap, which a call without one is given in its body), forwards it,
+// reads the provider's usage as the response passes (JSON, or the SSE
+// stream's usage chunk, which it asks for and hides when the client did
+// not), and settles every policy to what the request really cost. A call
+// that ends without usage (a cut stream, an unreadable answer, no answer
+// after the request was sent) is charged its reservation, unless its
+// policies opt for what was delivered; an upstream error status, or a
+// connection that was never made, gives the tokens back.
 
 // maxUsageBody bounds how much of a non-streamed response is kept to read
 // its usage: a completion is far smaller, and past it the reservation
@@ -47,6 +53,11 @@ type llmCall struct {
 	costs     []policies.Cost // by check
 	price     policies.Price  // the model's, for cost: usd
 	unpriced  bool            // the price is prices.default's
+	// delivered says, by cost, that every policy of that cost opted to
+	// charge a call without usage what it delivered (charge_without_usage).
+	delivered map[policies.Cost]bool
+	// upstreamErr is the error that ended the exchange before a response.
+	upstreamErr error
 
 	status  int                // the upstream's, 0 when it never answered
 	stream  *llm.StreamWatcher // an SSE response
@@ -86,6 +97,9 @@ func llmKind(r *http.Request) (llm.Kind, bool) {
 // not, and returns the request to forward with the body it will carry. A
 // request that is not an LLM call returns a nil call and r itself.
 func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, prices policies.Prices) (*http.Request, *llmCall, int, string) {
+	if msg := refuseUpgrade(r, route); msg != "" {
+		return nil, nil, http.StatusBadRequest, msg
+	}
 	kind, ok := llmKind(r)
 	if !ok {
 		return r, nil, 0, ""
@@ -94,16 +108,32 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, 
 	if status != 0 {
 		return nil, nil, status, msg
 	}
-	req, err := llm.ParseRequest(kind, body)
+	req, err := llm.ParseRequestFor(kind, body, route.Models)
 	if err != nil {
 		return nil, nil, http.StatusBadRequest, err.Error()
 	}
-	call := &llmCall{kind: kind, req: req, maxOutput: req.MaxOutput}
+	call := &llmCall{kind: kind, req: req, maxOutput: req.MaxOutput, delivered: chargeDelivered(route)}
 	if len(prices) > 0 {
 		call.price, call.unpriced = prices.For(req.Model)
 	}
-	if call.maxOutput <= 0 && kind != llm.Embeddings { // an embedding has no output to reserve
-		call.maxOutput = route.DefaultMaxTokens * max(req.Choices, 1) // n choices, each up to the default
+	if msg := call.bindUnsized(route); msg != "" {
+		return nil, nil, http.StatusBadRequest, msg
+	}
+	if !req.HasCap && req.CapField != "" {
+		// The call is given the cap it is reserved for: without one the
+		// provider generates until the model stops, past any reservation.
+		per := route.DefaultMaxTokens
+		if per <= 0 {
+			per = req.Family.DefaultMaxTokens
+		}
+		per = min(per, req.Family.MaxOutputTokens)
+		capped, err := llm.WithOutputCap(body, req.CapField, per)
+		if err != nil {
+			return nil, nil, http.StatusBadRequest, err.Error()
+		}
+		body = capped
+		r = withBody(r, body)
+		call.maxOutput = llm.MulSat(per, max(req.Choices, 1)) // n choices, each up to the cap
 	}
 	if req.Stream && !req.IncludeUsage && (kind == llm.ChatCompletions || kind == llm.Completions) {
 		withUsage, added, err := llm.WithIncludeUsage(body)
@@ -116,11 +146,70 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, 
 	return r, call, 0, ""
 }
 
-// reserve is what a policy of cost takes before the call.
+// countsTokens reports whether a policy of route counts tokens or dollars.
+func countsTokens(route *policies.Route) bool {
+	for _, p := range route.Policies {
+		if p.Cost.CountsTokens() {
+			return true
+		}
+	}
+	return false
+}
+
+// chargeDelivered says, by cost, whether every policy of route of that
+// cost opted to charge a call without usage what it delivered.
+func chargeDelivered(route *policies.Route) map[policies.Cost]bool {
+	var out map[policies.Cost]bool
+	for _, p := range route.Policies {
+		if !p.Cost.CountsTokens() {
+			continue
+		}
+		if out == nil {
+			out = make(map[policies.Cost]bool)
+		}
+		if prev, seen := out[p.Cost]; !seen || prev {
+			out[p.Cost] = p.ChargeDelivered
+		}
+	}
+	return out
+}
+
+// bindUnsized bounds what the call makes the provider bill that its body
+// does not hold (a previous response, a stored prompt, a built-in tool's
+// results): on a route that counts tokens it is refused, or with
+// unsized_input: context_window reserved at the model's context window per
+// model turn. It returns the refusal's message, "" to go on.
+func (c *llmCall) bindUnsized(route *policies.Route) string {
+	if len(c.req.Unsized) == 0 || !countsTokens(route) {
+		return ""
+	}
+	what := strings.Join(c.req.Unsized, ", ")
+	if !route.UnsizedContext {
+		return fmt.Sprintf("this route caps tokens, and the gateway cannot see how many tokens %s will be billed: "+
+			"send the whole input in the request, or ask the operator for unsized_input: context_window", what)
+	}
+	turns := int64(1)
+	for _, u := range c.req.Unsized {
+		if strings.HasPrefix(u, "tools[") {
+			// Each built-in tool call is another model turn, billed its
+			// whole context again.
+			if c.req.MaxToolCalls == 0 {
+				return fmt.Sprintf("this route caps tokens and %s may call tools without end: set max_tool_calls", what)
+			}
+			turns = llm.AddSat(c.req.MaxToolCalls, 1)
+			break
+		}
+	}
+	c.req.PromptTokens = llm.AddSat(c.req.PromptTokens, llm.MulSat(turns, c.req.Family.ContextWindow))
+	return ""
+}
+
+// reserve is what a policy of cost takes before the call. The sums
+// saturate: a cost past what int64 holds is refused, never wrapped.
 func (c *llmCall) reserve(cost policies.Cost) int64 {
 	switch cost {
 	case policies.CostTokens:
-		return c.req.PromptTokens + c.maxOutput
+		return llm.AddSat(c.req.PromptTokens, c.maxOutput)
 	case policies.CostInputTokens:
 		return c.req.PromptTokens
 	case policies.CostOutputTokens:
@@ -133,8 +222,18 @@ func (c *llmCall) reserve(cost policies.Cost) int64 {
 }
 
 // microUSD rounds a price in micro-dollars up: a call is never cheaper
-// than it was.
-func microUSD(f float64) int64 { return int64(math.Ceil(f - 1e-9)) }
+// than it was. A price past what int64 holds saturates (prices and token
+// counts are bounded, so only a hostile sum gets there).
+func microUSD(f float64) int64 {
+	f = math.Ceil(f - 1e-9)
+	switch {
+	case f >= math.MaxInt64 || math.IsNaN(f):
+		return math.MaxInt64
+	case f < 0:
+		return 0
+	}
+	return int64(f)
+}
 
 // watch wraps the response body so its usage is read as it passes.
 func (c *llmCall) watch(resp *http.Response) {
@@ -160,20 +259,29 @@ func (c *llmCall) settle(ctx context.Context) error {
 		return nil
 	}
 	c.settled = true
-	input, cached, output := c.actual()
-	c.charged, c.chargedTokens = true, input+output
-	c.chargedMicroUSD = microUSD(float64(input-cached)*c.price.Input + float64(cached)*c.price.CachedInput + float64(output)*c.price.Output)
+	bounded := c.actual(false)
+	c.charged, c.chargedTokens = true, llm.AddSat(bounded.input, bounded.output)
+	c.chargedMicroUSD = bounded.microUSD(c.price)
+	var delivered usage
+	if len(c.delivered) > 0 {
+		delivered = c.actual(true)
+	}
 	actual := make([]int64, len(c.costs))
 	for i, cost := range c.costs {
+		u := bounded
+		if c.delivered[cost] {
+			u = delivered
+		}
+		input, output := u.input, u.output
 		switch cost {
 		case policies.CostTokens:
-			actual[i] = input + output
+			actual[i] = llm.AddSat(input, output)
 		case policies.CostInputTokens:
 			actual[i] = input
 		case policies.CostOutputTokens:
 			actual[i] = output
 		case policies.CostUSD:
-			actual[i] = microUSD(float64(input-cached)*c.price.Input + float64(cached)*c.price.CachedInput + float64(output)*c.price.Output)
+			actual[i] = u.microUSD(c.price)
 		default:
 			actual[i] = 1
 		}
@@ -181,25 +289,65 @@ func (c *llmCall) settle(ctx context.Context) error {
 	return c.res.Settle(context.WithoutCancel(ctx), actual)
 }
 
+// usage is what a call is charged, in tokens.
+type usage struct{ input, cached, output int64 }
+
+func (u usage) microUSD(p policies.Price) int64 {
+	return microUSD(float64(u.input-u.cached)*p.Input + float64(u.cached)*p.CachedInput + float64(u.output)*p.Output)
+}
+
 // actual is what the call cost in input tokens (cached ones among them) and
-// output tokens: the provider's usage when it came; for a stream cut before
-// it, the prompt and the text that passed; for a JSON response cut or
-// unreadable, the reservation; for an upstream error or no answer, nothing.
-func (c *llmCall) actual() (input, cached, output int64) {
-	switch {
-	case c.status == 0 || c.status >= 400:
-		return 0, 0, 0
-	case c.stream != nil:
-		if u, ok := c.stream.Usage(); ok {
-			return u.Input, u.CachedInput, u.Output
-		}
-		return c.req.PromptTokens, 0, c.stream.Delivered()
-	case c.tapped != nil && c.tapped.complete():
-		if u, ok := llm.ParseUsage(c.kind, c.tapped.buf.Bytes()); ok {
-			return u.Input, u.CachedInput, u.Output
-		}
+// output tokens: the provider's usage when it came (its numbers, negative
+// ones as 0). Without it: nothing for an upstream error status or a
+// connection never made (nothing was billed); otherwise (a cut stream, a
+// JSON answer cut or unreadable, no answer after the request was sent) the
+// reservation, an upper bound of what was billed, or with delivered the
+// prompt and the text that reached the client.
+func (c *llmCall) actual(delivered bool) usage {
+	if c.status >= 400 || (c.status == 0 && neverSent(c.upstreamErr)) {
+		return usage{}
 	}
-	return c.req.PromptTokens, 0, c.maxOutput
+	var u llm.Usage
+	var ok bool
+	switch {
+	case c.stream != nil:
+		u, ok = c.stream.Usage()
+	case c.tapped != nil && c.tapped.complete():
+		u, ok = llm.ParseUsage(c.kind, c.tapped.buf.Bytes())
+	}
+	if ok {
+		in, out := max(u.Input, 0), max(u.Output, 0)
+		return usage{input: in, cached: min(max(u.CachedInput, 0), in), output: out}
+	}
+	if delivered {
+		var out int64
+		if c.stream != nil {
+			out = c.stream.Delivered()
+		}
+		return usage{input: c.req.PromptTokens, output: out}
+	}
+	return usage{input: c.req.PromptTokens, output: c.maxOutput}
+}
+
+// neverSent reports whether err ended the exchange before the request could
+// reach the upstream (no connection was made); nil, when the call never
+// went out at all, is nothing sent too.
+func neverSent(err error) bool {
+	if err == nil {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// refuseUpgrade refuses an upgrade (a WebSocket, such as the Realtime API)
+// on a route that counts tokens: what a session bills cannot be seen or
+// bounded from its first request. It returns the message, "" to go on.
+func refuseUpgrade(r *http.Request, route *policies.Route) string {
+	if r.Header.Get("Upgrade") == "" || !countsTokens(route) {
+		return ""
+	}
+	return "this route caps tokens, and what a " + r.Header.Get("Upgrade") + " session (such as the Realtime API) bills cannot be bounded: use the HTTP endpoints"
 }
 
 // usageTap passes a JSON response through and keeps its first maxUsageBody

@@ -145,42 +145,53 @@ func TestLLMStreamSettlesToItsUsage(t *testing.T) {
 	}
 }
 
-// A client that hangs up mid-stream is charged for what it got: its prompt
-// and the text that passed, less than the reservation, more than nothing.
-func TestLLMStreamCutIsChargedForWhatPassed(t *testing.T) {
-	var events atomic.Int64
-	hold := make(chan struct{})
-	g := newLLMGateway(t, builtin.OpenAIMockConfig{
-		CompletionTokens: 50,
-		TokensPerSecond:  1000,
-		Sleep: func(ctx context.Context, _ time.Duration) error {
-			if events.Add(1) <= 5 {
-				return nil
+// A client that hangs up mid-stream is charged its reservation: the
+// provider may have billed the whole output cap (a reasoning model bills
+// its thinking before the first visible token). A policy with
+// charge_without_usage: delivered charges the prompt and the text that
+// passed instead: less than the reservation, more than nothing.
+func TestLLMStreamCutIsChargedItsReservation(t *testing.T) {
+	for _, delivered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("delivered=%v", delivered), func(t *testing.T) {
+			var events atomic.Int64
+			hold := make(chan struct{})
+			g := newLLMGateway(t, builtin.OpenAIMockConfig{
+				CompletionTokens: 50,
+				TokensPerSecond:  1000,
+				Sleep: func(ctx context.Context, _ time.Duration) error {
+					if events.Add(1) <= 5 {
+						return nil
+					}
+					select { // hold the stream until the client is gone
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-hold:
+						return nil
+					}
+				},
+			})
+			g.policy.ChargeDelivered = delivered
+			defer close(hold)
+			body := strings.Replace(chatBody, "%s", `,"stream":true`, 1)
+			resp := post(t, g.url, body)
+			sc := bufio.NewScanner(resp.Body)
+			for n := 0; n < 3 && sc.Scan(); {
+				if strings.HasPrefix(sc.Text(), "data: ") {
+					n++
+				}
 			}
-			select { // hold the stream until the client is gone
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-hold:
-				return nil
+			resp.Body.Close() // the client hangs up mid-stream
+			g.waitSettled(t)
+			req, _ := llm.ParseRequest(llm.ChatCompletions, []byte(body))
+			used, reserved := g.used(t), req.PromptTokens+100
+			switch {
+			case !delivered && used != reserved:
+				t.Fatalf("a stream cut after a few chunks: %d tokens held, want the reservation %d", used, reserved)
+			case delivered && (used <= req.PromptTokens || used >= reserved):
+				t.Fatalf("a stream cut after a few chunks: %d tokens held, want more than the prompt (%d) and less than the reservation (%d)",
+					used, req.PromptTokens, reserved)
 			}
-		},
-	})
-	defer close(hold)
-	body := strings.Replace(chatBody, "%s", `,"stream":true`, 1)
-	resp := post(t, g.url, body)
-	sc := bufio.NewScanner(resp.Body)
-	for n := 0; n < 3 && sc.Scan(); {
-		if strings.HasPrefix(sc.Text(), "data: ") {
-			n++
-		}
-	}
-	resp.Body.Close() // the client hangs up mid-stream
-	g.waitSettled(t)
-	req, _ := llm.ParseRequest(llm.ChatCompletions, []byte(body))
-	used := g.used(t)
-	if used <= req.PromptTokens || used >= req.PromptTokens+100 {
-		t.Fatalf("a stream cut after a few chunks: %d tokens held, want more than the prompt (%d) and less than the reservation (%d)",
-			used, req.PromptTokens, req.PromptTokens+100)
+		})
 	}
 }
 

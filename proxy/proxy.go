@@ -194,10 +194,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if route.LLM {
 		var status int
 		var msg string
-		if r, call, status, msg = readLLMCall(w, r, route, snap.Prices); status != 0 {
-			h.writeError(w, r0, status, errorBody{Message: msg}, slog.String("route", route.Name))
+		var read *http.Request
+		if read, call, status, msg = readLLMCall(w, r, route, snap.Prices); status != 0 {
+			h.writeError(w, r, status, errorBody{Message: msg}, slog.String("route", route.Name)) // in the route's error shape
 			return
 		}
+		r = read
 		if call != nil && call.unpriced {
 			h.unpriced.warn(h.log, call.req.Model)
 		}

@@ -50,8 +50,8 @@ func TestServeBuiltinOpenAIMock(t *testing.T) {
 	if err := json.Unmarshal(body, &got); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("got %d %s (%v), want 200 and a chat completion", resp.StatusCode, body, err)
 	}
-	if u := got.Usage; u.PromptTokens != 11 || u.CompletionTokens != 5 || u.TotalTokens != 16 {
-		t.Errorf("usage: got %+v, want prompt 11 completion 5 total 16", u)
+	if u := got.Usage; u.PromptTokens != 12 || u.CompletionTokens != 5 || u.TotalTokens != 17 { // 3 + 3 + role 1 + text 5
+		t.Errorf("usage: got %+v, want prompt 12 completion 5 total 17", u)
 	}
 
 	resp, body = post(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`)

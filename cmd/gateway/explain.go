@@ -370,7 +370,11 @@ func printLLM(line lineFunc, l *proxy.ExplainedLLM) {
 	case !l.Call:
 		line("llm", "%s", l.Note)
 	case !l.BodyRead:
-		line("llm", "%s call; token costs and the model depend on the body (pass it with -d): prompt tokens + output cap (default_max_tokens %d)", l.API, l.DefaultMaxTokens)
+		given := "the model family's default"
+		if l.DefaultMaxTokens > 0 {
+			given = fmt.Sprintf("default_max_tokens %d", l.DefaultMaxTokens)
+		}
+		line("llm", "%s call; token costs and the model depend on the body (pass it with -d): prompt tokens + output cap (without one: %s)", l.API, given)
 	default:
 		line("llm", "%s call on %s: %d prompt tokens + %d output → reserves %d tokens, settled to the usage after", l.API, orNone(l.Model), l.PromptTokens, l.MaxOutput, l.PromptTokens+l.MaxOutput)
 	}

@@ -17,8 +17,15 @@
 //     documented approximation (see Request.PromptTokens), close to but not always
 //     equal to what the provider bills: it is meant for the reservation, and
 //     the provider's usage corrects it.
+//   - Models (the built-in table, or the config's) groups models into
+//     families, each with the bounds a call is reserved by: the cap given to
+//     a call without one, the largest cap the provider accepts, an image at
+//     low and high detail, audio by its bytes, a file, the context window.
+//     ParseRequestFor adds each non-text part's bound to the prompt, refuses
+//     numbers the provider refuses, and lists what the body cannot size.
 //   - WithIncludeUsage adds stream_options.include_usage to a streaming chat
-//     or completions request, changing no other byte of the body.
+//     or completions request, and WithOutputCap the output cap to a request
+//     without one, each changing no other byte of the body.
 //   - ParseUsage reads the provider's usage from a JSON response.
 //   - StreamWatcher passes an SSE response through unchanged and without
 //     delay, records the usage the stream carries, optionally removes the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 )
 
 // WithIncludeUsage makes a streaming chat completions or completions
@@ -181,4 +182,34 @@ func isDelim(c byte) bool {
 		return true
 	}
 	return false
+}
+
+// WithOutputCap gives a request without an output cap the one it was
+// reserved for: it sets field (Request.CapField) to n, adding the member
+// after the last one or replacing a null, and leaves every other byte of
+// body as it was. A body whose field already holds a value is returned as
+// is. Errors wrap ErrInvalidRequest: body is not a JSON object. out never
+// aliases body when it differs from it.
+func WithOutputCap(body []byte, field string, n int64) ([]byte, error) {
+	if err := requireObject(body); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	if !json.Valid(body) {
+		return nil, fmt.Errorf("%w: not valid JSON", ErrInvalidRequest)
+	}
+	open := bytes.IndexByte(body, '{')
+	top := members(body, open)
+	value := strconv.FormatInt(n, 10)
+	if m, ok := last(top, field); ok {
+		if string(body[m.val:m.end]) != "null" {
+			return body, nil
+		}
+		return splice(body, m.val, m.end, value), nil
+	}
+	member := strconv.Quote(field) + ":" + value
+	if len(top) == 0 {
+		return splice(body, open+1, open+1, member), nil
+	}
+	at := top[len(top)-1].end
+	return splice(body, at, at, ","+member), nil
 }

@@ -128,3 +128,35 @@ func FuzzWithIncludeUsage(f *testing.F) {
 		}
 	})
 }
+
+// The cap is added as one member, or replaces a null; nothing else moves.
+func TestWithOutputCap(t *testing.T) {
+	tests := []struct{ name, body, field, want string }{
+		{"added last", `{"model":"o3","messages":[]}`, "max_completion_tokens", `{"model":"o3","messages":[],"max_completion_tokens":700}`},
+		{"spacing kept", "{ \"model\" : \"x\" ,\n \"input\":\"hi\"\n}", "max_output_tokens", "{ \"model\" : \"x\" ,\n \"input\":\"hi\",\"max_output_tokens\":700\n}"},
+		{"empty object", `{}`, "max_tokens", `{"max_tokens":700}`},
+		{"null replaced", `{"max_tokens":null,"n":2}`, "max_tokens", `{"max_tokens":700,"n":2}`},
+		{"last duplicate null", `{"max_tokens":5,"max_tokens":null}`, "max_tokens", `{"max_tokens":5,"max_tokens":700}`},
+		{"present kept", `{"max_tokens":5}`, "max_tokens", `{"max_tokens":5}`},
+		{"nested is not top", `{"a":{"max_tokens":1}}`, "max_tokens", `{"a":{"max_tokens":1},"max_tokens":700}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := WithOutputCap([]byte(tt.body), tt.field, 700)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+			if _, err := ParseRequest(ChatCompletions, got); err != nil {
+				t.Fatalf("the result does not parse: %v", err)
+			}
+		})
+	}
+	for _, bad := range []string{``, `[]`, `{"a":`, `null`} {
+		if _, err := WithOutputCap([]byte(bad), "max_tokens", 1); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("%q: got %v, want ErrInvalidRequest", bad, err)
+		}
+	}
+}

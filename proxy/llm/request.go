@@ -58,6 +58,25 @@ type Request struct {
 	// (completions, Anthropic messages) or max_output_tokens (responses),
 	// multiplied by Choices.
 	MaxOutput int64
+	// CapField is the body's field that carries the output cap for this
+	// kind and model (max_completion_tokens for chat on reasoning models,
+	// max_tokens elsewhere on chat, completions and Anthropic messages,
+	// max_output_tokens on responses); "" for embeddings.
+	CapField string
+	// HasCap says the body set an output cap; a call without one is given
+	// one (see WithOutputCap) so that what it reserves bounds what it is
+	// billed.
+	HasCap bool
+	// Family is the model's family in the table the request was parsed
+	// with: its bounds on images, audio, files and output.
+	Family Family
+	// Unsized names the parts of the request whose billed size the gateway
+	// cannot see (a previous response, a conversation, a stored prompt, an
+	// item reference, a built-in tool); empty when every billed token is
+	// in the body.
+	Unsized []string
+	// MaxToolCalls is the responses max_tool_calls, 0 when absent.
+	MaxToolCalls int64
 	// Choices is how many outputs the upstream generates, at least 1: "n",
 	// or "best_of" when larger (completions generate and bill best_of
 	// outputs and return n). A route's default output cap, used when
@@ -71,7 +90,7 @@ type Request struct {
 	//	       + Σ over messages: 3 + tokens(role) + tokens(each text in content)
 	//	                          + tokens(name) + 1 if name is set
 	//	                          + tokens(tool call names and arguments)
-	//	       + 85 for each non-text part (image, audio, file)
+	//	       + the family's bound for each non-text part (see Family)
 	//	       + tokens(the raw JSON of "tools" / "functions")
 	//
 	// The same formula serves every kind: a responses request's
@@ -80,19 +99,23 @@ type Request struct {
 	// completions and embeddings count only the text of prompt / input (an
 	// array of token ids counts its length), without message overhead. The
 	// tools' JSON overestimates a little (OpenAI renders schemas more
-	// compactly), and a high-detail image costs more than 85: the
-	// provider's usage corrects both.
+	// compactly), and a non-text part is reserved at its family's upper
+	// bound: the provider's usage corrects both. The sum saturates at
+	// math.MaxInt64 instead of wrapping.
 	PromptTokens int64
 }
 
 // Cost estimates are approximations of what OpenAI documents in its
 // "How to count tokens with tiktoken" cookbook for chat models.
 const (
-	tokensPerMessage = 3  // <|start|>{role}\n ... <|end|>\n around each message
-	tokensPerName    = 1  // a message's "name" field
-	tokensReplyPrime = 3  // every reply is primed with <|start|>assistant<|message|>
-	tokensPerPart    = 85 // a non-text part (image, audio, file): a low-detail image's price
+	tokensPerMessage = 3 // <|start|>{role}\n ... <|end|>\n around each message
+	tokensPerName    = 1 // a message's "name" field
+	tokensReplyPrime = 3 // every reply is primed with <|start|>assistant<|message|>
 )
+
+// MaxChoices is the most outputs one request may ask for (n, best_of), as
+// OpenAI accepts.
+const MaxChoices = 128
 
 // wireRequest holds every field ParseRequest reads, across kinds. Pointers
 // tell "absent" or null from zero.
@@ -105,6 +128,11 @@ type wireRequest struct {
 	MaxOutputTokens     *int64
 	N                   *int64
 	BestOf              *int64
+	MaxToolCalls        *int64
+	PreviousResponseID  json.RawMessage
+	Conversation        json.RawMessage
+	StoredPrompt        json.RawMessage
+	WebSearchOptions    json.RawMessage
 	Messages            json.RawMessage
 	Tools               json.RawMessage
 	Functions           json.RawMessage
@@ -119,7 +147,7 @@ type wireRequest struct {
 // {"max_tokens":4000,"MAX_TOKENS":1} would reserve for 1 token while the
 // upstream generates 4000. A repeated key means its last value, as in
 // encoding/json and Python's json.
-func (w *wireRequest) decode(body []byte) error {
+func (w *wireRequest) decode(kind Kind, body []byte) error {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
 		return err
@@ -132,8 +160,23 @@ func (w *wireRequest) decode(body []byte) error {
 		{"max_tokens", &w.MaxTokens}, {"max_completion_tokens", &w.MaxCompletionTokens},
 		{"max_output_tokens", &w.MaxOutputTokens}, {"n", &w.N}, {"best_of", &w.BestOf},
 		{"messages", &w.Messages}, {"tools", &w.Tools}, {"functions", &w.Functions},
-		{"prompt", &w.Prompt}, {"input", &w.Input}, {"instructions", &w.Instructions},
-		{"system", &w.System},
+		{"input", &w.Input}, {"instructions", &w.Instructions},
+		{"system", &w.System}, {"max_tool_calls", &w.MaxToolCalls},
+		{"previous_response_id", &w.PreviousResponseID}, {"conversation", &w.Conversation},
+		{"web_search_options", &w.WebSearchOptions},
+	}
+	if kind == Responses {
+		// On responses "prompt" is a stored prompt's reference; on
+		// completions it is the text.
+		fields = append(fields, struct {
+			name string
+			dst  any
+		}{"prompt", &w.StoredPrompt})
+	} else {
+		fields = append(fields, struct {
+			name string
+			dst  any
+		}{"prompt", &w.Prompt})
 	}
 	for _, f := range fields {
 		if v, ok := top[f.name]; ok {
@@ -162,6 +205,16 @@ func (w *wireRequest) decode(body []byte) error {
 // the body's size (max_body_bytes) is the caller's job. It is safe for
 // concurrent use.
 func ParseRequest(kind Kind, body []byte) (Request, error) {
+	return ParseRequestFor(kind, body, nil)
+}
+
+// ParseRequestFor is ParseRequest with the model families of models (nil:
+// the built-in table): they bound non-text parts and the output cap. A cap
+// above the family's MaxOutputTokens, n or best_of outside 1..MaxChoices,
+// max_tool_calls below 0, and any number that is not an integer int64
+// holds are errors wrapping ErrInvalidRequest, as the provider refuses
+// them.
+func ParseRequestFor(kind Kind, body []byte, models Models) (Request, error) {
 	if kind < ChatCompletions || kind > AnthropicMessages {
 		return Request{}, fmt.Errorf("parsing request: unknown kind %d", int(kind))
 	}
@@ -169,10 +222,10 @@ func ParseRequest(kind Kind, body []byte) (Request, error) {
 		return Request{}, invalid(kind, err)
 	}
 	var w wireRequest
-	if err := w.decode(body); err != nil {
+	if err := w.decode(kind, body); err != nil {
 		return Request{}, invalid(kind, err)
 	}
-	r := Request{Model: w.Model}
+	r := Request{Model: w.Model, Family: models.For(w.Model)}
 	if w.Stream != nil {
 		r.Stream = *w.Stream
 	}
@@ -183,13 +236,30 @@ func ParseRequest(kind Kind, body []byte) (Request, error) {
 	if r.Choices, err = choices(kind, &w); err != nil {
 		return Request{}, invalid(kind, err)
 	}
-	if r.MaxOutput, err = maxOutput(kind, &w); err != nil {
+	r.CapField = capField(kind, r.Family)
+	var capName string
+	var cp *int64
+	if capName, cp, err = maxOutput(kind, &w); err != nil {
 		return Request{}, invalid(kind, err)
 	}
-	r.MaxOutput *= r.Choices
-	if r.PromptTokens, err = promptTokens(kind, r.Model, &w); err != nil {
+	if cp != nil {
+		if *cp > r.Family.MaxOutputTokens {
+			return Request{}, invalid(kind, fmt.Errorf("%s is too large: %d. This model supports at most %d output tokens",
+				capName, *cp, r.Family.MaxOutputTokens))
+		}
+		r.HasCap, r.MaxOutput = true, MulSat(*cp, r.Choices)
+	}
+	if w.MaxToolCalls != nil {
+		if *w.MaxToolCalls < 0 {
+			return Request{}, invalid(kind, fmt.Errorf("max_tool_calls must be >= 0, got %d", *w.MaxToolCalls))
+		}
+		r.MaxToolCalls = *w.MaxToolCalls
+	}
+	c := counter{model: r.Model, family: r.Family}
+	if err = c.prompt(kind, &w); err != nil {
 		return Request{}, invalid(kind, err)
 	}
+	r.PromptTokens, r.Unsized = c.n, unsized(kind, &w, c.unsized)
 	return r, nil
 }
 
@@ -227,16 +297,33 @@ func choices(kind Kind, w *wireRequest) (int64, error) {
 		if f.v == nil {
 			continue
 		}
-		if *f.v < 1 || *f.v > 128 {
-			return 0, fmt.Errorf("%s must be between 1 and 128, got %d", f.name, *f.v)
+		if *f.v < 1 || *f.v > MaxChoices {
+			return 0, fmt.Errorf("%s must be between 1 and %d, got %d", f.name, MaxChoices, *f.v)
 		}
 		n = max(n, *f.v)
 	}
 	return n, nil
 }
 
-// maxOutput returns the request's output cap for one choice, 0 if none.
-func maxOutput(kind Kind, w *wireRequest) (int64, error) {
+// capField is the field the output cap of kind goes in for family.
+func capField(kind Kind, f Family) string {
+	switch kind {
+	case ChatCompletions:
+		if f.Reasoning {
+			return "max_completion_tokens"
+		}
+		return "max_tokens"
+	case Completions, AnthropicMessages:
+		return "max_tokens"
+	case Responses:
+		return "max_output_tokens"
+	}
+	return ""
+}
+
+// maxOutput returns the request's output cap for one choice and the field
+// that set it, nil if none.
+func maxOutput(kind Kind, w *wireRequest) (string, *int64, error) {
 	var name string
 	var v *int64
 	switch kind {
@@ -251,69 +338,109 @@ func maxOutput(kind Kind, w *wireRequest) (int64, error) {
 		name, v = "max_output_tokens", w.MaxOutputTokens
 	}
 	if v == nil {
-		return 0, nil
+		return name, nil, nil
 	}
 	if *v < 0 {
-		return 0, fmt.Errorf("%s must be >= 0, got %d", name, *v)
+		return name, nil, fmt.Errorf("%s must be >= 0, got %d", name, *v)
 	}
-	return *v, nil
+	return name, v, nil
 }
 
-func promptTokens(kind Kind, model string, w *wireRequest) (int64, error) {
-	c := counter{model: model}
+// unsized lists what a request makes the provider bill that its body does
+// not hold.
+func unsized(kind Kind, w *wireRequest, found []string) []string {
+	present := func(b json.RawMessage) bool {
+		s := string(bytes.TrimSpace(b))
+		return len(s) > 0 && s != "null" && s != `""`
+	}
+	var out []string
+	if kind == Responses {
+		for _, f := range []struct {
+			name string
+			v    json.RawMessage
+		}{{"previous_response_id", w.PreviousResponseID}, {"conversation", w.Conversation}, {"prompt", w.StoredPrompt}} {
+			if present(f.v) {
+				out = append(out, f.name)
+			}
+		}
+	}
+	if kind == ChatCompletions && present(w.WebSearchOptions) {
+		out = append(out, "web_search_options")
+	}
+	if present(w.Tools) {
+		var tools []struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(w.Tools, &tools) == nil {
+			for i, t := range tools {
+				if t.Type != "" && t.Type != "function" && t.Type != "custom" {
+					out = append(out, fmt.Sprintf("tools[%d] (%s)", i, t.Type))
+				}
+			}
+		}
+	}
+	return append(out, found...)
+}
+
+func (c *counter) prompt(kind Kind, w *wireRequest) error {
 	switch kind {
 	case ChatCompletions:
 		if err := c.messages("messages", w.Messages); err != nil {
-			return 0, err
+			return err
 		}
 		c.raw(w.Tools)
 		c.raw(w.Functions)
-		c.n += tokensReplyPrime
+		c.add(tokensReplyPrime)
 	case Responses:
 		if err := c.single("instructions", "developer", w.Instructions); err != nil {
-			return 0, err
+			return err
 		}
 		if isString(w.Input) {
 			if err := c.single("input", "user", w.Input); err != nil {
-				return 0, err
+				return err
 			}
 		} else if err := c.messages("input", w.Input); err != nil {
-			return 0, err
+			return err
 		}
 		c.raw(w.Tools)
-		c.n += tokensReplyPrime
+		c.add(tokensReplyPrime)
 	case AnthropicMessages:
 		if isString(w.System) {
 			if err := c.single("system", "system", w.System); err != nil {
-				return 0, err
+				return err
 			}
 		} else if err := c.messages("system", w.System); err != nil {
-			return 0, err
+			return err
 		}
 		if err := c.messages("messages", w.Messages); err != nil {
-			return 0, err
+			return err
 		}
 		c.raw(w.Tools)
-		c.n += tokensReplyPrime
+		c.add(tokensReplyPrime)
 	case Completions:
 		if err := c.plain("prompt", w.Prompt); err != nil {
-			return 0, err
+			return err
 		}
 	case Embeddings:
 		if err := c.plain("input", w.Input); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return c.n, nil
+	return nil
 }
 
 // counter sums the estimate for one request.
 type counter struct {
-	model string
-	n     int64
+	model   string
+	family  Family
+	n       int64
+	unsized []string // item references found in the input
 }
 
-func (c *counter) text(s string) { c.n += CountTokens(c.model, s) }
+// add adds n tokens, saturating (see AddSat).
+func (c *counter) add(n int64) { c.n = AddSat(c.n, n) }
+
+func (c *counter) text(s string) { c.add(CountTokens(c.model, s)) }
 
 func (c *counter) raw(b json.RawMessage) {
 	if len(b) > 0 && string(b) != "null" {
@@ -332,7 +459,7 @@ func (c *counter) single(field, role string, b json.RawMessage) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("%s must be a string", field)
 	}
-	c.n += tokensPerMessage
+	c.add(tokensPerMessage)
 	c.text(role)
 	c.text(s)
 	return nil
@@ -366,10 +493,10 @@ func (c *counter) message(m map[string]any) error {
 		if !ok {
 			return errors.New("role must be a string")
 		}
-		c.n += tokensPerMessage
+		c.add(tokensPerMessage)
 		c.text(s)
 		if name, ok := m["name"].(string); ok {
-			c.n += tokensPerName
+			c.add(tokensPerName)
 			c.text(name)
 		}
 		switch m["content"].(type) {
@@ -386,15 +513,19 @@ func (c *counter) message(m map[string]any) error {
 // else (ids, urls, base64 payloads) is not counted.
 var textKeys = []string{"content", "text", "arguments", "output", "summary", "refusal", "tool_calls", "function", "input", "thinking"}
 
-// nonText are part types priced flat (tokensPerPart).
-var nonText = map[string]bool{
-	"image_url": true, "input_image": true, "image": true,
-	"input_audio": true, "input_file": true, "file": true, "document": true,
-}
-
 func (c *counter) part(m map[string]any) {
-	if t, _ := m["type"].(string); nonText[t] {
-		c.n += tokensPerPart
+	switch t, _ := m["type"].(string); t {
+	case "image_url", "input_image", "image":
+		c.add(c.image(m))
+		return
+	case "input_audio":
+		c.add(c.audio(m))
+		return
+	case "input_file", "file", "document":
+		c.add(c.family.FileTokens)
+		return
+	case "item_reference":
+		c.unsized = append(c.unsized, "input item_reference")
 		return
 	}
 	if _, isMessage := m["role"]; !isMessage {
@@ -443,14 +574,14 @@ func (c *counter) plain(field string, b json.RawMessage) error {
 			case string:
 				c.text(y)
 			case float64:
-				c.n++
+				c.add(1)
 			case []any:
 				for _, t := range y {
 					if _, ok := t.(float64); !ok {
 						return fmt.Errorf("%s[%d] must be an array of token ids", field, i)
 					}
 				}
-				c.n += int64(len(y))
+				c.add(int64(len(y)))
 			default:
 				return fmt.Errorf("%s[%d] must be a string, a token id or an array of token ids", field, i)
 			}
@@ -458,4 +589,31 @@ func (c *counter) plain(field string, b json.RawMessage) error {
 		return nil
 	}
 	return fmt.Errorf("%s must be a string or an array", field)
+}
+
+// image bounds an image part: its family's low-detail bound when the part
+// asks for low detail, else the high-detail one (auto may pick high). The
+// detail is the part's own (responses, "detail") or its image_url's (chat).
+func (c *counter) image(m map[string]any) int64 {
+	detail, _ := m["detail"].(string)
+	if iu, ok := m["image_url"].(map[string]any); ok {
+		if d, ok := iu["detail"].(string); ok {
+			detail = d
+		}
+	}
+	if detail == "low" {
+		return c.family.ImageLow
+	}
+	return c.family.ImageHigh
+}
+
+// audio bounds an input_audio part from its base64 data's decoded length.
+func (c *counter) audio(m map[string]any) int64 {
+	data, _ := m["data"].(string)
+	if in, ok := m["input_audio"].(map[string]any); ok {
+		data, _ = in["data"].(string)
+	}
+	per := max(c.family.AudioBytesPerToken, 1)
+	decoded := int64(len(data)) / 4 * 3
+	return (decoded + per - 1) / per
 }

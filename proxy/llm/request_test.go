@@ -2,6 +2,7 @@ package llm
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -48,7 +49,7 @@ func TestParseRequest(t *testing.T) {
 			Request{Model: "gpt-4o", PromptTokens: 3 + 1 + 3, Choices: 1}},
 		{"content parts", ChatCompletions,
 			`{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"text","text":"Hello"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]}`,
-			Request{Model: "gpt-4o", PromptTokens: 3 + 1 + hello + 85 + 3, Choices: 1}},
+			Request{Model: "gpt-4o", PromptTokens: 3 + 1 + hello + (85 + 8*170) + 3, Choices: 1}},
 		{"tool calls and tools", ChatCompletions,
 			`{"model":"gpt-4o","tools":[{"type":"function"}],"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"Hello","arguments":"Hello"}}]}]}`,
 			Request{Model: "gpt-4o", PromptTokens: 3 + CountTokens("gpt-4o", "assistant") + 2*hello + CountTokens("gpt-4o", `[{"type":"function"}]`) + 3, Choices: 1}},
@@ -66,7 +67,7 @@ func TestParseRequest(t *testing.T) {
 				PromptTokens: 3 + CountTokens("gpt-4o", "developer") + hello + 3 + 1 + hello + 3, Choices: 1}},
 		{"responses items", Responses,
 			`{"model":"gpt-4.1","input":[{"role":"user","content":[{"type":"input_text","text":"Hello"},{"type":"input_image","image_url":"https://x"}]},{"type":"function_call_output","call_id":"c","output":"Hello"}]}`,
-			Request{Model: "gpt-4.1", PromptTokens: 3 + 1 + hello + 85 + hello + 3, Choices: 1}},
+			Request{Model: "gpt-4.1", PromptTokens: 3 + 1 + hello + (85 + 8*170) + hello + 3, Choices: 1}},
 		{"embeddings strings", Embeddings, `{"model":"text-embedding-3-small","input":["Hello","Hello"]}`,
 			Request{Model: "text-embedding-3-small", PromptTokens: 2 * CountTokens("gpt-4", "Hello"), Choices: 1}},
 		{"embeddings ids", Embeddings, `{"model":"text-embedding-3-small","input":[1,2,3]}`,
@@ -88,7 +89,10 @@ func TestParseRequest(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseRequest: %v", err)
 			}
-			if got != tt.want {
+			// The cap's field, the family and what is unsized have tests of
+			// their own.
+			got.CapField, got.HasCap, got.Family, got.Unsized = "", false, Family{}, nil
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
 		})
@@ -125,6 +129,15 @@ func TestParseRequestErrors(t *testing.T) {
 		{"prompt object", Completions, `{"prompt":{}}`, "prompt must be a string or an array"},
 		{"input bool item", Embeddings, `{"input":[true]}`, "input[0] must be"},
 		{"input nested strings", Embeddings, `{"input":[["a"]]}`, "input[0] must be an array of token ids"},
+		{"max_tokens past int64", ChatCompletions, `{"max_tokens":9223372036854775808}`, "max_tokens"},
+		{"max_tokens at int64's max", ChatCompletions, `{"model":"gpt-4o-mini","max_tokens":9223372036854775807}`, "max_tokens is too large"},
+		{"n times max_tokens would wrap", ChatCompletions, `{"model":"gpt-4o-mini","max_tokens":4611686018427387904,"n":2}`, "max_tokens is too large"},
+		{"max_completion_tokens past the model's", ChatCompletions, `{"model":"o3","max_completion_tokens":100001}`, "at most 100000"},
+		{"max_output_tokens past the model's", Responses, `{"model":"gpt-4o-mini","max_output_tokens":16385}`, "at most 16384"},
+		{"unknown model past the default family's", Responses, `{"model":"llama","max_output_tokens":1e6}`, "max_output_tokens"},
+		{"max_tokens exponent", ChatCompletions, `{"max_tokens":1e2}`, "max_tokens"},
+		{"max_tool_calls negative", Responses, `{"max_tool_calls":-1}`, "max_tool_calls must be >= 0"},
+		{"max_tool_calls huge", Responses, `{"max_tool_calls":1e30}`, "max_tool_calls"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,5 +155,99 @@ func TestParseRequestErrors(t *testing.T) {
 	}
 	if _, err := ParseRequest(Kind(0), []byte(`{}`)); err == nil {
 		t.Error("ParseRequest(Kind(0)): got no error, want one")
+	}
+}
+
+// A call's non-text parts are reserved by its model family's upper bound:
+// an image by its detail, audio by its bytes, a file by the family's file
+// bound; gpt-4o-mini's images are the scaled-up ones.
+func TestParseRequestNonTextParts(t *testing.T) {
+	text := func(model string) int64 { return 3 + CountTokens(model, "user") + 3 }
+	chat := func(model, part string) string {
+		return `{"model":"` + model + `","messages":[{"role":"user","content":[` + part + `]}]}`
+	}
+	audio := strings.Repeat("A", 4000) // 3,000 bytes decoded
+	tests := []struct {
+		name string
+		kind Kind
+		body string
+		want int64
+	}{
+		{"gpt-4o-mini image low", ChatCompletions, chat("gpt-4o-mini", `{"type":"image_url","image_url":{"url":"https://x/a.png","detail":"low"}}`), text("gpt-4o-mini") + 2833},
+		{"gpt-4o-mini image high", ChatCompletions, chat("gpt-4o-mini", `{"type":"image_url","image_url":{"url":"https://x/a.png","detail":"high"}}`), text("gpt-4o-mini") + 2833 + 8*5667},
+		{"gpt-4o-mini image auto", ChatCompletions, chat("gpt-4o-mini", `{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}`), text("gpt-4o-mini") + 2833 + 8*5667},
+		{"gpt-4o image low", ChatCompletions, chat("gpt-4o", `{"type":"image_url","image_url":{"url":"https://x","detail":"low"}}`), text("gpt-4o") + 85},
+		{"responses input_image low", Responses, `{"model":"gpt-4o-mini","input":[{"role":"user","content":[{"type":"input_image","image_url":"https://x","detail":"low"}]}]}`, text("gpt-4o-mini") + 2833},
+		{"audio by its bytes", ChatCompletions, chat("gpt-4o-mini", `{"type":"input_audio","input_audio":{"data":"`+audio+`","format":"wav"}}`), text("gpt-4o-mini") + 30},
+		{"file part", ChatCompletions, chat("gpt-4o-mini", `{"type":"file","file":{"file_id":"file-1"}}`), text("gpt-4o-mini") + 128_000},
+		{"responses input_file", Responses, `{"model":"o3","input":[{"role":"user","content":[{"type":"input_file","file_url":"https://x/a.pdf"}]}]}`, text("o3") + 128_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseRequest(tt.kind, []byte(tt.body))
+			if err != nil {
+				t.Fatalf("ParseRequest: %v", err)
+			}
+			if got.PromptTokens != tt.want {
+				t.Errorf("got %d prompt tokens, want %d", got.PromptTokens, tt.want)
+			}
+		})
+	}
+}
+
+// The cap goes in the field the endpoint and model take; a body without
+// one says so.
+func TestParseRequestCapField(t *testing.T) {
+	tests := []struct {
+		kind  Kind
+		body  string
+		field string
+		has   bool
+	}{
+		{ChatCompletions, `{"model":"gpt-4o-mini"}`, "max_tokens", false},
+		{ChatCompletions, `{"model":"o3-mini"}`, "max_completion_tokens", false},
+		{ChatCompletions, `{"model":"gpt-5"}`, "max_completion_tokens", false},
+		{ChatCompletions, `{"model":"openai/o4-mini","max_tokens":5}`, "max_completion_tokens", true},
+		{Responses, `{"model":"o3"}`, "max_output_tokens", false},
+		{Completions, `{"model":"gpt-3.5-turbo-instruct","max_tokens":0}`, "max_tokens", true},
+		{Embeddings, `{"model":"text-embedding-3-small"}`, "", false},
+	}
+	for _, tt := range tests {
+		got, err := ParseRequest(tt.kind, []byte(tt.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.body, err)
+		}
+		if got.CapField != tt.field || got.HasCap != tt.has {
+			t.Errorf("%s: got field %q has %v, want %q %v", tt.body, got.CapField, got.HasCap, tt.field, tt.has)
+		}
+	}
+}
+
+// What the provider bills beyond the body is listed, so that the gateway
+// can refuse it or bound it.
+func TestParseRequestUnsized(t *testing.T) {
+	tests := []struct {
+		kind Kind
+		body string
+		want string
+	}{
+		{Responses, `{"model":"o3","input":"hi","previous_response_id":"resp_1"}`, "previous_response_id"},
+		{Responses, `{"model":"o3","input":"hi","conversation":"conv_1"}`, "conversation"},
+		{Responses, `{"model":"o3","prompt":{"id":"pmpt_1"}}`, "prompt"},
+		{Responses, `{"model":"o3","input":[{"type":"item_reference","id":"msg_1"}]}`, "input item_reference"},
+		{Responses, `{"model":"o3","input":"hi","tools":[{"type":"web_search"}]}`, "tools[0] (web_search)"},
+		{ChatCompletions, `{"model":"gpt-4o-search-preview","messages":[],"web_search_options":{}}`, "web_search_options"},
+		{Responses, `{"model":"o3","input":"hi","tools":[{"type":"function","name":"f"}]}`, ""},
+		{Responses, `{"model":"o3","input":"hi","previous_response_id":null}`, ""},
+		{Completions, `{"model":"x","prompt":"hi"}`, ""},
+	}
+	for _, tt := range tests {
+		got, err := ParseRequest(tt.kind, []byte(tt.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.body, err)
+		}
+		if s := strings.Join(got.Unsized, ","); s != tt.want {
+			t.Errorf("%s: got unsized %q, want %q", tt.body, s, tt.want)
+		}
 	}
 }

@@ -1,0 +1,313 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/png"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/builtin"
+	"github.com/ratelimit-gateway/gateway/internal/redistest"
+	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
+	"github.com/ratelimit-gateway/gateway/proxy/llm"
+)
+
+// The accounting suite: for each cost a quota can count (tokens,
+// input_tokens, output_tokens, usd), on one instance and on two sharing a
+// real Redis, every way a call can be made to bill more than it looks is
+// sent 50 times at once, and what the upstream itself says it billed for
+// the calls the gateway let through stays within the quota, plus what the
+// quota refilled while the case ran (rate × elapsed). The upstream is the
+// built-in mock, billing like the providers: text with the provider's
+// tokenizer, images, audio and files by the published formulas, 2,000
+// reasoning tokens before the first visible one, 1,500 visible tokens when
+// no cap stops it, n choices, and every accepted call whole, even one its
+// client left.
+
+const accountingCalls = 50
+
+// accountingQuota is each cost's quota and how the mock's bill is read in
+// its unit.
+var accountingQuotas = []struct {
+	cost   string
+	rate   int64 // in the file: tokens, or whole dollars
+	quota  int64 // in the bucket's unit
+	billed func(builtin.MockBill) int64
+}{
+	{"tokens", 50_000, 50_000, func(b builtin.MockBill) int64 { return b.Total() }},
+	{"input_tokens", 20_000, 20_000, func(b builtin.MockBill) int64 { return b.Input }},
+	{"output_tokens", 20_000, 20_000, func(b builtin.MockBill) int64 { return b.Output }},
+	// prices: input $20, output $80 a million tokens: 20 and 80 µ$ a token.
+	{"usd", 1, 1_000_000, func(b builtin.MockBill) int64 { return 20*b.Input + 80*b.Output }},
+}
+
+const accountingYAML = `
+REDIS
+routes:
+  - {name: slow, upstream: "SLOW", llm: openai, timeout: 200ms, strip_prefix: /slow, match: {path_prefix: /slow/}, policies: [quota]}
+  - {name: llm, upstream: "UPSTREAM", llm: openai, match: {path_prefix: /v1/}, policies: [quota]}
+policies:
+  quota: {key: "header:X-Tenant", algorithm: ALGO, rate: RATE, per: 1h, cost: COST}
+prices:
+  default: {input: 20, output: 80}
+models:
+  gpt-4o: {file_tokens: 3000}
+`
+
+// how a client treats its answer.
+type clientWay int
+
+const (
+	readAll   clientWay = iota
+	cutAtByte           // hang up after some bytes of the answer
+	retry429            // read it all; on 429 try again, three times
+)
+
+type accountingCase struct {
+	name   string
+	method string
+	path   string
+	body   func(i int) string
+	way    clientWay
+	header http.Header
+	// want400 says every call is refused with 400 in OpenAI's shape.
+	want400 bool
+}
+
+func accountingCases(t *testing.T) []accountingCase {
+	chat := func(model, extra string) func(int) string {
+		return func(int) string {
+			return `{"model":"` + model + `","messages":[{"role":"user","content":"Tell me about rate limits."}]` + extra + `}`
+		}
+	}
+	parts := func(model, extra string, part func(i int) string) func(int) string {
+		return func(i int) string {
+			return `{"model":"` + model + `","messages":[{"role":"user","content":[{"type":"text","text":"What is this?"},` + part(i) + `]}]` + extra + `}`
+		}
+	}
+	img := pngDataURL(t, 1024, 1024)
+	images := []string{
+		`{"type":"image_url","image_url":{"url":"` + img + `","detail":"low"}}`,
+		`{"type":"image_url","image_url":{"url":"` + img + `","detail":"high"}}`,
+		`{"type":"image_url","image_url":{"url":"` + img + `"}}`,
+		`{"type":"image_url","image_url":{"url":"https://example.com/a.png","detail":"auto"}}`,
+		`{"type":"image_url","image_url":{"url":"https://example.com/a.png","detail":"low"}}`,
+	}
+	wav := make([]byte, 44+8000) // a quarter of a second at 32,000 bytes a second
+	copy(wav, "RIFF")
+	copy(wav[8:], "WAVE")
+	binary.LittleEndian.PutUint32(wav[28:], 32000)
+	audio := `{"type":"input_audio","input_audio":{"format":"wav","data":"` + base64.StdEncoding.EncodeToString(wav) + `"}}`
+	pdf := "data:application/pdf;base64," + base64.StdEncoding.EncodeToString([]byte("%PDF-1.4 /Type /Pages /Type /Page "+strings.Repeat("text ", 200)))
+	files := []string{
+		`{"type":"file","file":{"filename":"a.pdf","file_data":"` + pdf + `"}}`,
+		`{"type":"file","file":{"file_id":"file-abc"}}`,
+	}
+	upgrade := http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}
+	return []accountingCase{
+		{name: "max_tokens at int64's max", body: chat("gpt-4o-mini", `,"max_tokens":9223372036854775807`), want400: true},
+		{name: "max_tokens past int64", body: chat("gpt-4o-mini", `,"max_tokens":9223372036854775808`), want400: true},
+		{name: "n times max_tokens wraps", body: chat("gpt-4o-mini", `,"max_tokens":4611686018427387904,"n":2`), want400: true},
+		{name: "max_tokens past the model's", body: chat("gpt-4o-mini", `,"max_tokens":16385`), want400: true},
+		{name: "negative max_tokens", body: chat("gpt-4o-mini", `,"max_tokens":-1`), want400: true},
+		{name: "n past 128", body: chat("gpt-4o-mini", `,"n":129`), want400: true},
+		{name: "no cap: generates to its end", body: chat("gpt-4o-mini", ``)},
+		{name: "no cap, n=4", body: chat("gpt-4o-mini", `,"n":4`)},
+		{name: "no cap, stream cut at any byte", body: chat("gpt-4o-mini", `,"stream":true`), way: cutAtByte},
+		{name: "reasoning stream cut before its first token", body: chat("o3", `,"stream":true,"max_completion_tokens":3000`), way: cutAtByte},
+		{name: "reasoning stream with no cap, cut", body: chat("o3-mini", `,"stream":true`), way: cutAtByte},
+		{name: "responses stream with no cap, cut", path: "/v1/responses", way: cutAtByte,
+			body: func(int) string { return `{"model":"gpt-5","input":"Tell me about rate limits.","stream":true}` }},
+		{name: "responses with no cap", path: "/v1/responses",
+			body: func(int) string { return `{"model":"gpt-4o-mini","input":"Tell me about rate limits."}` }},
+		{name: "images at each detail, inline and by URL", body: parts("gpt-4o-mini", `,"max_tokens":10`, func(i int) string { return images[i%len(images)] })},
+		{name: "images on a patch model", body: parts("gpt-4.1-mini", `,"max_tokens":10`, func(i int) string { return images[i%len(images)] })},
+		{name: "audio", body: parts("gpt-4o-audio-preview", `,"max_tokens":10`, func(int) string { return audio })},
+		{name: "files inline and by id", body: parts("gpt-4o", `,"max_tokens":10`, func(i int) string { return files[i%len(files)] })},
+		{name: "files on a model with the default bound", body: parts("gpt-4o-mini", `,"max_tokens":10`, func(i int) string { return files[i%len(files)] })},
+		{name: "previous_response_id", path: "/v1/responses", want400: true,
+			body: func(int) string { return `{"model":"o3","input":"and then?","previous_response_id":"resp_1"}` }},
+		{name: "built-in tool", path: "/v1/responses", want400: true,
+			body: func(int) string { return `{"model":"o3","input":"news?","tools":[{"type":"web_search"}]}` }},
+		{name: "websocket upgrade", method: http.MethodGet, path: "/v1/realtime?model=gpt-4o-realtime-preview", header: upgrade, want400: true,
+			body: func(int) string { return `` }},
+		{name: "the upstream never answers", path: "/slow/v1/chat/completions", body: chat("gpt-4o-mini", ``)},
+		{name: "clients retrying", body: chat("gpt-4o-mini", ``), way: retry429},
+	}
+}
+
+func TestAccountingBilledNeverPassesTheQuota(t *testing.T) {
+	mock := builtin.OpenAIMock(builtin.OpenAIMockConfig{
+		CompletionTokens: 1500, ReasoningTokens: 2000,
+		CountTokens: func(model, s string) int { return int(llm.CountTokens(model, s)) },
+	})
+	up := newUpstream(t, mock).URL
+	// The slow upstream accepts (and bills) each call, then never answers.
+	slow := builtin.OpenAIMock(builtin.OpenAIMockConfig{
+		CompletionTokens: 1500, FirstByteLatency: time.Hour,
+		CountTokens: func(model, s string) int { return int(llm.CountTokens(model, s)) },
+		Sleep: func(ctx context.Context, _ time.Duration) error {
+			<-ctx.Done()
+			return ctx.Err()
+		},
+	})
+	slowURL := newUpstream(t, slow).URL
+	billed := func() builtin.MockBill {
+		a, b := mock.Billed(), slow.Billed()
+		return builtin.MockBill{Calls: a.Calls + b.Calls, Input: a.Input + b.Input, Output: a.Output + b.Output, Reasoning: a.Reasoning + b.Reasoning}
+	}
+	cases := accountingCases(t)
+
+	for _, topo := range []string{"one instance", "two instances on redis"} {
+		t.Run(topo, func(t *testing.T) {
+			var engines []*limiter.Engine
+			redisLine, algo := "", "token_bucket"
+			if topo == "one instance" {
+				engines = []*limiter.Engine{newEngine(t, newTestClock())}
+			} else {
+				s := redistest.Start(t)
+				client, err := redislimit.NewClient(redislimit.ClientOptions{Addrs: []string{s.Addr()}, Timeout: 2 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { client.Close() })
+				engines = []*limiter.Engine{engineOn(t, client), engineOn(t, client)}
+				redisLine, algo = `redis: {addrs: ["`+s.Addr()+`"]}`, "gcra"
+			}
+			for _, q := range accountingQuotas {
+				t.Run(q.cost, func(t *testing.T) {
+					yaml := strings.NewReplacer("REDIS", redisLine, "SLOW", slowURL, "ALGO", algo,
+						"RATE", fmt.Sprint(q.rate), "COST", q.cost).Replace(accountingYAML)
+					var bases []string
+					for _, e := range engines {
+						base, _ := gatewayOn(t, yaml, up, e)
+						bases = append(bases, base)
+					}
+					for _, c := range cases {
+						t.Run(c.name, func(t *testing.T) {
+							tenant := topo + "/" + q.cost + "/" + c.name
+							before := billed()
+							start := time.Now()
+							statuses := runAccountingCase(t, bases, tenant, c)
+							elapsed := time.Since(start)
+							after := billed()
+							got := q.billed(after) - q.billed(before)
+							// What the quota refilled while the case ran (none
+							// on the local engine, whose clock stands still).
+							refill := int64(0)
+							if len(engines) > 1 {
+								refill = int64(math.Ceil(float64(q.quota) * elapsed.Seconds() / 3600))
+							}
+							t.Logf("%d calls: %v; billed %d of %d (+%d refilled)", accountingCalls, statuses, got, q.quota, refill)
+							if got > q.quota+refill {
+								t.Errorf("the upstream billed %d for the admitted calls, past the quota %d + %d refilled", got, q.quota, refill)
+							}
+							if c.want400 {
+								if statuses[http.StatusBadRequest] != accountingCalls || got != 0 {
+									t.Errorf("got %v and %d billed, want every call refused with 400 and nothing billed", statuses, got)
+								}
+							}
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
+// runAccountingCase sends the case's calls at once, alternating between
+// the gateways, and counts the answers by status.
+func runAccountingCase(t *testing.T, bases []string, tenant string, c accountingCase) map[int]int {
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	var wg sync.WaitGroup
+	client := &http.Client{Timeout: 30 * time.Second}
+	for i := range accountingCalls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for attempt := 0; ; attempt++ {
+				status, err := accountingCall(client, bases[(i+attempt)%len(bases)], tenant, c, i)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if c.way == retry429 && status == http.StatusTooManyRequests && attempt < 3 {
+					continue
+				}
+				mu.Lock()
+				statuses[status]++
+				mu.Unlock()
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	return statuses
+}
+
+func accountingCall(client *http.Client, base, tenant string, c accountingCase, i int) (int, error) {
+	method, path := c.method, c.path
+	if method == "" {
+		method = http.MethodPost
+	}
+	if path == "" {
+		path = "/v1/chat/completions"
+	}
+	req, err := http.NewRequest(method, base+path, strings.NewReader(c.body(i)))
+	if err != nil {
+		return 0, err
+	}
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Tenant", tenant)
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if c.want400 && resp.StatusCode == http.StatusBadRequest {
+		var e struct {
+			Error *struct {
+				Message string `json:"message"`
+				Type    string `json:"type"`
+			} `json:"error"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || e.Error == nil || e.Error.Message == "" || e.Error.Type != "invalid_request_error" {
+			return 0, fmt.Errorf("%s: a 400 not in OpenAI's shape (%v)", c.name, err)
+		}
+		return resp.StatusCode, nil
+	}
+	if c.way == cutAtByte && resp.StatusCode == http.StatusOK {
+		// Hang up after 1 to 600 bytes: before the first visible token,
+		// inside an event, between two.
+		io.CopyN(io.Discard, resp.Body, int64(1+i*37%600))
+		return resp.StatusCode, nil
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, err
+}
+
+// pngDataURL is a w×h PNG as a data URL.
+func pngDataURL(t *testing.T, w, h int) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, image.NewGray(image.Rect(0, 0, w, h))); err != nil {
+		t.Fatal(err)
+	}
+	return "data:image/png;base64," + base64.StdEncoding.EncodeToString(buf.Bytes())
+}
