@@ -207,8 +207,16 @@ func (h *handler) tenantStatuses(ctx context.Context, snap *policies.Snapshot, f
 	for _, m := range fams["gateway_llm_tokens_total"].GetMetric() {
 		get(label(m.GetLabel(), "tenant")).Tokens += uint64(m.GetCounter().GetValue())
 	}
+	// Summed in whole micro-dollars, as the metric keeps them, so that the
+	// page shows the sum /metrics's series add up to.
+	micro := map[string]int64{}
 	for _, m := range fams["gateway_llm_cost_usd_total"].GetMetric() {
-		get(label(m.GetLabel(), "tenant")).USD += m.GetCounter().GetValue()
+		name := label(m.GetLabel(), "tenant")
+		get(name)
+		micro[name] += int64(math.Round(m.GetCounter().GetValue() * 1e6))
+	}
+	for name, n := range micro {
+		byName[name].USD = float64(n) / 1e6
 	}
 	var quotas []*policies.Policy
 	for _, name := range sortedPolicies(snap) {
