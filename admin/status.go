@@ -229,6 +229,9 @@ func (h *handler) tenantStatuses(ctx context.Context, snap *policies.Snapshot, f
 	for _, t := range snap.Tenants.Keys {
 		plans[t.Name] = t.Plan
 	}
+	for _, t := range snap.Tenants.Digests {
+		plans[t.Name] = t.Plan
+	}
 	if len(quotas) > 0 {
 		for name := range plans {
 			get(name)
