@@ -2,9 +2,9 @@
 GO ?= go
 BIN := bin
 
-.PHONY: test vet unit redis-server openai-sdk build run docker-check bench bench-go clean
+.PHONY: test vet unit redis-server openai-sdk chromium build run docker-check bench bench-go clean
 
-test: redis-server openai-sdk vet unit docker-check
+test: redis-server openai-sdk chromium vet unit docker-check
 
 vet:
 	$(GO) vet ./...
@@ -12,8 +12,11 @@ vet:
 # One package at a time: the limit-under-pressure suites (limiter/redislimit,
 # cmd/gateway) count admissions against real time, and two of them flooding
 # a 2-core machine at once would measure each other instead of the limiter.
+# -artifacts keeps what tests save for people to look at (the status page's
+# screenshot) under test-output/_artifacts/.
 unit:
-	$(GO) test -race -count=1 -p 1 ./...
+	@mkdir -p test-output
+	$(GO) test -race -count=1 -p 1 -artifacts -outputdir $(CURDIR)/test-output ./...
 
 # Tests that touch Redis start their own redis-server on a loopback port.
 # Installs it when missing (as root), or says exactly what to install.
@@ -38,6 +41,17 @@ openai-sdk:
 		echo "node is missing: run 'sudo apt-get install -y nodejs npm' (Debian/Ubuntu) and try again" >&2; exit 1; \
 	fi; }
 	npm ci --prefix $(OPENAI_SDK) --no-audit --no-fund --loglevel=error
+
+# TestStatusPageInABrowser drives Debian's chromium, headless, against a
+# running gateway. Installs it when missing (as root).
+chromium:
+	@command -v chromium >/dev/null && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing chromium (needed by the status page check)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		echo "chromium is missing: run 'sudo apt-get install -y chromium' (Debian) and try again" >&2; exit 1; \
+	fi
 
 build:
 	$(GO) build -o $(BIN)/gateway ./cmd/gateway

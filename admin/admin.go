@@ -13,17 +13,22 @@ package admin
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/pprof" // its init also registers on http.DefaultServeMux, which the gateway never serves
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
@@ -60,6 +65,18 @@ type Config struct {
 	// Logger receives the API's actions (resets, reloads); nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Top holds each policy's most refused keys (a *topk.Set); nil
+	// answers 501 on /admin/top.
+	Top Top
+	// Gatherer is the metrics registry /admin/status reads its numbers
+	// from, so that they are /metrics's; nil shows no counts.
+	Gatherer prometheus.Gatherer
+	// History is the request counters sampled over the last minutes (its
+	// Run is the caller's to start); nil shows no chart.
+	History *History
+	// Clock tells the time to the status page's sessions; nil means
+	// time.Now.
+	Clock func() time.Time
 }
 
 // Keys reads and resets one key of one policy, on whichever backend the
@@ -100,6 +117,7 @@ const (
 	open      access = iota // never needs the token: probes
 	withToken               // needs the token when one is configured
 	adminOnly               // needs a configured token, and the token
+	login                   // needs a configured token; checks the one it is sent
 )
 
 // endpoint is one path the handler serves.
@@ -116,6 +134,10 @@ type handler struct {
 	log      *slog.Logger
 	paths    map[string]*endpoint
 	pprof    *endpoint // /debug/pprof/ and below; nil when off
+	// sessionKey signs the status page's session cookies; made at start,
+	// so a restart ends every session.
+	sessionKey [32]byte
+	now        func() time.Time
 }
 
 // New returns the admin handler for cfg. It refuses a Config without
@@ -133,9 +155,15 @@ func New(cfg Config) (http.Handler, error) {
 			return nil, errors.New("creating admin handler: the token must be visible ASCII (no spaces or control characters)")
 		}
 	}
-	h := &handler{cfg: cfg, tokenSum: sha256.Sum256([]byte(cfg.Token)), log: cfg.Logger}
+	h := &handler{cfg: cfg, tokenSum: sha256.Sum256([]byte(cfg.Token)), log: cfg.Logger, now: cfg.Clock}
 	if h.log == nil {
 		h.log = slog.Default()
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if _, err := rand.Read(h.sessionKey[:]); err != nil {
+		return nil, fmt.Errorf("creating admin handler: making the session key: %w", err)
 	}
 	get := []string{http.MethodGet}
 	h.paths = map[string]*endpoint{
@@ -145,6 +173,11 @@ func New(cfg Config) (http.Handler, error) {
 		"/admin/config": {get, adminOnly, h.serveConfig},
 		"/admin/keys":   {[]string{http.MethodGet, http.MethodDelete}, adminOnly, h.serveKeys},
 		"/admin/reload": {[]string{http.MethodPost}, adminOnly, h.serveReload},
+		"/admin/top":    {get, adminOnly, h.serveTop},
+		"/admin/status": {get, adminOnly, h.serveStatus},
+		"/admin/login":  {[]string{http.MethodPost}, login, h.serveLogin},
+		"/admin/logout": {[]string{http.MethodPost}, open, h.serveLogout},
+		statusPath:      {get, open, h.servePage},
 	}
 	if cfg.Pprof {
 		mux := http.NewServeMux() // never http.DefaultServeMux
@@ -167,7 +200,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if ep == nil {
 		writeError(w, http.StatusNotFound, "no such admin endpoint: "+strconv.Quote(r.URL.Path)+
-			" (see /healthz, /readyz, /metrics, /admin/config, /admin/keys, /admin/reload)")
+			" (see /healthz, /readyz, /metrics, /status, /admin/config, /admin/keys, /admin/reload, /admin/top, /admin/status)")
 		return
 	}
 	if !allows(ep.methods, r.Method) {
@@ -181,10 +214,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case ep.access == open:
-	case ep.access == adminOnly && h.cfg.Token == "":
+	case (ep.access == adminOnly || ep.access == login) && h.cfg.Token == "":
 		h.log.Debug("admin: refused, no token configured", "path", r.URL.Path, "remote", r.RemoteAddr)
 		writeError(w, http.StatusForbidden, noTokenMessage)
 		return
+	case ep.access == login:
 	case h.cfg.Token != "" && !h.authorized(r):
 		h.log.Debug("admin: refused, missing or wrong token", "path", r.URL.Path, "remote", r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", "Bearer")
@@ -204,10 +238,14 @@ func allows(methods []string, method string) bool {
 }
 
 // authorized reports whether r carries exactly one "Authorization: Bearer
-// <token>" with the configured token. Digests are compared, so the time
-// taken tells nothing about the token, not even its length.
+// <token>" with the configured token, or, to read (GET, HEAD), the status
+// page's session cookie. Digests are compared, so the time taken tells
+// nothing about the token, not even its length.
 func (h *handler) authorized(r *http.Request) bool {
 	vals := r.Header.Values("Authorization")
+	if len(vals) == 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		return h.sessionValid(r)
+	}
 	if len(vals) != 1 {
 		return false
 	}

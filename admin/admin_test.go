@@ -25,6 +25,7 @@ func fullConfig(t *testing.T, token string) Config {
 		Snapshots: policies.NewCurrent(parse(t, baseYAML)),
 		Keys:      EngineKeys{Engine: localEngine(t)},
 		Reload:    func() error { return nil },
+		Top:       emptyTop{},
 	}
 }
 
@@ -43,6 +44,9 @@ func TestTokenRequired(t *testing.T) {
 		{"GET", "/admin/keys?policy=per-ip&key=203.0.113.7/32", false},
 		{"DELETE", "/admin/keys?policy=per-ip&key=203.0.113.7/32", false},
 		{"POST", "/admin/reload", false},
+		{"GET", "/admin/top", false},
+		{"GET", "/admin/status", false},
+		{"GET", "/status", true}, // the page holds no data
 	}
 	authorizations := []struct {
 		name   string
@@ -101,6 +105,10 @@ func TestNoTokenConfigured(t *testing.T) {
 		{"GET", "/admin/keys?policy=per-ip&key=203.0.113.7/32", http.StatusForbidden},
 		{"DELETE", "/admin/keys?policy=per-ip&key=203.0.113.7/32", http.StatusForbidden},
 		{"POST", "/admin/reload", http.StatusForbidden},
+		{"GET", "/admin/top", http.StatusForbidden},
+		{"GET", "/admin/status", http.StatusForbidden},
+		{"POST", "/admin/login", http.StatusForbidden},
+		{"GET", "/status", http.StatusOK},
 	} {
 		t.Run(c.method+" "+c.path, func(t *testing.T) {
 			for _, token := range []string{"", "anything"} {

@@ -232,6 +232,11 @@ func checkKey(snap *policies.Snapshot, p *policies.Policy, key string) string {
 				return ""
 			}
 		}
+		for _, t := range snap.Tenants.Digests {
+			if t.Name == key {
+				return ""
+			}
+		}
 		return fmt.Sprintf("policy %q keys on tenant: no API key in tenants.keys belongs to tenant %q", p.Name(), key)
 	}
 	return ""

@@ -1,6 +1,8 @@
 package policies
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"math/bits"
@@ -11,6 +13,18 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 )
+
+// keyDigest reads a tenants.keys entry of the form "sha256:<64 hex>".
+func keyDigest(key string) (d [sha256.Size]byte, ok bool) {
+	h, found := strings.CutPrefix(key, KeyDigestPrefix)
+	if !found || len(h) != 2*sha256.Size || strings.ToLower(h) != h {
+		return d, false
+	}
+	if _, err := hex.Decode(d[:], []byte(h)); err != nil {
+		return d, false
+	}
+	return d, true
+}
 
 // compile turns a defaulted, validated Config into a Snapshot. It still
 // returns errors rather than trusting validation, because a Snapshot with a
@@ -34,7 +48,15 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 		snap.Identity.TrustedProxies = append(snap.Identity.TrustedProxies, pfx)
 	}
 	for key, tc := range c.Tenants.Keys {
-		snap.Tenants.Keys[key] = Tenant{Name: tc.Tenant, Plan: tc.Plan}
+		t := Tenant{Name: tc.Tenant, Plan: tc.Plan}
+		if d, ok := keyDigest(key); ok {
+			if snap.Tenants.Digests == nil {
+				snap.Tenants.Digests = map[[sha256.Size]byte]Tenant{}
+			}
+			snap.Tenants.Digests[d] = t
+			continue
+		}
+		snap.Tenants.Keys[key] = t
 	}
 	if len(c.Prices) > 0 {
 		snap.Prices = make(Prices, len(c.Prices))

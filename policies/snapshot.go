@@ -5,6 +5,7 @@
 package policies
 
 import (
+	"crypto/sha256"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -72,9 +73,31 @@ type Tenants struct {
 	// a "Bearer " prefix is removed.
 	Header string
 	Keys   map[string]Tenant
+	// Digests maps the SHA-256 of API keys configured as "sha256:<hex>"
+	// to their tenants, so that a config file (a Kubernetes ConfigMap)
+	// need not hold the keys themselves.
+	Digests map[[sha256.Size]byte]Tenant
 	// QuotaPath is where a tenant reads its limits (GET); "" for none.
 	QuotaPath string
 }
+
+// Lookup returns the tenant of the API key key: configured as it is, or
+// by its digest. A key is hashed only when digests are configured and the
+// key itself is not.
+func (t Tenants) Lookup(key string) (Tenant, bool) {
+	if tn, ok := t.Keys[key]; ok {
+		return tn, true
+	}
+	if len(t.Digests) == 0 {
+		return Tenant{}, false
+	}
+	tn, ok := t.Digests[sha256.Sum256([]byte(key))]
+	return tn, ok
+}
+
+// KeyDigestPrefix starts an entry of tenants.keys that is the SHA-256 of
+// an API key (64 lower-case hex digits) rather than the key.
+const KeyDigestPrefix = "sha256:"
 
 // Route is one compiled entry of routes.
 type Route struct {

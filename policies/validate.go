@@ -155,6 +155,9 @@ func validateTenants(p *problems, t *TenantsConfig) {
 		if t.Keys[key].Tenant == "" {
 			p.add(place+".tenant", "required")
 		}
+		if _, ok := keyDigest(key); strings.HasPrefix(key, KeyDigestPrefix) && !ok {
+			p.add(place, "a key given by its digest is sha256: and 64 lower-case hex digits (printf %s \"$KEY\" | sha256sum)")
+		}
 	}
 }
 

@@ -92,11 +92,30 @@ func (h *Handler) decide(r *http.Request, route *policies.Route, checks []limite
 			continue
 		}
 		if !h.waitTurn(r.Context(), route, c, d, &out.delayed) {
+			h.noteRefusal(c, d)
 			out.costs = costs
 			markShadow(out.verdict, checks)
 			return out, nil
 		}
 	}
+}
+
+// Refusals hears of each request a limit refused, with the policy and the
+// key it refused; *topk.Set satisfies it. It is called on the deny path:
+// it must be cheap and safe for concurrent use, and it must never turn a
+// key into a metric label.
+type Refusals interface {
+	Refused(policy, key string)
+}
+
+// noteRefusal tells h.refusals of a denial by a limit; not of Redis
+// failing or of this instance being overloaded, which say nothing about
+// the key.
+func (h *Handler) noteRefusal(c limiter.Check, d limiter.Decision) {
+	if h.refusals == nil || d.Reason == limiter.ReasonUnavailable || d.Reason == limiter.ReasonOverloaded {
+		return
+	}
+	h.refusals.Refused(c.Rule.Name, c.Key)
 }
 
 // markShadow flags the decisions of shadow policies, so that headers and the

@@ -52,6 +52,9 @@ type Config struct {
 	Idempotency idempotency.Store
 	// Metrics, when set, is told about every request (see Observer).
 	Metrics Observer
+	// Refusals, when set, is told the policy and key of every request a
+	// limit refused (see metrics/topk); nil records nothing.
+	Refusals Refusals
 	// AccessLogger receives the access log (log.access in the config); nil
 	// means Logger.
 	AccessLogger *slog.Logger
@@ -83,6 +86,7 @@ type Handler struct {
 	upgrades    upgrades
 	idempotency idempotency.Store
 	metrics     Observer
+	refusals    Refusals
 	access      *slog.Logger
 	waiters     waiters
 	// turnAfter arms the wait of an on_limit: delay request (tests replace
@@ -119,6 +123,7 @@ func New(cfg Config) (*Handler, error) {
 		turnAfter:      realAfterFunc,
 		idempotency:    cfg.Idempotency,
 		metrics:        cfg.Metrics,
+		refusals:       cfg.Refusals,
 		access:         cfg.AccessLogger,
 	}
 	if h.access == nil {

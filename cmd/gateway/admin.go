@@ -36,6 +36,9 @@ func (p *process) listenAdmin() error {
 		Keys:      admin.EngineKeys{Engine: p.engine},
 		Reload:    p.watcher.Reload,
 		Logger:    p.log,
+		Top:       p.refused,
+		Gatherer:  p.metrics.Registry(),
+		History:   p.history,
 	})
 	if err != nil {
 		return err

@@ -19,10 +19,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelimit-gateway/gateway/admin"
 	"github.com/ratelimit-gateway/gateway/builtin"
 	"github.com/ratelimit-gateway/gateway/internal/heapfloor"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/metrics"
+	"github.com/ratelimit-gateway/gateway/metrics/topk"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
@@ -32,6 +34,13 @@ import (
 // headerSlack is how far above server.max_header_bytes Go's own (plain text)
 // 431 sits; below it the proxy answers 431 with a JSON body.
 const headerSlack = 4096
+
+// The status page's chart: the request counters every historyStep, the
+// last historySamples of them (10 minutes).
+const (
+	historyStep    = 10 * time.Second
+	historySamples = 61
+)
 
 // serve builds the process-lifetime resources once (builtin upstreams,
 // transport, Redis client, limiter), serves until ctx is done, then drains.
@@ -60,11 +69,15 @@ type process struct {
 	handler  *proxy.Handler
 	idem     idempotency.Store // on Redis when configured, else in-process (server.idempotency_max_bytes)
 	metrics  *metrics.Metrics
-	current  *policies.Current
-	engine   *limiter.Engine
-	redis    redis.UniversalClient // nil without redis
-	admin    *http.Server          // nil when admin.listen is ""
-	adminLn  net.Listener
+	// refused keeps each policy's most refused keys (/admin/top).
+	refused *topk.Set
+	// history samples the request counters for the status page's chart.
+	history *admin.History
+	current *policies.Current
+	engine  *limiter.Engine
+	redis   redis.UniversalClient // nil without redis
+	admin   *http.Server          // nil when admin.listen is ""
+	adminLn net.Listener
 	// draining is set the moment shutdown starts: /readyz says so at once.
 	draining atomic.Bool
 	watcher  *policies.Watcher
@@ -106,6 +119,12 @@ func (p *process) build(ctx context.Context, path string) error {
 	p.heapFloor(p.snap.Config.Server.MinHeapBytes)
 	p.metrics = metrics.New()
 	p.metrics.ConfigLoaded(p.snap.Digest, time.Now())
+	if p.refused, err = topk.New(topk.Config{}, time.Now); err != nil {
+		return err
+	}
+	if p.history, err = admin.NewHistory(p.metrics.Registry(), time.Now, historyStep, historySamples); err != nil {
+		return err
+	}
 	local, engine, err := p.newLimiter(ctx)
 	if err != nil {
 		return err
@@ -229,6 +248,7 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 		Transport:      transport,
 		Logger:         p.log,
 		Metrics:        p.metrics,
+		Refusals:       p.refused,
 		Idempotency:    p.idem,
 		MaxHeaderBytes: p.snap.Config.Server.MaxHeaderBytes,
 	})
@@ -243,6 +263,7 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 			p.metrics.Reload(err == nil)
 			if err == nil {
 				local.Retain(s.KeepsBuckets)
+				p.refused.Retain(func(policy string) bool { return s.Policies[policy] != nil })
 				p.metrics.ConfigLoaded(s.Digest, time.Now())
 				if changed := startOnlyChanges(p.snap.Config, s.Config); len(changed) > 0 {
 					p.log.Warn("config reloaded; these settings take effect at the next start only", "settings", strings.Join(changed, ", "))
@@ -299,6 +320,7 @@ func (p *process) run(ctx context.Context) error {
 
 	if p.admin != nil {
 		wg.Go(func() { errc <- ignoreClosed(p.admin.Serve(p.adminLn)) })
+		wg.Go(func() { _ = p.history.Run(ctx) }) // returns nil when ctx is done
 	}
 
 	var runErr error
