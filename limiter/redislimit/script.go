@@ -187,20 +187,9 @@ func newScriptReply(n [5]int64) scriptReply {
 
 // exec runs cmds (script calls) and leaves their replies in them: in a
 // pipeline shared with concurrent decisions' calls when gathering is on.
+// On a Cluster each node's calls go in a pipeline of their own.
 func (r *Limiter) exec(ctx context.Context, cmds []*redis.Cmd) {
-	if r.co != nil {
-		r.co.do(ctx, cmds)
-		return
-	}
-	r.execNow(ctx, cmds)
-}
-
-// execNow runs cmds in one pipeline of their own.
-func (r *Limiter) execNow(ctx context.Context, cmds []*redis.Cmd) {
-	r.stats.pipelines.Add(1)
-	if execScripts(ctx, r.client, r.sources, cmds) {
-		r.stats.scriptReloads.Add(1)
-	}
+	r.execGrouped(ctx, cmds)
 }
 
 // The arguments that every decideScript call carries, boxed once.
