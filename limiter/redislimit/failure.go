@@ -74,6 +74,16 @@ func (r *Limiter) classify(ctx context.Context, n *node, started time.Time, err 
 		return outcomeOverload
 	}
 	r.followCluster()
+	if redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "TRYAGAIN") {
+		// The node answered: the Cluster as a whole refuses (a slot has no
+		// master yet, with cluster-require-full-coverage yes) or a slot is
+		// moving. The failure modes answer this request; the breaker, which
+		// would keep answering without the node after the Cluster is whole
+		// again, is not fed.
+		n.breaker.release(probe)
+		n.answered.Store(r.clock().UnixNano())
+		return outcomeFailure
+	}
 	if isTimeout(err) && !probe {
 		first := n.suspectSince.Load()
 		if first == 0 {
