@@ -94,6 +94,14 @@ func checkRedis(ctx context.Context, source string, cfg policies.RedisConfig, lo
 	if cfg.Sentinel.MasterName != "" {
 		where = fmt.Sprintf("sentinels %s (master %q)", strings.Join(cfg.Sentinel.Addrs, ","), cfg.Sentinel.MasterName)
 	}
+	// A Cluster's error names the node that refused, and says what it did.
+	var ne *redislimit.NodeError
+	if errors.As(err, &ne) {
+		if len(cfg.Addrs) > 1 {
+			where = fmt.Sprintf("node %s of the cluster %s", ne.Addr, strings.Join(cfg.Addrs, ","))
+		}
+		err = ne.Err
+	}
 	switch {
 	case err == nil:
 		return nil

@@ -1,6 +1,7 @@
 package redislimit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -181,6 +182,16 @@ func (r *Limiter) CheckAccess(ctx context.Context) error {
 // ErrNoAnswer wraps CheckAccess's error when a node did not answer.
 var ErrNoAnswer = errNoAnswer
 
+// NodeError is what one Redis server did at CheckAccess: refused (a reply
+// such as WRONGPASS or NOPERM) or stayed silent (Err wraps ErrNoAnswer).
+type NodeError struct {
+	Addr string // the server's address ("sentinel" for Sentinel's master)
+	Err  error
+}
+
+func (e *NodeError) Error() string { return "redis node " + e.Addr + ": " + e.Err.Error() }
+func (e *NodeError) Unwrap() error { return e.Err }
+
 func cmpErr(a, b error) error {
 	if a != nil {
 		return a
@@ -200,12 +211,12 @@ func (r *Limiter) checkNodeAccess(ctx context.Context, n *node) error {
 			base = redisBaseKey(accessPolicy, digestKey(strconv.Itoa(i)))
 			c, err := r.cc.MasterForKey(ctx, base)
 			if err != nil {
-				return fmt.Errorf("redis node %s: %w: %v", n.addr, errNoAnswer, err)
+				return &NodeError{n.addr, fmt.Errorf("%w: %w", errNoAnswer, err)}
 			}
 			found = c.Options().Addr == n.addr
 		}
 		if !found {
-			return fmt.Errorf("redis node %s: %w: it holds no slot", n.addr, errNoAnswer)
+			return &NodeError{n.addr, fmt.Errorf("%w: it holds no slot", errNoAnswer)}
 		}
 	}
 	var ops []*sharedOp
@@ -220,24 +231,35 @@ func (r *Limiter) checkNodeAccess(ctx context.Context, n *node) error {
 	if err != nil {
 		return err
 	}
-	// EVALSHA (EVAL when not cached), and EVAL itself: after a restart or a
-	// failover the script cache is empty and EVAL is what runs.
+	// PING first: a refused AUTH or HELLO surfaces as such. Then EVAL (what
+	// runs after a restart or a failover emptied the script cache, and
+	// caches it) and EVALSHA.
 	a := slices.Clone(sha.Args())
 	a[0], a[1] = "eval", decideSrc
 	eval := redis.NewCmd(ctx, a...)
 	eval.SetFirstKeyPos(evalFirstKey)
-	execScripts(ctx, n.cl(), r.sources, []*redis.Cmd{sha, eval})
-	for _, c := range []*redis.Cmd{sha, eval} {
+	ping := redis.NewStatusCmd(ctx, "ping")
+	pipe := n.cl().Pipeline()
+	for _, c := range []redis.Cmder{ping, eval, sha} {
+		_ = pipe.Process(ctx, c)
+	}
+	_, perr := pipe.Exec(ctx)
+	for _, c := range []redis.Cmder{ping, eval, sha} {
 		err := c.Err()
+		if sc, ok := c.(*redis.Cmd); ok && err == nil && sc.Val() == nil {
+			err = cmp.Or(perr, errors.New("no reply")) // the pipeline failed before the command was sent
+		}
 		switch {
 		case err == nil:
-			if _, _, perr := parseDecideReply(c.Val(), len(ops)); perr != nil {
-				return fmt.Errorf("redis node %s: %w", n.addr, perr)
+			if c != ping {
+				if _, _, perr := parseDecideReply(c.(*redis.Cmd).Val(), len(ops)); perr != nil {
+					return &NodeError{n.addr, perr}
+				}
 			}
 		case isReply(err) && !transientReply(err):
-			return fmt.Errorf("redis node %s refused the gateway's script (%s): %w", n.addr, c.Args()[0], err)
+			return &NodeError{n.addr, err}
 		default:
-			return fmt.Errorf("redis node %s: %w: %v", n.addr, errNoAnswer, err)
+			return &NodeError{n.addr, fmt.Errorf("%w: %w", errNoAnswer, err)}
 		}
 	}
 	n.answered.Store(r.clock().UnixNano())
