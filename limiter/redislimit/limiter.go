@@ -112,7 +112,7 @@ type Limiter struct {
 	denials      *denialCache
 
 	breakerFailures int
-	pipelines       int                 // Config.Pipelines: negative turns gathering off
+	pipelines       int                  // Config.Pipelines: negative turns gathering off
 	cc              *redis.ClusterClient // nil unless a Cluster
 	single          *node                // the one node when not a Cluster
 	nodes           nodeSet
