@@ -47,8 +47,8 @@ type coalescer struct {
 	exec func(ctx context.Context, cmds []*redis.Cmd)
 	// merge, when set, may replace a batch's commands by fewer that do the
 	// same (several script calls as one); split then puts the replies back
-	// into the original commands.
-	merge func(cmds []*redis.Cmd) (merged []*redis.Cmd, split func())
+	// into the original commands, or again names those to send unmerged.
+	merge func(cmds []*redis.Cmd) (merged []*redis.Cmd, split func(), again func() []*redis.Cmd)
 	max   int
 	// timeout is the least a pipeline has from when it is sent (zero: no
 	// least), so that the time its calls spent waiting for it never counts
@@ -72,7 +72,7 @@ type call struct {
 	wake chan []*call
 }
 
-func newCoalescer(max int, timeout time.Duration, exec func(context.Context, []*redis.Cmd), merge func([]*redis.Cmd) ([]*redis.Cmd, func())) *coalescer {
+func newCoalescer(max int, timeout time.Duration, exec func(context.Context, []*redis.Cmd), merge func([]*redis.Cmd) ([]*redis.Cmd, func(), func() []*redis.Cmd)) *coalescer {
 	return &coalescer{exec: exec, merge: merge, max: max, timeout: timeout}
 }
 
@@ -132,9 +132,12 @@ func (co *coalescer) send(leader *call, batch []*call) {
 		defer cancel()
 	}
 	if co.merge != nil && len(batch) > 1 {
-		merged, split := co.merge(cmds)
+		merged, split, again := co.merge(cmds)
 		co.exec(ctx, merged)
 		split()
+		if re := again(); len(re) > 0 {
+			co.exec(ctx, re)
+		}
 	} else {
 		co.exec(ctx, cmds)
 	}

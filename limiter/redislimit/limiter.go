@@ -200,7 +200,7 @@ func New(client Client, cfg Config) (*Limiter, error) {
 		script *redis.Script
 		src    string
 	}{
-		{decideScript, decideSrc}, {decideManyScript, decideManySrc}, {gcraAdjustScript, gcraAdjustSrc},
+		{decideScript, decideSrc}, {decideManyScript, decideManySrc}, {decideManyNodeScript, decideManyNodeSrc}, {gcraAdjustScript, gcraAdjustSrc},
 		{slidingAdjustScript, slidingAdjustSrc}, {fixedAdjustScript, fixedAdjustSrc},
 		{concurrencyReleaseScript, concurrencyReleaseSrc}, {concurrencyRenewScript, concurrencyRenewSrc},
 	} {

@@ -102,9 +102,12 @@ func (s *nodeSet) all() []*node {
 func (r *Limiter) newNode(addr string) *node {
 	n := &node{addr: addr, breaker: newBreaker(r.clock, r.breakerFailures, r.cooldown)}
 	if r.pipelines >= 0 {
-		var merge func([]*redis.Cmd) ([]*redis.Cmd, func())
+		merge := mergeNodeDecides
 		if r.cc == nil {
-			merge = mergeDecides
+			merge = func(cmds []*redis.Cmd) ([]*redis.Cmd, func(), func() []*redis.Cmd) {
+				m, split := mergeDecides(cmds)
+				return m, split, func() []*redis.Cmd { return nil }
+			}
 		}
 		n.co = newCoalescer(r.pipelines, r.timeout, func(ctx context.Context, cmds []*redis.Cmd) {
 			r.execOn(ctx, n, cmds)

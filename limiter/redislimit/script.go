@@ -130,6 +130,28 @@ return decide_reply
 
 var decideManyScript = redis.NewScript(decideManySrc)
 
+// decideManyNodeSrc is decideManySrc for one Cluster master: the requests'
+// keys live in many slots of the master, and a script may declare keys of
+// one slot only, so KEYS holds the first key alone (the node checks that it
+// holds it) and ARGV starts with the number of keys and the keys
+// themselves; allow-cross-slot-keys lets the script touch them (Redis 7).
+const decideManyNodeSrc = "#!lua flags=allow-cross-slot-keys\n" + `
+local nk = tonumber(ARGV[1])
+local KEYS = {}
+for i = 1, nk do KEYS[i] = ARGV[i + 1] end
+` + decidePrelude + `
+local groups = tonumber(ARGV[nk + 2])
+local a, k, r = nk + 2, 0, 0
+for g = 1, groups do
+  local n, peek = tonumber(ARGV[a + 1]), ARGV[a + 2] == "peek"
+  a, k, r = decide(n, peek, a + 2, k, r)
+end
+gcra_flush()
+return decide_reply
+`
+
+var decideManyNodeScript = redis.NewScript(decideManyNodeSrc)
+
 var decideScript = redis.NewScript(decideSrc)
 
 // scriptMode says whether decideScript records what it admits.
