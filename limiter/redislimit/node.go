@@ -112,6 +112,9 @@ func (r *Limiter) newNode(addr string) *node {
 		n.co = newCoalescer(r.pipelines, r.timeout, func(ctx context.Context, cmds []*redis.Cmd) {
 			r.execOn(ctx, n, cmds)
 		}, merge)
+		if r.cc != nil {
+			n.co.gatherAt = nodeGatherAt
+		}
 	}
 	return n
 }
