@@ -81,33 +81,33 @@ func mergeCalls(cmds []*redis.Cmd, node bool) (merged []*redis.Cmd, split func()
 	merged = append(merged, many)
 	var failed bool
 	return merged, func() {
-		v, err := many.Result()
-		var arr []any
-		if err == nil {
-			var ok bool
-			if arr, ok = v.([]any); !ok || len(arr) != sum(sizes) {
-				err = fmt.Errorf("limiter script: unexpected reply to %d merged calls: %T of %d", len(decides), v, len(arr))
+			v, err := many.Result()
+			var arr []any
+			if err == nil {
+				var ok bool
+				if arr, ok = v.([]any); !ok || len(arr) != sum(sizes) {
+					err = fmt.Errorf("limiter script: unexpected reply to %d merged calls: %T of %d", len(decides), v, len(arr))
+				}
 			}
-		}
-		if node && err != nil && isReply(err) {
-			failed = true
-			return
-		}
-		at := 0
-		for i, c := range decides {
-			if err != nil {
-				c.SetErr(err)
-				continue
+			if node && err != nil && isReply(err) {
+				failed = true
+				return
 			}
-			c.SetVal(arr[at : at+sizes[i] : at+sizes[i]])
-			at += sizes[i]
+			at := 0
+			for i, c := range decides {
+				if err != nil {
+					c.SetErr(err)
+					continue
+				}
+				c.SetVal(arr[at : at+sizes[i] : at+sizes[i]])
+				at += sizes[i]
+			}
+		}, func() []*redis.Cmd {
+			if failed {
+				return decides
+			}
+			return nil
 		}
-	}, func() []*redis.Cmd {
-		if failed {
-			return decides
-		}
-		return nil
-	}
 }
 
 func sum(xs []int) int {
