@@ -26,6 +26,7 @@ type redisCollector struct {
 	failureMode, breakerOpen, breakerOpens             *prometheus.Desc
 	denialHits, denialKeys                             *prometheus.Desc
 	refunds, refundErrors, scriptReloads               *prometheus.Desc
+	nodeBreaker, nodeOpens, nodeErrors, nodeTimeouts   *prometheus.Desc
 }
 
 func newRedisCollector() *redisCollector {
@@ -51,6 +52,11 @@ func newRedisCollector() *redisCollector {
 		refunds:       d("gateway_redis_refunds_total", "Adjustments of admitted requests on Redis (given back or charged after the fact) that ran."),
 		refundErrors:  d("gateway_redis_refund_errors_total", "Adjustments of admitted requests on Redis that failed."),
 		scriptReloads: d("gateway_redis_script_reloads_total", "Round trips that re-sent scripts because Redis had lost its script cache."),
+		nodeBreaker: d("gateway_redis_node_breaker_open",
+			"1 while the node's circuit breaker is open or probing, else 0; one series per Redis server (each Cluster master seen).", "node"),
+		nodeOpens:    d("gateway_redis_node_breaker_opens_total", "Times the node's circuit breaker opened.", "node"),
+		nodeErrors:   d("gateway_redis_node_errors_total", "Round trips to the node in which at least one command failed.", "node"),
+		nodeTimeouts: d("gateway_redis_node_timeouts_total", "Round trips to the node that ran out of time.", "node"),
 	}
 }
 
@@ -59,7 +65,7 @@ func (c *redisCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.roundTrips, c.errors, c.timeouts, c.overloaded, c.failFast, c.pipelines, c.leasesLost, c.renewErrors,
 		c.failureMode, c.breakerOpen, c.breakerOpens, c.denialHits, c.denialKeys,
-		c.refunds, c.refundErrors, c.scriptReloads,
+		c.refunds, c.refundErrors, c.scriptReloads, c.nodeBreaker, c.nodeOpens, c.nodeErrors, c.nodeTimeouts,
 	} {
 		ch <- d
 	}
@@ -74,8 +80,8 @@ func (c *redisCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	gauge := func(d *prometheus.Desc, v float64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	counter(c.roundTrips, st.RoundTrips)
 	counter(c.pipelines, st.Pipelines)
@@ -99,4 +105,14 @@ func (c *redisCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.refunds, st.Refunds)
 	counter(c.refundErrors, st.RefundErrors)
 	counter(c.scriptReloads, st.ScriptReloads)
+	for _, n := range st.Nodes {
+		open := 0.0
+		if n.Breaker != "closed" {
+			open = 1
+		}
+		gauge(c.nodeBreaker, open, n.Addr)
+		counter(c.nodeOpens, n.BreakerOpens, n.Addr)
+		counter(c.nodeErrors, n.Errors, n.Addr)
+		counter(c.nodeTimeouts, n.Timeouts, n.Addr)
+	}
 }

@@ -24,11 +24,14 @@ type counters struct {
 	// left out. Commands a script runs (TIME, GET, SET inside EVALSHA) are
 	// counted too, each under its own name.
 	Calls map[string]int64
+	// ScriptUsec is the time Redis spent in EVALSHA and EVAL (the
+	// scripts' own commands included): its CPU for the decisions.
+	ScriptUsec int64
 }
 
 // sub is c - o.
 func (c counters) sub(o counters) counters {
-	d := counters{RoundTrips: c.RoundTrips - o.RoundTrips, Calls: map[string]int64{}}
+	d := counters{RoundTrips: c.RoundTrips - o.RoundTrips, Calls: map[string]int64{}, ScriptUsec: c.ScriptUsec - o.ScriptUsec}
 	for name, n := range c.Calls {
 		if n -= o.Calls[name]; n != 0 {
 			d.Calls[name] = n
@@ -40,6 +43,7 @@ func (c counters) sub(o counters) counters {
 // add adds o to c.
 func (c *counters) add(o counters) {
 	c.RoundTrips += o.RoundTrips
+	c.ScriptUsec += o.ScriptUsec
 	if c.Calls == nil {
 		c.Calls = map[string]int64{}
 	}
@@ -57,21 +61,48 @@ func (c counters) commands() int64 {
 	return n
 }
 
-func readCounters(ctx context.Context, metricsURL, redisAddr string) (counters, error) {
+// readCounters reads the gateway's metric and the commandstats of every
+// Redis (each master of a Cluster), summed.
+func readCounters(ctx context.Context, metricsURL string, redisAddrs []string) (counters, error) {
 	rt, err := scrapeMetric(ctx, metricsURL, roundTripsMetric)
 	if err != nil {
 		return counters{}, err
 	}
-	info, err := redistest.Do(redisAddr, "INFO", "commandstats")
-	if err != nil {
-		return counters{}, fmt.Errorf("INFO commandstats on %s: %w", redisAddr, err)
+	c := counters{RoundTrips: rt, Calls: map[string]int64{}}
+	for _, a := range redisAddrs {
+		info, err := redistest.Do(a, "INFO", "commandstats")
+		if err != nil {
+			return counters{}, fmt.Errorf("INFO commandstats on %s: %w", a, err)
+		}
+		calls, err := commandCalls(info)
+		if err != nil {
+			return counters{}, err
+		}
+		delete(calls, "info") // the INFO calls that read these stats
+		for name, n := range calls {
+			c.Calls[name] += n
+		}
+		c.ScriptUsec += scriptUsec(info)
 	}
-	calls, err := commandCalls(info)
-	if err != nil {
-		return counters{}, err
+	return c, nil
+}
+
+// scriptUsec is the usec of INFO commandstats' evalsha and eval lines.
+func scriptUsec(info string) int64 {
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		for _, field := range strings.Split(rest, ",") {
+			if k, v, _ := strings.Cut(field, "="); k == "usec" {
+				u, _ := strconv.ParseInt(v, 10, 64)
+				n += u
+			}
+		}
 	}
-	delete(calls, "info") // the INFO calls that read these stats
-	return counters{RoundTrips: rt, Calls: calls}, nil
+	return n
 }
 
 // scrapeMetric reads one unlabelled sample from a Prometheus text exposition.

@@ -133,6 +133,8 @@ func ratios(by map[string]summary) []ratio {
 		rps(tGatewayStd, tBare),
 		rps(tNginxLimitReq, tNginxProxy),
 		rps(tGatewayLLM, tGatewayNone),
+		rps(tGatewayCluster, tGatewayUsers),
+		usecRatio(by, tGatewayCluster, tGatewayUsers),
 	)
 	return out
 }
@@ -153,6 +155,7 @@ var goals = []goal{
 	{tGatewayRedis + "/" + tGatewayLocal, true, 0.85},
 	{tGatewayDeny + "/" + tNginxDeny, true, 0.8},
 	{"redis-calls-per-denied", false, 0.1},
+	{"redis-usec-per-decision " + tGatewayCluster + "/" + tGatewayUsers, false, 1.2},
 	{"p99-added/nginx-p99-added", false, 1.25},
 	{"local-bytes-per-key", false, 256},
 	{"local-bytes-per-cap-key", false, 256},
@@ -272,6 +275,7 @@ func writeRedis(w io.Writer, sums []summary, runFor time.Duration) {
 			n := s.delta.Calls[name]
 			fmt.Fprintf(w, "; %s %d (%s)", name, n, fmtNum(float64(n)/per))
 		}
+		fmt.Fprintf(w, "; script usec %d (%s per 2xx)", s.delta.ScriptUsec, fmtNum(float64(s.delta.ScriptUsec)/float64(max(1, s.requests-s.non2xx))))
 		fmt.Fprintln(w)
 	}
 }
@@ -299,4 +303,22 @@ func p99Noise(sums []summary) string {
 	}
 	return fmt.Sprintf("p99-added/nginx-p99-added: nginx-limit_req adds %sms to the upstream's p99, while the upstream's own p99 ranged %s–%sms over the rounds: the ratio is mostly noise",
 		ms(added), ms(lo), ms(hi))
+}
+
+// usecRatio is Redis's script CPU per admitted request of target a over
+// that of b ("redis-usec-per-decision a/b"): what a decision costs Redis on
+// each, measured in the same run.
+func usecRatio(by map[string]summary, a, b string) ratio {
+	name := "redis-usec-per-decision " + a + "/" + b
+	sa, okA := by[a]
+	sb, okB := by[b]
+	if !okA || !okB || !sa.counted || !sb.counted {
+		return ratio{name: name}
+	}
+	pa := float64(sa.delta.ScriptUsec) / float64(max(1, sa.requests-sa.non2xx))
+	pb := float64(sb.delta.ScriptUsec) / float64(max(1, sb.requests-sb.non2xx))
+	if pb == 0 {
+		return ratio{name: name}
+	}
+	return ratio{name: name, value: pa / pb, ok: true}
 }

@@ -3,9 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/internal/redistest"
 )
 
 // The targets, in the order of the table.
@@ -27,6 +32,8 @@ const (
 	tGatewayDeny    = "gateway-deny"
 	tGatewayDenyRed = "gateway-deny-redis"
 	tGatewayLLM     = "gateway-llm"
+	tGatewayUsers   = "gateway-redis-users"
+	tGatewayCluster = "gateway-redis-cluster"
 )
 
 // target is one row of the table: what wrk loads, and what to expect.
@@ -67,6 +74,8 @@ var specs = []spec{
 	{tGatewayDeny, "gateway, token_bucket per IP at 1/min: a flood it denies", (*lab).gatewayTarget},
 	{tGatewayDenyRed, "gateway, Redis gcra per IP at 1/min: a flood it denies", (*lab).gatewayTarget},
 	{tGatewayLLM, "gateway, llm: openai to a static chat completion, token policy never reached", (*lab).gatewayTarget},
+	{tGatewayUsers, "gateway, Redis gcra per X-User over 1,000 users, never reached", (*lab).gatewayTarget},
+	{tGatewayCluster, "gateway-redis-users on a 3-master Redis Cluster", (*lab).gatewayTarget},
 }
 
 // gatewayPolicies are the gateway targets' policies (YAML flow style).
@@ -82,6 +91,8 @@ var gatewayPolicies = map[string]string{
 	tGatewayDeny:    "{key: ip, algorithm: token_bucket, rate: 1, per: 1m}",
 	tGatewayDenyRed: "{key: ip, algorithm: gcra, rate: 1, per: 1m}",
 	tGatewayLLM:     "{key: ip, cost: tokens, rate: 1000000000, per: 1s}",
+	tGatewayUsers:   "{key: 'header:X-User', algorithm: gcra, rate: 10000000, per: 1s}",
+	tGatewayCluster: "{key: 'header:X-User', algorithm: gcra, rate: 10000000, per: 1s}",
 }
 
 // lab holds the servers behind the targets. Servers several targets share
@@ -94,8 +105,9 @@ type lab struct {
 	bare     string
 	upstream string // host:port of the nginx upstream
 
-	nginx map[string]string // target → host:port, once nginx's proxy runs
-	redis string            // host:port, once Redis runs
+	nginx   map[string]string // target → host:port, once nginx's proxy runs
+	redis   string            // host:port, once Redis runs
+	cluster []string          // the masters' host:port, once the Cluster runs
 }
 
 // selectSpecs returns the specs named in only (comma-separated), or all.
@@ -248,11 +260,20 @@ func (l *lab) bareTarget(ctx context.Context, t *target) error {
 
 // gatewayTarget starts one gateway process for t, alone with its config.
 func (l *lab) gatewayTarget(ctx context.Context, t *target) error {
-	redis := t.name == tGatewayRedis || t.name == tGatewayDenyRed
+	redis := t.name == tGatewayRedis || t.name == tGatewayDenyRed || t.name == tGatewayUsers
 	if redis && l.redis == "" {
 		if err := l.startRedis(ctx); err != nil {
 			return err
 		}
+	}
+	redisAddrs := []string{l.redis}
+	if t.name == tGatewayCluster {
+		if l.cluster == nil {
+			if err := l.startCluster(ctx); err != nil {
+				return err
+			}
+		}
+		redis, redisAddrs = true, l.cluster
 	}
 	ports, err := freePorts(2)
 	if err != nil {
@@ -277,7 +298,7 @@ func (l *lab) gatewayTarget(ctx context.Context, t *target) error {
 	}
 	if redis {
 		// The admin listener serves /metrics, read around each run.
-		cfg.Admin, cfg.Redis = addr(ports[1]), l.redis
+		cfg.Admin, cfg.Redis = addr(ports[1]), strings.Join(redisAddrs, ", ")
 	}
 	path := filepath.Join(l.dir, t.name+".yaml")
 	if err := render("gateway.yaml", path, cfg); err != nil {
@@ -296,9 +317,15 @@ func (l *lab) gatewayTarget(ctx context.Context, t *target) error {
 			return err
 		}
 	}
+	if t.name == tGatewayUsers || t.name == tGatewayCluster {
+		t.script = filepath.Join(l.dir, "users.lua")
+		if err := render("users.lua", t.script, nil); err != nil {
+			return err
+		}
+	}
 	if redis {
-		metrics, redisAddr := "http://"+cfg.Admin+"/metrics", l.redis
-		t.counters = func(ctx context.Context) (counters, error) { return readCounters(ctx, metrics, redisAddr) }
+		metrics := "http://" + cfg.Admin + "/metrics"
+		t.counters = func(ctx context.Context) (counters, error) { return readCounters(ctx, metrics, redisAddrs) }
 	}
 	// A TCP connect, not a GET: a deny target's GET would be its one
 	// admitted request, and an LLM route answers GET / with 404 anyway.
@@ -330,4 +357,75 @@ func (l *lab) startRedis(ctx context.Context) error {
 	}
 	l.redis = addr(ports[0])
 	return nil
+}
+
+// startCluster starts three cluster-enabled redis-servers and joins them
+// into one Cluster with redis-cli, all slots on the three masters.
+func (l *lab) startCluster(ctx context.Context) error {
+	ports, err := clusterPorts(3)
+	if err != nil {
+		return err
+	}
+	var addrs []string
+	for i, port := range ports {
+		dir := filepath.Join(l.dir, fmt.Sprintf("cluster-%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		p, err := l.ps.start(fmt.Sprintf("cluster-%d", i), dir, nil, "redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", dir, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+		if err != nil {
+			return err
+		}
+		if err := p.waitTCP(ctx, addr(port)); err != nil {
+			return err
+		}
+		addrs = append(addrs, addr(port))
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, a := range addrs {
+		for {
+			info, err := redistest.Do(a, "CLUSTER", "INFO")
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("cluster node %s not ok within 30s: %v", a, err)
+			}
+			time.Sleep(50 * time.Millisecond) // polling external processes
+		}
+	}
+	l.cluster = addrs
+	return nil
+}
+
+// clusterPorts returns n free ports whose cluster bus ports (+10000) are
+// free too.
+func clusterPorts(n int) ([]int, error) {
+	var out []int
+	for tries := 0; len(out) < n && tries < 100; tries++ {
+		ps, err := freePorts(1)
+		if err != nil {
+			return nil, err
+		}
+		p := ps[0]
+		if p+10000 > 65535 {
+			continue
+		}
+		ln, err := net.Listen("tcp", addr(p+10000))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		out = append(out, p)
+	}
+	if len(out) < n {
+		return nil, fmt.Errorf("no %d free port pairs for a cluster", n)
+	}
+	return out, nil
 }

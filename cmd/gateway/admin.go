@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,9 +15,6 @@ import (
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 )
-
-// readyPingTimeout bounds the PING of a readiness probe.
-const readyPingTimeout = 500 * time.Millisecond
 
 // listenAdmin opens admin.listen (unless it is "") with the admin handler:
 // metrics, health, readiness and, with admin.token, the admin API.
@@ -58,8 +54,22 @@ func (p *process) listenAdmin() error {
 	return nil
 }
 
-// ready is /readyz: the config is loaded, shutdown has not started, and
-// Redis answers when a policy in force fails closed without it.
+// ready is /readyz: the config is loaded, shutdown has not started, and,
+// when a policy in force fails closed without Redis, this instance has
+// reached Redis since it started. It sends nothing: the limiter's breakers
+// and its background check (at most a PING a second per idle node) are
+// what it reads.
+//
+// A Redis outage that began after this instance reached Redis leaves it
+// ready, whether one Cluster node of several is down or the only Redis is:
+// every instance of the fleet sees the same outage, so failing readiness on
+// it would take every pod out of the Service at once, turning precise
+// answers (the affected keys' failure modes, 503 with Retry-After for
+// fail-closed policies, exact limits for the other nodes' keys) into
+// connection errors for every key, and putting the pods back would lag
+// Redis's recovery. An instance that has never reached Redis is different:
+// its peers may be serving, so it waits out of the Service (a rolling
+// upgrade into a network that cannot reach Redis stops at the first pod).
 func (p *process) ready() error {
 	if p.draining.Load() {
 		return errors.New("draining: shutting down")
@@ -68,21 +78,14 @@ func (p *process) ready() error {
 	if snap == nil {
 		return errors.New("no configuration loaded")
 	}
-	if p.redis == nil {
+	if p.shared == nil || p.shared.Health().Answered {
 		return nil
 	}
 	for _, name := range slices.Sorted(maps.Keys(snap.Policies)) {
 		rule := snap.Policies[name].Rule
-		if !rule.Algorithm.Shared() || rule.OnRedisError != limiter.FailDeny {
-			continue
+		if rule.Algorithm.Shared() && rule.OnRedisError == limiter.FailDeny {
+			return fmt.Errorf("redis has not answered since start and policy %q fails closed without it", name)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), readyPingTimeout)
-		err := p.redis.Ping(ctx).Err()
-		cancel()
-		if err != nil {
-			return fmt.Errorf("redis does not answer (%v) and policy %q fails closed without it", err, name)
-		}
-		return nil
 	}
 	return nil
 }

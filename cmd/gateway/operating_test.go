@@ -14,8 +14,6 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-
-	"github.com/ratelimit-gateway/gateway/internal/redistest"
 )
 
 var adminLine = regexp.MustCompile(`admin listening" addr=(\S+)`)
@@ -239,41 +237,6 @@ func TestOperatingTour(t *testing.T) {
 	<-g.done
 	if g.code != 0 {
 		t.Fatalf("serve exited %d after the drain, want 0", g.code)
-	}
-}
-
-// /readyz reports Redis down when a policy fails closed without it, and
-// ready again once Redis is back.
-func TestReadyzFollowsRedisForFailClosedPolicies(t *testing.T) {
-	s := redistest.Start(t)
-	path := writePressureConfig(t, `
-server: {listen: "127.0.0.1:0"}
-redis: {addrs: [`+s.Addr()+`]}
-routes:
-  - {name: login, match: {path_prefix: /}, upstream: builtin:echo, policies: [login]}
-policies:
-  login: {key: ip, algorithm: sliding_window, rate: 10, per: 1m, on_redis_error: deny}
-`)
-	g := startGateway(t, "gw", path)
-	adm := g.adminBase(t)
-	if code, body := adminDo(t, "GET", adm+"/readyz", ""); code != http.StatusOK {
-		t.Fatalf("readyz with Redis up: %d %s", code, body)
-	}
-	s.Kill()
-	code, body := adminDo(t, "GET", adm+"/readyz", "")
-	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), `policy \"login\" fails closed`) {
-		t.Fatalf("readyz with Redis killed: %d %s, want 503 naming the policy", code, body)
-	}
-	s.Restart()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code, body := adminDo(t, "GET", adm+"/readyz", "")
-		if code == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("readyz after Redis came back: %d %s", code, body)
-		}
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -62,14 +63,17 @@ func redisClientOptions(cfg policies.RedisConfig) redislimit.ClientOptions {
 	}
 }
 
-// checkRedis pings Redis once at start, with the configured credentials, on
-// a client of its own whose deadlines fit a start rather than a decision.
+// checkRedis runs the gateway's decision script once at start on every
+// Redis node (each master of a Cluster, on a key of its slots), with the
+// configured credentials, on a client of its own whose deadlines fit a start
+// rather than a decision.
 //
-// Credentials or permissions Redis refuses are an error naming the setting
-// (source is the config file): every shared decision would fail, and with
-// on_redis_error: allow the gateway would run without its shared limits,
-// saying so once. A Redis that does not answer is an outage, which the
-// failure modes are for: it is logged and the start goes on.
+// Credentials or permissions a node refuses are an error naming the node
+// and the setting (source is the config file): every shared decision on it
+// would fail, and with on_redis_error: allow the gateway would run without
+// its shared limits, saying so once. A node that does not answer is an
+// outage, which the failure modes are for: it is logged and the start goes
+// on. Masters that join a Cluster later are checked by the limiter's Run.
 //
 // A Redis that answers is then asked whether it may evict the gateway's
 // keys (checkEviction).
@@ -82,17 +86,31 @@ func checkRedis(ctx context.Context, source string, cfg policies.RedisConfig, lo
 		return fmt.Errorf("connecting to redis: %w", err)
 	}
 	defer client.Close()
+	check, err := redislimit.New(client, redislimit.Config{Timeout: startupPingTimeout, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer check.Close()
 	ctx, cancel := context.WithTimeout(ctx, startupPingTimeout)
 	defer cancel()
-	err = client.Ping(ctx).Err()
+	err = check.CheckAccess(ctx)
 	where := strings.Join(cfg.Addrs, ",")
 	if cfg.Sentinel.MasterName != "" {
 		where = fmt.Sprintf("sentinels %s (master %q)", strings.Join(cfg.Sentinel.Addrs, ","), cfg.Sentinel.MasterName)
+	}
+	// A Cluster's error names the node that refused, and says what it did.
+	var ne *redislimit.NodeError
+	if errors.As(err, &ne) {
+		if len(cfg.Addrs) > 1 {
+			where = fmt.Sprintf("node %s of the cluster %s", ne.Addr, strings.Join(cfg.Addrs, ","))
+		}
+		err = ne.Err
 	}
 	switch {
 	case err == nil:
 		checkEviction(ctx, client, log, m)
 		return nil
+	case errors.Is(err, redislimit.ErrNoAnswer):
 	case isRedisAuthError(err):
 		settings := "redis.username and redis.password, or GATEWAY_REDIS_USERNAME and GATEWAY_REDIS_PASSWORD"
 		if cfg.Sentinel.MasterName != "" {
@@ -101,6 +119,8 @@ func checkRedis(ctx context.Context, source string, cfg policies.RedisConfig, lo
 		return fmt.Errorf("%s: redis.password: redis at %s refused the credentials: %v (check %s)", source, where, err, settings)
 	case isRedisPermissionError(err):
 		return fmt.Errorf("%s: redis.username: redis at %s refused user %q a command: %v (the user needs the gateway's commands)", source, where, cfg.Username, err)
+	default:
+		return fmt.Errorf("%s: redis at %s: %w", source, where, err)
 	}
 	log.Warn("redis did not answer at start; shared policies apply their on_redis_error mode until it does",
 		"addrs", where, "error", err.Error())

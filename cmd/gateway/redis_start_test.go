@@ -83,3 +83,34 @@ func TestServeChecksRedisCredentialsAtStart(t *testing.T) {
 		})
 	}
 }
+
+// On a Cluster the start runs the gateway's script on every master, on a
+// key of its slots: a user whom one master refuses EVALSHA stops the start
+// with an error naming that master, though the others and PING accept it.
+func TestServeChecksRedisRightsOnEveryClusterNode(t *testing.T) {
+	c := redistest.StartCluster(t)
+	refusing := c.Servers[1]
+	for _, s := range c.Servers {
+		rights := "+@all"
+		if s == refusing {
+			rights = "-evalsha"
+		}
+		if _, err := redistest.Do(s.Addr(), "ACL", "SETUSER", "gw", "on", ">pw", "~*", "+@all", rights); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("GATEWAY_SERVER_LISTEN", "127.0.0.1:0")
+	t.Setenv("GATEWAY_REDIS_ADDRS", strings.Join(c.Addrs(), ","))
+	t.Setenv("GATEWAY_REDIS_USERNAME", "gw")
+	t.Setenv("GATEWAY_REDIS_PASSWORD", "pw")
+	g, exited := serveOutcome(t, "gateway", writeRedisConfig(t))
+	if !exited {
+		t.Fatalf("serve started (%s), want it to refuse to; output:\n%s", g.base, g.output())
+	}
+	last := g.output()[strings.LastIndexByte(g.output(), '\n')+1:]
+	want := regexp.MustCompile(`^gateway: \S+/gateway\.redis\.yaml: redis\.username: redis at node ` + regexp.QuoteMeta(refusing.Addr()) +
+		` of the cluster \S+ refused user "gw" a command: NOPERM .*evalsha`)
+	if g.code != 1 || !want.MatchString(last) {
+		t.Errorf("got exit %d, last line %q; want exit 1 and a line matching %q", g.code, last, want)
+	}
+}

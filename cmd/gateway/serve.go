@@ -23,6 +23,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/builtin"
 	"github.com/ratelimit-gateway/gateway/internal/heapfloor"
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 	"github.com/ratelimit-gateway/gateway/metrics"
 	"github.com/ratelimit-gateway/gateway/metrics/topk"
 	"github.com/ratelimit-gateway/gateway/policies"
@@ -76,6 +77,7 @@ type process struct {
 	current *policies.Current
 	engine  *limiter.Engine
 	redis   redis.UniversalClient // nil without redis
+	shared  *redislimit.Limiter   // nil without redis
 	admin   *http.Server          // nil when admin.listen is ""
 	adminLn net.Listener
 	// draining is set the moment shutdown starts: /readyz says so at once.
@@ -201,7 +203,17 @@ func (p *process) newLimiter(ctx context.Context) (*limiter.Local, *limiter.Engi
 		}
 		shared = rl
 		p.redis = client
+		p.shared = rl
 		p.metrics.WatchRedis(rl.Stats)
+		// The background check of the Redis nodes: it follows a Cluster
+		// failover and keeps what /readyz reads current.
+		runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		ran := make(chan struct{})
+		go func() {
+			defer close(ran)
+			_ = rl.Run(runCtx)
+		}()
+		p.onClose(func() error { stop(); <-ran; return nil })
 		// A lock call may wait as a decision would, queue and round trip.
 		if p.idem, err = idempotency.NewRedis(client, idempotency.RedisConfig{Timeout: cfg.Redis.QueueTimeout + cfg.Redis.Timeout}); err != nil {
 			return nil, nil, err

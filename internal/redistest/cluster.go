@@ -1,7 +1,9 @@
 package redistest
 
 import (
+	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -9,10 +11,29 @@ import (
 // clusterTimeout bounds cluster creation and the wait for cluster_state:ok.
 const clusterTimeout = 30 * time.Second
 
-// Cluster is a Redis Cluster of three masters without replicas.
+// Cluster is a Redis Cluster on loopback.
 type Cluster struct {
 	// Servers are the masters, in the order their slots were assigned.
 	Servers []*Server
+	// Replicas are the replicas, Replicas[i] replicating Servers[i] (none
+	// unless ClusterOptions.Replicas).
+	Replicas []*Server
+}
+
+// ClusterOptions shapes StartClusterWith's Cluster. The zero value is
+// StartCluster's: three masters, no replicas, cluster-node-timeout 2000.
+type ClusterOptions struct {
+	// Masters is how many masters hold the slots; zero means 3.
+	Masters int
+	// Replicas gives each master one replica.
+	Replicas bool
+	// NodeTimeout is cluster-node-timeout; zero means 2s.
+	NodeTimeout time.Duration
+	// PartialCoverage sets cluster-require-full-coverage no: the other
+	// masters keep serving while one is down.
+	PartialCoverage bool
+	// NoFailover sets cluster-replica-no-failover yes.
+	NoFailover bool
 }
 
 // StartCluster starts three cluster-enabled servers on free loopback ports,
@@ -20,37 +41,120 @@ type Cluster struct {
 // reports cluster_state:ok. Everything is cleaned up when the test ends.
 func StartCluster(t TB) *Cluster {
 	t.Helper()
+	return StartClusterWith(t, ClusterOptions{})
+}
+
+// StartClusterWith starts a Cluster shaped by o and waits until every node
+// reports cluster_state:ok and every replica is in sync with its master.
+func StartClusterWith(t TB, o ClusterOptions) *Cluster {
+	t.Helper()
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		t.Fatalf("redis-cli not found on PATH; install it with: %s", InstallHint)
 	}
-	c := &Cluster{}
-	for i := 0; i < 3; i++ {
-		c.Servers = append(c.Servers, start(t, serverArgs([]string{
-			"--cluster-enabled", "yes",
-			"--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000",
-		}), true, nil))
+	masters := o.Masters
+	if masters == 0 {
+		masters = 3
 	}
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	out, err := exec.Command("redis-cli", args...).CombinedOutput()
+	timeout := o.NodeTimeout
+	if timeout == 0 {
+		timeout = 2 * time.Second
+	}
+	args := []string{
+		"--cluster-enabled", "yes",
+		"--cluster-config-file", "nodes.conf",
+		"--cluster-node-timeout", strconv.FormatInt(timeout.Milliseconds(), 10),
+	}
+	if o.PartialCoverage {
+		args = append(args, "--cluster-require-full-coverage", "no")
+	}
+	if o.NoFailover {
+		args = append(args, "--cluster-replica-no-failover", "yes")
+	}
+	n := masters
+	if o.Replicas {
+		n *= 2
+	}
+	var all []*Server
+	for i := 0; i < n; i++ {
+		all = append(all, start(t, serverArgs(args), true, nil))
+	}
+	create := []string{"--cluster", "create"}
+	for _, s := range all {
+		create = append(create, s.Addr())
+	}
+	replicas := "0"
+	if o.Replicas {
+		replicas = "1"
+	}
+	create = append(create, "--cluster-replicas", replicas, "--cluster-yes")
+	out, err := exec.Command("redis-cli", create...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
 	deadline := time.Now().Add(clusterTimeout)
-	for _, s := range c.Servers {
-		for {
-			info, err := Do(s.Addr(), "CLUSTER", "INFO")
-			if err == nil && strings.Contains(info, "cluster_state:ok") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("redistest: node %s not ok within %s: %v\n%s", s.Addr(), clusterTimeout, err, info)
-			}
-			time.Sleep(20 * time.Millisecond) // polling external processes
+	for _, s := range all {
+		waitInfo(t, s, deadline, "CLUSTER", "INFO", "cluster_state:ok")
+	}
+	c := &Cluster{}
+	for _, s := range all {
+		if info, _ := Do(s.Addr(), "INFO", "replication"); strings.Contains(info, "role:master") {
+			c.Servers = append(c.Servers, s)
 		}
 	}
+	for _, m := range c.Servers {
+		for _, s := range all {
+			info, _ := Do(s.Addr(), "INFO", "replication")
+			if strings.Contains(info, "role:slave") && strings.Contains(info, fmt.Sprintf("master_port:%d", m.Port())) {
+				c.Replicas = append(c.Replicas, s)
+				waitInfo(t, s, deadline, "INFO", "replication", "master_link_status:up")
+			}
+		}
+	}
+	if o.Replicas && len(c.Replicas) != len(c.Servers) {
+		t.Fatalf("redistest: %d replicas for %d masters", len(c.Replicas), len(c.Servers))
+	}
 	return c
+}
+
+// waitInfo polls s with the command until its reply contains want.
+func waitInfo(t TB, s *Server, deadline time.Time, cmd, section, want string) {
+	t.Helper()
+	for {
+		info, err := Do(s.Addr(), cmd, section)
+		if err == nil && strings.Contains(info, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: %s %s on %s: no %q within %s: %v\n%s", cmd, section, s.Addr(), want, clusterTimeout, err, info)
+		}
+		time.Sleep(20 * time.Millisecond) // polling external processes
+	}
+}
+
+// WaitPromoted waits until a replica of the killed master m has taken over
+// its slots (INFO says role:master) and every live node reports
+// cluster_state:ok; it returns the new master. Cluster failover is the
+// Cluster's own doing: the wait bounds it by clusterTimeout.
+func (c *Cluster) WaitPromoted(t TB, m *Server) *Server {
+	t.Helper()
+	i := -1
+	for j, s := range c.Servers {
+		if s == m {
+			i = j
+		}
+	}
+	if i < 0 || i >= len(c.Replicas) {
+		t.Fatalf("redistest: %s is no master with a replica", m.Addr())
+	}
+	r := c.Replicas[i]
+	deadline := time.Now().Add(clusterTimeout)
+	waitInfo(t, r, deadline, "INFO", "replication", "role:master")
+	for j, s := range c.Servers {
+		if j != i {
+			waitInfo(t, s, deadline, "CLUSTER", "INFO", "cluster_state:ok")
+		}
+	}
+	return r
 }
 
 // Addrs returns the masters' addresses.
@@ -60,4 +164,11 @@ func (c *Cluster) Addrs() []string {
 		out[i] = s.Addr()
 	}
 	return out
+}
+
+// WaitInfo polls s with INFO section until the reply contains want, for at
+// most 30 s (a replica catching up, a failover under way).
+func WaitInfo(t TB, s *Server, section, want string) {
+	t.Helper()
+	waitInfo(t, s, time.Now().Add(clusterTimeout), "INFO", section, want)
 }

@@ -119,12 +119,23 @@ func BenchmarkMergedScript(b *testing.B) {
 		}
 		return merged[0].Args()
 	}
+	nodeArgs := func(key func(i int) string) []any {
+		check := limiter.Check{Rule: policy("ms-gcra", limiter.GCRA), Limit: limiter.Limit{Rate: 1 << 40, Period: time.Second}}
+		cmds := make([]*redis.Cmd, batch)
+		for i := range cmds {
+			cmds[i] = decideCall(b, key(i), check)
+		}
+		merged, _, _ := mergeNodeDecides(cmds)
+		return merged[0].Args()
+	}
 	anchor, err := c.ScriptLoad(ctx, "return 1").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := c.ScriptLoad(ctx, decideManySrc).Err(); err != nil {
-		b.Fatal(err)
+	for _, src := range []string{decideManySrc, decideManyNodeSrc} {
+		if err := c.ScriptLoad(ctx, src).Err(); err != nil {
+			b.Fatal(err)
+		}
 	}
 	for _, bc := range []struct {
 		name string
@@ -133,6 +144,8 @@ func BenchmarkMergedScript(b *testing.B) {
 		{"anchor_return", append([]any{"evalsha", anchor}, mergedArgs(func(int) string { return "hot" })[2:]...)},
 		{"hot_key", mergedArgs(func(int) string { return "hot" })},
 		{"many_keys", mergedArgs(strconv.Itoa)},
+		// The call one Cluster master gets (keys read from the arguments).
+		{"many_keys_node_script", nodeArgs(strconv.Itoa)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			redistest.ResetStats(b, s.Addr())

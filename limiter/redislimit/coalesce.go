@@ -22,6 +22,14 @@ const maxBatch = 128
 // Redis's CPU a decision.
 const gatherAt = 3
 
+// nodeGatherAt is gatherAt for the gatherer of one Cluster master: each
+// master sees its share of the decisions, so batches there are that much
+// smaller at the same load, and what a call costs Redis falls with the
+// batch (one script run and one clock read per batch). Waiting for the
+// pipeline in flight as soon as two calls share one keeps a master's
+// batches, and its CPU a decision, near a standalone server's.
+const nodeGatherAt = 2
+
 // coalescer gathers the script calls of concurrent decisions into shared
 // pipelines (group commit). A call that may start a pipeline (below) sends
 // at once, taking along whatever calls are queued; any other joins the
@@ -47,9 +55,12 @@ type coalescer struct {
 	exec func(ctx context.Context, cmds []*redis.Cmd)
 	// merge, when set, may replace a batch's commands by fewer that do the
 	// same (several script calls as one); split then puts the replies back
-	// into the original commands.
-	merge func(cmds []*redis.Cmd) (merged []*redis.Cmd, split func())
+	// into the original commands, or again names those to send unmerged.
+	merge func(cmds []*redis.Cmd) (merged []*redis.Cmd, split func(), again func() []*redis.Cmd)
 	max   int
+	// gatherAt is the average batch from which calls wait (gatherAt or
+	// nodeGatherAt).
+	gatherAt int
 	// timeout is the least a pipeline has from when it is sent (zero: no
 	// least), so that the time its calls spent waiting for it never counts
 	// against Redis.
@@ -72,8 +83,8 @@ type call struct {
 	wake chan []*call
 }
 
-func newCoalescer(max int, timeout time.Duration, exec func(context.Context, []*redis.Cmd), merge func([]*redis.Cmd) ([]*redis.Cmd, func())) *coalescer {
-	return &coalescer{exec: exec, merge: merge, max: max, timeout: timeout}
+func newCoalescer(max int, timeout time.Duration, exec func(context.Context, []*redis.Cmd), merge func([]*redis.Cmd) ([]*redis.Cmd, func(), func() []*redis.Cmd)) *coalescer {
+	return &coalescer{exec: exec, merge: merge, max: max, timeout: timeout, gatherAt: gatherAt}
 }
 
 // do sends cmds, alone or with other calls', and returns once their
@@ -81,7 +92,7 @@ func newCoalescer(max int, timeout time.Duration, exec func(context.Context, []*
 func (co *coalescer) do(ctx context.Context, cmds []*redis.Cmd) {
 	c := &call{ctx: ctx, cmds: cmds}
 	co.mu.Lock()
-	if co.running == 0 || co.running < co.max && (co.avg < 16*gatherAt || len(co.queue)+1 >= maxBatch) {
+	if co.running == 0 || co.running < co.max && (co.avg < 16*co.gatherAt || len(co.queue)+1 >= maxBatch) {
 		co.running++
 		batch := append(co.take(maxBatch-1), c)
 		co.mu.Unlock()
@@ -132,9 +143,12 @@ func (co *coalescer) send(leader *call, batch []*call) {
 		defer cancel()
 	}
 	if co.merge != nil && len(batch) > 1 {
-		merged, split := co.merge(cmds)
+		merged, split, again := co.merge(cmds)
 		co.exec(ctx, merged)
 		split()
+		if re := again(); len(re) > 0 {
+			co.exec(ctx, re)
+		}
 	} else {
 		co.exec(ctx, cmds)
 	}

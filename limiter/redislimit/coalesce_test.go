@@ -371,7 +371,7 @@ func TestMergedHotKeyIsDecidedInOrder(t *testing.T) {
 	}
 	// A lone call after it finds the burst used up.
 	lone := decideCall(t, "hot", g)
-	r.execNow(ctx, []*redis.Cmd{lone})
+	r.execOn(ctx, r.single, []*redis.Cmd{lone})
 	v, err := lone.Result()
 	if err != nil {
 		t.Fatal(err)
@@ -409,7 +409,7 @@ func execMerged(t *testing.T, r *Limiter, cmds []*redis.Cmd, want int) {
 	if len(merged) != want {
 		t.Fatalf("merged into %d commands, want %d", len(merged), want)
 	}
-	r.execNow(context.Background(), merged)
+	r.execOn(context.Background(), r.single, merged)
 	split()
 }
 

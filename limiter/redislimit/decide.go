@@ -105,8 +105,50 @@ func (r *Limiter) prepare(checks []limiter.Check) (ds []limiter.Decision, ops []
 // (ReasonOverloaded), never let through unchecked. What Redis's silence
 // means is classify's business.
 func (r *Limiter) ask(ctx context.Context, ops []*sharedOp, ds []limiter.Decision, u *held) {
+	for _, op := range ops {
+		op.base = redisBaseKey(op.check.Rule.Name, op.digest)
+		if a := op.check.Rule.Algorithm; a == limiter.SlidingWindow || a == limiter.SharedConcurrency {
+			op.memberID = r.nextMemberID()
+		}
+	}
+	n := r.single
+	if r.cc != nil {
+		n = r.nodeOf(ctx, ops[0].base)
+		for _, op := range ops[1:] {
+			if r.nodeOf(ctx, op.base) != n {
+				r.askEach(ctx, ops, ds, u)
+				return
+			}
+		}
+	}
+	r.askNode(ctx, n, ops, ds, u)
+}
+
+// askEach decides, on a Cluster, the checks of a request whose keys live on
+// several masters: each on its own master, with that master's breaker and
+// failure modes, shortest period first, stopping at the first denial (a
+// limit or a failure mode's) and giving back what the earlier ones took.
+func (r *Limiter) askEach(ctx context.Context, ops []*sharedOp, ds []limiter.Decision, u *held) {
+	ordered := slices.Clone(ops)
+	slices.SortStableFunc(ordered, func(a, b *sharedOp) int {
+		return cmp.Compare(a.check.Limit.Period, b.check.Limit.Period)
+	})
+	for _, op := range ordered {
+		r.askNode(ctx, r.nodeOf(ctx, op.base), []*sharedOp{op}, ds, u)
+		if !ds[op.index].Allowed {
+			if len(u.ops) > 0 {
+				r.adjust(ctx, u.ops, func(*sharedOp) int64 { return 0 })
+				u.ops = u.ops[:0]
+			}
+			return
+		}
+	}
+}
+
+// askNode decides ops, whose keys all live on n, as ask says.
+func (r *Limiter) askNode(ctx context.Context, n *node, ops []*sharedOp, ds []limiter.Decision, u *held) {
 	now := r.clock()
-	ok, probe := r.breaker.allow()
+	ok, probe := n.breaker.allow()
 	if !ok {
 		r.stats.failFast.Add(1)
 		for _, op := range ops {
@@ -116,7 +158,7 @@ func (r *Limiter) ask(ctx context.Context, ops []*sharedOp, ds []limiter.Decisio
 	}
 	release, err := r.slots.acquire(ctx, r.queueTimeout)
 	if err != nil {
-		r.breaker.release(probe)
+		n.breaker.release(probe)
 		r.stats.overloaded.Add(1)
 		for _, op := range ops {
 			ds[op.index] = overloaded(op.check)
@@ -132,7 +174,7 @@ func (r *Limiter) ask(ctx context.Context, ops []*sharedOp, ds []limiter.Decisio
 	}
 	started := r.clock()
 	var rtCtx context.Context
-	if r.co != nil && !r.cluster {
+	if r.pipelines >= 0 {
 		// A coalesced decision is one call in a shared pipeline, and the
 		// pipeline takes its deadline from its calls' (coalescer.send):
 		// saying the deadline is enough, it needs no timer of its own.
@@ -146,7 +188,7 @@ func (r *Limiter) ask(ctx context.Context, ops []*sharedOp, ds []limiter.Decisio
 	release()
 	r.stats.roundTrips.Add(1)
 
-	switch r.classify(ctx, started, err, probe, ops[0].base) {
+	switch r.classify(ctx, n, started, err, probe, ops[0].base) {
 	case outcomeOverload:
 		r.stats.overloaded.Add(1)
 		for _, op := range ops {
@@ -211,13 +253,7 @@ func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *held, sent t
 // hourly quota, so the quota's refunds (and a denial cached while one is in
 // flight) only arise on the rarer path where the longer limit denies.
 func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp) (recorded bool, err error) {
-	for _, op := range ops {
-		op.base = redisBaseKey(op.check.Rule.Name, op.digest)
-		if a := op.check.Rule.Algorithm; a == limiter.SlidingWindow || a == limiter.SharedConcurrency {
-			op.memberID = r.nextMemberID()
-		}
-	}
-	if len(ops) == 1 && ops[0].check.Rule.Algorithm == limiter.GCRA && r.co == nil {
+	if len(ops) == 1 && ops[0].check.Rule.Algorithm == limiter.GCRA && r.pipelines < 0 {
 		return r.allowGCRA(ctx, ops[0])
 	}
 	if !r.cluster || len(ops) == 1 {

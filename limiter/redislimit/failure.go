@@ -24,106 +24,136 @@ const (
 	outcomeSuspect                 // a timeout not yet shown to be Redis's: deny what would fail open
 )
 
-// classify feeds the breaker and the counters. Only Redis's own failures
-// count against it. A caller that went away says nothing about Redis. A
-// go-redis pool timeout is this instance's queue (the slots should make it
-// impossible). A timeout is ambiguous: Redis may be hung, or this instance
-// may have been too starved (a flood on two cores) to read a reply that was
-// there in time. It is explained when a round trip that started later has
-// succeeded; otherwise it is suspect. When round trips started a suspect
-// window apart have both timed out with no success in between, Redis is
-// asked directly with a deadline of breaker_cooldown (see verify), and only
-// its silence opens the breaker. Until then a suspect timeout denies instead
-// of failing open, so that a flood can never switch a limit off.
-func (r *Limiter) classify(ctx context.Context, started time.Time, err error, probe bool, key string) outcome {
+// classify feeds n's breaker and the counters. Everything here is per node:
+// a Cluster master's failures and timeouts open its breaker alone, so its
+// keys go to their failure modes and the other masters' keys stay exact.
+// Only Redis's own failures count against it. A caller that went away says
+// nothing about Redis. A go-redis pool timeout is this instance's queue (the
+// slots should make it impossible). A timeout is ambiguous: Redis may be
+// hung, or this instance may have been too starved (a flood on two cores)
+// to read a reply that was there in time. It is explained when a round trip
+// to the same node that started later has succeeded; otherwise it is
+// suspect. When round trips started a suspect window apart have both timed
+// out with no success in between, the node is asked directly with a
+// deadline of breaker_cooldown (see verify), and only its silence opens the
+// breaker. Until then a suspect timeout denies instead of failing open, so
+// that a flood can never switch a limit off. A Cluster node's error also
+// asks for the slot map to be reloaded: a failover is followed as soon as
+// the Cluster has promoted a replica.
+func (r *Limiter) classify(ctx context.Context, n *node, started time.Time, err error, probe bool, key string) outcome {
 	s := started.UnixNano()
 	if err == nil {
 		for {
-			last := r.lastOKStart.Load()
-			if s <= last || r.lastOKStart.CompareAndSwap(last, s) {
+			last := n.lastOKStart.Load()
+			if s <= last || n.lastOKStart.CompareAndSwap(last, s) {
 				break
 			}
 		}
-		if first := r.suspectSince.Load(); first != 0 && s > first {
-			r.suspectSince.CompareAndSwap(first, 0)
+		if first := n.suspectSince.Load(); first != 0 && s > first {
+			n.suspectSince.CompareAndSwap(first, 0)
 		}
-		if from := r.breaker.success(probe); from != breakerClosed {
-			down := time.Duration(r.clock().UnixNano() - r.downAt.Load())
-			r.log.Info("redis limiter: redis is back, circuit breaker closed", "down_for", down.Round(time.Millisecond))
+		if from := n.breaker.success(probe); from != breakerClosed {
+			down := time.Duration(r.clock().UnixNano() - n.downAt.Load())
+			r.log.Info("redis limiter: redis is back, circuit breaker closed", "node", n.addr, "down_for", down.Round(time.Millisecond))
 		}
+		n.answered.Store(r.clock().UnixNano())
 		return outcomeOK
 	}
 	r.stats.errors.Add(1)
+	n.errors.Add(1)
 	if ctx.Err() != nil {
-		r.breaker.release(probe)
+		n.breaker.release(probe)
 		return outcomeFailure
 	}
 	if isTimeout(err) {
 		r.stats.timeouts.Add(1)
+		n.timeouts.Add(1)
 	}
-	if errors.Is(err, redis.ErrPoolTimeout) || (isTimeout(err) && r.lastOKStart.Load() > s) {
-		r.breaker.release(probe)
+	if errors.Is(err, redis.ErrPoolTimeout) || (isTimeout(err) && n.lastOKStart.Load() > s) {
+		n.breaker.release(probe)
 		return outcomeOverload
 	}
+	r.followCluster()
+	if redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "TRYAGAIN") {
+		// The node answered: the Cluster as a whole refuses (a slot has no
+		// master yet, with cluster-require-full-coverage yes) or a slot is
+		// moving. The failure modes answer this request; the breaker, which
+		// would keep answering without the node after the Cluster is whole
+		// again, is not fed.
+		n.breaker.release(probe)
+		n.answered.Store(r.clock().UnixNano())
+		return outcomeFailure
+	}
 	if isTimeout(err) && !probe {
-		first := r.suspectSince.Load()
+		first := n.suspectSince.Load()
 		if first == 0 {
-			r.suspectSince.CompareAndSwap(0, s)
+			n.suspectSince.CompareAndSwap(0, s)
 		} else if s >= first+int64(r.suspectWindow) {
-			r.verify(key)
+			r.verify(n, key)
 		}
 		return outcomeSuspect
 	}
-	if r.breaker.failure(probe) {
-		r.downAt.Store(r.clock().UnixNano())
+	if n.breaker.failure(probe) {
+		n.downAt.Store(r.clock().UnixNano())
 		r.log.Warn("redis limiter: circuit breaker opened, failure modes apply",
-			"error", err, "cooldown", r.cooldown)
+			"node", n.addr, "error", err, "cooldown", r.cooldown)
 		return outcomeFailure
 	}
-	if n, ok := r.errLog.allow(r.clock()); ok {
-		r.log.Warn("redis limiter: round trip failed", "error", err, "suppressed", n)
+	if m, ok := r.errLog.allow(r.clock()); ok {
+		r.log.Warn("redis limiter: round trip failed", "node", n.addr, "error", err, "suppressed", m)
 	}
 	return outcomeFailure
 }
 
-// verify asks Redis, in the background so that no request waits for it and
-// at most once at a time, whether it answers a cheap command on key's node
+// verify asks n, in the background so that no request waits for it and at
+// most once at a time per node, whether it answers a cheap command on key
 // within breaker_cooldown: a deadline no starved-but-alive instance misses.
-// An answer means the timeouts were this instance's own and clears them; no
-// answer opens the breaker. The goroutine is Close's to wait for.
-func (r *Limiter) verify(key string) {
-	if !r.verifying.CompareAndSwap(false, true) {
+// An answer (any reply, a redirection too) means the timeouts were this
+// instance's own and clears them; no answer opens n's breaker. The
+// goroutine is Close's to wait for.
+func (r *Limiter) verify(n *node, key string) {
+	if !n.verifying.CompareAndSwap(false, true) {
 		return
 	}
-	r.closeMu.Lock()
-	if r.closed {
-		r.closeMu.Unlock()
-		r.verifying.Store(false)
-		return
-	}
-	r.wg.Add(1)
-	r.closeMu.Unlock()
-	go func() {
-		defer r.wg.Done()
-		defer r.verifying.Store(false)
+	if !r.goBackground(func() {
+		defer n.verifying.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), r.cooldown)
 		defer cancel()
 		release, err := r.slots.acquire(ctx, r.cooldown)
 		if err != nil {
 			return // every slot busy all along: this says nothing about Redis
 		}
-		err = r.client.Exists(ctx, key).Err()
+		err = n.cl().Exists(ctx, key).Err()
 		release()
-		if err == nil {
-			r.suspectSince.Store(0)
+		if isReply(err) {
+			n.answered.Store(r.clock().UnixNano())
+			n.suspectSince.Store(0)
 			return
 		}
-		if r.breaker.trip() {
-			r.downAt.Store(r.clock().UnixNano())
+		if n.breaker.trip() {
+			n.downAt.Store(r.clock().UnixNano())
 			r.log.Warn("redis limiter: redis did not answer within the timeout nor within breaker_cooldown; "+
-				"circuit breaker opened, failure modes apply", "error", err, "cooldown", r.cooldown)
+				"circuit breaker opened, failure modes apply", "node", n.addr, "error", err, "cooldown", r.cooldown)
 		}
+	}) {
+		n.verifying.Store(false)
+	}
+}
+
+// goBackground runs f on a goroutine Close waits for, unless Close has
+// begun; it reports whether f runs.
+func (r *Limiter) goBackground(f func()) bool {
+	r.closeMu.Lock()
+	defer r.closeMu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		f()
 	}()
+	return true
 }
 
 func isTimeout(err error) bool {

@@ -20,13 +20,14 @@ import (
 )
 
 // Client is the part of a go-redis client that Redis uses: scripts,
-// pipelines, the DEL redis_rate may call and the EXISTS that checks whether
-// Redis answers at all. *redis.Client (standalone or
+// pipelines, the DEL redis_rate may call, and the EXISTS and PING that check
+// whether Redis answers at all. *redis.Client (standalone or
 // Sentinel failover) and *redis.ClusterClient implement it.
 type Client interface {
 	redis.Scripter
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
 	Exists(ctx context.Context, keys ...string) *redis.IntCmd
+	Ping(ctx context.Context) *redis.StatusCmd
 	Pipeline() redis.Pipeliner
 }
 
@@ -108,24 +109,20 @@ type Limiter struct {
 	clock        func() time.Time
 	log          *slog.Logger
 	local        *limiter.Local
-	breaker      *breaker
 	denials      *denialCache
+
+	breakerFailures int
+	pipelines       int                  // Config.Pipelines: negative turns gathering off
+	cc              *redis.ClusterClient // nil unless a Cluster
+	single          *node                // the one node when not a Cluster
+	nodes           nodeSet
 
 	memberPrefix string // makes sliding-window members unique across instances
 	seq          atomic.Uint64
 
-	// co gathers script calls into shared pipelines; nil when off.
-	co *coalescer
-
-	stats       redisCounters
-	errLog      logThrottle
-	downAt      atomic.Int64 // Unix ns when the breaker last opened, for the recovery log
-	lastOKStart atomic.Int64 // Unix ns at which the latest successful round trip started
-	// suspectSince is when the oldest timed-out round trip that no later
-	// success explains started (Unix ns; 0: none). See classify.
-	suspectSince  atomic.Int64
+	stats         redisCounters
+	errLog        logThrottle
 	suspectWindow time.Duration
-	verifying     atomic.Bool // a verify goroutine is running
 
 	closeMu sync.Mutex // guards closed against wg.Add after Close
 	closed  bool
@@ -175,20 +172,21 @@ func New(client Client, cfg Config) (*Limiter, error) {
 	if r.clock == nil {
 		r.clock = time.Now
 	}
-	_, r.cluster = client.(*redis.ClusterClient)
+	r.cc, r.cluster = client.(*redis.ClusterClient)
 	if r.log == nil {
 		r.log = slog.Default()
 	}
 	if r.local == nil {
 		r.local = limiter.NewLocal(0)
 	}
-	r.breaker = newBreaker(r.clock, cmp.Or(cfg.BreakerFailures, DefaultBreakerFailures), r.cooldown)
-	if cfg.Pipelines >= 0 {
-		var merge func([]*redis.Cmd) ([]*redis.Cmd, func())
-		if !r.cluster { // a Cluster's calls live in different slots: no script spans them
-			merge = mergeDecides
-		}
-		r.co = newCoalescer(cmp.Or(cfg.Pipelines, DefaultPipelines), r.timeout, r.execNow, merge)
+	r.breakerFailures = cmp.Or(cfg.BreakerFailures, DefaultBreakerFailures)
+	r.pipelines = cfg.Pipelines
+	if r.pipelines == 0 {
+		r.pipelines = DefaultPipelines
+	}
+	r.nodes = nodeSet{m: map[string]*node{}, make: r.newNode}
+	if !r.cluster {
+		r.single = r.nodes.get(singleAddr(client), client)
 	}
 
 	var nonce [6]byte
@@ -202,7 +200,7 @@ func New(client Client, cfg Config) (*Limiter, error) {
 		script *redis.Script
 		src    string
 	}{
-		{decideScript, decideSrc}, {decideManyScript, decideManySrc}, {gcraAdjustScript, gcraAdjustSrc},
+		{decideScript, decideSrc}, {decideManyScript, decideManySrc}, {decideManyNodeScript, decideManyNodeSrc}, {gcraAdjustScript, gcraAdjustSrc},
 		{slidingAdjustScript, slidingAdjustSrc}, {fixedAdjustScript, fixedAdjustSrc},
 		{concurrencyReleaseScript, concurrencyReleaseSrc}, {concurrencyRenewScript, concurrencyRenewSrc},
 	} {

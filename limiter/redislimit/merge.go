@@ -13,6 +13,22 @@ import (
 // hands each decideScript call its part of the merged reply, or the merged
 // call's error. The calls' keys must be on one server (not a Cluster).
 func mergeDecides(cmds []*redis.Cmd) (merged []*redis.Cmd, split func()) {
+	merged, split, _ = mergeCalls(cmds, false)
+	return merged, split
+}
+
+// mergeNodeDecides is mergeDecides for the calls bound to one Cluster
+// master, whose keys live in many slots: the merged call is
+// decideManyNodeScript, which declares only the first key (what routes it)
+// and reads the others from its arguments. again returns, after split, the
+// merged calls when the merged one failed as a whole with a reply (a key
+// the node no longer holds: a failover or a resharding under way): they are
+// then to be sent unmerged, each redirected to its slot's master.
+func mergeNodeDecides(cmds []*redis.Cmd) (merged []*redis.Cmd, split func(), again func() []*redis.Cmd) {
+	return mergeCalls(cmds, true)
+}
+
+func mergeCalls(cmds []*redis.Cmd, node bool) (merged []*redis.Cmd, split func(), again func() []*redis.Cmd) {
 	sha := decideScript.Hash()
 	var decides []*redis.Cmd
 	for _, c := range cmds {
@@ -23,7 +39,7 @@ func mergeDecides(cmds []*redis.Cmd) (merged []*redis.Cmd, split func()) {
 		}
 	}
 	if len(decides) < 2 {
-		return cmds, func() {}
+		return cmds, func() {}, func() []*redis.Cmd { return nil }
 	}
 	// Each call is [evalsha, sha, nkeys, keys..., n, mode, each check's values]; the
 	// merged one is [evalsha, sha, all nkeys, every key..., calls, every
@@ -36,8 +52,13 @@ func mergeDecides(cmds []*redis.Cmd) (merged []*redis.Cmd, split func()) {
 		nkeys += k
 		nargs += len(a) - 3 - k
 	}
-	a := make([]any, 0, 3+nkeys+nargs)
-	a = append(a, "evalsha", decideManyScript.Hash(), nkeys)
+	a := make([]any, 0, 5+nkeys+nargs)
+	if node {
+		first, _ := decides[0].Args()[3].(string)
+		a = append(a, "evalsha", decideManyNodeScript.Hash(), 1, first, nkeys)
+	} else {
+		a = append(a, "evalsha", decideManyScript.Hash(), nkeys)
+	}
 	for _, c := range decides {
 		ca := c.Args()
 		k, _ := ca[2].(int)
@@ -58,25 +79,35 @@ func mergeDecides(cmds []*redis.Cmd) (merged []*redis.Cmd, split func()) {
 		many.SetFirstKeyPos(evalFirstKey)
 	}
 	merged = append(merged, many)
+	var failed bool
 	return merged, func() {
-		v, err := many.Result()
-		var arr []any
-		if err == nil {
-			var ok bool
-			if arr, ok = v.([]any); !ok || len(arr) != sum(sizes) {
-				err = fmt.Errorf("limiter script: unexpected reply to %d merged calls: %T of %d", len(decides), v, len(arr))
+			v, err := many.Result()
+			var arr []any
+			if err == nil {
+				var ok bool
+				if arr, ok = v.([]any); !ok || len(arr) != sum(sizes) {
+					err = fmt.Errorf("limiter script: unexpected reply to %d merged calls: %T of %d", len(decides), v, len(arr))
+				}
 			}
-		}
-		at := 0
-		for i, c := range decides {
-			if err != nil {
-				c.SetErr(err)
-				continue
+			if node && err != nil && isReply(err) {
+				failed = true
+				return
 			}
-			c.SetVal(arr[at : at+sizes[i] : at+sizes[i]])
-			at += sizes[i]
+			at := 0
+			for i, c := range decides {
+				if err != nil {
+					c.SetErr(err)
+					continue
+				}
+				c.SetVal(arr[at : at+sizes[i] : at+sizes[i]])
+				at += sizes[i]
+			}
+		}, func() []*redis.Cmd {
+			if failed {
+				return decides
+			}
+			return nil
 		}
-	}
 }
 
 func sum(xs []int) int {

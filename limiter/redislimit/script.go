@@ -130,6 +130,28 @@ return decide_reply
 
 var decideManyScript = redis.NewScript(decideManySrc)
 
+// decideManyNodeSrc is decideManySrc for one Cluster master: the requests'
+// keys live in many slots of the master, and a script may declare keys of
+// one slot only, so KEYS holds the first key alone (the node checks that it
+// holds it) and ARGV starts with the number of keys and the keys
+// themselves; allow-cross-slot-keys lets the script touch them (Redis 7).
+const decideManyNodeSrc = "#!lua flags=allow-cross-slot-keys\n" + `
+local nk = tonumber(ARGV[1])
+local KEYS = {}
+for i = 1, nk do KEYS[i] = ARGV[i + 1] end
+` + decidePrelude + `
+local groups = tonumber(ARGV[nk + 2])
+local a, k, r = nk + 2, 0, 0
+for g = 1, groups do
+  local n, peek = tonumber(ARGV[a + 1]), ARGV[a + 2] == "peek"
+  a, k, r = decide(n, peek, a + 2, k, r)
+end
+gcra_flush()
+return decide_reply
+`
+
+var decideManyNodeScript = redis.NewScript(decideManyNodeSrc)
+
 var decideScript = redis.NewScript(decideSrc)
 
 // scriptMode says whether decideScript records what it admits.
@@ -187,20 +209,9 @@ func newScriptReply(n [5]int64) scriptReply {
 
 // exec runs cmds (script calls) and leaves their replies in them: in a
 // pipeline shared with concurrent decisions' calls when gathering is on.
+// On a Cluster each node's calls go in a pipeline of their own.
 func (r *Limiter) exec(ctx context.Context, cmds []*redis.Cmd) {
-	if r.co != nil {
-		r.co.do(ctx, cmds)
-		return
-	}
-	r.execNow(ctx, cmds)
-}
-
-// execNow runs cmds in one pipeline of their own.
-func (r *Limiter) execNow(ctx context.Context, cmds []*redis.Cmd) {
-	r.stats.pipelines.Add(1)
-	if execScripts(ctx, r.client, r.sources, cmds) {
-		r.stats.scriptReloads.Add(1)
-	}
+	r.execGrouped(ctx, cmds)
 }
 
 // The arguments that every decideScript call carries, boxed once.

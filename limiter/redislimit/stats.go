@@ -46,10 +46,14 @@ type Stats struct {
 	// requests were still running); RenewErrors counts renewals that failed.
 	LeasesLost  uint64
 	RenewErrors uint64
-	// BreakerOpens counts how often the circuit breaker opened.
+	// BreakerOpens counts how often a circuit breaker opened (each node
+	// has its own; see Nodes).
 	BreakerOpens uint64
-	// BreakerOpen reports whether the breaker is open or probing now.
+	// BreakerOpen reports whether a node's breaker is open or probing now.
 	BreakerOpen bool
+	// Nodes is each Redis server's health, by address: one entry on a
+	// standalone server or Sentinel, one per master seen on a Cluster.
+	Nodes []NodeStats
 	// DenialCacheKeys is how many keys the denial cache holds now.
 	DenialCacheKeys int
 }
@@ -66,7 +70,7 @@ type redisCounters struct {
 // Stats returns a snapshot of the counters. It is safe for concurrent use.
 func (r *Limiter) Stats() Stats {
 	c := &r.stats
-	return Stats{
+	s := Stats{
 		RoundTrips:      c.roundTrips.Load(),
 		Pipelines:       c.pipelines.Load(),
 		LeasesLost:      c.leasesLost.Load(),
@@ -82,10 +86,15 @@ func (r *Limiter) Stats() Stats {
 		Refunds:         c.refunds.Load(),
 		RefundErrors:    c.refundErrors.Load(),
 		ScriptReloads:   c.scriptReloads.Load(),
-		BreakerOpens:    r.breaker.opens.Load(),
-		BreakerOpen:     r.breaker.current() != breakerClosed,
 		DenialCacheKeys: r.denials.len(),
 	}
+	for _, n := range r.nodes.all() {
+		ns := n.stats()
+		s.Nodes = append(s.Nodes, ns)
+		s.BreakerOpens += ns.BreakerOpens
+		s.BreakerOpen = s.BreakerOpen || ns.Breaker != breakerClosed.String()
+	}
+	return s
 }
 
 // logThrottle lets at most one log line through per second and counts the
