@@ -27,6 +27,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/proxy"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
+	"github.com/ratelimit-gateway/gateway/tracing"
 )
 
 // headerSlack is how far above server.max_header_bytes Go's own (plain text)
@@ -63,6 +64,7 @@ type process struct {
 	current  *policies.Current
 	engine   *limiter.Engine
 	redis    redis.UniversalClient // nil without redis
+	tracing  *tracing.Provider     // nil when tracing is off
 	admin    *http.Server          // nil when admin.listen is ""
 	adminLn  net.Listener
 	// draining is set the moment shutdown starts: /readyz says so at once.
@@ -106,6 +108,9 @@ func (p *process) build(ctx context.Context, path string) error {
 	p.heapFloor(p.snap.Config.Server.MinHeapBytes)
 	p.metrics = metrics.New()
 	p.metrics.ConfigLoaded(p.snap.Digest, time.Now())
+	if err := p.newTracing(ctx); err != nil {
+		return err
+	}
 	local, engine, err := p.newLimiter(ctx)
 	if err != nil {
 		return err
@@ -182,6 +187,9 @@ func (p *process) newLimiter(ctx context.Context) (*limiter.Local, *limiter.Engi
 		}
 		shared = rl
 		p.redis = client
+		if p.tracing != nil {
+			tracing.Instrument(client, p.tracing.TracerProvider(), cfg.Redis.Sentinel.MasterName)
+		}
 		p.metrics.WatchRedis(rl.Stats)
 		// A lock call may wait as a decision would, queue and round trip.
 		if p.idem, err = idempotency.NewRedis(client, idempotency.RedisConfig{Timeout: cfg.Redis.QueueTimeout + cfg.Redis.Timeout}); err != nil {
@@ -223,6 +231,7 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 		Metrics:        p.metrics,
 		Idempotency:    p.idem,
 		MaxHeaderBytes: p.snap.Config.Server.MaxHeaderBytes,
+		Tracing:        p.tracerProvider(),
 	})
 	if err != nil {
 		return err
@@ -323,6 +332,8 @@ func (p *process) drain() {
 	if cut := p.handler.Shutdown(ctx); cut > 0 {
 		p.log.Warn("drain incomplete: closed upgraded connections still open", "connections", cut)
 	}
+	// The drained requests' spans are exported before the process ends.
+	p.stopTracing(ctx)
 	for _, b := range p.builtins {
 		b.srv.Close()
 	}

@@ -1,0 +1,136 @@
+package tracing
+
+import (
+	"context"
+	"net"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
+)
+
+// Instrument adds RedisHook to client: on each node of a Cluster (as nodes
+// appear), else on the client, whose node is its address or, under
+// Sentinel, sentinelMaster.
+func Instrument(client redis.UniversalClient, tp trace.TracerProvider, sentinelMaster string) {
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		c.OnNewNode(func(n *redis.Client) { n.AddHook(RedisHook(tp, n.Options().Addr)) })
+	case *redis.Client:
+		node := c.Options().Addr
+		if sentinelMaster != "" {
+			node = sentinelMaster
+		}
+		c.AddHook(RedisHook(tp, node))
+	}
+}
+
+// RedisHook is a go-redis hook that gives each round trip that carries a
+// recorded decision a span of its own, named for node. One pipeline carries
+// the decisions of many requests (see redislimit.Members), so its span is
+// no request's child: it is a root that links to the span of every decision
+// it carries (the proxy's wait on the decision), and each of those spans
+// gets a link back and the node's address. A round trip that carries no
+// recorded decision costs one context lookup per decision.
+func RedisHook(tp trace.TracerProvider, node string) redis.Hook {
+	h := &redisHook{
+		tracer: tp.Tracer("github.com/ratelimit-gateway/gateway/tracing"),
+		node:   attribute.String("server.address", node),
+	}
+	if host, port, err := net.SplitHostPort(node); err == nil {
+		h.node = attribute.String("server.address", host)
+		h.port = attribute.String("server.port", port)
+	}
+	return h
+}
+
+type redisHook struct {
+	tracer trace.Tracer
+	node   attribute.KeyValue
+	port   attribute.KeyValue
+}
+
+func (h *redisHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !carriesRecorded(ctx) {
+			return next(ctx, cmd)
+		}
+		ctx, span := h.start(ctx, "redis "+cmd.Name(), 1)
+		err := next(ctx, cmd)
+		end(span, err)
+		return err
+	}
+}
+
+func (h *redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if !carriesRecorded(ctx) {
+			return next(ctx, cmds)
+		}
+		ctx, span := h.start(ctx, "redis pipeline", len(cmds))
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if e := c.Err(); e != nil && err == nil && e != redis.Nil {
+				err = e
+			}
+		}
+		end(span, err)
+		return err
+	}
+}
+
+// start begins the round trip's span, linked both ways to the recorded
+// decisions it carries.
+func (h *redisHook) start(ctx context.Context, name string, cmds int) (context.Context, trace.Span) {
+	var links []trace.Link
+	members := 0
+	redislimit.Members(ctx, func(m context.Context) {
+		members++
+		if sc := trace.SpanContextFromContext(m); sc.IsSampled() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	})
+	attrs := []attribute.KeyValue{
+		attribute.String("db.system.name", "redis"), h.node,
+		attribute.Int("db.operation.batch.size", cmds),
+		attribute.Int("gateway.redis.decisions", members),
+	}
+	if h.port.Valid() {
+		attrs = append(attrs, h.port)
+	}
+	ctx, span := h.tracer.Start(ctx, name, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithLinks(links...), trace.WithAttributes(attrs...))
+	back := trace.Link{SpanContext: span.SpanContext()}
+	redislimit.Members(ctx, func(m context.Context) {
+		if s := trace.SpanFromContext(m); s.IsRecording() {
+			s.AddLink(back)
+			s.SetAttributes(h.node)
+			if h.port.Valid() {
+				s.SetAttributes(h.port)
+			}
+		}
+	})
+	return ctx, span
+}
+
+func end(span trace.Span, err error) {
+	if err != nil && err != redis.Nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// carriesRecorded reports whether a decision the round trip carries is
+// recorded.
+func carriesRecorded(ctx context.Context) bool {
+	found := false
+	redislimit.Members(ctx, func(m context.Context) {
+		found = found || trace.SpanContextFromContext(m).IsSampled()
+	})
+	return found
+}
