@@ -133,6 +133,7 @@ func ratios(by map[string]summary) []ratio {
 		rps(tGatewayStd, tBare),
 		rps(tNginxLimitReq, tNginxProxy),
 		rps(tGatewayLLM, tGatewayNone),
+		rps(tGatewayTraced, tGatewayLocal),
 	)
 	return out
 }
@@ -152,6 +153,7 @@ var goals = []goal{
 	{tGatewayLocal + "/" + tNginxLimitReq, true, 0.45},
 	{tGatewayRedis + "/" + tGatewayLocal, true, 0.85},
 	{tGatewayDeny + "/" + tNginxDeny, true, 0.8},
+	{tGatewayTraced + "/" + tGatewayLocal, true, 0.95},
 	{"redis-calls-per-denied", false, 0.1},
 	{"p99-added/nginx-p99-added", false, 1.25},
 	{"local-bytes-per-key", false, 256},
