@@ -3,6 +3,8 @@ package redislimit
 import (
 	"context"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // membersKey finds the pipelineCtx in a pipeline's context.
@@ -28,17 +30,20 @@ func (c *pipelineCtx) Value(key any) any {
 	return c.parent.Value(key)
 }
 
-// Members calls f with the context of each decision whose commands travel
-// in the pipeline that ctx, the context a go-redis pipeline hook sees,
-// belongs to: the calls a shared pipeline gathered, or ctx itself when the
-// commands went alone.
-func Members(ctx context.Context, f func(context.Context)) {
+// Members calls f with the context and the commands of each decision that
+// the pipeline ctx belongs to (the context a go-redis pipeline hook sees)
+// carries: the calls a shared pipeline gathered, or ctx itself, with nil
+// commands, when the commands went alone. On a Cluster the pipeline is
+// split by node, each part with this context; a hook tells a decision's
+// part by its commands. Several decisions' calls may also travel merged
+// into one command, which is none of theirs.
+func Members(ctx context.Context, f func(ctx context.Context, cmds []*redis.Cmd)) {
 	pc, ok := ctx.Value(membersKey{}).(*pipelineCtx)
 	if !ok {
-		f(ctx)
+		f(ctx, nil)
 		return
 	}
 	for _, c := range pc.batch {
-		f(c.ctx)
+		f(c.ctx, c.cmds)
 	}
 }
