@@ -19,6 +19,13 @@ const tracerName = "github.com/ratelimit-gateway/gateway/proxy"
 // traceContext reads and writes W3C traceparent and tracestate.
 var traceContext propagation.TraceContext
 
+// Span options built once: an option is an interface value, which built
+// per request would be an allocation on every request, recorded or not.
+var (
+	serverSpan = trace.WithSpanKind(trace.SpanKindServer)
+	clientSpan = trace.WithSpanKind(trace.SpanKindClient)
+)
+
 // What a span says about a request comes from these, and from nothing else:
 // names from the config (route, policy, tenant, model), the method, the
 // canonical path (never the query: the access log's rule), numbers, and the
@@ -51,7 +58,7 @@ func (h *Handler) startSpan(r *http.Request, snap *policies.Snapshot) *http.Requ
 	if snap != nil && peerIsTrusted(r, snap.Identity) {
 		ctx = traceContext.Extract(ctx, propagation.HeaderCarrier(r.Header))
 	}
-	ctx, _ = h.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
+	ctx, _ = h.tracer.Start(ctx, r.Method, serverSpan)
 	return r.WithContext(ctx)
 }
 
@@ -155,7 +162,7 @@ func (h *Handler) startUpstream(st *requestState) (end func()) {
 	}
 	u := st.route.Upstream
 	var span trace.Span
-	st.Context, span = h.tracer.Start(st.Context, "upstream "+st.route.Name, trace.WithSpanKind(trace.SpanKindClient),
+	st.Context, span = h.tracer.Start(st.Context, "upstream "+st.route.Name, clientSpan,
 		trace.WithAttributes(attrRoute.String(st.route.Name), attribute.String("server.address", u.Hostname()),
 			attribute.String("url.full", u.Redacted())))
 	return func() {
