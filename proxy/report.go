@@ -225,7 +225,7 @@ func (h *Handler) accessLine(ctx context.Context, r *http.Request, rep *report, 
 	attrs := []slog.Attr{
 		slog.String("route", route),
 		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
+		slog.String("path", loggedPath(r)),
 		slog.Int("status", status),
 		slog.String("decision", outcome),
 		slog.Float64("duration_ms", msec(time.Since(rep.start))),
@@ -251,5 +251,9 @@ func (h *Handler) accessLine(ctx context.Context, r *http.Request, rep *report, 
 	}
 	h.access.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 }
+
+// loggedPath is how the access log and spans show a request's URL: the
+// canonical path, never the query string, which may carry a secret.
+func loggedPath(r *http.Request) string { return r.URL.Path }
 
 func msec(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -78,7 +78,7 @@ func (h *Handler) endSpan(r *http.Request, rep *report, route, outcome string, s
 	span.SetName(r.Method + " " + route)
 	attrs := []attribute.KeyValue{
 		attribute.String("http.request.method", r.Method),
-		attribute.String("url.path", r.URL.Path),
+		attribute.String("url.path", loggedPath(r)),
 		attribute.Int("http.response.status_code", status),
 		attrRoute.String(route),
 		attrOutcome.String(outcome),
