@@ -21,6 +21,8 @@ type Config struct {
 	Mode  string      `koanf:"mode"`
 	Admin AdminConfig `koanf:"admin"`
 	Log   LogConfig   `koanf:"log"`
+	// Tracing exports OpenTelemetry traces (see TracingConfig).
+	Tracing TracingConfig `koanf:"tracing"`
 }
 
 // AdminConfig is the admin listener: metrics, health, readiness and the

@@ -26,6 +26,7 @@ func validate(p *problems, c *Config, builtins map[string]*url.URL) {
 	validateRoutes(p, c, builtins)
 	validatePolicies(p, c)
 	validateOperations(p, c)
+	validateTracing(p, &c.Tracing)
 }
 
 func validateServer(p *problems, s *ServerConfig) {

@@ -31,7 +31,7 @@ type decision struct {
 	took time.Duration
 }
 
-// decide asks the limiter about checks: with Reserve when the request holds
+// decideChecks asks the limiter about checks: with Reserve when the request holds
 // something until it ends (reserve), with Decide otherwise.
 //
 // A denial by a shadow policy is not enforced: it is recorded, and the
@@ -41,7 +41,7 @@ type decision struct {
 // waits for the key's turn (its RetryAfter) and asks again, for at most the
 // policy's max_delay in all and with at most max_waiters waiting per key;
 // past either bound the denial stands.
-func (h *Handler) decide(r *http.Request, route *policies.Route, checks []limiter.Check, costs []policies.Cost, reserve bool) (decision, error) {
+func (h *Handler) decideChecks(r *http.Request, route *policies.Route, checks []limiter.Check, costs []policies.Cost, reserve bool) (decision, error) {
 	out := decision{backend: "local"}
 	for _, c := range checks {
 		if c.Rule.Algorithm.Shared() {

@@ -131,6 +131,9 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, status int,
 }
 
 func (h *Handler) logAnswer(ctx context.Context, r *http.Request, status int, msg string, attrs ...slog.Attr) {
+	if h.tracer != nil {
+		noteAnswer(ctx, status, msg)
+	}
 	level := slog.LevelDebug
 	switch {
 	case status == http.StatusInternalServerError:

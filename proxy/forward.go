@@ -185,6 +185,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policie
 		st.body = &uploadBody{ReadCloser: body}
 	}
 	st.Context = r.Context()
+	if h.tracer != nil {
+		defer h.startUpstream(st)()
+	}
 	// The route timeout is set up by rewrite, once the outbound request is
 	// known; this ends what it started.
 	defer st.endDeadline()
@@ -297,6 +300,9 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 				pr.Out.Header[name] = v
 			}
 		}
+	}
+	if h.tracer != nil {
+		injectTrace(st.Context, pr.Out.Header)
 	}
 	pr.Out = h.timeUpstream(st, pr.Out)
 }

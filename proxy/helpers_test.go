@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
@@ -152,6 +154,7 @@ type gatewayOpts struct {
 	log            *logRecorder
 	idem           idempotency.Store // nil: the Handler's in-process one
 	transport      closingTransport  // nil: NewTransport()
+	tracing        trace.TracerProvider
 }
 
 // closingTransport is a transport whose idle connections a test closes.
@@ -180,7 +183,7 @@ func newGateway(t testing.TB, snap *policies.Snapshot, lim limiter.Limiter, o ga
 	if o.log != nil {
 		logger = slog.New(o.log)
 	}
-	h, err := New(Config{Snapshots: holder, Limiter: lim, Transport: tr, Logger: logger, MaxHeaderBytes: o.maxHeaderBytes, Idempotency: o.idem})
+	h, err := New(Config{Snapshots: holder, Limiter: lim, Transport: tr, Logger: logger, MaxHeaderBytes: o.maxHeaderBytes, Idempotency: o.idem, Tracing: o.tracing})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
@@ -64,6 +66,10 @@ type Config struct {
 	// http.Server's own MaxHeaderBytes somewhat higher as a backstop: Go's
 	// server answers 431 itself, in plain text, before the handler runs.
 	MaxHeaderBytes int
+	// Tracing, when set, gives every request a server span and its
+	// decision and upstream exchange child spans, and passes the trace
+	// upstream (W3C traceparent). Nil means no tracing, at no cost.
+	Tracing trace.TracerProvider
 }
 
 // Handler is the gateway's request path: match → identify → decide → forward.
@@ -92,6 +98,8 @@ type Handler struct {
 	// turnAfter arms the wait of an on_limit: delay request (tests replace
 	// it).
 	turnAfter func(time.Duration, func()) timer
+	// tracer starts the request's spans; nil when tracing is off.
+	tracer trace.Tracer
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -139,6 +147,9 @@ func New(cfg Config) (*Handler, error) {
 	if h.maxHeaderBytes == 0 {
 		h.maxHeaderBytes = DefaultMaxHeaderBytes
 	}
+	if cfg.Tracing != nil {
+		h.tracer = cfg.Tracing.Tracer(tracerName)
+	}
 	_, h.leanTransport = cfg.Transport.(*h1.Transport)
 	h.rp = h.newReverseProxy(cfg.Transport)
 	return h, nil
@@ -146,8 +157,11 @@ func New(cfg Config) (*Handler, error) {
 
 // ServeHTTP answers r or forwards it upstream.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	r0 := r
 	snap := h.snapshots.Load()
+	if h.tracer != nil {
+		r = h.startSpan(r, snap)
+	}
+	r0 := r
 	w, rep, done := h.observe(w, snap)
 	defer func() { done(r, snap) }()
 	if snap == nil {

@@ -145,7 +145,7 @@ func rawWriter(w http.ResponseWriter) http.ResponseWriter {
 // observe wraps w when metrics or the access log want to see the request;
 // done must be called when the request has been answered.
 func (h *Handler) observe(w http.ResponseWriter, snap *policies.Snapshot) (http.ResponseWriter, *report, func(r *http.Request, snap *policies.Snapshot)) {
-	if h.metrics == nil && !accessLogOn(snap) {
+	if h.metrics == nil && !accessLogOn(snap) && h.tracer == nil {
 		return w, &report{}, func(*http.Request, *policies.Snapshot) {}
 	}
 	rec := recorders.Get().(*statusRecorder)
@@ -200,6 +200,9 @@ func (h *Handler) finish(r *http.Request, snap *policies.Snapshot, rec *statusRe
 			m.LLMCharge(rep.tenant, c.req.Model, c.chargedTokens, c.chargedMicroUSD)
 		}
 	}
+	if h.tracer != nil {
+		h.endSpan(r, rep, route, outcome, status)
+	}
 	if !accessLogOn(snap) {
 		return
 	}
@@ -222,7 +225,7 @@ func (h *Handler) accessLine(ctx context.Context, r *http.Request, rep *report, 
 	attrs := []slog.Attr{
 		slog.String("route", route),
 		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
+		slog.String("path", loggedPath(r)),
 		slog.Int("status", status),
 		slog.String("decision", outcome),
 		slog.Float64("duration_ms", msec(time.Since(rep.start))),
@@ -230,6 +233,9 @@ func (h *Handler) accessLine(ctx context.Context, r *http.Request, rep *report, 
 	}
 	if rep.tenant != "" {
 		attrs = append(attrs, slog.String("tenant", rep.tenant))
+	}
+	if id, ok := h.traceID(ctx); ok {
+		attrs = append(attrs, slog.String("trace_id", id))
 	}
 	if d, ok := rep.dec.verdict.Deciding(); ok && rep.decided {
 		attrs = append(attrs, slog.String("policy", d.Policy), slog.Int64("remaining", d.Remaining))
@@ -245,5 +251,9 @@ func (h *Handler) accessLine(ctx context.Context, r *http.Request, rep *report, 
 	}
 	h.access.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 }
+
+// loggedPath is how the access log and spans show a request's URL: the
+// canonical path, never the query string, which may carry a secret.
+func loggedPath(r *http.Request) string { return r.URL.Path }
 
 func msec(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -41,6 +41,7 @@ type gatewayConfig struct {
 	Policy      string // a policy in YAML flow style, "" for none
 	Headers     string // the route's rate_limit_headers, "" for the default
 	Transport   string // server.upstream_transport, "" for the default
+	Tracing     string // the OTLP/HTTP endpoint of tracing at 0.01, "" for none
 }
 
 // llmBody is what the LLM target posts: 11 prompt tokens, 16 output tokens

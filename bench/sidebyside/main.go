@@ -136,6 +136,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer ps.stopAll()
 	l := &lab{ps: ps, dir: tmp, gateway: bins.gateway, bare: bins.bare}
+	defer l.close()
 	targets, err := l.startTargets(ctx, sel)
 	if err != nil {
 		return err

@@ -135,6 +135,7 @@ func ratios(by map[string]summary) []ratio {
 		rps(tGatewayLLM, tGatewayNone),
 		rps(tGatewayCluster, tGatewayUsers),
 		usecRatio(by, tGatewayCluster, tGatewayUsers),
+		rps(tGatewayTraced, tGatewayLocal),
 	)
 	return out
 }
@@ -154,6 +155,7 @@ var goals = []goal{
 	{tGatewayLocal + "/" + tNginxLimitReq, true, 0.45},
 	{tGatewayRedis + "/" + tGatewayLocal, true, 0.85},
 	{tGatewayDeny + "/" + tNginxDeny, true, 0.8},
+	{tGatewayTraced + "/" + tGatewayLocal, true, 0.95},
 	{"redis-calls-per-denied", false, 0.1},
 	{"redis-usec-per-decision " + tGatewayCluster + "/" + tGatewayUsers, false, 1.2},
 	{"p99-added/nginx-p99-added", false, 1.25},

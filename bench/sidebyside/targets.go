@@ -34,6 +34,7 @@ const (
 	tGatewayLLM     = "gateway-llm"
 	tGatewayUsers   = "gateway-redis-users"
 	tGatewayCluster = "gateway-redis-cluster"
+	tGatewayTraced  = "gateway-local-traced"
 )
 
 // target is one row of the table: what wrk loads, and what to expect.
@@ -70,6 +71,7 @@ var specs = []spec{
 	{tGatewayIETF, "gateway-local with rate_limit_headers: ietf (2 rate-limit headers, not 5)", (*lab).gatewayTarget},
 	{tGatewayNoHdr, "gateway-local with rate_limit_headers: none (the decision alone, no header)", (*lab).gatewayTarget},
 	{tGatewayStd, "gateway-local with upstream_transport: standard (net/http's transport, not the lean one)", (*lab).gatewayTarget},
+	{tGatewayTraced, "gateway-local with tracing at sample_ratio 0.01, exported over OTLP/HTTP to a sink", (*lab).gatewayTarget},
 	{tGatewayRedis, "gateway, Redis gcra per IP, never reached", (*lab).gatewayTarget},
 	{tGatewayDeny, "gateway, token_bucket per IP at 1/min: a flood it denies", (*lab).gatewayTarget},
 	{tGatewayDenyRed, "gateway, Redis gcra per IP at 1/min: a flood it denies", (*lab).gatewayTarget},
@@ -87,6 +89,7 @@ var gatewayPolicies = map[string]string{
 	tGatewayIETF:    "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
 	tGatewayNoHdr:   "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
 	tGatewayStd:     "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
+	tGatewayTraced:  "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
 	tGatewayRedis:   "{key: ip, algorithm: gcra, rate: 10000000, per: 1s}",
 	tGatewayDeny:    "{key: ip, algorithm: token_bucket, rate: 1, per: 1m}",
 	tGatewayDenyRed: "{key: ip, algorithm: gcra, rate: 1, per: 1m}",
@@ -108,6 +111,7 @@ type lab struct {
 	nginx   map[string]string // target → host:port, once nginx's proxy runs
 	redis   string            // host:port, once Redis runs
 	cluster []string          // the masters' host:port, once the Cluster runs
+	otlp    *otlpSink         // once a traced gateway runs
 }
 
 // selectSpecs returns the specs named in only (comma-separated), or all.
@@ -295,6 +299,14 @@ func (l *lab) gatewayTarget(ctx context.Context, t *target) error {
 	}
 	if t.name == tGatewayStd {
 		cfg.Transport = "standard"
+	}
+	if t.name == tGatewayTraced {
+		if l.otlp == nil {
+			if l.otlp, err = startOTLPSink(); err != nil {
+				return err
+			}
+		}
+		cfg.Tracing = l.otlp.url
 	}
 	if redis {
 		// The admin listener serves /metrics, read around each run.

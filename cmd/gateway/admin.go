@@ -103,6 +103,7 @@ func startOnlyChanges(start, next *policies.Config) []string {
 		{"redis", start.Redis, next.Redis},
 		{"admin", start.Admin, next.Admin},
 		{"log.format", start.Log.Format, next.Log.Format},
+		{"tracing", start.Tracing, next.Tracing},
 	} {
 		if !reflect.DeepEqual(c.a, c.b) {
 			changed = append(changed, c.name)

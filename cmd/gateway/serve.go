@@ -30,6 +30,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/proxy"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
+	"github.com/ratelimit-gateway/gateway/tracing"
 )
 
 // headerSlack is how far above server.max_header_bytes Go's own (plain text)
@@ -78,6 +79,7 @@ type process struct {
 	engine  *limiter.Engine
 	redis   redis.UniversalClient // nil without redis
 	shared  *redislimit.Limiter   // nil without redis
+	tracing *tracing.Provider     // nil when tracing is off
 	admin   *http.Server          // nil when admin.listen is ""
 	adminLn net.Listener
 	// draining is set the moment shutdown starts: /readyz says so at once.
@@ -121,6 +123,9 @@ func (p *process) build(ctx context.Context, path string) error {
 	p.heapFloor(p.snap.Config.Server.MinHeapBytes)
 	p.metrics = metrics.New()
 	p.metrics.ConfigLoaded(p.snap.Digest, time.Now())
+	if err := p.newTracing(ctx); err != nil {
+		return err
+	}
 	if p.refused, err = topk.New(topk.Config{}, time.Now); err != nil {
 		return err
 	}
@@ -204,6 +209,9 @@ func (p *process) newLimiter(ctx context.Context) (*limiter.Local, *limiter.Engi
 		shared = rl
 		p.redis = client
 		p.shared = rl
+		if p.tracing != nil {
+			tracing.Instrument(client, p.tracing.TracerProvider(), cfg.Redis.Sentinel.MasterName)
+		}
 		p.metrics.WatchRedis(rl.Stats)
 		// The background check of the Redis nodes: it follows a Cluster
 		// failover and keeps what /readyz reads current.
@@ -263,6 +271,7 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 		Refusals:       p.refused,
 		Idempotency:    p.idem,
 		MaxHeaderBytes: p.snap.Config.Server.MaxHeaderBytes,
+		Tracing:        p.tracerProvider(),
 	})
 	if err != nil {
 		return err
@@ -365,6 +374,8 @@ func (p *process) drain() {
 	if cut := p.handler.Shutdown(ctx); cut > 0 {
 		p.log.Warn("drain incomplete: closed upgraded connections still open", "connections", cut)
 	}
+	// The drained requests' spans are exported before the process ends.
+	p.stopTracing(ctx)
 	for _, b := range p.builtins {
 		b.srv.Close()
 	}

@@ -133,7 +133,7 @@ func (co *coalescer) send(leader *call, batch []*call) {
 	// their deadlines, and a member's context ending does not cut the
 	// others' replies. Nor does the wait for a pipeline: it has at least
 	// the timeout from now.
-	ctx := context.WithoutCancel(leader.ctx)
+	var ctx context.Context = &pipelineCtx{parent: leader.ctx, batch: batch}
 	if dl, ok := latestDeadline(batch); ok {
 		if least := time.Now().Add(co.timeout); co.timeout > 0 && least.After(dl) {
 			dl = least

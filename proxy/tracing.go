@@ -1,0 +1,222 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/policies"
+)
+
+// tracerName names the proxy's spans' instrumentation scope.
+const tracerName = "github.com/ratelimit-gateway/gateway/proxy"
+
+// traceContext reads and writes W3C traceparent and tracestate.
+var traceContext propagation.TraceContext
+
+// Span options built once: an option is an interface value, which built
+// per request would be an allocation on every request, recorded or not.
+var (
+	serverSpan = trace.WithSpanKind(trace.SpanKindServer)
+	clientSpan = trace.WithSpanKind(trace.SpanKindClient)
+)
+
+// What a span says about a request comes from these, and from nothing else:
+// names from the config (route, policy, tenant, model), the method, the
+// canonical path (never the query: the access log's rule), numbers, and the
+// gateway's own messages. Never a header, a key or a client address.
+const (
+	attrRoute     = attribute.Key("gateway.route")
+	attrOutcome   = attribute.Key("gateway.outcome")
+	attrPolicy    = attribute.Key("gateway.policy")
+	attrTenant    = attribute.Key("gateway.tenant")
+	attrRefusal   = attribute.Key("gateway.refusal")
+	attrReason    = attribute.Key("gateway.reason")
+	attrRetry     = attribute.Key("gateway.retry_after_ms")
+	attrRemaining = attribute.Key("gateway.remaining")
+	attrShadow    = attribute.Key("gateway.shadow_limited")
+	attrDelayed   = attribute.Key("gateway.delayed_ms")
+	attrBackend   = attribute.Key("gateway.backend")
+	attrAllowed   = attribute.Key("gateway.allowed")
+	attrModel     = attribute.Key("gen_ai.request.model")
+	attrInTokens  = attribute.Key("gen_ai.usage.input_tokens")
+	attrOutTokens = attribute.Key("gen_ai.usage.output_tokens")
+)
+
+// startSpan begins the request's server span and returns r carrying it. A
+// traceparent is continued only from a peer in server.trusted_proxies, the
+// rule that decides whose forwarding headers are believed: anyone else
+// could choose the trace, and with its sampled flag make every request
+// recorded. From others the trace starts here.
+func (h *Handler) startSpan(r *http.Request, snap *policies.Snapshot) *http.Request {
+	ctx := r.Context()
+	if snap != nil && peerIsTrusted(r, snap.Identity) {
+		ctx = traceContext.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	}
+	ctx, _ = h.tracer.Start(ctx, r.Method, serverSpan)
+	return r.WithContext(ctx)
+}
+
+// peerIsTrusted reports whether the socket peer of r is a trusted proxy.
+func peerIsTrusted(r *http.Request, id policies.Identity) bool {
+	peer, ok := parseHop(r.RemoteAddr)
+	return ok && isTrusted(peer, id.TrustedProxies)
+}
+
+// endSpan describes the answered request on its server span and ends it.
+func (h *Handler) endSpan(r *http.Request, rep *report, route, outcome string, status int) {
+	span := trace.SpanFromContext(r.Context())
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	span.SetName(r.Method + " " + route)
+	attrs := []attribute.KeyValue{
+		attribute.String("http.request.method", r.Method),
+		attribute.String("url.path", loggedPath(r)),
+		attribute.Int("http.response.status_code", status),
+		attrRoute.String(route),
+		attrOutcome.String(outcome),
+	}
+	if rep.tenant != "" {
+		attrs = append(attrs, attrTenant.String(rep.tenant))
+	}
+	if d, ok := rep.dec.verdict.Deciding(); ok && rep.decided {
+		attrs = append(attrs, attrPolicy.String(d.Policy), attrRemaining.Int64(d.Remaining))
+		if !rep.dec.verdict.Allowed {
+			attrs = append(attrs, attrReason.String(reasonName(d.Reason)), attrRetry.Int64(d.RetryAfter.Milliseconds()))
+		}
+	}
+	if len(rep.dec.shadowed) > 0 {
+		names := make([]string, len(rep.dec.shadowed))
+		for i, d := range rep.dec.shadowed {
+			names[i] = d.Policy
+		}
+		attrs = append(attrs, attrShadow.StringSlice(names))
+	}
+	if rep.dec.delayed > 0 {
+		attrs = append(attrs, attrDelayed.Float64(msec(rep.dec.delayed)))
+	}
+	if c := rep.llm; c != nil {
+		attrs = append(attrs, attrModel.String(c.req.Model))
+		if c.charged {
+			u := c.actual(false)
+			attrs = append(attrs, attrInTokens.Int64(u.input), attrOutTokens.Int64(u.output))
+		}
+	}
+	span.SetAttributes(attrs...)
+	if status >= 500 {
+		span.SetStatus(codes.Error, "")
+	}
+	span.End()
+}
+
+// noteAnswer puts on the request's span why the gateway answered it
+// itself: the message its JSON body carries.
+func noteAnswer(ctx context.Context, status int, msg string) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(attrRefusal.String(msg))
+	if status >= 500 {
+		span.SetStatus(codes.Error, msg)
+	}
+}
+
+// decide is decideChecks in a span of its own when the request is
+// recorded: the wait for the decision, on Redis the round trip that carries
+// it (whose span links to this one, see tracing.RedisHook).
+func (h *Handler) decide(r *http.Request, route *policies.Route, checks []limiter.Check, costs []policies.Cost, reserve bool) (decision, error) {
+	if h.tracer == nil || !trace.SpanFromContext(r.Context()).IsRecording() {
+		return h.decideChecks(r, route, checks, costs, reserve)
+	}
+	ctx, span := h.tracer.Start(r.Context(), "ratelimit decide", trace.WithAttributes(attrRoute.String(route.Name)))
+	dec, err := h.decideChecks(r.WithContext(ctx), route, checks, costs, reserve)
+	attrs := []attribute.KeyValue{attrBackend.String(dec.backend), attrAllowed.Bool(err == nil && dec.verdict.Allowed)}
+	if d, ok := dec.verdict.Deciding(); ok {
+		attrs = append(attrs, attrPolicy.String(d.Policy), attrReason.String(reasonName(d.Reason)))
+	}
+	if dec.delayed > 0 {
+		attrs = append(attrs, attrDelayed.Float64(msec(dec.delayed)))
+	}
+	span.SetAttributes(attrs...)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+	return dec, err
+}
+
+// startUpstream begins the span of the exchange with the upstream, as the
+// context st carries upstream, and returns what ends it. An unrecorded
+// request gets none: its server span is what the upstream hears of.
+func (h *Handler) startUpstream(st *requestState) (end func()) {
+	if !trace.SpanFromContext(st.Context).IsRecording() {
+		return func() {}
+	}
+	u := st.route.Upstream
+	var span trace.Span
+	st.Context, span = h.tracer.Start(st.Context, "upstream "+st.route.Name, clientSpan,
+		trace.WithAttributes(attrRoute.String(st.route.Name), attribute.String("server.address", u.Hostname()),
+			attribute.String("url.full", u.Redacted())))
+	return func() {
+		if status := st.rep.upstream.status; status != 0 {
+			span.SetAttributes(attribute.Int("http.response.status_code", status))
+			if status >= 500 {
+				span.SetStatus(codes.Error, "")
+			}
+		} else {
+			span.SetStatus(codes.Error, "no response")
+		}
+		span.End()
+	}
+}
+
+// injectTrace replaces whatever traceparent and tracestate the client sent
+// with the request's own: the upstream continues the gateway's trace.
+func injectTrace(ctx context.Context, h http.Header) {
+	delete(h, "Traceparent")
+	delete(h, "Tracestate")
+	traceContext.Inject(ctx, propagation.HeaderCarrier(h))
+}
+
+// traceID is the access log's attribute naming the request's trace, when
+// tracing is on.
+func (h *Handler) traceID(ctx context.Context) (string, bool) {
+	if h.tracer == nil {
+		return "", false
+	}
+	sc := trace.SpanContextFromContext(ctx)
+	return sc.TraceID().String(), sc.IsValid()
+}
+
+// reasonName is how spans name a decision's reason.
+func reasonName(r limiter.Reason) string {
+	switch r {
+	case limiter.ReasonLimited:
+		return "limited"
+	case limiter.ReasonDenyAll:
+		return "deny_all"
+	case limiter.ReasonCostTooHigh:
+		return "cost_too_high"
+	case limiter.ReasonUnavailable:
+		return "unavailable"
+	case limiter.ReasonFailedOpen:
+		return "failed_open"
+	case limiter.ReasonLocalFallback:
+		return "local_fallback"
+	case limiter.ReasonDenialCached:
+		return "denial_cached"
+	case limiter.ReasonOverloaded:
+		return "overloaded"
+	case limiter.ReasonNotAsked:
+		return "not_asked"
+	}
+	return "none"
+}

@@ -1,0 +1,159 @@
+package tracing
+
+import (
+	"context"
+	"net"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
+)
+
+// Instrument adds RedisHook to client: on each node of a Cluster (as nodes
+// appear), else on the client, whose node is its address or, under
+// Sentinel, sentinelMaster.
+func Instrument(client redis.UniversalClient, tp trace.TracerProvider, sentinelMaster string) {
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		// A node's part of a pipeline carries only some of its
+		// decisions: those whose commands it holds.
+		c.OnNewNode(func(n *redis.Client) {
+			h := newRedisHook(tp, n.Options().Addr)
+			h.byCommand = true
+			n.AddHook(h)
+		})
+	case *redis.Client:
+		node := c.Options().Addr
+		if sentinelMaster != "" {
+			node = sentinelMaster
+		}
+		c.AddHook(newRedisHook(tp, node))
+	}
+}
+
+// RedisHook is a go-redis hook that gives each round trip that carries a
+// recorded decision a span of its own, named for node. One pipeline carries
+// the decisions of many requests (see redislimit.Members), so its span is
+// no request's child: it is a root that links to the span of every decision
+// it carries (the proxy's wait on the decision), and each of those spans
+// gets a link back and the node's address. A round trip that carries no
+// recorded decision costs one context lookup per decision.
+func RedisHook(tp trace.TracerProvider, node string) redis.Hook { return newRedisHook(tp, node) }
+
+func newRedisHook(tp trace.TracerProvider, node string) *redisHook {
+	h := &redisHook{
+		tracer: tp.Tracer("github.com/ratelimit-gateway/gateway/tracing"),
+		node:   attribute.String("server.address", node),
+	}
+	if host, port, err := net.SplitHostPort(node); err == nil {
+		h.node = attribute.String("server.address", host)
+		h.port = attribute.String("server.port", port)
+	}
+	return h
+}
+
+type redisHook struct {
+	tracer trace.Tracer
+	node   attribute.KeyValue
+	port   attribute.KeyValue
+	// byCommand: a round trip carries the decisions whose commands it
+	// holds (a Cluster node's), rather than every decision of the pipeline.
+	byCommand bool
+}
+
+func (h *redisHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		members := h.recordedMembers(ctx, []redis.Cmder{cmd})
+		if len(members) == 0 {
+			return next(ctx, cmd)
+		}
+		ctx, span := h.start(ctx, "redis "+cmd.Name(), 1, members)
+		err := next(ctx, cmd)
+		end(span, err)
+		return err
+	}
+}
+
+func (h *redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		members := h.recordedMembers(ctx, cmds)
+		if len(members) == 0 {
+			return next(ctx, cmds)
+		}
+		ctx, span := h.start(ctx, "redis pipeline", len(cmds), members)
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if e := c.Err(); e != nil && err == nil && e != redis.Nil {
+				err = e
+			}
+		}
+		end(span, err)
+		return err
+	}
+}
+
+// start begins the round trip's span, linked both ways to the recorded
+// decisions it carries.
+func (h *redisHook) start(ctx context.Context, name string, cmds int, members []trace.Span) (context.Context, trace.Span) {
+	links := make([]trace.Link, len(members))
+	for i, m := range members {
+		links[i] = trace.Link{SpanContext: m.SpanContext()}
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("db.system.name", "redis"), h.node,
+		attribute.Int("db.operation.batch.size", cmds),
+		attribute.Int("gateway.redis.decisions", len(members)),
+	}
+	if h.port.Valid() {
+		attrs = append(attrs, h.port)
+	}
+	ctx, span := h.tracer.Start(ctx, name, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithLinks(links...), trace.WithAttributes(attrs...))
+	back := trace.Link{SpanContext: span.SpanContext()}
+	for _, m := range members {
+		m.AddLink(back)
+		m.SetAttributes(h.node)
+		if h.port.Valid() {
+			m.SetAttributes(h.port)
+		}
+	}
+	return ctx, span
+}
+
+func end(span trace.Span, err error) {
+	if err != nil && err != redis.Nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// recordedMembers returns the recording spans of the decisions the round
+// trip of cmds carries: on one server all the pipeline's (their calls may
+// travel merged into one script call, which is none of theirs), on a
+// Cluster node those whose commands are among cmds.
+func (h *redisHook) recordedMembers(ctx context.Context, cmds []redis.Cmder) []trace.Span {
+	var spans []trace.Span
+	redislimit.Members(ctx, func(m context.Context, mine []*redis.Cmd) {
+		span := trace.SpanFromContext(m)
+		if span.IsRecording() && (!h.byCommand || mine == nil || carries(cmds, mine)) {
+			spans = append(spans, span)
+		}
+	})
+	return spans
+}
+
+func carries(cmds []redis.Cmder, mine []*redis.Cmd) bool {
+	for _, c := range cmds {
+		for _, m := range mine {
+			if c == redis.Cmder(m) {
+				return true
+			}
+		}
+	}
+	return false
+}
