@@ -407,3 +407,81 @@ policies:
 		t.Fatalf("a chunked body over max_body_bytes: got %d type %q, want 413 in OpenAI's shape", resp.StatusCode, b.Error.Type)
 	}
 }
+
+// gateway_requests_total counts a 401 as its own outcome, not "allowed",
+// on a plain route and on an llm route (answered before the body).
+func TestUnauthorizedIsItsOwnOutcome(t *testing.T) {
+	up := newUpstream(t, builtin.OpenAIMock(builtin.OpenAIMockConfig{}))
+	snap := compileYAML(t, `
+tenants:
+  keys:
+    sk-1: {tenant: acme, plan: free}
+routes:
+  - {name: llm, match: {path_prefix: /v1/}, upstream: `+up.URL+`, llm: openai, policies: [tpm]}
+  - {name: api, match: {path_prefix: /api/}, upstream: `+up.URL+`, policies: [per-tenant]}
+policies:
+  tpm: {key: tenant, cost: tokens, rate: 100000, per: 1m, on_missing_key: reject}
+  per-tenant: {key: tenant, rate: 100, per: 1m, on_missing_key: reject}
+`)
+	obs := newRecordingObserver()
+	srv, h := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+	h.metrics = obs
+	if a := llmDo(t, "POST", srv.URL+"/v1/chat/completions", "sk-nobody", chatCall(10)); a.status != 401 {
+		t.Fatalf("llm route: %d, want 401", a.status)
+	}
+	if r := do(t, http.DefaultClient, "GET", srv.URL+"/api/x", nil, nil); r.status != 401 {
+		t.Fatalf("api route: %d, want 401", r.status)
+	}
+	for _, route := range []string{"llm", "api"} {
+		if got, allowed := obs.get(obs.requests, route+"/unauthorized"), obs.get(obs.requests, route+"/allowed"); got != 1 || allowed != 0 {
+			t.Errorf("%s: unauthorized %d, allowed %d; want 1 and 0", route, got, allowed)
+		}
+	}
+}
+
+// on_limit: delay's "delayed" count counts the waiters that then passed,
+// not those refused after their wait.
+func TestDelayedCountsOnlyWaitersThatPassed(t *testing.T) {
+	clock := newTestClock()
+	up := newUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	snap := compileYAML(t, `
+routes:
+  - {name: r, upstream: "`+up.URL+`", match: {path_prefix: /r}, policies: [paced]}
+policies:
+  paced: {key: ip, rate: 1, per: 1s, burst: 1, on_limit: delay, max_delay: 1s, max_waiters: 2}
+`)
+	obs := newRecordingObserver()
+	srv, h := newGateway(t, snap, newEngine(t, clock), gatewayOpts{})
+	tt := &turnTimers{armed: make(chan time.Duration, 16)}
+	h.turnAfter, h.metrics = tt.afterFunc, obs
+	c := newPressureClient(t, 4)
+	get := func() <-chan response {
+		ch := make(chan response, 1)
+		go func() {
+			r, err := tryDo(c, "GET", srv.URL+"/r", "", nil)
+			if err != nil {
+				t.Error(err)
+			}
+			ch <- r
+		}()
+		return ch
+	}
+	if r := <-get(); r.status != 200 {
+		t.Fatalf("first: %d", r.status)
+	}
+	a, b := get(), get()
+	waitArmed(t, tt)
+	waitArmed(t, tt)
+	clock.Advance(time.Second)
+	tt.advance(time.Second) // one token: one passes; the other's next turn is past max_delay
+	statuses := map[int]int{}
+	for _, ch := range []<-chan response{a, b} {
+		statuses[(<-ch).status]++
+	}
+	if statuses[200] != 1 || statuses[429] != 1 {
+		t.Fatalf("the two waiters: %v, want one 200 and one 429", statuses)
+	}
+	if got := obs.get(obs.policies, "r/paced/delayed"); got != 1 {
+		t.Fatalf("delayed counted %d times, want 1 (the waiter that passed)", got)
+	}
+}
