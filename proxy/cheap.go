@@ -21,8 +21,10 @@ import (
 // nothing back). Token counting then runs at most a fixed number at a time.
 
 // DefaultTokenizeWait is how long a call waits for a token-counting slot
-// when Config.TokenizeWait is zero.
-const DefaultTokenizeWait = 2 * time.Second
+// when Config.TokenizeWait is zero: far more than a slot is held for a
+// prompt within max_body_bytes, and more than the first calls after a
+// start wait while the vocabularies load (about 0.35 s each).
+const DefaultTokenizeWait = 10 * time.Second
 
 // preBody is what the gateway learned of a call before reading its body.
 type preBody struct {

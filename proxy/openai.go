@@ -107,6 +107,9 @@ func setOpenAIHeadersWith(h http.Header, v limiter.Verdict, costs []policies.Cos
 			rem, ok := stateRemaining(d)
 			if !ok {
 				p, seen := peekedFor(peeked, d.Policy)
+				// A denial from the denial cache is newer than a peek
+				// that found room: nothing the call could use is left.
+				seen = seen && (d.Reason != limiter.ReasonDenialCached || !p.Allowed)
 				if !decided(&d) && !seen {
 					continue
 				}

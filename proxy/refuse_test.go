@@ -485,3 +485,92 @@ policies:
 		t.Fatalf("delayed counted %d times, want 1 (the waiter that passed)", got)
 	}
 }
+
+// On Redis, under a flood: 48 concurrent calls of one tenant past a
+// requests policy of 3, and 16 keyless calls with 1 MiB prompts. The
+// requests policy admits its bound; every refused call is answered from
+// the peek or the one decision with both header sets, and takes no token
+// (the token policy holds exactly the admitted calls' usage, up to its
+// refill); every keyless call gets 401.
+func TestLLMFloodOnRedisTakesNothingFromRefusedCalls(t *testing.T) {
+	up := newUpstream(t, builtin.OpenAIMock(builtin.OpenAIMockConfig{CompletionTokens: 1 << 20}))
+	snap := compileYAML(t, `
+redis: {addrs: ['127.0.0.1:1']}
+tenants:
+  keys:
+    sk-1: {tenant: acme, plan: free}
+routes:
+  - {name: llm, match: {path_prefix: /v1/}, upstream: `+up.URL+`, llm: openai, max_body_bytes: 4194304, policies: [rpm, tpd]}
+policies:
+  rpm: {key: tenant, algorithm: gcra, rate: 3, per: 1h, on_missing_key: reject}
+  tpd: {key: tenant, cost: tokens, algorithm: gcra, rate: 100000, per: 24h, on_missing_key: reject}
+`)
+	srv, h := newGateway(t, snap, sharedEngine(t), gatewayOpts{})
+	settled := make(chan struct{}, 64)
+	h.settled = func() { settled <- struct{}{} }
+	chat := srv.URL + "/v1/chat/completions"
+	body := chatCall(100)
+	big := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("tokens ", 1<<17) + `"}]}`
+	type result struct {
+		key string
+		a   llmAnswer
+	}
+	results := make(chan result, 64)
+	start := make(chan struct{})
+	for i := range 64 {
+		key, b := "sk-1", body
+		if i%4 == 3 {
+			key, b = "", big
+		}
+		go func() {
+			<-start
+			results <- result{key, llmDo(t, "POST", chat, key, b)}
+		}()
+	}
+	close(start)
+	var admitted, refused, unauthorized int
+	var used int64
+	for range 64 {
+		r := <-results
+		switch {
+		case r.key == "" && r.a.status == 401:
+			unauthorized++
+		case r.a.status == 200:
+			admitted++
+			used += r.a.usage
+		case r.a.status == 429:
+			refused++
+			if r.a.header.Get("x-ratelimit-remaining-requests") != "0" || r.a.header.Get("x-ratelimit-limit-tokens") != "100000" {
+				t.Errorf("a refused call's headers: requests remaining %q, tokens limit %q; want 0 and 100000",
+					r.a.header.Get("x-ratelimit-remaining-requests"), r.a.header.Get("x-ratelimit-limit-tokens"))
+			}
+		default:
+			t.Errorf("key %q: %d %s %q", r.key, r.a.status, r.a.code, r.a.message)
+		}
+	}
+	if admitted != 3 || refused != 45 || unauthorized != 16 {
+		t.Fatalf("admitted %d, refused %d, unauthorized %d; want 3 (the requests policy's burst), 45 and 16", admitted, refused, unauthorized)
+	}
+	for range admitted {
+		waitSettle(t, settled)
+	}
+	// What the token policy holds: the admitted calls' usage, less what
+	// refilled (100000 a day: about one token a second).
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/quota", nil)
+	req.Header.Set("Authorization", "Bearer sk-1")
+	r := do(t, http.DefaultClient, "GET", srv.URL+"/v1/quota", nil, req.Header)
+	var rep struct {
+		Policies []struct {
+			Policy    string `json:"policy"`
+			Remaining int64  `json:"remaining"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal(r.body, &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Policies {
+		if p.Policy == "tpd" && (p.Remaining > 100000-used+30 || p.Remaining < 100000-used) {
+			t.Fatalf("tokens remaining %d after %d admitted calls using %d: want %d (+ refill)", p.Remaining, admitted, used, 100000-used)
+		}
+	}
+}
