@@ -574,3 +574,61 @@ policies:
 		}
 	}
 }
+
+// The quota report agrees with the next call on Redis too: the wait it
+// gives for a call of N tokens is the call's own retry-after-ms (up to the
+// milliseconds between the two), and a call larger than the quota is
+// final in both.
+func TestQuotaAgreesWithTheNextCallOnRedis(t *testing.T) {
+	up := newUpstream(t, builtin.OpenAIMock(builtin.OpenAIMockConfig{CompletionTokens: 1 << 20}))
+	snap := compileYAML(t, `
+redis: {addrs: ['127.0.0.1:1']}
+tenants:
+  keys:
+    sk-1: {tenant: acme, plan: free}
+routes:
+  - {name: llm, match: {path_prefix: /v1/}, upstream: `+up.URL+`, llm: openai, policies: [tpm]}
+policies:
+  tpm: {key: tenant, cost: tokens, algorithm: gcra, rate: 1000, per: 1m, on_missing_key: reject}
+`)
+	srv, h := newGateway(t, snap, sharedEngine(t), gatewayOpts{})
+	settled := make(chan struct{}, 4)
+	h.settled = func() { settled <- struct{}{} }
+	chat := srv.URL + "/v1/chat/completions"
+	body := chatCall(600)
+	n := reservation(t, body)
+	quota := func(tokens int64) (allowed, final bool, wait int64) {
+		t.Helper()
+		hdr := http.Header{"Authorization": {"Bearer sk-1"}}
+		r := do(t, http.DefaultClient, "GET", srv.URL+"/v1/quota?tokens="+strconv.FormatInt(tokens, 10), nil, hdr)
+		var rep struct {
+			Allowed      bool  `json:"allowed"`
+			Final        bool  `json:"final"`
+			RetryAfterMs int64 `json:"retry_after_ms"`
+		}
+		if err := json.Unmarshal(r.body, &rep); err != nil || r.status != 200 {
+			t.Fatalf("quota: %d %s", r.status, r.body)
+		}
+		return rep.Allowed, rep.Final, rep.RetryAfterMs
+	}
+	if ok, _, _ := quota(n); !ok {
+		t.Fatal("a fresh quota: refused, want allowed")
+	}
+	if a := llmDo(t, "POST", chat, "sk-1", body); a.status != 200 {
+		t.Fatalf("first call: %d", a.status)
+	}
+	waitSettle(t, settled)
+	ok, final, wait := quota(n)
+	a := llmDo(t, "POST", chat, "sk-1", body)
+	got, _ := strconv.ParseInt(a.header.Get("retry-after-ms"), 10, 64)
+	if ok || final || a.status != 429 || got > wait || got < wait-1000 {
+		t.Fatalf("report: allowed %v final %v wait %d ms; the call: %d, retry-after-ms %d; want both refused, the call's wait within a second under the report's",
+			ok, final, wait, a.status, got)
+	}
+	if ok, final, _ := quota(5000); ok || !final {
+		t.Fatalf("a call larger than the quota: allowed %v final %v, want refused and final", ok, final)
+	}
+	if a := llmDo(t, "POST", chat, "sk-1", chatCall(5000)); a.status != 429 || a.header.Get("x-should-retry") != "false" {
+		t.Fatalf("the call larger than the quota: %d, x-should-retry %q; want 429 and false", a.status, a.header.Get("x-should-retry"))
+	}
+}
