@@ -196,15 +196,15 @@ const maxRetryHint = 60 * time.Second
 
 // finalRefusal reports whether a 429 for d is one that no wait a client
 // can use would fix: a cost above the limit's quota or a rate of zero
-// (never), and, where clients are SDKs (provider errors), a spent budget of
-// a day or more, or any wait past maxRetryHint. On other routes only the
+// (never), and, where clients are SDKs (provider errors), a limit reached
+// on a budget of a day or more, or with a wait past maxRetryHint. On other routes only the
 // first two are final: there the true Retry-After is what clients read.
 func finalRefusal(d limiter.Decision, provider bool) bool {
 	switch {
 	case d.Reason == limiter.ReasonCostTooHigh || d.Reason == limiter.ReasonDenyAll:
 		return true
-	case !provider:
-		return false
+	case !provider || (d.Reason != limiter.ReasonLimited && d.Reason != limiter.ReasonDenialCached):
+		return false // an overloaded check is worth retrying at once
 	}
 	return d.Limit.Period >= budgetPeriod || d.RetryAfter > maxRetryHint
 }

@@ -486,7 +486,8 @@ policies:
 	}
 }
 
-// On Redis, under a flood: 48 concurrent calls of one tenant past a
+// On Redis, under a flood: 48 concurrent calls of one tenant (28 KiB
+// prompts, so their shared policies are peeked before the body) past a
 // requests policy of 3, and 16 keyless calls with 1 MiB prompts. The
 // requests policy admits its bound; every refused call is answered from
 // the peek or the one decision with both header sets, and takes no token
@@ -509,7 +510,8 @@ policies:
 	settled := make(chan struct{}, 64)
 	h.settled = func() { settled <- struct{}{} }
 	chat := srv.URL + "/v1/chat/completions"
-	body := chatCall(100)
+	// Past peekSharedAbove: the shared policies are peeked before the body.
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("tokens ", 4<<10) + `"}],"max_tokens":100}`
 	big := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("tokens ", 1<<17) + `"}]}`
 	type result struct {
 		key string
