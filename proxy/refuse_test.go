@@ -237,7 +237,6 @@ policies:
   tpm: {key: tenant, cost: tokens, rate: 1000, per: 1m, on_missing_key: reject}
   tpd: {key: tenant, cost: tokens, rate: 100000, per: 24h, on_missing_key: reject}
 `)
-	srv := struct{ URL string }{url}
 	type report struct {
 		Call struct {
 			Tokens  int64  `json:"tokens"`
@@ -253,7 +252,7 @@ policies:
 	}
 	quota := func(query string) report {
 		t.Helper()
-		req, _ := http.NewRequest("GET", srv.URL+"/v1/quota"+query, nil)
+		req, _ := http.NewRequest("GET", url+"/v1/quota"+query, nil)
 		req.Header.Set("Authorization", "Bearer sk-1")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -275,7 +274,7 @@ policies:
 	if rep := quota(ask); !rep.Allowed || rep.RetryAfterMs != 0 {
 		t.Fatalf("fresh quota: %+v, want allowed", rep)
 	}
-	if a := llmDo(t, "POST", srv.URL+"/v1/chat/completions", "sk-1", body); a.status != 200 {
+	if a := llmDo(t, "POST", url+"/v1/chat/completions", "sk-1", body); a.status != 200 {
 		t.Fatalf("first call: %d", a.status)
 	}
 	waitSettle(t, settled)
@@ -287,7 +286,7 @@ policies:
 	if rep.Allowed || rep.RetryAfterMs <= 0 || rep.Final {
 		t.Fatalf("a call of %d tokens after the first: %+v, want refused, retryable, with a wait", n, rep)
 	}
-	a := llmDo(t, "POST", srv.URL+"/v1/chat/completions", "sk-1", body)
+	a := llmDo(t, "POST", url+"/v1/chat/completions", "sk-1", body)
 	ms, _ := strconv.ParseInt(a.header.Get("retry-after-ms"), 10, 64)
 	if a.status != 429 || ms != rep.RetryAfterMs {
 		t.Fatalf("the call after the report: %d, retry-after-ms %d; the report said %d", a.status, ms, rep.RetryAfterMs)
@@ -296,16 +295,16 @@ policies:
 	if rep := quota(ask); !rep.Allowed {
 		t.Fatalf("after the wait: %+v, want allowed", rep)
 	}
-	if a := llmDo(t, "POST", srv.URL+"/v1/chat/completions", "sk-1", body); a.status != 200 {
+	if a := llmDo(t, "POST", url+"/v1/chat/completions", "sk-1", body); a.status != 200 {
 		t.Fatalf("the call after the wait: %d, want 200 as the report said", a.status)
 	}
 	if rep := quota("?tokens=5000"); rep.Allowed || !rep.Final {
 		t.Fatalf("larger than a quota: %+v, want refused and final", rep)
 	}
 	for _, bad := range []string{"?tokens=0", "?tokens=-1", "?tokens=9223372036854775807", "?tokens=x"} {
-		req, _ := http.NewRequest("GET", srv.URL+"/v1/quota"+bad, nil)
+		req, _ := http.NewRequest("GET", url+"/v1/quota"+bad, nil)
 		req.Header.Set("Authorization", "Bearer sk-1")
-		r := do(t, http.DefaultClient, "GET", srv.URL+"/v1/quota"+bad, nil, req.Header)
+		r := do(t, http.DefaultClient, "GET", url+"/v1/quota"+bad, nil, req.Header)
 		if r.status != 400 {
 			t.Errorf("quota%s: %d, want 400", bad, r.status)
 		}
