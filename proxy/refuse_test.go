@@ -633,3 +633,29 @@ policies:
 		t.Fatalf("the call larger than the quota: %d, x-should-retry %q; want 429 and false", a.status, a.header.Get("x-should-retry"))
 	}
 }
+
+// On a route with the gateway's own error format a refusal that can never
+// pass (a rate of 0) carries x-should-retry: false and keeps its
+// Retry-After, which there is what clients read; a plain limit says
+// nothing of x-should-retry.
+func TestGatewayFormatNeverPassingRefusal(t *testing.T) {
+	up := newUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	snap := compileYAML(t, `
+routes:
+  - {name: closed, upstream: "`+up.URL+`", match: {path_prefix: /closed}, policies: [closed]}
+  - {name: open, upstream: "`+up.URL+`", match: {path_prefix: /open}, policies: [one]}
+policies:
+  closed: {key: ip, rate: 0, per: 1m}
+  one: {key: ip, rate: 1, per: 1m}
+`)
+	srv, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+	r := do(t, http.DefaultClient, "GET", srv.URL+"/closed", nil, nil)
+	if r.status != 429 || r.header.Get("x-should-retry") != "false" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("rate 0: %d, x-should-retry %q, Retry-After %q; want 429, false and a Retry-After", r.status, r.header.Get("x-should-retry"), r.header.Get("Retry-After"))
+	}
+	do(t, http.DefaultClient, "GET", srv.URL+"/open", nil, nil)
+	r = do(t, http.DefaultClient, "GET", srv.URL+"/open", nil, nil)
+	if r.status != 429 || r.header.Get("x-should-retry") != "" {
+		t.Fatalf("a plain limit: %d, x-should-retry %q; want 429 and none", r.status, r.header.Get("x-should-retry"))
+	}
+}
