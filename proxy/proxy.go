@@ -308,8 +308,10 @@ func (h *Handler) readLLMCall(w http.ResponseWriter, r *http.Request, route *pol
 		}, slog.String("route", route.Name))
 		return nil, r
 	}
-	out, call, status, msg := readLLMCall(w, rq, route, snap.Prices)
-	release()
+	out, call, status, msg := func() (*http.Request, *llmCall, int, string) {
+		defer release()
+		return readLLMCall(w, rq, route, snap.Prices)
+	}()
 	if status != 0 {
 		h.writeError(w, r, status, errorBody{Message: msg}, slog.String("route", route.Name))
 		return nil, r
