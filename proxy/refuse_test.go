@@ -659,3 +659,37 @@ policies:
 		t.Fatalf("a plain limit: %d, x-should-retry %q; want 429 and none", r.status, r.header.Get("x-should-retry"))
 	}
 }
+
+// Tokenizing through one slot under 32 concurrent calls (a quarter with
+// bodies that are not JSON): every call is answered, and no slot is left
+// taken.
+func TestTokenizeGateUnderConcurrency(t *testing.T) {
+	url, h, _, _ := llmTestGateway(t, `
+routes:
+  - {name: llm, match: {path_prefix: /v1/}, upstream: UPSTREAM, llm: openai, policies: [tpm]}
+policies:
+  tpm: {key: ip, cost: tokens, rate: 100000000, per: 1m}
+`)
+	h.tokenize = newTokenizeGate(1, time.Minute)
+	chat := url + "/v1/chat/completions"
+	statuses := make(chan int, 32)
+	for i := range 32 {
+		go func() {
+			body := chatCall(10)
+			if i%4 == 1 {
+				body = "not json"
+			}
+			statuses <- llmDo(t, "POST", chat, "", body).status
+		}()
+	}
+	got := map[int]int{}
+	for range 32 {
+		got[<-statuses]++
+	}
+	if got[200] != 24 || got[400] != 8 {
+		t.Fatalf("answers %v, want 24 × 200 and 8 × 400", got)
+	}
+	if n := len(h.tokenize.slots); n != 0 {
+		t.Fatalf("%d tokenizing slots still taken, want 0", n)
+	}
+}
