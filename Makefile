@@ -29,13 +29,14 @@ redis-server:
 		echo "redis-server is missing: run 'sudo apt-get install -y redis-server' (Debian/Ubuntu) and try again" >&2; exit 1; \
 	fi
 
-# TestOpenAISDK runs the official OpenAI SDK (pinned in its package.json)
-# against the gateway. Installs Node.js when missing (as root), then the SDK.
+# TestClientSDKs runs the client SDKs pinned in its package.json and lock
+# (openai current major and 6.x, the Vercel AI SDK, LangChain JS) against the
+# gateway. Installs Node.js when missing (as root), then the SDKs from npm.
 OPENAI_SDK := cmd/gateway/testdata/openai-sdk
 openai-sdk:
 	@command -v node >/dev/null && command -v npm >/dev/null || { \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing nodejs and npm (needed by the OpenAI SDK check)"; \
+		echo "installing nodejs and npm (needed by the client SDK check)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
 	else \
 		echo "node is missing: run 'sudo apt-get install -y nodejs npm' (Debian/Ubuntu) and try again" >&2; exit 1; \

@@ -187,7 +187,8 @@ func (e *Engine) Reserve(ctx context.Context, checks []Check) (Verdict, *Reserva
 }
 
 // Peek reports every check's state (what remains, when it resets, whether
-// one unit would pass) without taking anything: what a quota report shows.
+// its Units would pass and when they could) without taking anything: what a
+// quota report shows, and what the proxy asks before a costly step.
 // Without a shared backend that can peek, shared checks come back
 // ReasonUnavailable.
 func (e *Engine) Peek(ctx context.Context, checks []Check) []Decision {
@@ -203,7 +204,7 @@ func (e *Engine) Peek(ctx context.Context, checks []Check) []Decision {
 			shared, sharedIdx = append(shared, c), append(sharedIdx, i)
 			continue
 		}
-		ds[i] = e.local.Peek(now, c.group(), c.Key)
+		ds[i] = e.local.PeekN(now, c.group(), c.Key, c.Units())
 	}
 	if len(shared) == 0 {
 		return ds

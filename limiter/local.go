@@ -177,8 +177,7 @@ func (l *Local) take(now time.Time, g BucketGroup, key string, cost int64, h *Ho
 	r := b.take(now, g.Limit, cost)
 	d := Decision{Policy: g.Policy, Limit: g.Limit, Allowed: r.allowed, Remaining: r.remaining, ResetAfter: r.resetAfter, RetryAfter: r.retryAfter}
 	if !r.allowed {
-		d.Reason = ReasonLimited
-		d.Remaining = 0
+		d.Reason = ReasonLimited // Remaining stays: what is left, too little for cost
 		return d, false
 	}
 	*h = Hold{b: b, lim: g.Limit, units: cost}
@@ -188,8 +187,15 @@ func (l *Local) take(now time.Time, g BucketGroup, key string, cost int64, h *Ho
 // Peek reports key's bucket in g at now without taking anything: what
 // remains, when it is full again, and whether one unit would pass.
 func (l *Local) Peek(now time.Time, g BucketGroup, key string) Decision {
+	return l.PeekN(now, g, key, 1)
+}
+
+// PeekN is Peek for a request of cost units: whether it would pass, and
+// when it could if not.
+func (l *Local) PeekN(now time.Time, g BucketGroup, key string, cost int64) Decision {
+	cost = max(cost, 1)
 	d := Decision{Policy: g.Policy, Limit: g.Limit, Allowed: true, Remaining: g.Limit.Quota()}
-	if reason := g.Limit.refusal(1); reason != ReasonNone {
+	if reason := g.Limit.refusal(cost); reason != ReasonNone {
 		return staticDenial(g.Policy, g.Limit, reason)
 	}
 	if g.Algorithm.InFlight() {
@@ -206,7 +212,7 @@ func (l *Local) Peek(now time.Time, g BucketGroup, key string) Decision {
 	if !ok {
 		return d
 	}
-	r := b.peek(now, g.Limit)
+	r := b.peek(now, g.Limit, cost)
 	d.Allowed, d.Remaining, d.ResetAfter, d.RetryAfter = r.allowed, r.remaining, r.resetAfter, r.retryAfter
 	if !d.Allowed {
 		d.Reason = ReasonLimited
@@ -291,7 +297,13 @@ func (b *bucket) take(now time.Time, lim Limit, cost int64) grant {
 	tat := max(b.tat, t)
 	newTAT := tat + inc
 	if allowAt := newTAT - tolerance; t < allowAt {
-		return grant{retryAfter: time.Duration(allowAt - t), resetAfter: time.Duration(tat - t)}
+		// What remains is still reported: a refusal of a large cost is not
+		// an empty bucket.
+		left := math.Floor(float64(t+tolerance-tat)/emission + 1e-6)
+		return grant{
+			remaining:  int64(min(max(0, left), float64(lim.Quota()))),
+			retryAfter: time.Duration(allowAt - t), resetAfter: time.Duration(tat - t),
+		}
 	}
 	b.tat = newTAT
 	// The epsilon keeps 2.9999999 tokens (float emission) at 3.
@@ -303,8 +315,8 @@ func (b *bucket) take(now time.Time, lim Limit, cost int64) grant {
 	}
 }
 
-// peek is take without taking: what one more unit would find at now.
-func (b *bucket) peek(now time.Time, lim Limit) grant {
+// peek is take without taking: what cost more units would find at now.
+func (b *bucket) peek(now time.Time, lim Limit, cost int64) grant {
 	emission := lim.emission()
 	tolerance := saturatingNanos(emission * float64(lim.Quota()))
 	b.mu.Lock()
@@ -313,12 +325,12 @@ func (b *bucket) peek(now time.Time, lim Limit) grant {
 	tat := max(b.tat, t)
 	left := math.Floor(float64(t+tolerance-tat)/emission + 1e-6)
 	g := grant{
-		allowed:    left >= 1,
+		allowed:    left >= float64(cost),
 		remaining:  int64(min(max(0, left), float64(lim.Quota()))),
 		resetAfter: time.Duration(tat - t),
 	}
 	if !g.allowed {
-		g.retryAfter = time.Duration(tat + saturatingNanos(emission) - tolerance - t)
+		g.retryAfter = time.Duration(tat + saturatingNanos(emission*float64(cost)) - tolerance - t)
 	}
 	return g
 }

@@ -30,7 +30,8 @@ const (
 	OutcomeFailedClosed  = "failed_closed"  // refused: Redis failed, on_redis_error: deny (503)
 	OutcomeError         = "error"          // the gateway failed (5xx of its own)
 	OutcomeInvalid       = "invalid"        // answered before the limiter: no route, bad path or body
-	OutcomeDelayed       = "delayed"        // a policy made the request wait before admitting it
+	OutcomeUnauthorized  = "unauthorized"   // admitted by the policies that could judge it, then 401 for a missing or unknown key
+	OutcomeDelayed       = "delayed"        // a policy made the request wait, and then admitted it
 )
 
 // Backends of a decision (gateway_decision_duration_seconds).

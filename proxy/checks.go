@@ -23,11 +23,16 @@ const anonymousKey = "\x00anon"
 // cost says what the request takes from a policy; nil means one each. costs
 // holds each check's policy cost, for settling an LLM call later.
 func buildChecks(r *http.Request, route *policies.Route, s *policies.Subject, cost func(policies.Cost) int64) (checks []limiter.Check, costs []policies.Cost, rejectedBy *policies.Policy) {
-	if len(route.Policies) == 0 {
+	return checksOf(r, route.Policies, s, cost)
+}
+
+// checksOf is buildChecks for a list of policies.
+func checksOf(r *http.Request, pols []*policies.Policy, s *policies.Subject, cost func(policies.Cost) int64) (checks []limiter.Check, costs []policies.Cost, rejectedBy *policies.Policy) {
+	if len(pols) == 0 {
 		return nil, nil, nil
 	}
-	checks = make([]limiter.Check, 0, len(route.Policies))
-	for _, p := range route.Policies {
+	checks = make([]limiter.Check, 0, len(pols))
+	for _, p := range pols {
 		var key string
 		ok := false
 		if p.Key != nil {

@@ -30,9 +30,9 @@ type errorBody struct {
 	// RetryAfterMs is set on 429 only; a pointer so that it is present there
 	// even if it were zero.
 	RetryAfterMs *int64 `json:"retry_after_ms,omitempty"`
-	// budget marks a 429 of a spent budget (a window of a day or more),
-	// which OpenAI's shape calls insufficient_quota.
-	budget bool
+	// final marks a 429 that no wait a client can use would fix (see
+	// finalRefusal), which OpenAI's shape calls insufficient_quota.
+	final bool
 }
 
 // appendJSON appends b as encoding/json would marshal it (the same bytes),
@@ -159,18 +159,68 @@ func (h *Handler) logAnswer(ctx context.Context, r *http.Request, status int, ms
 
 // writeRateLimited answers 429 for the verdict's denying decision d.
 func (h *Handler) writeRateLimited(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, d limiter.Decision) {
-	setRateLimitHeaders(w.Header(), v, route.RateLimitHeaders)
-	w.Header()[hdrRetryAfter] = []string{strconv.FormatInt(retryAfterSeconds(d.RetryAfter), 10)}
+	hdr := w.Header()
+	setRateLimitHeaders(hdr, v, route.RateLimitHeaders)
 	ms := retryAfterMillis(d.RetryAfter)
-	if openAIErrors(r) {
-		w.Header().Set("retry-after-ms", strconv.FormatInt(ms, 10))
+	provider := openAIErrors(r)
+	final := finalRefusal(d, provider)
+	msg := deniedMessage(d)
+	switch {
+	case final && provider:
+		// No retry hint at all: the SDKs would sleep on it (or retry at
+		// once when it is past what they accept), and no retry can pass.
+		hdr[hdrShouldRetry] = []string{"false"}
+		msg = finalMessage(d)
+	case final:
+		hdr[hdrShouldRetry] = []string{"false"}
+		hdr[hdrRetryAfter] = []string{strconv.FormatInt(retryAfterSeconds(d.RetryAfter), 10)}
+	default:
+		hdr[hdrRetryAfter] = []string{strconv.FormatInt(retryAfterSeconds(d.RetryAfter), 10)}
+		if provider {
+			hdr["Retry-After-Ms"] = []string{strconv.FormatInt(ms, 10)}
+		}
 	}
 	h.writeError(w, r, http.StatusTooManyRequests, errorBody{
-		Message:      deniedMessage(d),
+		Message:      msg,
 		Policy:       d.Policy,
 		RetryAfterMs: &ms,
-		budget:       d.Limit.Period >= budgetPeriod,
+		final:        final,
 	}, slog.String("policy", d.Policy))
+}
+
+// hdrShouldRetry is the header the OpenAI and Anthropic SDKs read before
+// anything else to decide whether to retry.
+const hdrShouldRetry = "X-Should-Retry"
+
+// maxRetryHint is the longest wait a client SDK acts on: the openai and AI
+// SDKs ignore longer retry hints, and a longer sleep holds a caller's
+// request (and a worker) for nothing it could not get by asking later.
+const maxRetryHint = 60 * time.Second
+
+// finalRefusal reports whether a 429 for d is one that no wait a client
+// can use would fix: a cost above the limit's quota or a rate of zero
+// (never), and, where clients are SDKs (provider errors), a limit reached
+// on a budget of a day or more, or with a wait past maxRetryHint. On other routes only the
+// first two are final: there the true Retry-After is what clients read.
+func finalRefusal(d limiter.Decision, provider bool) bool {
+	switch {
+	case d.Reason == limiter.ReasonCostTooHigh || d.Reason == limiter.ReasonDenyAll:
+		return true
+	case !provider || (d.Reason != limiter.ReasonLimited && d.Reason != limiter.ReasonDenialCached):
+		return false // an overloaded check is worth retrying at once
+	}
+	return d.Limit.Period >= budgetPeriod || d.RetryAfter > maxRetryHint
+}
+
+// finalMessage says why a final refusal cannot pass by retrying, and when
+// the quota has room again.
+func finalMessage(d limiter.Decision) string {
+	switch d.Reason {
+	case limiter.ReasonDenyAll, limiter.ReasonCostTooHigh:
+		return deniedMessage(d) + "; retrying cannot help"
+	}
+	return fmt.Sprintf("the quota of policy %q (%d per %s) is spent: it has room for this request again in %s; a retry before then cannot pass",
+		d.Policy, d.Limit.Quota(), d.Limit.Per(), roundUp(d.RetryAfter))
 }
 
 // deniedMessage says in plain words why d denied.

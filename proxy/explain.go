@@ -292,6 +292,11 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 		switch {
 		case !isCall:
 			e.LLM.Note = "not an llm call (only POSTs to completions, responses, embeddings or messages paths cost tokens): each policy takes 1"
+		case keylessCall(r, snap, route):
+			// ServeHTTP answers it before reading its body (cheap before costly).
+			e.LLM.API = kind.String()
+			e.LLM.Note = "a call without the key a policy needs is answered before its body is read: the policies that count requests decide it, then 401"
+			bodyUnknown = true
 		case !opts.ReadBody:
 			e.LLM.API = kind.String()
 			e.LLM.Note = "token costs and the model come from the body, which was not read: the call reserves its prompt's tokens plus its output cap (or the cap it is given: default_max_tokens, or the model family's)"
@@ -349,6 +354,24 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 		e.Policies = append(e.Policies, ep)
 	}
 	return e
+}
+
+// keylessCall reports whether an llm call lacks a key that a policy not
+// keyed on the model rejects without: known from its headers alone.
+func keylessCall(r *http.Request, snap *policies.Snapshot, route *policies.Route) bool {
+	s, _ := identify(r, snap, route)
+	for _, p := range route.Policies {
+		if p.Reads.Model || p.OnMissingKey != policies.MissingReject {
+			continue
+		}
+		if p.Key == nil {
+			return true
+		}
+		if _, ok := p.Key(r, &s); !ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (e Explanation) answer(status int, reason string) Explanation {

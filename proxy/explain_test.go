@@ -247,7 +247,12 @@ var explainCases = []explainCase{
 			}
 		},
 	},
-	{name: "llm call with a bad body", method: "POST", target: "/llm/v1/chat/completions", body: "{", readBody: true, status: 400},
+	{name: "llm call with a bad body", method: "POST", target: "/llm/v1/chat/completions", body: "{", readBody: true, status: 400,
+		headers: []string{"Authorization", "Bearer " + freeKey}},
+	{
+		name: "llm call without a key is judged before its body", method: "POST", target: "/llm/v1/chat/completions", body: "{", readBody: true,
+		route: "llm", client: "203.0.113.7", rejectedBy: "llm-tokens",
+	},
 	{name: "quota report", method: "GET", target: "/v1/quota", headers: []string{"X-API-Key", freeKey}, status: 200},
 	{name: "quota report without a key", method: "GET", target: "/v1/quota", status: 401},
 }

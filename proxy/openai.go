@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -45,7 +46,7 @@ func newOpenAIError(status int, body errorBody) openAIError {
 	switch {
 	case status == http.StatusTooManyRequests:
 		typ, code = "rate_limit_exceeded", "rate_limit_exceeded"
-		if body.budget {
+		if body.final {
 			typ, code = "insufficient_quota", "insufficient_quota"
 		}
 	case status == http.StatusUnauthorized:
@@ -66,39 +67,111 @@ func newOpenAIError(status int, body errorBody) openAIError {
 // read as a spent budget (insufficient_quota) rather than a rate limit.
 const budgetPeriod = 24 * time.Hour
 
-// setOpenAIHeaders adds OpenAI's rate-limit headers: for requests, the most
-// restrictive policy that counts requests; for tokens, the most restrictive
-// that counts tokens. costs holds each decision's policy cost.
+// rateSets are OpenAI's header sets, x-ratelimit-{limit,remaining,reset}-
+// <name>, and the policy costs each shows. A set shows one unit only:
+// tokens are never compared with requests or micro-dollars. A dollar
+// budget has its own set, in dollars with six decimals.
+var rateSets = [...]struct {
+	name   string
+	counts func(policies.Cost) bool
+	usd    bool
+}{
+	{"requests", func(c policies.Cost) bool { return c == policies.CostRequests }, false},
+	{"tokens", func(c policies.Cost) bool {
+		return c == policies.CostTokens || c == policies.CostInputTokens || c == policies.CostOutputTokens
+	}, false},
+	{"usd", func(c policies.Cost) bool { return c == policies.CostUSD }, true},
+}
+
+// setOpenAIHeaders adds OpenAI's rate-limit headers, one set per unit (see
+// rateSets), each from the denying policy of its unit or else the most
+// restrictive one. costs holds each decision's policy cost.
 func setOpenAIHeaders(h http.Header, v limiter.Verdict, costs []policies.Cost) {
-	for _, kind := range []string{"requests", "tokens"} {
-		var best *limiter.Decision
+	setOpenAIHeadersWith(h, v, costs, nil)
+}
+
+// setOpenAIHeadersWith is setOpenAIHeaders with what a peek before the body
+// found: a policy the decision did not read (not asked because another
+// denied first, denied without reading its state) shows the peek's
+// remaining, so a 429 carries every set that applies with its true values.
+func setOpenAIHeadersWith(h http.Header, v limiter.Verdict, costs []policies.Cost, peeked []limiter.Decision) {
+	for _, set := range rateSets {
+		var best limiter.Decision
+		var bestRemaining int64
+		found, bestDenies := false, false
 		for i := range v.Decisions {
-			d := &v.Decisions[i]
-			if i >= len(costs) || !decided(d) || d.Shadow || costs[i].CountsTokens() != (kind == "tokens") {
+			if i >= len(costs) || !set.counts(costs[i]) || v.Decisions[i].Shadow {
 				continue
 			}
-			if best == nil || remaining(d) < remaining(best) {
-				best = d
+			d := v.Decisions[i]
+			rem, ok := stateRemaining(d)
+			if !ok {
+				p, seen := peekedFor(peeked, d.Policy)
+				// A denial from the denial cache is newer than a peek
+				// that found room: nothing the call could use is left.
+				seen = seen && (d.Reason != limiter.ReasonDenialCached || !p.Allowed)
+				if !decided(&d) && !seen {
+					continue
+				}
+				if seen {
+					rem, _ = stateRemaining(p)
+					if !decided(&d) {
+						d = p
+					}
+				}
+			}
+			denies := i == v.Denied
+			if !found || denies || (!bestDenies && rem < bestRemaining) {
+				best, bestRemaining, found, bestDenies = d, rem, true, denies
+			}
+			if denies {
+				break
 			}
 		}
-		if best == nil {
+		if !found {
 			continue
 		}
-		h.Set("x-ratelimit-limit-"+kind, strconv.FormatInt(best.Limit.Quota(), 10))
-		h.Set("x-ratelimit-remaining-"+kind, strconv.FormatInt(remaining(best), 10))
 		reset := best.ResetAfter
 		if !best.Allowed {
-			reset = best.RetryAfter
+			reset = max(best.RetryAfter, best.ResetAfter)
 		}
-		h.Set("x-ratelimit-reset-"+kind, openAIDuration(reset))
+		limit, remaining := strconv.FormatInt(best.Limit.Quota(), 10), strconv.FormatInt(bestRemaining, 10)
+		if set.usd {
+			limit, remaining = dollars(best.Limit.Quota()), dollars(bestRemaining)
+		}
+		h.Set("x-ratelimit-limit-"+set.name, limit)
+		h.Set("x-ratelimit-remaining-"+set.name, remaining)
+		h.Set("x-ratelimit-reset-"+set.name, openAIDuration(reset))
 	}
 }
 
-func remaining(d *limiter.Decision) int64 {
-	if !d.Allowed {
-		return 0
+// stateRemaining is what remains under d's policy, when d read the key's
+// state: an admitted decision's units left after it, or a denied one's
+// units left that were too few (a large call can be refused with much
+// left). ok is false when d says nothing of the state.
+func stateRemaining(d limiter.Decision) (int64, bool) {
+	switch d.Reason {
+	case limiter.ReasonNone, limiter.ReasonLimited, limiter.ReasonLocalFallback:
+		return max(d.Remaining, 0), true
 	}
-	return max(d.Remaining, 0)
+	return 0, false
+}
+
+func peekedFor(peeked []limiter.Decision, policy string) (limiter.Decision, bool) {
+	for _, d := range peeked {
+		if d.Policy == policy {
+			_, ok := stateRemaining(d)
+			return d, ok
+		}
+	}
+	return limiter.Decision{}, false
+}
+
+// dollars writes micro-dollars as dollars with six decimals.
+func dollars(micro int64) string {
+	micro = max(micro, 0)
+	frac := strconv.FormatInt(micro%1_000_000, 10)
+	return strconv.FormatInt(micro/1_000_000, 10) + "." + strings.Repeat("0", 6-len(frac)) + frac
 }
 
 // openAIDuration writes d as OpenAI's headers do: "6m0s", "1s", "120ms".

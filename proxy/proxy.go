@@ -70,6 +70,12 @@ type Config struct {
 	// decision and upstream exchange child spans, and passes the trace
 	// upstream (W3C traceparent). Nil means no tracing, at no cost.
 	Tracing trace.TracerProvider
+	// TokenizeSlots bounds how many llm calls count their prompt's tokens
+	// at once; zero means GOMAXPROCS.
+	TokenizeSlots int
+	// TokenizeWait is how long a call waits for one of those slots before
+	// it is refused with 503; zero means DefaultTokenizeWait.
+	TokenizeWait time.Duration
 }
 
 // Handler is the gateway's request path: match → identify → decide → forward.
@@ -100,6 +106,7 @@ type Handler struct {
 	turnAfter func(time.Duration, func()) timer
 	// tracer starts the request's spans; nil when tracing is off.
 	tracer trace.Tracer
+	tokenize  tokenizeGate
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -133,6 +140,7 @@ func New(cfg Config) (*Handler, error) {
 		metrics:        cfg.Metrics,
 		refusals:       cfg.Refusals,
 		access:         cfg.AccessLogger,
+		tokenize:       newTokenizeGate(cfg.TokenizeSlots, cfg.TokenizeWait),
 	}
 	if h.access == nil {
 		h.access = h.log
@@ -210,25 +218,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	var call *llmCall
-	if route.LLM {
-		var status int
-		var msg string
-		var read *http.Request
-		if read, call, status, msg = readLLMCall(w, r, route, snap.Prices); status != 0 {
-			h.writeError(w, r, status, errorBody{Message: msg}, slog.String("route", route.Name)) // in the route's error shape
+	var pre preBody
+	if msg := refuseUpgrade(r, route); route.LLM && msg != "" {
+		h.writeError(w, r, http.StatusBadRequest, errorBody{Message: msg}, slog.String("route", route.Name))
+		return
+	}
+	if _, costly := llmKind(r); route.LLM && costly {
+		var answered bool
+		if pre, answered = h.beforeBody(w, r, snap, route, rep); answered {
 			return
 		}
-		r = read
-		if call != nil && call.unpriced {
-			h.unpriced.warn(h.log, call.req.Model)
+		if call, r = h.readLLMCall(w, r, route, snap); call == nil {
+			return
 		}
 	}
 	var idem *idemRequest
 	if route.Idempotency != nil {
 		var status int
 		var msg string
+		rq := r
 		if r, idem, status, msg = readIdempotency(w, r, route); status != 0 {
-			h.writeError(w, r0, status, errorBody{Message: msg}, slog.String("route", route.Name))
+			h.writeError(w, rq, status, errorBody{Message: msg}, slog.String("route", route.Name))
 			return
 		}
 	}
@@ -273,12 +283,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if route.LLM {
-			setOpenAIHeaders(w.Header(), verdict, costs)
+			setOpenAIHeadersWith(w.Header(), verdict, costs, pre.peeked)
 		}
 		h.refuse(w, r, route, verdict)
 		return
 	}
 	if rejectedBy != nil {
+		rep.unauthorized = true
 		h.unreserve(r, route, call, res) // the guess still costs its tokens, as with Decide
 		setRateLimitHeaders(w.Header(), verdict, route.RateLimitHeaders)
 		h.writeUnauthorized(w, r, snap, route, rejectedBy)
@@ -299,6 +310,43 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		is = &idemState{req: idem, hold: hold}
 	}
 	h.forward(w, r, route, verdict, costs, peerTrusted, call, res, is, rep)
+}
+
+// readLLMCall reads an llm call's body and counts its tokens, at most
+// h.tokenize's slots at a time. It returns the call and the request to
+// forward, or a nil call when it answered. Its errors take the route's
+// error format.
+func (h *Handler) readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, snap *policies.Snapshot) (*llmCall, *http.Request) {
+	rq, _, status, msg := readBody(w, r, route)
+	if status != 0 {
+		h.writeError(w, r, status, errorBody{Message: msg}, slog.String("route", route.Name))
+		return nil, r
+	}
+	release, ok := h.tokenize.enter(r.Context())
+	if !ok {
+		if r.Context().Err() != nil {
+			w.WriteHeader(statusClientClosed)
+			return nil, r
+		}
+		w.Header()[hdrRetryAfter] = []string{"1"}
+		h.writeError(w, r, http.StatusServiceUnavailable, errorBody{
+			Message: fmt.Sprintf("the gateway is counting the tokens of %d other calls and none finished within %s; retry shortly",
+				cap(h.tokenize.slots), h.tokenize.wait),
+		}, slog.String("route", route.Name))
+		return nil, r
+	}
+	out, call, status, msg := func() (*http.Request, *llmCall, int, string) {
+		defer release()
+		return readLLMCall(w, rq, route, snap.Prices)
+	}()
+	if status != 0 {
+		h.writeError(w, r, status, errorBody{Message: msg}, slog.String("route", route.Name))
+		return nil, r
+	}
+	if call.unpriced {
+		h.unpriced.warn(h.log, call.req.Model)
+	}
+	return call, out
 }
 
 // unreserve gives back what an admitted request reserved but that was never

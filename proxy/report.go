@@ -35,6 +35,9 @@ const (
 	outcomeFailedClosed  = "failed_closed"
 	outcomeDelayed       = "delayed"
 	outcomeError         = "error"
+	// outcomeUnauthorized is a request answered 401: a policy needs a key
+	// it lacks, and the policies that could judge it let it through.
+	outcomeUnauthorized = "unauthorized"
 	// outcomeInvalid is a request answered before the limiter: no route,
 	// a path or body that cannot be judged (400, 404, 413, 431).
 	outcomeInvalid = "invalid"
@@ -46,13 +49,16 @@ const noRoute = "none"
 // report follows one request for the metrics and the access log. It is
 // pooled with the statusRecorder that carries it.
 type report struct {
-	start    time.Time
-	route    *policies.Route
-	decided  bool
-	dec      decision
-	failed   bool // the limiter returned an error
-	tenant   string
-	upstream struct {
+	start   time.Time
+	route   *policies.Route
+	decided bool
+	dec     decision
+	failed  bool // the limiter returned an error
+	// unauthorized: admitted by the limiter, answered 401 for a missing or
+	// unknown key.
+	unauthorized bool
+	tenant       string
+	upstream     struct {
 		forwarded bool
 		status    int // 0: no response
 		took      time.Duration
@@ -80,6 +86,8 @@ func (rep *report) outcome(status int) string {
 		return outcomeFailedClosed
 	case !rep.dec.verdict.Allowed:
 		return outcomeLimited
+	case rep.unauthorized:
+		return outcomeUnauthorized
 	}
 	for _, d := range rep.dec.verdict.Decisions {
 		if d.Reason == limiter.ReasonFailedOpen {
@@ -187,7 +195,7 @@ func (h *Handler) finish(r *http.Request, snap *policies.Snapshot, rec *statusRe
 			for i := range rep.dec.shadowed {
 				m.Policy(route, rep.dec.shadowed[i].Policy, outcomeShadowLimited)
 			}
-			if rep.dec.delayed > 0 {
+			if rep.dec.delayed > 0 && rep.dec.verdict.Allowed { // waited, then passed
 				if d, ok := rep.dec.verdict.Deciding(); ok {
 					m.Policy(route, d.Policy, outcomeDelayed)
 				}

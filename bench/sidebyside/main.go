@@ -36,6 +36,7 @@ type options struct {
 	resultsDir string
 	goBin      string
 	memory     bool
+	cheap      bool
 	keep       bool
 }
 
@@ -50,6 +51,7 @@ func main() {
 	flag.StringVar(&o.resultsDir, "results", "bench/results", "directory for the results file; a relative one is under the module root (\"\": none)")
 	flag.StringVar(&o.goBin, "go", "go", "the go command used to build and to run the memory benchmark")
 	flag.BoolVar(&o.memory, "memory", true, "run the local key memory microbenchmark too")
+	flag.BoolVar(&o.cheap, "cheap", true, "measure an admitted small llm call's p99 idle and with keyless 1 MiB prompts in flight")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs, logs) and print its path")
 	flag.Parse()
 
@@ -144,6 +146,11 @@ func run(ctx context.Context, o options) error {
 	runs, err := measure(ctx, w, o, targets)
 	if err != nil {
 		return err
+	}
+	if o.cheap && l.upstream != "" {
+		if err := l.measureCheap(ctx, w); err != nil {
+			return err
+		}
 	}
 	logWarnings := ps.logWarnings()
 	ps.stopAll()

@@ -4,37 +4,106 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
-// sdkCheckDir holds the official OpenAI SDK (pinned in package.json) and
-// check.mjs; make test installs it (npm ci) before the tests run.
+// sdkCheckDir holds the client SDKs (pinned in package.json and its lock)
+// and check.mjs; make test installs them (npm ci) before the tests run.
 const sdkCheckDir = "testdata/openai-sdk"
 
-// An unmodified OpenAI SDK pointed at the default config's /v1 works: a
-// plain call, a stream with usage, its RateLimitError once the free plan's
-// tokens run out, and its own retry after the gateway's retry-after-ms.
-func TestOpenAISDK(t *testing.T) {
+// sdkConfig is the default config with what the SDK check needs beside it:
+// windows of seconds instead of a minute (so a retry waits seconds), and a
+// tenant whose daily token budget the test spends.
+func sdkConfig(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("../../gateway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	section := func(m map[string]any, name string) map[string]any {
+		s, ok := m[name].(map[string]any)
+		if !ok {
+			t.Fatalf("gateway.yaml: no %s mapping", name)
+		}
+		return s
+	}
+	tenants := section(section(cfg, "tenants"), "keys")
+	tenants["sk-sdk-spent"] = map[string]any{"tenant": "sdk-spent", "plan": "spent"}
+	pols := section(cfg, "policies")
+	for _, name := range []string{"llm-requests", "llm-tokens"} {
+		section(pols, name)["per"] = sdkWindow
+	}
+	pols["llm-daily"] = map[string]any{"key": "tenant", "cost": "tokens", "rate": 1_000_000_000, "per": "24h",
+		"plans": map[string]any{"spent": sdkDailyBudget}, "on_missing_key": "reject"}
+	routes, _ := cfg["routes"].([]any)
+	found := false
+	for _, r := range routes {
+		if rt, ok := r.(map[string]any); ok && rt["name"] == "llm" {
+			rt["policies"] = append(rt["policies"].([]any), "llm-daily")
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("gateway.yaml: no route named llm")
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const (
+	sdkWindow      = "6s" // the default config's per-minute windows, shrunk
+	sdkDailyBudget = 500  // tokens a day for sk-sdk-spent
+	sdkMinuteKey   = "sk-demo-free"
+	sdkNeverFits   = 5000 // max_tokens past the free plan's 1000 tokens
+	// aiSDKBackoff is the Vercel AI SDK's own retry schedule on a 429 that
+	// carries no retry hint: 2 retries after 2 s and 4 s.
+	aiSDKBackoff = 6 * time.Second
+)
+
+// The SDKs clients use against an OpenAI-compatible endpoint, unmodified and
+// with their default retries, against the default config: a plain call and
+// a stream; then, each of openai (current major and 6.x), the AI SDK and
+// LangChain: on a spent daily budget and on a call larger than the whole
+// quota, openai and LangChain raise at once (one attempt, no wait) and the
+// AI SDK after its own bounded backoff (3 attempts, about 6 s); on a
+// per-minute limit each retries and succeeds.
+func TestClientSDKs(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Fatalf("node not found on PATH: the OpenAI SDK check needs Node.js (make test installs it as root, or: apt-get install -y nodejs npm)")
+		t.Fatalf("node not found on PATH: the SDK check needs Node.js (make test installs it as root, or: apt-get install -y nodejs npm)")
 	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		t.Fatalf("npm not found on PATH: make test installs the SDK with npm ci")
+	for _, pkg := range []string{"openai", "openai6", "ai", "@ai-sdk/openai", "@langchain/openai"} {
+		if ok, _ := filepath.Glob(filepath.Join(sdkCheckDir, "node_modules", pkg, "package.json")); len(ok) == 0 {
+			t.Fatalf("%s is not installed: run 'npm ci --prefix cmd/gateway/%s' (make test does)", pkg, sdkCheckDir)
+		}
 	}
-	if ok, _ := filepath.Glob(filepath.Join(sdkCheckDir, "node_modules", "openai", "package.json")); len(ok) == 0 {
-		t.Fatalf("the OpenAI SDK is not installed: run 'npm ci --prefix cmd/gateway/%s' (make test does)", sdkCheckDir)
-	}
-	path := copyDefaultConfig(t)
 	t.Setenv("GATEWAY_SERVER_LISTEN", "127.0.0.1:0")
-	g := startGateway(t, "gateway", path)
+	g := startGateway(t, "gateway", sdkConfig(t))
+	spendDailyBudget(t, g.base+"/v1/chat/completions")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(sdkCheckDir, "check.mjs"), g.base+"/v1")
+	cmd := exec.CommandContext(ctx, node, filepath.Join(sdkCheckDir, "check.mjs"), g.base+"/v1", sdkMinuteKey, "sk-sdk-spent", fmt.Sprint(sdkNeverFits))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -43,33 +112,85 @@ func TestOpenAISDK(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	steps := map[string]map[string]any{}
+	type step struct {
+		Step, SDK, Error, Code string
+		OK                     bool
+		MS                     float64
+		Attempts, Status       int
+		Chunks                 int     `json:"chunks"`
+		TotalTokens            float64 `json:"total_tokens"`
+		Content                int     `json:"content"`
+	}
+	steps := map[string]step{}
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
-		var step map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &step); err != nil {
+		var s step
+		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
 			t.Fatalf("check.mjs printed %q: %v", sc.Text(), err)
 		}
 		t.Logf("%s", sc.Text())
-		steps[step["step"].(string)] = step
+		steps[s.Step+"/"+s.SDK] = s
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("check.mjs failed: %v", err)
 	}
-	num := func(step, field string) float64 { v, _ := steps[step][field].(float64); return v }
-	if num("plain", "total_tokens") <= 0 || num("plain", "content") <= 0 {
-		t.Fatalf("plain call: got %v, want a completion with usage", steps["plain"])
+	if s := steps["plain/"]; s.TotalTokens <= 0 || s.Content <= 0 {
+		t.Errorf("plain call: got %+v, want a completion with usage", s)
 	}
-	if num("stream", "chunks") < 3 || num("stream", "total_tokens") <= 0 {
-		t.Fatalf("stream: got %v, want chunks and the usage chunk", steps["stream"])
+	if s := steps["stream/"]; s.Chunks < 3 || s.TotalTokens <= 0 {
+		t.Errorf("stream: got %+v, want chunks and the usage chunk", s)
 	}
-	rl := steps["rate_limited"]
-	if rl["is_rate_limit_error"] != true || num("rate_limited", "status") != 429 || rl["code"] != "rate_limit_exceeded" || num("rate_limited", "retry_after_ms") <= 0 {
-		t.Fatalf("out of tokens: got %v, want the SDK's RateLimitError (429, rate_limit_exceeded, retry-after-ms)", rl)
+	for _, sdk := range []string{"openai", "openai6", "ai-sdk", "langchain"} {
+		for _, kind := range []string{"spent", "never_fits"} {
+			s, ok := steps[kind+"/"+sdk]
+			switch {
+			case !ok:
+				t.Errorf("%s %s: no result", sdk, kind)
+			case s.OK:
+				t.Errorf("%s %s: the call passed, want a refusal", sdk, kind)
+			case sdk == "ai-sdk":
+				// It honours no x-should-retry: its own backoff, bounded.
+				if s.Attempts != 3 || s.MS < float64(aiSDKBackoff.Milliseconds())-500 || s.MS > float64(aiSDKBackoff.Milliseconds())+5000 {
+					t.Errorf("%s %s: %d attempts in %.0f ms, want 3 over its own %s backoff", sdk, kind, s.Attempts, s.MS, aiSDKBackoff)
+				}
+			default:
+				if s.Attempts != 1 || s.MS > 3000 || s.Status != http.StatusTooManyRequests || s.Code != "insufficient_quota" {
+					t.Errorf("%s %s: %+v, want one attempt raised at once (429, insufficient_quota)", sdk, kind, s)
+				}
+			}
+		}
+		s := steps["per_minute/"+sdk]
+		if !s.OK || s.Attempts < 2 {
+			t.Errorf("%s per-minute limit: %+v, want a refusal, the SDK's own retry, then success", sdk, s)
+		}
 	}
-	if num("retried", "total_tokens") <= 0 || num("retried", "waited_ms") < 100 {
-		t.Fatalf("retry: got %v, want the SDK to wait as told and then succeed", steps["retried"])
+}
+
+// spendDailyBudget spends sk-sdk-spent's daily tokens with plain calls
+// until the gateway refuses one.
+func spendDailyBudget(t *testing.T, url string) {
+	t.Helper()
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Tell me about rate limits."}],"max_tokens":50}`
+	for range 40 {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer sk-sdk-spent")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			if resp.Header.Get("x-should-retry") != "false" {
+				t.Fatalf("a spent daily budget: x-should-retry %q, want false", resp.Header.Get("x-should-retry"))
+			}
+			return
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("spending the daily budget: %d", resp.StatusCode)
+		}
 	}
+	t.Fatal("the daily budget was never spent")
 }
 
 // testWriter sends a child's stderr to the test log.

@@ -399,10 +399,11 @@ func (op *sharedOp) denialKey() denialKey {
 	return denialKey{policy: op.check.Rule.Name, limit: op.check.Limit, key: op.digest}
 }
 
-// Peek implements limiter.Peeker: each check's state on Redis, what one
-// unit would find, without recording anything (decideScript in peek mode;
-// one call per check on a Cluster). A check Redis does not answer comes back
-// ReasonUnavailable; peeking never feeds the breaker.
+// Peek implements limiter.Peeker: each check's state on Redis, what its
+// Units would find, without recording anything (decideScript in peek mode;
+// one call per check on a Cluster). A key the denial cache holds denied for
+// that cost is answered from it, as Decide would be. A check Redis does not
+// answer comes back ReasonUnavailable; peeking never feeds the breaker.
 func (r *Limiter) Peek(ctx context.Context, checks []limiter.Check) []limiter.Decision {
 	ds := make([]limiter.Decision, len(checks))
 	var ops []*sharedOp
@@ -415,7 +416,14 @@ func (r *Limiter) Peek(ctx context.Context, checks []limiter.Check) []limiter.De
 			ds[i] = d
 			continue
 		}
-		op := &sharedOp{index: i, check: c, cost: 1, digest: digestKey(c.Key)}
+		op := &sharedOp{index: i, check: c, cost: c.Units(), digest: digestKey(c.Key)}
+		if den, ok := r.denials.get(op.denialKey(), op.cost, r.clock()); ok {
+			now := r.clock().UnixNano()
+			ds[i].Reason = limiter.ReasonDenialCached
+			ds[i].RetryAfter = max(0, time.Duration(den.until-now))
+			ds[i].ResetAfter = max(ds[i].RetryAfter, time.Duration(den.resetAt-now))
+			continue
+		}
 		op.base = redisBaseKey(c.Rule.Name, op.digest)
 		if a := c.Rule.Algorithm; a == limiter.SlidingWindow || a == limiter.SharedConcurrency {
 			op.memberID = "peek"

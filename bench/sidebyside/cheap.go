@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The cheap-before-costly measurement: an admitted small llm call's p99,
+// idle and then with keyless 1 MiB prompts in flight, which the gateway
+// must answer (401) before it counts their tokens. Not a timed test: it
+// reports the two figures and their ratio.
+const (
+	cheapCalls      = 400 // small calls measured in each phase, one at a time
+	cheapFlooders   = 16  // keyless large prompts kept in flight
+	cheapPromptSize = 1 << 20
+	cheapPhaseLimit = 60 * time.Second // a phase stops by itself past this
+)
+
+// cheapConfig is a tenant's key, a token policy that needs it, and a route
+// to the shared upstream.
+const cheapConfig = `# cheap-before-costly: an llm route whose policy needs a known key
+server:
+  listen: %s
+admin:
+  listen: ""
+tenants:
+  keys:
+    sk-bench: {tenant: bench, plan: free}
+routes:
+  - name: llm
+    match: {path_prefix: /v1/, methods: [POST]}
+    upstream: %s
+    llm: openai
+    max_body_bytes: 2097152
+    policies: [tokens]
+policies:
+  tokens: {key: tenant, cost: tokens, rate: 1000000000, per: 1s, on_missing_key: reject}
+`
+
+// measureCheap starts its own gateway on l's upstream (stopped with the
+// other servers), measures, and writes its lines to w.
+func (l *lab) measureCheap(ctx context.Context, w io.Writer) error {
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	listen := addr(ports[0])
+	path := filepath.Join(l.dir, "gateway-cheap.yaml")
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(cheapConfig, listen, "http://"+l.upstream)), 0o644); err != nil {
+		return err
+	}
+	p, err := l.ps.start("gateway-cheap", l.dir, nil, l.gateway, "serve", "-config", path)
+	if err != nil {
+		return err
+	}
+	if err := p.waitTCP(ctx, listen); err != nil {
+		return err
+	}
+	url := "http://" + listen + "/v1/chat/completions"
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cheapFlooders + 2}, Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+
+	fmt.Fprintf(w, "\n## Cheap before costly (gateway-llm with a tenant key; %d small calls one at a time per phase)\n\n", cheapCalls)
+	idle, err := smallCallLatencies(ctx, client, url)
+	if err != nil {
+		return err
+	}
+	big := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("lorem ipsum ", cheapPromptSize/12) + `"}]}`)
+	floodCtx, stopFlood := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var answered, other atomic.Int64
+	for range cheapFlooders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for floodCtx.Err() == nil {
+				req, _ := http.NewRequestWithContext(floodCtx, "POST", url, bytes.NewReader(big))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusUnauthorized {
+					answered.Add(1)
+				} else {
+					other.Add(1)
+				}
+			}
+		}()
+	}
+	loaded, err := smallCallLatencies(ctx, client, url)
+	stopFlood()
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	pi, pl := p99(idle), p99(loaded)
+	fmt.Fprintf(w, "idle                           p50=%sms p99=%sms\n", ms(p50(idle)), ms(pi))
+	fmt.Fprintf(w, "with %d keyless 1 MiB prompts  p50=%sms p99=%sms (keyless answered 401: %d, other: %d)\n",
+		cheapFlooders, ms(p50(loaded)), ms(pl), answered.Load(), other.Load())
+	fmt.Fprintf(w, "RATIO cheap-before-costly p99 loaded/idle = %.2f\n", float64(pl)/float64(max(pi, 1)))
+	return nil // stopped with the others (procs.stopAll)
+}
+
+// smallCallLatencies times cheapCalls admitted small calls, one at a time.
+func smallCallLatencies(ctx context.Context, client *http.Client, url string) ([]time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, cheapPhaseLimit)
+	defer cancel()
+	out := make([]time.Duration, 0, cheapCalls)
+	for range cheapCalls {
+		req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(llmBody))
+		req.Header.Set("Authorization", "Bearer sk-bench")
+		req.Header.Set("Content-Type", "application/json")
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("cheap-before-costly: small call: %w", err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("cheap-before-costly: small call answered %d", resp.StatusCode)
+		}
+		out = append(out, time.Since(start))
+	}
+	return out, nil
+}
+
+func p99(ds []time.Duration) time.Duration { return quantile(ds, 0.99) }
+func p50(ds []time.Duration) time.Duration { return quantile(ds, 0.50) }
+
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
