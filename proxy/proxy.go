@@ -105,8 +105,8 @@ type Handler struct {
 	// it).
 	turnAfter func(time.Duration, func()) timer
 	// tracer starts the request's spans; nil when tracing is off.
-	tracer trace.Tracer
-	tokenize  tokenizeGate
+	tracer   trace.Tracer
+	tokenize tokenizeGate
 }
 
 var _ http.Handler = (*Handler)(nil)
