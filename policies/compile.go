@@ -215,6 +215,7 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		UpstreamAPIKey:   rc.UpstreamAPIKey,
 		OpenAIErrors:     rc.ErrorFormat == "openai",
 		Anthropic:        rc.LLM == LLMAnthropic,
+		AnthropicErrors:  rc.ErrorFormat == LLMAnthropic,
 		RateLimitHeaders: RateLimitHeaders(rc.RateLimitHeaders),
 		Match: Match{
 			Host:       strings.ToLower(strings.TrimSuffix(rc.Match.Host, ".")),

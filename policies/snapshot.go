@@ -130,6 +130,8 @@ type Route struct {
 	UpstreamAPIKey string
 	// OpenAIErrors renders the gateway's own errors in OpenAI's shape.
 	OpenAIErrors bool
+	// AnthropicErrors renders the gateway's own errors in Anthropic's shape.
+	AnthropicErrors bool
 	// Anthropic is true on an llm route for Anthropic's Messages API: its
 	// errors, rate-limit headers and upstream key are Anthropic's.
 	Anthropic bool

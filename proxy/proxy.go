@@ -184,6 +184,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if route.OpenAIErrors {
 		r = withOpenAIErrors(r) // errors in the shape the provider's SDKs read
 	}
+	if route.AnthropicErrors {
+		r = withAnthropicErrors(r)
+	}
 	if msg := keyInputProblem(r, route, keyHeaders(snap, route)); msg != "" {
 		h.writeError(w, r, http.StatusBadRequest, errorBody{Message: msg}, slog.String("route", route.Name))
 		return
@@ -205,6 +208,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r = read
+		if call != nil {
+			if status, msg := call.forRoute(r, route, h.limiter); status != 0 {
+				h.writeError(w, r, status, errorBody{Message: msg}, slog.String("route", route.Name))
+				return
+			}
+		}
 		if call != nil && call.unpriced {
 			h.unpriced.warn(h.log, call.req.Model)
 		}
@@ -235,7 +244,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// per-IP tokens, so keys cannot be guessed without limit.
 	var cost func(policies.Cost) int64
 	if call != nil {
-		cost = call.reserve
+		cost = call.costFor()
 	}
 	checks, costs, rejectedBy := buildChecks(r, route, &subject, cost)
 	// res is what an admitted request holds until it ends: an llm call's
@@ -259,7 +268,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if route.LLM {
-			setOpenAIHeaders(w.Header(), verdict, costs)
+			setLLMHeaders(route, w.Header(), verdict, costs)
 		}
 		h.refuse(w, r, route, verdict)
 		return
