@@ -2,9 +2,9 @@
 GO ?= go
 BIN := bin
 
-.PHONY: test vet unit redis-server openai-sdk chromium build run docker-check bench bench-go clean
+.PHONY: test vet unit redis-server node openai-sdk anthropic-sdk chromium build run docker-check bench bench-go clean
 
-test: redis-server openai-sdk chromium vet unit docker-check
+test: redis-server openai-sdk anthropic-sdk chromium vet unit docker-check
 
 vet:
 	$(GO) vet ./...
@@ -29,18 +29,25 @@ redis-server:
 		echo "redis-server is missing: run 'sudo apt-get install -y redis-server' (Debian/Ubuntu) and try again" >&2; exit 1; \
 	fi
 
-# TestOpenAISDK runs the official OpenAI SDK (pinned in its package.json)
-# against the gateway. Installs Node.js when missing (as root), then the SDK.
-OPENAI_SDK := cmd/gateway/testdata/openai-sdk
-openai-sdk:
+# TestOpenAISDK and TestAnthropicSDK run the official OpenAI and Anthropic
+# SDKs (each pinned in its package.json) against the gateway. Node.js is
+# installed when missing (as root), then each SDK.
+node:
 	@command -v node >/dev/null && command -v npm >/dev/null || { \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing nodejs and npm (needed by the OpenAI SDK check)"; \
+		echo "installing nodejs and npm (needed by the SDK checks)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
 	else \
 		echo "node is missing: run 'sudo apt-get install -y nodejs npm' (Debian/Ubuntu) and try again" >&2; exit 1; \
 	fi; }
+
+OPENAI_SDK := cmd/gateway/testdata/openai-sdk
+openai-sdk: node
 	npm ci --prefix $(OPENAI_SDK) --no-audit --no-fund --loglevel=error
+
+ANTHROPIC_SDK := cmd/gateway/testdata/anthropic-sdk
+anthropic-sdk: node
+	npm ci --prefix $(ANTHROPIC_SDK) --no-audit --no-fund --loglevel=error
 
 # TestStatusPageInABrowser drives Debian's chromium, headless, against a
 # running gateway. Installs it when missing (as root).

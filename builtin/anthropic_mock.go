@@ -32,7 +32,8 @@ type AnthropicMockConfig struct {
 // stream when the request has "stream": true (message_start,
 // content_block_start, ping, content_block_delta…, content_block_stop,
 // message_delta with the cumulative output_tokens, message_stop). It wants
-// x-api-key and anthropic-version, as the API does, and answers errors in
+// a key (x-api-key, or Authorization: Bearer, which newer SDKs send) and
+// anthropic-version, as the API does, and answers errors in
 // Anthropic's shape. Input tokens are estimated as a token per four bytes
 // of the body. It counts the output tokens it sent (Billed). It is safe for
 // concurrent use.
@@ -74,7 +75,7 @@ func (m *AnthropicMock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeAnthropicError(w, http.StatusMethodNotAllowed, "invalid_request_error", "Method Not Allowed")
 		return
 	}
-	if r.Header.Get("X-Api-Key") == "" {
+	if r.Header.Get("X-Api-Key") == "" && !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
 		writeAnthropicError(w, http.StatusUnauthorized, "authentication_error", "x-api-key header is required")
 		return
 	}
