@@ -1,0 +1,131 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/builtin"
+	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/policies"
+	"github.com/ratelimit-gateway/gateway/proxy/llm"
+)
+
+// newEnforcedGateway is newLLMGatewayWithQuota with enforce: stream.
+func newEnforcedGateway(t *testing.T, mock builtin.OpenAIMockConfig, quota, window int64) *llmGateway {
+	t.Helper()
+	up := newUpstream(t, builtin.OpenAIMock(mock))
+	pol := testPolicy(t, "tokens", "ip", limiter.Limit{Rate: quota, Period: time.Hour}, policies.MissingShared)
+	pol.Cost = policies.CostTokens
+	rt := testRoute(t, "llm", "/v1/", up.URL, pol)
+	rt.LLM, rt.DefaultMaxTokens, rt.MaxBodyBytes, rt.OpenAIErrors, rt.StreamWindow = true, 200, 1<<20, true, window
+	e := newEngine(t, newTestClock())
+	srv, h := newGateway(t, testSnapshot(t, nil, rt), e, gatewayOpts{})
+	g := &llmGateway{url: srv.URL, quota: quota, engine: e, policy: pol, settled: make(chan struct{}, 100)}
+	h.settled = func() { g.settled <- struct{}{} }
+	return g
+}
+
+// stream posts a chat stream and returns its content deltas, last
+// finish_reason and usage total (when it carried one).
+func (g *llmGateway) stream(t *testing.T, body string) (deltas int64, finish string, total int64) {
+	t.Helper()
+	resp := post(t, g.url, body)
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("got %d, want 200", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var ch struct {
+			Choices []struct {
+				Delta        struct{ Content string } `json:"delta"`
+				FinishReason string                   `json:"finish_reason"`
+			} `json:"choices"`
+			Usage *struct {
+				TotalTokens int64 `json:"total_tokens"`
+			} `json:"usage"`
+		}
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && json.Unmarshal([]byte(data), &ch) == nil {
+			if ch.Usage != nil {
+				total = ch.Usage.TotalTokens
+			}
+			for _, c := range ch.Choices {
+				if c.Delta.Content != "" {
+					deltas++
+				}
+				if c.FinishReason != "" {
+					finish = c.FinishReason
+				}
+			}
+		}
+	}
+	g.waitSettled(t)
+	return deltas, finish, total
+}
+
+// What an enforced stream is charged: its usage when it ends by itself
+// (however many windows it took); its prompt and the windows it took when
+// the gateway ends it; its prompt and whole cap when the model reasons
+// unseen, since the reasoning it was billed never passed.
+func TestEnforcedStreamCharges(t *testing.T) {
+	const window = 16
+	body := func(model string, maxTokens int) string {
+		return fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Say something about rate limits."}],"max_tokens":%d,"stream":true}`, model, maxTokens)
+	}
+	prompt := func(b string) int64 {
+		req, err := llm.ParseRequest(llm.ChatCompletions, []byte(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return req.PromptTokens
+	}
+
+	t.Run("ends by itself", func(t *testing.T) {
+		g := newEnforcedGateway(t, builtin.OpenAIMockConfig{CompletionTokens: 100}, 100_000, window)
+		b := strings.Replace(body("gpt-4o-mini", 500), `"stream":true`, `"stream":true,"stream_options":{"include_usage":true}`, 1)
+		deltas, finish, total := g.stream(t, b)
+		if finish != "stop" || deltas != 100 || total <= 100 {
+			t.Fatalf("%d deltas, finish %q, usage %d: want 100, stop and the usage", deltas, finish, total)
+		}
+		if used := g.used(t); used != total {
+			t.Fatalf("charged %d, want the usage %d, whatever windows it took", used, total)
+		}
+	})
+	t.Run("ended by the gateway", func(t *testing.T) {
+		g := newEnforcedGateway(t, builtin.OpenAIMockConfig{CompletionTokens: 500}, 300, window)
+		b := body("gpt-4o-mini", 1000)
+		deltas, finish, _ := g.stream(t, b)
+		used := g.used(t)
+		if finish != "length" || deltas+prompt(b) > 300 {
+			t.Fatalf("%d deltas, finish %q: want cut at length within the quota", deltas, finish)
+		}
+		if used < prompt(b)+deltas || used > 300 {
+			t.Fatalf("charged %d, want at least prompt %d + %d passed, within the quota 300", used, prompt(b), deltas)
+		}
+	})
+	t.Run("reasoning model ended by the gateway", func(t *testing.T) {
+		g := newEnforcedGateway(t, builtin.OpenAIMockConfig{CompletionTokens: 500, ReasoningTokens: 100}, 300, window)
+		b := body("o3-mini", 1000)
+		_, finish, _ := g.stream(t, b)
+		if used := g.owed(t); finish != "length" || used != prompt(b)+1000 {
+			t.Fatalf("finish %q, charged %d: want length and prompt %d + the cap 1000", finish, used, prompt(b))
+		}
+	})
+}
+
+// owed is what the client's bucket holds, past its quota too: a bucket in
+// debt tells how long until one token passes, a token per Period/Rate.
+func (g *llmGateway) owed(t *testing.T) int64 {
+	t.Helper()
+	d := g.engine.Peek(context.Background(), []limiter.Check{{Rule: g.policy.Rule, Limit: g.policy.Limit, Key: "127.0.0.1/32", Cost: 1}})[0]
+	if d.Allowed {
+		return g.quota - d.Remaining
+	}
+	perToken := g.policy.Limit.Period / time.Duration(g.policy.Limit.Rate)
+	return g.quota + int64((d.RetryAfter+perToken/2)/perToken) - 1
+}
