@@ -43,9 +43,11 @@ type meterWindow struct {
 
 // enforceStream makes a streamed call on an enforce: stream route reserve
 // one window of output instead of its cap, and meter the rest as it flows.
+// Without a limiter that can reserve (explain) the call reserves as it
+// would, and a window past the first is never granted.
 func (c *llmCall) enforceStream(ctx context.Context, route *policies.Route, lim limiter.Limiter) {
-	rv, ok := lim.(reserver)
-	if route.StreamWindow <= 0 || !c.req.Stream || !ok || c.kind == llm.Embeddings {
+	rv, _ := lim.(reserver)
+	if route.StreamWindow <= 0 || !c.req.Stream || c.kind == llm.Embeddings {
 		return
 	}
 	c.meter = &streamMeter{
@@ -95,7 +97,7 @@ func (m *streamMeter) Extend(total int64) (int64, bool) {
 		return m.granted, false
 	}
 	amount := n * m.window
-	if m.call.res == nil {
+	if m.call.res == nil || m.lim == nil {
 		return m.granted, false
 	}
 	held := m.call.res.Checks()
