@@ -187,3 +187,53 @@ func TestEnforcedStreamWithinGrantPasses(t *testing.T) {
 		}
 	})
 }
+
+// FuzzEnforcedStream feeds arbitrary streams, split at an arbitrary point,
+// to every kind under a Meter granting limit tokens: within the grant the
+// stream passes unchanged; past it, what passes is the stream up to an
+// event's end, then the ending; nothing panics.
+func FuzzEnforcedStream(f *testing.F) {
+	for _, c := range sseCases {
+		in := []byte(strings.Join(c.events, ""))
+		f.Add(in, uint16(len(in)/2), uint8(c.kind), uint8(2))
+	}
+	f.Add([]byte(longStream(AnthropicMessages, 5)), uint16(40), uint8(AnthropicMessages), uint8(3))
+	f.Add([]byte(longStream(Responses, 5)), uint16(7), uint8(Responses), uint8(1))
+	f.Fuzz(func(t *testing.T, in []byte, split uint16, kind uint8, limit uint8) {
+		k := Kind(kind%5 + 1)
+		at := int(split) % (len(in) + 1)
+		r := io.MultiReader(bytes.NewReader(in[:at]), bytes.NewReader(in[at:]))
+		m := &windowMeter{window: 1, limit: int64(limit), granted: 1}
+		w := NewStreamWatcher(r, StreamConfig{Kind: k, Model: "gpt-4o-mini", Meter: m, Granted: 1})
+		out, err := io.ReadAll(w)
+		if err != nil {
+			t.Fatalf("ReadAll: %v", err)
+		}
+		if !w.Ended() {
+			if !bytes.Equal(out, in) {
+				t.Fatalf("within the grant the stream changed:\n%q\nwant\n%q", out, in)
+			}
+			return
+		}
+		n := 0
+		for n < len(out) && n < len(in) && out[n] == in[n] {
+			n++
+		}
+		for n > 0 && !eventBoundary(in[:n]) {
+			n--
+		}
+		if tail := out[n:]; len(tail) > 0 && !bytes.HasPrefix(tail, []byte("data: ")) && !bytes.HasPrefix(tail, []byte("event: ")) {
+			t.Fatalf("after %d bytes of the stream came %q, want an ending", n, tail)
+		}
+	})
+}
+
+// eventBoundary reports whether b ends with the blank line that ends an
+// event.
+func eventBoundary(b []byte) bool {
+	if len(b) == 0 || b[len(b)-1] != '\n' {
+		return false
+	}
+	line := bytes.TrimSuffix(b[:len(b)-1], []byte{'\r'})
+	return len(line) == 0 || line[len(line)-1] == '\n'
+}
