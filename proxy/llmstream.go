@@ -97,10 +97,10 @@ func (m *streamMeter) Extend(total int64) (int64, bool) {
 		return m.granted, false
 	}
 	amount := n * m.window
-	if m.call.res == nil || m.lim == nil {
-		return m.granted, false
+	var held []limiter.Check // none when the route has no policy
+	if m.call.res != nil {
+		held = m.call.res.Checks()
 	}
-	held := m.call.res.Checks()
 	var w meterWindow
 	var take []limiter.Check
 	for i, ch := range held {
@@ -116,6 +116,9 @@ func (m *streamMeter) Extend(total int64) (int64, bool) {
 		w.idx, w.units = append(w.idx, i), append(w.units, units)
 	}
 	if len(take) > 0 {
+		if m.lim == nil {
+			return m.granted, false
+		}
 		v, res, err := m.lim.Reserve(m.ctx, take)
 		if err != nil || !v.Allowed || res == nil {
 			return m.granted, false

@@ -96,6 +96,17 @@ func TestEnforcedStreamCharges(t *testing.T) {
 			t.Fatalf("charged %d, want the usage %d, whatever windows it took", used, total)
 		}
 	})
+	t.Run("no token policy", func(t *testing.T) {
+		up := newUpstream(t, builtin.OpenAIMock(builtin.OpenAIMockConfig{CompletionTokens: 100}))
+		rt := testRoute(t, "llm", "/v1/", up.URL)
+		rt.LLM, rt.DefaultMaxTokens, rt.MaxBodyBytes, rt.StreamWindow = true, 200, 1<<20, window
+		srv, h := newGateway(t, testSnapshot(t, nil, rt), newEngine(t, newTestClock()), gatewayOpts{})
+		g := &llmGateway{url: srv.URL, settled: make(chan struct{}, 100)}
+		h.settled = func() { g.settled <- struct{}{} }
+		if deltas, finish, _ := g.stream(t, body("gpt-4o-mini", 500)); finish != "stop" || deltas != 100 {
+			t.Fatalf("%d deltas, finish %q: want the whole stream, nothing to meter it against", deltas, finish)
+		}
+	})
 	t.Run("ended by the gateway", func(t *testing.T) {
 		g := newEnforcedGateway(t, builtin.OpenAIMockConfig{CompletionTokens: 500}, 300, window)
 		b := body("gpt-4o-mini", 1000)
