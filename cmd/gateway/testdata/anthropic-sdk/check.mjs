@@ -11,6 +11,17 @@ const say = (step) => console.log(JSON.stringify(step));
 
 const client = new Anthropic({ apiKey: "sk-demo-free", baseURL, maxRetries: 0 });
 
+if (process.argv[3] === "enforced") {
+  // A route with enforce: stream and fewer tokens than the stream wants:
+  // the gateway ends it, and the SDK reads a message cut at max_tokens.
+  const cut = client.messages.stream({ model, max_tokens: 1000, messages });
+  let text = "";
+  cut.on("text", (t) => { text += t; });
+  const msg = await cut.finalMessage();
+  say({ step: "enforced", stop_reason: msg.stop_reason ?? "", output_tokens: msg.usage?.output_tokens ?? 0, words: text.trim().split(/\s+/).length });
+  process.exit(0);
+}
+
 const plain = await client.messages.create({ model, max_tokens: 50, messages });
 say({
   step: "plain",
