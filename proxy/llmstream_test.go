@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -139,4 +140,40 @@ func (g *llmGateway) owed(t *testing.T) int64 {
 	}
 	perToken := g.policy.Limit.Period / time.Duration(g.policy.Limit.Rate)
 	return g.quota + int64((d.RetryAfter+perToken/2)/perToken) - 1
+}
+
+// A Responses API stream the gateway ends closes with response.incomplete
+// (status incomplete, reason max_output_tokens), next in sequence_number,
+// and nothing after it.
+func TestEnforcedResponsesStreamEndsIncomplete(t *testing.T) {
+	g := newEnforcedGateway(t, builtin.OpenAIMockConfig{CompletionTokens: 500}, 300, 16)
+	resp, err := http.Post(g.url+"/v1/responses", "application/json",
+		strings.NewReader(`{"model":"gpt-4o-mini","input":"Say something about rate limits.","max_output_tokens":1000,"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var last map[string]any
+	var lastSeq, prevSeq float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			var ev map[string]any
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
+				t.Fatalf("event %q: %v", data, err)
+			}
+			prevSeq, lastSeq = lastSeq, ev["sequence_number"].(float64)
+			last = ev
+		}
+	}
+	g.waitSettled(t)
+	r, _ := last["response"].(map[string]any)
+	details, _ := r["incomplete_details"].(map[string]any)
+	if last["type"] != "response.incomplete" || r["status"] != "incomplete" || details["reason"] != "max_output_tokens" || lastSeq != prevSeq+1 {
+		t.Fatalf("last event %v (sequence %v after %v): want response.incomplete, next in sequence", last, lastSeq, prevSeq)
+	}
+	if used := g.used(t); used > 300 {
+		t.Fatalf("charged %d, want within the quota 300", used)
+	}
 }
