@@ -34,7 +34,9 @@ func TestAnthropicMockMessages(t *testing.T) {
 	srv := httptest.NewServer(m)
 	defer srv.Close()
 	body := `{"model":"claude","max_tokens":%s,"messages":[{"role":"user","content":"hello there, mock"}]%s}`
-	fill := func(max, extra string) string { return strings.Replace(strings.Replace(body, "%s", max, 1), "%s", extra, 1) }
+	fill := func(max, extra string) string {
+		return strings.Replace(strings.Replace(body, "%s", max, 1), "%s", extra, 1)
+	}
 
 	resp := anthropicPost(t, srv.URL, fill("5", ""), anthropicHeaders)
 	var msg struct {
