@@ -237,3 +237,21 @@ func eventBoundary(b []byte) bool {
 	line := bytes.TrimSuffix(b[:len(b)-1], []byte{'\r'})
 	return len(line) == 0 || line[len(line)-1] == '\n'
 }
+
+// A chat stream whose client asked for usage gets, when ended, a usage
+// chunk of the prompt's estimate and the output that passed before [DONE].
+func TestEnforcedStreamEndsWithTheUsageAskedFor(t *testing.T) {
+	m := &windowMeter{window: 8, limit: 20, granted: 8}
+	w := NewStreamWatcher(strings.NewReader(longStream(ChatCompletions, 50)),
+		StreamConfig{Kind: ChatCompletions, Model: "gpt-4o-mini", Meter: m, Granted: 8, PromptTokens: 11})
+	got, err := io.ReadAll(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := dataEvents(t, string(got))
+	passed := float64(strings.Count(string(got), " word"))
+	u, _ := evs[len(evs)-2]["usage"].(map[string]any)
+	if evs[len(evs)-1]["done"] != true || u["prompt_tokens"] != 11.0 || u["completion_tokens"] != passed || u["total_tokens"] != 11+passed {
+		t.Fatalf("ends %v %v: want the usage (11 + %v) then [DONE]", evs[len(evs)-2], evs[len(evs)-1], passed)
+	}
+}
