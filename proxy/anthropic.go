@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -29,12 +28,9 @@ const anthropicVersion = "2023-06-01"
 func (c *llmCall) forRoute(r *http.Request, route *policies.Route, lim limiter.Limiter) (int, string) {
 	if c.kind == llm.AnthropicMessages {
 		body, _ := r.Body.(heldBody)
-		p, err := llm.ParseAnthropicPrompt(body.b)
+		p, err := llm.ParseAnthropicPrompt(body.b, c.req.Family)
 		if err != nil {
 			return http.StatusBadRequest, err.Error()
-		}
-		if p.Unbounded != "" && countsTokens(route) {
-			return http.StatusBadRequest, fmt.Sprintf("%s: its tokens cannot be bounded before the call, and this route counts tokens; send its text instead", p.Unbounded)
 		}
 		c.req.PromptTokens, c.meterReasoning = p.Bound, p.Thinking
 	}

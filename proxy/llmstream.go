@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"strings"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
@@ -29,7 +28,8 @@ type streamMeter struct {
 	first   int64 // the output reserved with the call
 	granted int64 // the output reserved so far, first window included
 	// reasoning says the model may spend output the stream never shows
-	// (reasoning tokens), so a stream ended early is charged its cap.
+	// (its family reasons, or the request enables thinking), so a stream
+	// ended early is charged its cap.
 	reasoning bool
 	windows   []meterWindow
 }
@@ -53,7 +53,7 @@ func (c *llmCall) enforceStream(ctx context.Context, route *policies.Route, lim 
 	c.meter = &streamMeter{
 		ctx: ctx, lim: rv, call: c, window: route.StreamWindow,
 		first:     min(c.maxOutput, route.StreamWindow),
-		reasoning: c.meterReasoning || reasoningModel(c.req.Model),
+		reasoning: c.meterReasoning || c.req.Family.Reasoning,
 	}
 	c.meter.granted = c.meter.first
 }
@@ -176,19 +176,4 @@ func (c *llmCall) settleWindows(ctx context.Context, actual []int64) error {
 	}
 	errs = append(errs, c.res.Settle(ctx, rest))
 	return errors.Join(errs...)
-}
-
-// reasoningModel reports whether model spends reasoning tokens a stream
-// never shows: OpenAI's o-series and gpt-5 families, by name.
-func reasoningModel(model string) bool {
-	m := strings.TrimPrefix(strings.ToLower(model), "ft:")
-	if i := strings.LastIndexByte(m, '/'); i >= 0 {
-		m = m[i+1:]
-	}
-	for _, p := range []string{"o1", "o3", "o4", "gpt-5", "codex-"} {
-		if strings.HasPrefix(m, p) {
-			return true
-		}
-	}
-	return false
 }

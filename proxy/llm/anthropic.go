@@ -7,15 +7,11 @@ import (
 
 // Claude's tokenizer is not public, so an Anthropic prompt is reserved by a
 // bound from its bytes rather than a count: every token of a byte-level BPE
-// vocabulary covers at least one byte, so a prompt has no more tokens than
-// the bytes of its JSON body (keys, quotes and escapes only add bytes).
-// What is not text is bounded by what Anthropic documents for it.
+// vocabulary covers at least one byte, so a prompt's text has no more
+// tokens than the bytes of the JSON body that carries it (keys, quotes and
+// escapes only add bytes). What is not text is bounded by the model
+// family's bound for it (Family.ImageHigh, Family.FileTokens).
 const (
-	// anthropicImageTokens bounds one image: Anthropic charges about
-	// width×height/750 tokens and scales an image down until its long edge
-	// is at most 1568 px and it has at most about 1.15 megapixels, which
-	// costs at most about 1,600 tokens.
-	anthropicImageTokens = 1600
 	// anthropicToolPrompt bounds the system prompt Anthropic adds when a
 	// request carries tools (its documentation lists 346 at most).
 	anthropicToolPrompt = 500
@@ -27,22 +23,20 @@ const (
 // output, as far as the gateway can bound it.
 type AnthropicPrompt struct {
 	// Bound is at least the input tokens Anthropic can bill for the
-	// request: its body's bytes, less the base64 of its images, plus
-	// anthropicImageTokens per image and anthropicToolPrompt with tools.
+	// request: its body's bytes, less the base64 payloads of its images and
+	// binary documents, plus the family's bound for each of them and
+	// anthropicToolPrompt with tools.
 	Bound int64
 	// Thinking is true when the request enables extended thinking: its
 	// redacted blocks reach the client without text to count.
 	Thinking bool
-	// Unbounded, when not empty, names a part whose tokens the bytes do not
-	// bound (a PDF document: its pages are billed as images and text that
-	// compression hides): a route that counts tokens refuses the request.
-	Unbounded string
 }
 
 // ParseAnthropicPrompt bounds the prompt of an Anthropic Messages request
-// body (see AnthropicPrompt). An error wraps ErrInvalidRequest. It is safe
-// for concurrent use.
-func ParseAnthropicPrompt(body []byte) (AnthropicPrompt, error) {
+// body for a model of family f (see AnthropicPrompt), with saturating
+// arithmetic. An error wraps ErrInvalidRequest. It is safe for concurrent
+// use.
+func ParseAnthropicPrompt(body []byte, f Family) (AnthropicPrompt, error) {
 	if err := requireObject(body); err != nil {
 		return AnthropicPrompt{}, invalid(AnthropicMessages, err)
 	}
@@ -72,22 +66,21 @@ func ParseAnthropicPrompt(body []byte) (AnthropicPrompt, error) {
 		case map[string]any:
 			typ, _ := x["type"].(string)
 			src, _ := x["source"].(map[string]any)
-			switch {
+			part := int64(0)
+			switch st, _ := src["type"].(string); {
 			case typ == "image":
-				p.Bound += anthropicImageTokens
+				part = f.ImageHigh
+			case typ == "document" && st != "text" && st != "content":
+				// A PDF's pages are billed as images and as text that
+				// compression hides: its bytes bound nothing.
+				part = f.FileTokens
+			}
+			if part > 0 {
+				p.Bound = AddSat(p.Bound, part)
 				if data, ok := src["data"].(string); ok {
-					p.Bound -= int64(len(data)) // bytes the image bound replaces
+					p.Bound -= int64(len(data)) // bytes the part's bound replaces
 				}
 				return
-			case typ == "document" && src != nil:
-				switch st, _ := src["type"].(string); st {
-				case "text", "content":
-					// Text is bounded by its bytes, already counted.
-				default:
-					if p.Unbounded == "" {
-						p.Unbounded = fmt.Sprintf("%s: a %s document", path, docKind(src))
-					}
-				}
 			}
 			for k, e := range x {
 				walk(e, path+"."+k)
@@ -110,14 +103,4 @@ func ParseAnthropicPrompt(body []byte) (AnthropicPrompt, error) {
 	}
 	p.Bound = max(p.Bound, 1)
 	return p, nil
-}
-
-func docKind(src map[string]any) string {
-	if mt, ok := src["media_type"].(string); ok && mt != "" {
-		return mt
-	}
-	if st, ok := src["type"].(string); ok && st != "" {
-		return st + " source"
-	}
-	return "binary"
 }
