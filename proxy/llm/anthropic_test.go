@@ -13,8 +13,8 @@ var claude = DefaultModels().For("claude-sonnet-4-5")
 func TestParseAnthropicPrompt(t *testing.T) {
 	img := strings.Repeat("A", 40_000) // a 30 KB image, base64
 	for _, tc := range []struct {
-		name      string
-		body      string
+		name     string
+		body     string
 		bound    int64 // beyond len(body) + anthropicFraming
 		thinking bool
 	}{
