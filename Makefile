@@ -2,9 +2,9 @@
 GO ?= go
 BIN := bin
 
-.PHONY: test vet unit redis-server openai-sdk chromium build run docker-check bench bench-go clean
+.PHONY: test vet unit redis-server node openai-sdk anthropic-sdk chromium build run docker-check bench bench-go clean
 
-test: redis-server openai-sdk chromium vet unit docker-check
+test: redis-server openai-sdk anthropic-sdk chromium vet unit docker-check
 
 vet:
 	$(GO) vet ./...
@@ -31,17 +31,24 @@ redis-server:
 
 # TestClientSDKs runs the client SDKs pinned in its package.json and lock
 # (openai current major and 6.x, the Vercel AI SDK, LangChain JS) against the
-# gateway. Installs Node.js when missing (as root), then the SDKs from npm.
-OPENAI_SDK := cmd/gateway/testdata/openai-sdk
-openai-sdk:
+# gateway, and TestAnthropicSDK the official Anthropic SDK. Node.js is
+# installed when missing (as root), then each set of SDKs from npm.
+node:
 	@command -v node >/dev/null && command -v npm >/dev/null || { \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing nodejs and npm (needed by the client SDK check)"; \
+		echo "installing nodejs and npm (needed by the SDK checks)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
 	else \
 		echo "node is missing: run 'sudo apt-get install -y nodejs npm' (Debian/Ubuntu) and try again" >&2; exit 1; \
 	fi; }
+
+OPENAI_SDK := cmd/gateway/testdata/openai-sdk
+openai-sdk: node
 	npm ci --prefix $(OPENAI_SDK) --no-audit --no-fund --loglevel=error
+
+ANTHROPIC_SDK := cmd/gateway/testdata/anthropic-sdk
+anthropic-sdk: node
+	npm ci --prefix $(ANTHROPIC_SDK) --no-audit --no-fund --loglevel=error
 
 # TestStatusPageInABrowser drives Debian's chromium, headless, against a
 # running gateway. Installs it when missing (as root).

@@ -196,6 +196,9 @@ func routeOf(rt *policies.Route) routeView {
 	if rt.OpenAIErrors {
 		v.ErrorFormat = "openai"
 	}
+	if rt.AnthropicErrors {
+		v.ErrorFormat = "anthropic"
+	}
 	for _, hm := range rt.Match.Headers {
 		m := "present"
 		if hm.Value != "" {

@@ -309,6 +309,10 @@ func (r *Reservation) KeepAlive(ctx context.Context) (stop func()) {
 	}
 }
 
+// Checks returns the checks r holds, in order: those a later Reserve for
+// more of the same (a stream taking another window) starts from.
+func (r *Reservation) Checks() []Check { return slices.Clone(r.checks) }
+
 // inFlight reports whether a check of r holds a slot.
 func (r *Reservation) inFlight() bool {
 	for _, c := range r.checks {

@@ -214,12 +214,17 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		UnsizedContext:   rc.UnsizedInput == "context_window",
 		UpstreamAPIKey:   rc.UpstreamAPIKey,
 		OpenAIErrors:     rc.ErrorFormat == "openai",
+		Anthropic:        rc.LLM == LLMAnthropic,
+		AnthropicErrors:  rc.ErrorFormat == LLMAnthropic,
 		RateLimitHeaders: RateLimitHeaders(rc.RateLimitHeaders),
 		Match: Match{
 			Host:       strings.ToLower(strings.TrimSuffix(rc.Match.Host, ".")),
 			Path:       rc.Match.Path,
 			PathPrefix: rc.Match.PathPrefix,
 		},
+	}
+	if rc.Enforce == EnforceStream {
+		rt.StreamWindow = rc.StreamWindow
 	}
 	for _, m := range rc.Match.Methods {
 		rt.Match.Methods = append(rt.Match.Methods, strings.ToUpper(m))

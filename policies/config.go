@@ -149,9 +149,18 @@ type RouteConfig struct {
 	StripPrefix  string        `koanf:"strip_prefix"`
 	Timeout      time.Duration `koanf:"timeout"`        // default 30s
 	MaxBodyBytes int64         `koanf:"max_body_bytes"` // default 10 MiB; -1: no limit
-	// LLM makes the route's policies count tokens of OpenAI-compatible
-	// requests: "openai", or "" (none).
+	// LLM makes the route's policies count tokens of LLM calls: "openai"
+	// (OpenAI-compatible APIs), "anthropic" (Anthropic's Messages API), or
+	// "" (none).
 	LLM string `koanf:"llm"`
+	// Enforce is how an llm route holds a stream to the tenant's tokens:
+	// "reserve" (default: the output cap is reserved before the call) or
+	// "stream" (a window at a time as the output flows; the stream is ended
+	// when the tenant has no more; docs/llm-streaming.md).
+	Enforce string `koanf:"enforce"`
+	// StreamWindow is the output tokens a stream takes at a time under
+	// enforce: stream (default 256).
+	StreamWindow int64 `koanf:"stream_window"`
 	// DefaultMaxTokens is the output cap a request without one is given
 	// and reserves, per choice (default 0: its model family's, see
 	// ModelConfig); never more than the family's max_output_tokens.
@@ -161,12 +170,14 @@ type RouteConfig struct {
 	// 400) or context_window (reserve the model's context window).
 	UnsizedInput string `koanf:"unsized_input"`
 	// UpstreamAPIKey, when set, replaces the client's key on the way
-	// upstream: "Authorization: Bearer <key>", and no x-api-key (keep it out
-	// of the file: GATEWAY_ROUTES_<i>_UPSTREAM_API_KEY).
+	// upstream: "Authorization: Bearer <key>" and no x-api-key (llm:
+	// anthropic: "x-api-key: <key>" and no Authorization). Keep it out of the
+	// file: GATEWAY_ROUTES_<i>_UPSTREAM_API_KEY.
 	UpstreamAPIKey string `koanf:"upstream_api_key"`
 	// ErrorFormat is how the gateway's own errors read on this route:
-	// "gateway" ({"code", "message", ...}) or "openai" ({"error": {...}});
-	// default openai on llm routes, gateway elsewhere.
+	// "gateway" ({"code", "message", ...}), "openai" ({"error": {...}}) or
+	// "anthropic" ({"type": "error", "error": {...}}); default the llm
+	// kind's own on llm routes, gateway elsewhere.
 	ErrorFormat string `koanf:"error_format"`
 	// RateLimitHeaders is which rate-limit headers responses carry: all
 	// (default: RateLimit-Policy, RateLimit, X-RateLimit-*), ietf, legacy or

@@ -25,6 +25,7 @@ const (
 	DefaultRouteTimeout       = 30 * time.Second
 	DefaultMaxBodyBytes       = 10 << 20
 	DefaultUnsizedInput       = "refuse"
+	DefaultStreamWindow       = 256
 	DefaultChargeWithoutUsage = "reserved"
 	DefaultLLMMaxBodyBytes    = 1 << 20
 	DefaultQuotaPath          = "/v1/quota"
@@ -113,7 +114,11 @@ func (c *Config) ApplyDefaults() {
 			// a smaller bound keeps what one request can cost in CPU small.
 			setDefault(&rt.MaxBodyBytes, DefaultLLMMaxBodyBytes)
 			setDefault(&rt.UnsizedInput, DefaultUnsizedInput)
-			setDefault(&rt.ErrorFormat, "openai")
+			setDefault(&rt.ErrorFormat, rt.LLM)
+			setDefault(&rt.Enforce, EnforceReserve)
+			if rt.Enforce == EnforceStream {
+				setDefault(&rt.StreamWindow, DefaultStreamWindow)
+			}
 		}
 		setDefault(&rt.ErrorFormat, "gateway")
 		setDefault(&rt.RateLimitHeaders, string(RateLimitHeadersAll))

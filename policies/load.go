@@ -35,7 +35,7 @@ type Options struct {
 }
 
 // BuiltinNames are the built-in upstreams the gateway ships.
-var BuiltinNames = []string{"echo", "openai-mock"}
+var BuiltinNames = []string{"echo", "openai-mock", "anthropic-mock"}
 
 // DefaultOptions returns Options reading the process environment and with
 // no built-in upstreams started (placeholders).

@@ -130,6 +130,15 @@ type Route struct {
 	UpstreamAPIKey string
 	// OpenAIErrors renders the gateway's own errors in OpenAI's shape.
 	OpenAIErrors bool
+	// AnthropicErrors renders the gateway's own errors in Anthropic's shape.
+	AnthropicErrors bool
+	// Anthropic is true on an llm route for Anthropic's Messages API: its
+	// errors, rate-limit headers and upstream key are Anthropic's.
+	Anthropic bool
+	// StreamWindow, when > 0, is enforce: stream: a streamed call reserves
+	// its output this many tokens at a time and is ended when the tenant
+	// has no more.
+	StreamWindow int64
 	// RateLimitHeaders is which rate-limit headers responses carry.
 	RateLimitHeaders RateLimitHeaders
 	// Policies apply in order.

@@ -193,8 +193,8 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 			p.add(place+".max_body_bytes", "must be >= 0, or -1 for no limit")
 		}
 		switch {
-		case rt.LLM != "" && rt.LLM != "openai":
-			p.addf(place+".llm", "must be openai, got %q", rt.LLM)
+		case rt.LLM != "" && rt.LLM != LLMOpenAI && rt.LLM != LLMAnthropic:
+			p.addf(place+".llm", "must be openai or anthropic, got %q", rt.LLM)
 		case rt.LLM != "" && rt.MaxBodyBytes == -1:
 			p.add(place+".max_body_bytes", "an llm route reads the body to count its tokens: it needs a limit, not -1")
 		case rt.LLM == "" && rt.DefaultMaxTokens != 0:
@@ -208,9 +208,12 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 		case rt.LLM != "" && rt.UnsizedInput != "refuse" && rt.UnsizedInput != "context_window":
 			p.addf(place+".unsized_input", "must be refuse or context_window, got %q", rt.UnsizedInput)
 		}
-		if rt.ErrorFormat != "gateway" && rt.ErrorFormat != "openai" {
-			p.addf(place+".error_format", "must be gateway or openai, got %q", rt.ErrorFormat)
+		switch rt.ErrorFormat {
+		case "gateway", LLMOpenAI, LLMAnthropic:
+		default:
+			p.addf(place+".error_format", "must be gateway, openai or anthropic, got %q", rt.ErrorFormat)
 		}
+		validateEnforce(p, place, rt)
 		switch RateLimitHeaders(rt.RateLimitHeaders) {
 		case RateLimitHeadersAll, RateLimitHeadersIETF, RateLimitHeadersLegacy, RateLimitHeadersNone:
 		default:

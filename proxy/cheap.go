@@ -93,7 +93,7 @@ func (h *Handler) beforeBody(w http.ResponseWriter, r *http.Request, snap *polic
 			}
 		}
 		rep.recordDecision(route, decision{verdict: counted, costs: costs, backend: backendOf(checks), took: took}, nil)
-		setOpenAIHeaders(w.Header(), v, costs)
+		setLLMHeaders(route, w.Header(), v, costs, nil)
 		h.refuse(w, r, route, v)
 		return pb, true
 	}
@@ -126,7 +126,7 @@ func (h *Handler) rejectBeforeBody(w http.ResponseWriter, r *http.Request, snap 
 			w.WriteHeader(statusClientClosed)
 			return
 		}
-		setOpenAIHeaders(w.Header(), dec.verdict, dec.costs)
+		setLLMHeaders(route, w.Header(), dec.verdict, dec.costs, nil)
 		h.refuse(w, r, route, dec.verdict)
 		return
 	}

@@ -110,7 +110,13 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, status int,
 	h.logAnswer(r.Context(), r, status, body.Message, attrs...)
 
 	var buf []byte
-	if openAIErrors(r) {
+	if anthropicErrors(r) {
+		var err error
+		if buf, err = anthropicErrorJSON(status, body); err != nil {
+			w.WriteHeader(status) // cannot happen for this struct; answer without a body
+			return
+		}
+	} else if openAIErrors(r) {
 		var err error
 		if buf, err = json.Marshal(newOpenAIError(status, body)); err != nil {
 			w.WriteHeader(status) // cannot happen for this struct; answer without a body

@@ -308,6 +308,9 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 				return e.answer(status, msg)
 			}
 			r, call = read, c
+			if status, msg := call.forRoute(r, route, nil); status != 0 {
+				return e.answer(status, msg)
+			}
 			e.LLM.Model, e.LLM.PromptTokens, e.LLM.MaxOutput = call.req.Model, call.req.PromptTokens, call.maxOutput
 		}
 	}
@@ -333,7 +336,7 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 	}
 	var cost func(policies.Cost) int64
 	if call != nil {
-		cost = call.reserve
+		cost = call.costFor()
 	}
 	checks, _, _ := buildChecks(r, route, &subject, cost)
 
@@ -403,6 +406,9 @@ func explainRoute(r *http.Request, route *policies.Route) *ExplainedRoute {
 	}
 	if route.OpenAIErrors {
 		er.ErrorFormat = "openai"
+	}
+	if route.AnthropicErrors {
+		er.ErrorFormat = "anthropic"
 	}
 	if route.Upstream == nil {
 		return er

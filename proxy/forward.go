@@ -275,7 +275,9 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 			pr.Out.Header[id.FencingHeader] = []string{strconv.FormatInt(st.idem.hold.Fence(), 10)}
 		}
 	}
-	if key := st.route.UpstreamAPIKey; key != "" {
+	if st.route.Anthropic {
+		anthropicUpstream(pr.Out, st.route.UpstreamAPIKey)
+	} else if key := st.route.UpstreamAPIKey; key != "" {
 		// The tenant's key identifies it to the gateway only; the upstream
 		// sees the gateway's own.
 		pr.Out.Header.Del("X-Api-Key")
@@ -335,7 +337,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	// which measured a tenth of the throughput of a small proxied response.
 	delete(resp.Header, "Date")
 	if st.route.LLM {
-		setOpenAIHeaders(resp.Header, st.verdict, st.costs)
+		setLLMHeaders(st.route, resp.Header, st.verdict, st.costs, nil)
 	}
 	if st.llm != nil {
 		st.llm.watch(resp)

@@ -59,6 +59,11 @@ type llmCall struct {
 	// upstreamErr is the error that ended the exchange before a response.
 	upstreamErr error
 
+	// meter takes a stream's output a window at a time (enforce: stream);
+	// meterReasoning says the request asks for reasoning a stream hides.
+	meter          *streamMeter
+	meterReasoning bool
+
 	status  int                // the upstream's, 0 when it never answered
 	stream  *llm.StreamWatcher // an SSE response
 	tapped  *usageTap          // a JSON response
@@ -242,9 +247,9 @@ func (c *llmCall) watch(resp *http.Response) {
 		return // an error before any output: the settlement gives the tokens back
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
-		c.stream = llm.NewStreamWatcher(resp.Body, llm.StreamConfig{
-			Kind: c.kind, Model: c.req.Model, DropUsageChunk: !c.req.IncludeUsage,
-		})
+		cfg := llm.StreamConfig{Kind: c.kind, Model: c.req.Model, DropUsageChunk: !c.req.IncludeUsage}
+		c.meter.configure(&cfg)
+		c.stream = llm.NewStreamWatcher(resp.Body, cfg)
 		resp.Body = c.stream
 		return
 	}
@@ -286,7 +291,7 @@ func (c *llmCall) settle(ctx context.Context) error {
 			actual[i] = 1
 		}
 	}
-	return c.res.Settle(context.WithoutCancel(ctx), actual)
+	return c.settleWindows(context.WithoutCancel(ctx), actual)
 }
 
 // usage is what a call is charged, in tokens.
@@ -306,6 +311,9 @@ func (u usage) microUSD(p policies.Price) int64 {
 func (c *llmCall) actual(delivered bool) usage {
 	if c.status >= 400 || (c.status == 0 && neverSent(c.upstreamErr)) {
 		return usage{}
+	}
+	if c.meter != nil && c.stream != nil && c.stream.Ended() {
+		return c.meter.charge(c.stream)
 	}
 	var u llm.Usage
 	var ok bool

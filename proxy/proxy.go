@@ -206,6 +206,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if route.OpenAIErrors {
 		r = withOpenAIErrors(r) // errors in the shape the provider's SDKs read
 	}
+	if route.AnthropicErrors {
+		r = withAnthropicErrors(r)
+	}
 	if msg := keyInputProblem(r, route, keyHeaders(snap, route)); msg != "" {
 		h.writeError(w, r, http.StatusBadRequest, errorBody{Message: msg}, slog.String("route", route.Name))
 		return
@@ -229,6 +232,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if call, r = h.readLLMCall(w, r, route, snap); call == nil {
+			return
+		}
+		if status, msg := call.forRoute(r, route, h.limiter); status != 0 {
+			h.writeError(w, r, status, errorBody{Message: msg}, slog.String("route", route.Name))
 			return
 		}
 	}
@@ -259,7 +266,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// per-IP tokens, so keys cannot be guessed without limit.
 	var cost func(policies.Cost) int64
 	if call != nil {
-		cost = call.reserve
+		cost = call.costFor()
 	}
 	checks, costs, rejectedBy := buildChecks(r, route, &subject, cost)
 	// res is what an admitted request holds until it ends: an llm call's
@@ -283,7 +290,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if route.LLM {
-			setOpenAIHeadersWith(w.Header(), verdict, costs, pre.peeked)
+			setLLMHeaders(route, w.Header(), verdict, costs, pre.peeked)
 		}
 		h.refuse(w, r, route, verdict)
 		return

@@ -58,7 +58,7 @@ func TestCheckReportsVariablesThatNameNoSetting(t *testing.T) {
 	if code := run(context.Background(), []string{"check", "-config", "../../gateway.yaml"}, &out, &errOut); code != 0 {
 		t.Fatalf("check exited %d, want 0; stderr:\n%s", code, errOut.String())
 	}
-	if !strings.Contains(out.String(), "ok (4 routes, 5 policies)") {
+	if !strings.Contains(out.String(), "ok (5 routes, 5 policies)") {
 		t.Errorf("stdout:\n%s\nwant the summary", out.String())
 	}
 	for name := range kubernetesServiceEnv {

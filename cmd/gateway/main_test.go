@@ -100,7 +100,7 @@ func TestCheckCommand(t *testing.T) {
 	if code := run(context.Background(), []string{"check", "-config", "../../gateway.yaml"}, &out, &errOut); code != 0 {
 		t.Fatalf("check gateway.yaml exited %d: %s", code, errOut.String())
 	}
-	for _, want := range []string{"ok (4 routes, 5 policies)", "per-ip", "10/1m burst 10", "builtin:echo", "route payments: idempotency on POST,PATCH: Idempotency-Key (required)"} {
+	for _, want := range []string{"ok (5 routes, 5 policies)", "per-ip", "10/1m burst 10", "builtin:echo", "route payments: idempotency on POST,PATCH: Idempotency-Key (required)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("check output lacks %q:\n%s", want, out.String())
 		}

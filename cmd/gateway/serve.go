@@ -174,7 +174,8 @@ func (p *process) listenBuiltins() (map[string]*url.URL, error) {
 		"echo": builtin.Echo(),
 		// Long enough completions, streamed fast, that the README tour can
 		// watch a free tenant use its tokens up in a few calls.
-		"openai-mock": builtin.OpenAIMock(builtin.OpenAIMockConfig{CompletionTokens: 200, TokensPerSecond: 1000}),
+		"openai-mock":    builtin.OpenAIMock(builtin.OpenAIMockConfig{CompletionTokens: 200, TokensPerSecond: 1000}),
+		"anthropic-mock": builtin.NewAnthropicMock(builtin.AnthropicMockConfig{CompletionTokens: 200, TokensPerSecond: 1000}),
 	}
 	urls := make(map[string]*url.URL, len(handlers))
 	for name, h := range handlers {

@@ -78,6 +78,18 @@ func BenchmarkStreamWatcher(b *testing.B) {
 			}
 		})
 	}
+	// enforce: stream, a window of 64 granted each time it is asked.
+	b.Run("watch+enforce", func(b *testing.B) {
+		b.SetBytes(int64(len(stream)))
+		b.ReportAllocs()
+		for b.Loop() {
+			m := &windowMeter{window: 64, limit: 1 << 40, granted: 64}
+			w := NewStreamWatcher(bytes.NewReader(stream), StreamConfig{Kind: ChatCompletions, Model: "gpt-4o", DropUsageChunk: true, Meter: m, Granted: 64})
+			if _, err := io.CopyBuffer(io.Discard, w, buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // BenchmarkCountTokens is the tokenizer's share of ParseRequest.

@@ -31,6 +31,11 @@
 //     delay, records the usage the stream carries, optionally removes the
 //     usage-only chunk the client did not ask for, and counts the text it
 //     delivered so that a stream cut before its usage can still be charged.
+//     With a Meter (enforce: stream) it passes whole events only, asks the
+//     Meter before output past its grant passes, and ends a stream the
+//     Meter refuses as its API ends one cut at its output limit.
+//   - ParseAnthropicPrompt bounds an Anthropic prompt from its bytes
+//     (Claude's tokenizer is not public).
 //
 // Token counts are int64, the limiter's unit of cost.
 package llm

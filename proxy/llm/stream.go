@@ -36,6 +36,17 @@ type StreamConfig struct {
 	// applies to ChatCompletions and Completions only; the other kinds
 	// always carry their usage inside events the client needs.
 	DropUsageChunk bool
+	// Meter, when set, enforces the stream (enforce: stream): the watcher
+	// passes whole events only, asks Meter before output past what it
+	// granted passes, and ends the stream well-formed when it refuses
+	// (see enforce.go).
+	Meter Meter
+	// Granted is the output the stream may deliver before Meter is first
+	// asked: what its reservation already holds.
+	Granted int64
+	// PromptTokens is the prompt's estimate, reported in the usage of a
+	// stream the watcher ends when the client asked for usage.
+	PromptTokens int64
 }
 
 // StreamWatcher is an io.ReadCloser over an upstream server-sent-events
@@ -69,6 +80,7 @@ type StreamWatcher struct {
 	scratch       []byte
 	err           error // drop mode: upstream's error, returned once out is drained
 	anthropic     wireUsage
+	enf           enforcer // Meter's state, owned by the reading goroutine
 
 	mu       sync.Mutex // guards the fields below
 	usage    Usage
@@ -76,15 +88,24 @@ type StreamWatcher struct {
 	done     bool
 	text     strings.Builder // delivered text not yet counted
 	counted  int64           // tokens of delivered text already counted
+	metered  int64           // with a Meter: tokens of every event's text read
+	ended    bool            // with a Meter: the watcher ended the stream
 }
 
 // NewStreamWatcher returns a watcher reading the SSE stream r.
 func NewStreamWatcher(r io.Reader, cfg StreamConfig) *StreamWatcher {
-	return &StreamWatcher{
+	w := &StreamWatcher{
 		r:    r,
 		cfg:  cfg,
 		drop: cfg.DropUsageChunk && (cfg.Kind == ChatCompletions || cfg.Kind == Completions),
 	}
+	if cfg.Meter != nil {
+		// Whole events are judged before they pass: the usage chunk is
+		// dropped as a whole event too (see readEnforced).
+		w.enf.dropUsage, w.drop = w.drop, false
+		w.enf.granted = cfg.Granted
+	}
+	return w
 }
 
 // Usage returns the last usage the stream carried; ok is false when none
@@ -123,6 +144,9 @@ func (w *StreamWatcher) Close() error {
 
 // Read implements io.Reader; see StreamWatcher for what it passes.
 func (w *StreamWatcher) Read(p []byte) (int, error) {
+	if w.cfg.Meter != nil {
+		return w.readEnforced(p)
+	}
 	if !w.drop {
 		n, err := w.r.Read(p)
 		w.scan(p[:n])
@@ -258,24 +282,10 @@ func maybeDataLine(line []byte) bool {
 // usage and no choices: the chunk stream_options.include_usage adds.
 func (w *StreamWatcher) isUsageOnly(line []byte) bool {
 	field, value := splitField(line)
-	if field != "data" || w.hasData || len(value) == 0 || value[0] != '{' {
+	if field != "data" || w.hasData {
 		return false
 	}
-	if !usageObject(value) {
-		return false // every content chunk: no second decode
-	}
-	// Keys are matched exactly (encoding/json's struct decoding folds
-	// case): only the chunk the upstream means as usage is dropped.
-	var c map[string]json.RawMessage
-	if err := json.Unmarshal(value, &c); err != nil {
-		return false
-	}
-	var choices []json.RawMessage
-	if ch, ok := c["choices"]; ok && json.Unmarshal(ch, &choices) != nil {
-		return false
-	}
-	u := c["usage"]
-	return len(choices) == 0 && len(u) > 0 && u[0] == '{'
+	return usageOnlyData(value)
 }
 
 // usageObject reports whether value may hold "usage" set to an object: a
@@ -462,11 +472,18 @@ func (w *StreamWatcher) anthropicEvent(data []byte) {
 		if e.Usage == nil {
 			return
 		}
-		// output_tokens is cumulative; the input side comes from
-		// message_start unless this event restates it.
+		// output_tokens is cumulative; the input side (input_tokens and
+		// both cache counts) comes from message_start unless this event
+		// restates it, as newer API versions do.
 		w.anthropic.OutputTokens = e.Usage.OutputTokens
 		if e.Usage.InputTokens > 0 {
 			w.anthropic.InputTokens = e.Usage.InputTokens
+		}
+		if e.Usage.CacheCreationInputTokens > 0 {
+			w.anthropic.CacheCreationInputTokens = e.Usage.CacheCreationInputTokens
+		}
+		if e.Usage.CacheReadInputTokens > 0 {
+			w.anthropic.CacheReadInputTokens = e.Usage.CacheReadInputTokens
 		}
 		w.usage, w.hasUsage = w.anthropic.usage(AnthropicMessages), true
 	}
@@ -476,6 +493,9 @@ func (w *StreamWatcher) anthropicEvent(data []byte) {
 func (w *StreamWatcher) addText(s string) {
 	if s == "" {
 		return
+	}
+	if w.cfg.Meter != nil {
+		w.metered += CountTokens(w.cfg.Model, s)
 	}
 	w.text.WriteString(s)
 	if w.text.Len() >= textFlushBytes {

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// anthropicSDKDir holds Anthropic's official SDK (pinned in package.json)
+// and check.mjs; make test installs it (npm ci) before the tests run.
+const anthropicSDKDir = "testdata/anthropic-sdk"
+
+// An unmodified @anthropic-ai/sdk pointed at the default config's anthropic
+// route works: a plain call, a stream with usage, and its own
+// RateLimitError (rate_limit_error, retry-after, anthropic-ratelimit-*)
+// once the free plan's tokens run out.
+func TestAnthropicSDK(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node not found on PATH: the Anthropic SDK check needs Node.js (make test installs it as root, or: apt-get install -y nodejs npm)")
+	}
+	if ok, _ := filepath.Glob(filepath.Join(anthropicSDKDir, "node_modules", "@anthropic-ai", "sdk", "package.json")); len(ok) == 0 {
+		t.Fatalf("the Anthropic SDK is not installed: run 'npm ci --prefix cmd/gateway/%s' (make test does)", anthropicSDKDir)
+	}
+	path := copyDefaultConfig(t)
+	t.Setenv("GATEWAY_SERVER_LISTEN", "127.0.0.1:0")
+	g := startGateway(t, "gateway", path)
+	steps := runAnthropicCheck(t, node, g.base+"/anthropic")
+	num := func(step, field string) float64 { v, _ := steps[step][field].(float64); return v }
+	if num("plain", "input_tokens") <= 0 || num("plain", "output_tokens") <= 0 || num("plain", "text") <= 0 {
+		t.Fatalf("plain call: got %v, want a message with usage", steps["plain"])
+	}
+	if num("stream", "events") < 5 || num("stream", "output_tokens") <= 0 || num("stream", "input_tokens") <= 0 {
+		t.Fatalf("stream: got %v, want events and the usage", steps["stream"])
+	}
+	rl := steps["rate_limited"]
+	if rl["is_rate_limit_error"] != true || num("rate_limited", "status") != 429 || rl["type"] != "rate_limit_error" ||
+		num("rate_limited", "retry_after") < 1 || rl["tokens_remaining"] != "0" {
+		t.Fatalf("out of tokens: got %v, want the SDK's RateLimitError (429, rate_limit_error, retry-after, anthropic-ratelimit-tokens-remaining 0)", rl)
+	}
+
+	// enforce: stream: a stream that wants more than the tenant has is
+	// ended, and the SDK reads a message cut at max_tokens with the usage
+	// of the output that passed.
+	enforced := startGateway(t, "enforced", writePressureConfig(t, anthropicEnforcedConfig))
+	steps = runAnthropicCheck(t, node, enforced.base+"/anthropic", "enforced")
+	e := steps["enforced"]
+	if e["stop_reason"] != "max_tokens" || num("enforced", "output_tokens") <= 0 || num("enforced", "words") >= 200 {
+		t.Fatalf("enforced stream: got %v, want stop_reason max_tokens, the output that passed, fewer than the mock's 200 words", e)
+	}
+}
+
+// anthropicEnforcedConfig is the default config's anthropic route with
+// enforce: stream and 300 tokens an hour: less than its 200-token message.
+const anthropicEnforcedConfig = `
+server:
+  listen: 127.0.0.1:0
+tenants:
+  keys:
+    sk-demo-free: {tenant: acme, plan: free}
+routes:
+  - name: anthropic
+    match: {path_prefix: /anthropic/v1/, methods: [POST]}
+    strip_prefix: /anthropic
+    upstream: builtin:anthropic-mock
+    llm: anthropic
+    enforce: stream
+    stream_window: 16
+    policies: [tokens]
+policies:
+  tokens: {key: tenant, cost: tokens, rate: 300, per: 1h, on_missing_key: reject}
+`
+
+// runAnthropicCheck runs check.mjs against baseURL and returns its steps.
+func runAnthropicCheck(t *testing.T, node, baseURL string, args ...string) map[string]map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join(anthropicSDKDir, "check.mjs"), baseURL}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = &testWriter{t: t}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	steps := map[string]map[string]any{}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		var step map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &step); err != nil {
+			t.Fatalf("check.mjs printed %q: %v", sc.Text(), err)
+		}
+		t.Logf("%s", sc.Text())
+		steps[step["step"].(string)] = step
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("check.mjs failed: %v", err)
+	}
+	return steps
+}

@@ -1,0 +1,159 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/policies"
+	"github.com/ratelimit-gateway/gateway/proxy/llm"
+)
+
+// On an llm: anthropic route the gateway speaks as Anthropic's Messages API
+// does, so that Anthropic's SDKs understand it: errors in its shape
+// ({"type": "error", "error": {"type": "rate_limit_error", ...}}, which the
+// SDKs raise as their RateLimitError and retry after retry-after), its
+// anthropic-ratelimit-* headers, and the x-api-key header upstream.
+
+// anthropicVersion is sent upstream when a client sends no
+// anthropic-version (the API requires one).
+const anthropicVersion = "2023-06-01"
+
+// forRoute fits an llm call to its route: an Anthropic prompt is reserved by
+// its byte bound (Claude's tokenizer is not public), and enforce: stream
+// meters a stream. A status other than 0 refuses the call with msg.
+func (c *llmCall) forRoute(r *http.Request, route *policies.Route, lim limiter.Limiter) (int, string) {
+	if c.kind == llm.AnthropicMessages {
+		body, _ := r.Body.(heldBody)
+		p, err := llm.ParseAnthropicPrompt(body.b, c.req.Family)
+		if err != nil {
+			return http.StatusBadRequest, err.Error()
+		}
+		c.req.PromptTokens, c.meterReasoning = p.Bound, p.Thinking
+	}
+	c.enforceStream(r.Context(), route, lim)
+	return 0, ""
+}
+
+// anthropicUpstream puts the route's own key on the way up as Anthropic
+// reads it, and the API version a client left out.
+func anthropicUpstream(out *http.Request, key string) {
+	if key != "" {
+		out.Header.Del("Authorization")
+		out.Header.Set("X-Api-Key", key)
+	}
+	if out.Header.Get("Anthropic-Version") == "" {
+		out.Header.Set("Anthropic-Version", anthropicVersion)
+	}
+}
+
+// anthropicKey marks a request whose errors read as Anthropic's.
+type anthropicKey struct{}
+
+func withAnthropicErrors(r *http.Request) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), anthropicKey{}, true))
+}
+
+func anthropicErrors(r *http.Request) bool {
+	v, _ := r.Context().Value(anthropicKey{}).(bool)
+	return v
+}
+
+// anthropicErrorJSON renders body as Anthropic would for status.
+func anthropicErrorJSON(status int, body errorBody) ([]byte, error) {
+	typ := "api_error"
+	switch status {
+	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusRequestHeaderFieldsTooLarge:
+		typ = "invalid_request_error"
+	case http.StatusUnauthorized:
+		typ = "authentication_error"
+	case http.StatusForbidden:
+		typ = "permission_error"
+	case http.StatusNotFound:
+		typ = "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		typ = "request_too_large"
+	case http.StatusTooManyRequests:
+		typ = "rate_limit_error"
+	case http.StatusServiceUnavailable:
+		typ = "overloaded_error"
+	}
+	type detail struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	}
+	return json.Marshal(struct {
+		Type  string `json:"type"`
+		Error detail `json:"error"`
+	}{"error", detail{typ, body.Message}})
+}
+
+// setLLMHeaders adds the provider's own rate-limit headers of an llm route.
+// peeked is what a read before the body saw, as setOpenAIHeadersWith takes it.
+func setLLMHeaders(route *policies.Route, h http.Header, v limiter.Verdict, costs []policies.Cost, peeked []limiter.Decision) {
+	if route.Anthropic {
+		setAnthropicHeaders(h, v, costs, time.Now())
+		return
+	}
+	setOpenAIHeadersWith(h, v, costs, peeked)
+}
+
+// setAnthropicHeaders adds Anthropic's anthropic-ratelimit-* headers, each
+// from the most restrictive policy of its kind: requests (policies that do
+// not count tokens), tokens, input-tokens and output-tokens. A dollar
+// budget is none of them. Resets are RFC 3339 instants, as Anthropic sends
+// them.
+func setAnthropicHeaders(h http.Header, v limiter.Verdict, costs []policies.Cost, now time.Time) {
+	kinds := []struct {
+		name string
+		of   func(policies.Cost) bool
+	}{
+		{"requests", func(c policies.Cost) bool { return !c.CountsTokens() }},
+		{"tokens", func(c policies.Cost) bool { return c == policies.CostTokens }},
+		{"input-tokens", func(c policies.Cost) bool { return c == policies.CostInputTokens }},
+		{"output-tokens", func(c policies.Cost) bool { return c == policies.CostOutputTokens }},
+	}
+	for _, k := range kinds {
+		var best *limiter.Decision
+		for i := range v.Decisions {
+			d := &v.Decisions[i]
+			if i >= len(costs) || !decided(d) || d.Shadow || !k.of(costs[i]) {
+				continue
+			}
+			if best == nil || anthropicRemaining(d) < anthropicRemaining(best) {
+				best = d
+			}
+		}
+		if best == nil {
+			continue
+		}
+		reset := best.ResetAfter
+		if !best.Allowed {
+			reset = best.RetryAfter
+		}
+		p := "anthropic-ratelimit-" + k.name
+		h.Set(p+"-limit", strconv.FormatInt(best.Limit.Quota(), 10))
+		h.Set(p+"-remaining", strconv.FormatInt(anthropicRemaining(best), 10))
+		h.Set(p+"-reset", ceilInstant(now.Add(max(reset, 0))).Format(time.RFC3339))
+	}
+}
+
+// anthropicRemaining is what a policy has left, as OpenAI's headers show it
+// (stateRemaining): the true count, also on the refusing policy.
+func anthropicRemaining(d *limiter.Decision) int64 {
+	r, _ := stateRemaining(*d)
+	return r
+}
+
+// ceilInstant rounds t up to the second, in UTC: a reset never reads
+// earlier than it is.
+func ceilInstant(t time.Time) time.Time {
+	s := t.UTC().Truncate(time.Second)
+	if s.Before(t) {
+		s = s.Add(time.Second)
+	}
+	return s
+}

@@ -1,0 +1,106 @@
+package llm
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Claude's tokenizer is not public, so an Anthropic prompt is reserved by a
+// bound from its bytes rather than a count: every token of a byte-level BPE
+// vocabulary covers at least one byte, so a prompt's text has no more
+// tokens than the bytes of the JSON body that carries it (keys, quotes and
+// escapes only add bytes). What is not text is bounded by the model
+// family's bound for it (Family.ImageHigh, Family.FileTokens).
+const (
+	// anthropicToolPrompt bounds the system prompt Anthropic adds when a
+	// request carries tools (its documentation lists 346 at most).
+	anthropicToolPrompt = 500
+	// anthropicFraming covers the turn markers around the conversation.
+	anthropicFraming = 16
+)
+
+// AnthropicPrompt is what an Anthropic Messages request costs before its
+// output, as far as the gateway can bound it.
+type AnthropicPrompt struct {
+	// Bound is at least the input tokens Anthropic can bill for the
+	// request: its body's bytes, less the base64 payloads of its images and
+	// binary documents, plus the family's bound for each of them and
+	// anthropicToolPrompt with tools.
+	Bound int64
+	// Thinking is true when the request enables extended thinking: its
+	// redacted blocks reach the client without text to count.
+	Thinking bool
+}
+
+// ParseAnthropicPrompt bounds the prompt of an Anthropic Messages request
+// body for a model of family f (see AnthropicPrompt), with saturating
+// arithmetic. An error wraps ErrInvalidRequest. It is safe for concurrent
+// use.
+func ParseAnthropicPrompt(body []byte, f Family) (AnthropicPrompt, error) {
+	if err := requireObject(body); err != nil {
+		return AnthropicPrompt{}, invalid(AnthropicMessages, err)
+	}
+	var req struct {
+		System   json.RawMessage   `json:"system"`
+		Messages []json.RawMessage `json:"messages"`
+		Tools    json.RawMessage   `json:"tools"`
+		Thinking *struct {
+			Type string `json:"type"`
+		} `json:"thinking"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return AnthropicPrompt{}, invalid(AnthropicMessages, err)
+	}
+	p := AnthropicPrompt{Bound: int64(len(body)) + anthropicFraming}
+	p.Thinking = req.Thinking != nil && req.Thinking.Type != "" && req.Thinking.Type != "disabled"
+	if len(req.Tools) > 0 && string(req.Tools) != "null" && string(req.Tools) != "[]" {
+		p.Bound += anthropicToolPrompt
+	}
+	var walk func(v any, path string)
+	walk = func(v any, path string) {
+		switch x := v.(type) {
+		case []any:
+			for i, e := range x {
+				walk(e, fmt.Sprintf("%s[%d]", path, i))
+			}
+		case map[string]any:
+			typ, _ := x["type"].(string)
+			src, _ := x["source"].(map[string]any)
+			part := int64(0)
+			switch st, _ := src["type"].(string); {
+			case typ == "image":
+				part = f.ImageHigh
+			case typ == "document" && st != "text" && st != "content":
+				// A PDF's pages are billed as images and as text that
+				// compression hides: its bytes bound nothing.
+				part = f.FileTokens
+			}
+			if part > 0 {
+				p.Bound = AddSat(p.Bound, part)
+				if data, ok := src["data"].(string); ok {
+					p.Bound -= int64(len(data)) // bytes the part's bound replaces
+				}
+				return
+			}
+			for k, e := range x {
+				walk(e, path+"."+k)
+			}
+		}
+	}
+	for i, m := range req.Messages {
+		var v any
+		if err := json.Unmarshal(m, &v); err != nil {
+			return AnthropicPrompt{}, invalid(AnthropicMessages, fmt.Errorf("messages[%d]: %w", i, err))
+		}
+		walk(v, fmt.Sprintf("messages[%d]", i))
+	}
+	if len(req.System) > 0 {
+		var v any
+		if err := json.Unmarshal(req.System, &v); err != nil {
+			return AnthropicPrompt{}, invalid(AnthropicMessages, fmt.Errorf("system: %w", err))
+		}
+		walk(v, "system")
+	}
+	p.Bound = max(p.Bound, 1)
+	return p, nil
+}

@@ -1,0 +1,71 @@
+package llm
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// claude is the built-in family of Claude models.
+var claude = DefaultModels().For("claude-sonnet-4-5")
+
+func TestParseAnthropicPrompt(t *testing.T) {
+	img := strings.Repeat("A", 40_000) // a 30 KB image, base64
+	for _, tc := range []struct {
+		name     string
+		body     string
+		bound    int64 // beyond len(body) + anthropicFraming
+		thinking bool
+	}{
+		{"text", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":"héllo ✓ world"}]}`, 0, false},
+		{"image", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + img + `"}},{"type":"text","text":"what is it"}]}]}`,
+			claude.ImageHigh - int64(len(img)), false},
+		{"image by url", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://x/y.png"}}]}]}`,
+			claude.ImageHigh, false},
+		{"tools", `{"model":"c","max_tokens":5,"tools":[{"name":"f","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"x"}]}`,
+			anthropicToolPrompt, false},
+		{"thinking", `{"model":"c","max_tokens":5000,"thinking":{"type":"enabled","budget_tokens":2000},"messages":[{"role":"user","content":"x"}]}`, 0, true},
+		{"text document", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"plain words"}}]}]}`, 0, false},
+		{"pdf", `{"model":"c","max_tokens":5,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0x"}}]}]}`,
+			claude.FileTokens - int64(len("JVBERi0x")), false},
+		{"pdf by file", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"file","file_id":"f1"}}]}]}`,
+			claude.FileTokens, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := ParseAnthropicPrompt([]byte(tc.body), claude)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := int64(len(tc.body)) + anthropicFraming + tc.bound; p.Bound != want || p.Thinking != tc.thinking {
+				t.Fatalf("got %+v, want bound %d, thinking %v", p, want, tc.thinking)
+			}
+		})
+	}
+	for _, bad := range []string{``, `[]`, `{"messages":"x"}`, `{"messages":[{"role":"user"}],"system":{`} {
+		if _, err := ParseAnthropicPrompt([]byte(bad), claude); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("%q: got %v, want ErrInvalidRequest", bad, err)
+		}
+	}
+}
+
+// The byte bound is never below what a byte-level BPE vocabulary counts
+// for the same text, whatever the script.
+func TestAnthropicBoundCoversATokenizer(t *testing.T) {
+	for _, text := range []string{
+		strings.Repeat("rate limits ", 500),
+		strings.Repeat("速率限制 ", 300),
+		strings.Repeat("🙂🚦", 200),
+		strings.Repeat(`{"a":[1,2,3]} `, 200),
+	} {
+		quoted, _ := json.Marshal(text)
+		body := `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":` + string(quoted) + `}]}`
+		p, err := ParseAnthropicPrompt([]byte(body), claude)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := CountTokens("gpt-4o", text) + tokensPerMessage + tokensReplyPrime; n > p.Bound {
+			t.Fatalf("%.20q…: o200k counts %d, bound %d", text, n, p.Bound)
+		}
+	}
+}
