@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"encoding/hex"
 	"fmt"
 	"math"
 	"math/bits"
@@ -24,7 +25,8 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 			QuotaPath: c.Tenants.QuotaPath,
 			Keys:      make(map[string]Tenant, len(c.Tenants.Keys)),
 		},
-		Policies: make(map[string]*Policy, len(c.Policies)),
+		Policies:            make(map[string]*Policy, len(c.Policies)),
+		StripPathParameters: c.Server.PathParameters == PathParametersStrip,
 	}
 	for i, tp := range c.Server.TrustedProxies {
 		pfx, err := parsePrefix(tp)
@@ -34,7 +36,20 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 		snap.Identity.TrustedProxies = append(snap.Identity.TrustedProxies, pfx)
 	}
 	for key, tc := range c.Tenants.Keys {
-		snap.Tenants.Keys[key] = Tenant{Name: tc.Tenant, Plan: tc.Plan}
+		t := Tenant{Name: tc.Tenant, Plan: tc.Plan}
+		d, isDigest := digestEntry(key)
+		if !isDigest {
+			snap.Tenants.Keys[key] = t
+			continue
+		}
+		var sum [32]byte
+		if _, err := hex.Decode(sum[:], []byte(d)); err != nil || !validDigestHex(d) {
+			return nil, fmt.Errorf("tenants.keys: an entry starting with %q is not a SHA-256 digest", DigestPrefix)
+		}
+		if snap.Tenants.Digests == nil {
+			snap.Tenants.Digests = make(map[[32]byte]Tenant)
+		}
+		snap.Tenants.Digests[sum] = t
 	}
 	if len(c.Prices) > 0 {
 		snap.Prices = make(Prices, len(c.Prices))
@@ -210,6 +225,7 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 			Header:           http.CanonicalHeaderKey(id.Header),
 			FencingHeader:    http.CanonicalHeaderKey(id.FencingHeader),
 			Required:         id.Required,
+			RequireAPIKey:    id.RequireAPIKey,
 			LockTTL:          id.LockTTL,
 			ReplayTTL:        id.ReplayTTL,
 			MaxResponseBytes: id.MaxResponseBytes,

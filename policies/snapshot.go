@@ -32,7 +32,11 @@ type Snapshot struct {
 	Warnings []*FieldError
 
 	Identity Identity
-	Tenants  Tenants
+	// StripPathParameters matches and forwards paths without their
+	// segments' parameters (server.path_parameters: strip); false refuses
+	// a path that has any.
+	StripPathParameters bool
+	Tenants             Tenants
 	// Routes are tried in file order; the first match wins.
 	Routes []*Route
 	// Policies by name.
@@ -62,12 +66,16 @@ type Tenant struct {
 	Plan string
 }
 
-// Tenants maps API keys to tenants.
+// Tenants maps API keys to tenants. Read a key's tenant with Lookup.
 type Tenants struct {
 	// Header carries the API key (default "X-API-Key"). For "Authorization"
 	// a "Bearer " prefix is removed.
 	Header string
-	Keys   map[string]Tenant
+	// Keys are the entries written as the key itself.
+	Keys map[string]Tenant
+	// Digests are the entries written as the key's digest
+	// ("sha256:<hex>"), by SHA-256.
+	Digests map[[32]byte]Tenant
 	// QuotaPath is where a tenant reads its limits (GET); "" for none.
 	QuotaPath string
 }
@@ -110,14 +118,18 @@ type Route struct {
 }
 
 // Idempotency is a compiled idempotency block: requests of Methods that carry
-// Header reach the upstream once per key, scoped by tenant (or client
-// network), method and path.
+// Header reach the upstream once per key, scoped by route, caller (tenant, an
+// unknown key's digest, or the client network), method and path.
 type Idempotency struct {
 	Header        string   // canonical
 	FencingHeader string   // canonical
 	Methods       []string // upper case
 	// Required: a request of Methods without Header gets 400.
-	Required         bool
+	Required bool
+	// RequireAPIKey: a request that carries Header needs a known API key
+	// (401 otherwise), so that no response is kept for a caller known only
+	// by its network.
+	RequireAPIKey    bool
 	LockTTL          time.Duration
 	ReplayTTL        time.Duration
 	MaxResponseBytes int64

@@ -202,8 +202,17 @@ var explainCases = []explainCase{
 		route: "pay", client: "203.0.113.7",
 		check: func(t *testing.T, e Explanation) {
 			id := e.Idempotency
-			if id == nil || !id.Present || id.Scope != "ip:203.0.113.7/32" || id.ScopedKey != "ip:203.0.113.7/32 POST /pay k-1" {
+			if id == nil || !id.Present || id.Scope != "route:pay ip:203.0.113.7/32" || id.ScopedKey != "route:pay ip:203.0.113.7/32 POST /pay k-1" {
 				t.Errorf("idempotency: got %+v, want k-1 scoped by ip:203.0.113.7/32", id)
+			}
+		},
+	},
+	{
+		name: "idempotency key of an unknown API key scoped by its digest", method: "POST", target: "/pay",
+		headers: []string{"Idempotency-Key", "k-1", "X-API-Key", "bogus"}, route: "pay", client: "203.0.113.7",
+		check: func(t *testing.T, e Explanation) {
+			if id, want := e.Idempotency, "route:pay key:sha256:"+sha256Hex("bogus"); id == nil || id.Scope != want {
+				t.Errorf("idempotency: got %+v, want scope %s", id, want)
 			}
 		},
 	},
@@ -211,8 +220,8 @@ var explainCases = []explainCase{
 		name: "idempotency key scoped by tenant", method: "POST", target: "/pay", headers: []string{"Idempotency-Key", "k-1", "X-API-Key", freeKey},
 		route: "pay", client: "203.0.113.7", tenant: "acme", plan: "free",
 		check: func(t *testing.T, e Explanation) {
-			if id := e.Idempotency; id == nil || id.Scope != "tenant:acme" {
-				t.Errorf("idempotency: got %+v, want scope tenant:acme", id)
+			if id := e.Idempotency; id == nil || id.Scope != "route:pay tenant:acme" {
+				t.Errorf("idempotency: got %+v, want scope route:pay tenant:acme", id)
 			}
 		},
 	},

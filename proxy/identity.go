@@ -79,7 +79,7 @@ func identify(r *http.Request, snap *policies.Snapshot, route *policies.Route) (
 		}
 	}
 	if s.APIKey != "" {
-		if t, ok := snap.Tenants.Keys[s.APIKey]; ok {
+		if t, ok := snap.Tenants.Lookup(s.APIKey); ok {
 			s.Tenant = &t
 		}
 	}

@@ -81,9 +81,9 @@ func checkRedis(ctx context.Context, source string, cfg policies.RedisConfig, lo
 	ctx, cancel := context.WithTimeout(ctx, startupPingTimeout)
 	defer cancel()
 	err = client.Ping(ctx).Err()
-	where := strings.Join(cfg.Addrs, ",")
+	where := redactedAddrs(cfg.Addrs)
 	if cfg.Sentinel.MasterName != "" {
-		where = fmt.Sprintf("sentinels %s (master %q)", strings.Join(cfg.Sentinel.Addrs, ","), cfg.Sentinel.MasterName)
+		where = fmt.Sprintf("sentinels %s (master %q)", redactedAddrs(cfg.Sentinel.Addrs), cfg.Sentinel.MasterName)
 	}
 	switch {
 	case err == nil:
@@ -100,6 +100,16 @@ func checkRedis(ctx context.Context, source string, cfg policies.RedisConfig, lo
 	log.Warn("redis did not answer at start; shared policies apply their on_redis_error mode until it does",
 		"addrs", where, "error", err.Error())
 	return nil
+}
+
+// redactedAddrs joins Redis addresses as they may be echoed: a
+// redis://user:password@host address without its credentials.
+func redactedAddrs(addrs []string) string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = policies.RedactURL(a)
+	}
+	return strings.Join(out, ",")
 }
 
 // isRedisAuthError reports whether Redis refused the credentials. go-redis
