@@ -32,6 +32,10 @@ type AdminConfig struct {
 	Token string `koanf:"token"`
 	// Pprof serves /debug/pprof/ (with the token).
 	Pprof bool `koanf:"pprof"`
+	// MetricsModels are models that get a model label of their own in
+	// /metrics, besides those the price table names; any other model a
+	// request names is counted as "other".
+	MetricsModels []string `koanf:"metrics_models"`
 }
 
 // LogConfig shapes the process log and the access log. Format takes effect

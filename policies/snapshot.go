@@ -45,6 +45,23 @@ type Snapshot struct {
 	Prices Prices
 }
 
+// ModelNames are the models the config names: the price table's entries
+// (not its default) and admin.metrics_models, sorted, each once. Only these
+// get a model label of their own in the metrics.
+func (s *Snapshot) ModelNames() []string {
+	var names []string
+	for m := range s.Prices {
+		if m != DefaultPriceModel {
+			names = append(names, m)
+		}
+	}
+	if s.Config != nil {
+		names = append(names, s.Config.Admin.MetricsModels...)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
 // Identity says how the client of a request is recognised.
 type Identity struct {
 	// TrustedProxies are the peers whose X-Forwarded-For / Forwarded headers

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 )
@@ -462,6 +463,11 @@ func validateOperations(p *problems, c *Config) {
 	}
 	if c.Admin.Pprof && c.Admin.Token == "" {
 		p.add("admin.pprof", "needs admin.token: profiles show the process's memory and stacks")
+	}
+	for i, m := range c.Admin.MetricsModels {
+		if m == "" || len(m) > 128 || !utf8.ValidString(m) {
+			p.addf(indexPlace("admin.metrics_models", i), "must be a model name of 1 to 128 bytes of UTF-8, got %q", m)
+		}
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		p.addf("log.format", "must be text or json, got %q", c.Log.Format)

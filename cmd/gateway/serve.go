@@ -106,6 +106,7 @@ func (p *process) build(ctx context.Context, path string) error {
 	p.heapFloor(p.snap.Config.Server.MinHeapBytes)
 	p.metrics = metrics.New()
 	p.metrics.ConfigLoaded(p.snap.Digest, time.Now())
+	p.metrics.SetModels(p.snap.ModelNames())
 	local, engine, err := p.newLimiter(ctx)
 	if err != nil {
 		return err
@@ -236,6 +237,7 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 			if err == nil {
 				local.Retain(s.KeepsBuckets)
 				p.metrics.ConfigLoaded(s.Digest, time.Now())
+				p.metrics.SetModels(s.ModelNames())
 				if changed := startOnlyChanges(p.snap.Config, s.Config); len(changed) > 0 {
 					p.log.Warn("config reloaded; these settings take effect at the next start only", "settings", strings.Join(changed, ", "))
 				}
