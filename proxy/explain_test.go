@@ -41,6 +41,11 @@ routes:
     upstream: UP
     idempotency: {required: true}
     policies: [per-ip]
+  - name: pay-keyed
+    match: {path: /pay-keyed, methods: [POST]}
+    upstream: UP
+    idempotency: {required: true, require_api_key: true}
+    policies: [per-ip]
   - name: auth
     match: {path_prefix: /auth/}
     upstream: UP
@@ -217,6 +222,24 @@ var explainCases = []explainCase{
 		},
 	},
 	{
+		name: "idempotency key without the API key its route requires", method: "POST", target: "/pay-keyed",
+		headers: []string{"Idempotency-Key", "k-1", "X-API-Key", "bogus"}, route: "pay-keyed", client: "203.0.113.7",
+		check: func(t *testing.T, e Explanation) {
+			if id := e.Idempotency; id == nil || !id.RequireAPIKey || !id.NeedsAPIKey {
+				t.Errorf("idempotency: got %+v, want require_api_key and needs_api_key", id)
+			}
+		},
+	},
+	{
+		name: "idempotency key with the API key its route requires", method: "POST", target: "/pay-keyed",
+		headers: []string{"Idempotency-Key", "k-1", "X-API-Key", freeKey}, route: "pay-keyed", client: "203.0.113.7", tenant: "acme", plan: "free",
+		check: func(t *testing.T, e Explanation) {
+			if id := e.Idempotency; id == nil || id.NeedsAPIKey || id.Scope != "route:pay-keyed tenant:acme" {
+				t.Errorf("idempotency: got %+v, want route:pay-keyed tenant:acme, no key needed", id)
+			}
+		},
+	},
+	{
 		name: "idempotency key scoped by tenant", method: "POST", target: "/pay", headers: []string{"Idempotency-Key", "k-1", "X-API-Key", freeKey},
 		route: "pay", client: "203.0.113.7", tenant: "acme", plan: "free",
 		check: func(t *testing.T, e Explanation) {
@@ -364,6 +387,8 @@ func TestExplainAgreesWithServeHTTP(t *testing.T) {
 			want := e.Status
 			switch {
 			case e.ReachesLimiter && e.RejectedBy != "":
+				want = http.StatusUnauthorized
+			case e.ReachesLimiter && e.Idempotency != nil && e.Idempotency.NeedsAPIKey:
 				want = http.StatusUnauthorized
 			case e.ReachesLimiter:
 				want = http.StatusOK
