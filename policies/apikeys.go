@@ -71,3 +71,14 @@ func (t *Tenants) HasTenant(name string) bool {
 	}
 	return false
 }
+
+// keyEntryPlace names a tenants.keys entry in an error or warning: a key
+// written in plain text by the start of its digest, so that the message
+// that points at it does not repeat it ("gateway key-digest" finds which
+// entry it is); an entry written as a digest as itself.
+func keyEntryPlace(entry string) string {
+	if _, isDigest := digestEntry(entry); isDigest {
+		return entry
+	}
+	return KeyDigest(entry)[:len(DigestPrefix)+12] + "…"
+}

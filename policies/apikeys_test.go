@@ -97,3 +97,29 @@ func TestTenantKeyDigestErrors(t *testing.T) {
 		})
 	}
 }
+
+// An error about a tenants.keys entry written in plain text names it by the
+// start of its digest, never by the key.
+func TestTenantKeyErrorsDoNotRepeatTheKey(t *testing.T) {
+	yaml := "routes:\n  - {name: r, upstream: \"http://127.0.0.1:9000\"}\ntenants:\n  keys:\n" +
+		"    sk-s3cret-1: {tenat: a}\n    sk-s3cret-2: {plan: free}\n    sk-s3cret-3: {tenant: [a]}\n"
+	lines := errorLines(t, yaml)
+	for _, want := range []string{
+		"gateway.yaml: tenants.keys." + keyEntryPlace("sk-s3cret-1") + ".tenat: unknown key",
+		"gateway.yaml: tenants.keys." + keyEntryPlace("sk-s3cret-2") + ".tenant: required",
+		"gateway.yaml: tenants.keys." + keyEntryPlace("sk-s3cret-3") + ".tenant",
+	} {
+		found := false
+		for _, l := range lines {
+			found = found || strings.HasPrefix(l, want)
+		}
+		if !found {
+			t.Errorf("errors: got\n  %s\nwant a line starting %q", strings.Join(lines, "\n  "), want)
+		}
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "s3cret") {
+			t.Errorf("an error repeats a key: %q", l)
+		}
+	}
+}

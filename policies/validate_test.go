@@ -135,7 +135,7 @@ routes:
 		{"ipv6_prefix negative", minimalYAML + "server: {ipv6_prefix: -1}\n", "gateway.yaml: server.ipv6_prefix: must be between 1 and 128, got -1"},
 		{"max_header_bytes", minimalYAML + "server: {max_header_bytes: -1}\n", "gateway.yaml: server.max_header_bytes: must be > 0"},
 		{"tenant header", minimalYAML + "tenants: {header: 'X Key'}\n", `gateway.yaml: tenants.header: must be a header name, got "X Key"`},
-		{"tenant required", minimalYAML + "tenants: {keys: {sk-1: {plan: free}}}\n", "gateway.yaml: tenants.keys.sk-1.tenant: required"},
+		{"tenant required", minimalYAML + "tenants: {keys: {sk-1: {plan: free}}}\n", "gateway.yaml: tenants.keys." + keyEntryPlace("sk-1") + ".tenant: required"},
 		{"empty api key", minimalYAML + "tenants: {keys: {'': {tenant: a}}}\n", "gateway.yaml: tenants.keys: an API key must not be empty"},
 		{"redis addr", minimalYAML + "redis: {addrs: [nohost]}\n",
 			`gateway.yaml: redis.addrs[0]: must be host:port, redis://host:port or rediss://host:port, got "nohost"`},
