@@ -62,6 +62,9 @@ func describeIdempotency(id *policies.Idempotency) string {
 	if id.Required {
 		need = "required"
 	}
+	if id.RequireAPIKey {
+		need += ", with a known API key"
+	}
 	conflict := "409 while the first runs"
 	if id.Wait {
 		conflict = fmt.Sprintf("waits up to %s for the first", id.MaxWait)
