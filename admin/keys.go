@@ -227,10 +227,8 @@ func checkKey(snap *policies.Snapshot, p *policies.Policy, key string) string {
 		return fmt.Sprintf("policy %q keys on api_key: the key is the SHA-256 of the API key in lower-case hex, "+
 			"64 digits (printf %%s \"$API_KEY\" | sha256sum), never the API key itself", p.Name())
 	case single && rd.Tenant && !rd.IP && !rd.APIKey:
-		for _, t := range snap.Tenants.Keys {
-			if t.Name == key {
-				return ""
-			}
+		if snap.Tenants.HasTenant(key) {
+			return ""
 		}
 		for _, t := range snap.Tenants.Digests {
 			if t.Name == key {

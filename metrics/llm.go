@@ -8,14 +8,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// MaxModels bounds the model label: the first MaxModels distinct model names
-// a Metrics sees keep their own series, later ones are counted as
-// OtherModel. Model names come from request bodies, so a client could
-// otherwise create series at will.
-const MaxModels = 64
-
-// OtherModel is the model label of every model past the first MaxModels,
-// and of a model name longer than maxModelLen or not UTF-8.
+// OtherModel is the model label of every model the config does not name
+// (see SetModels), and of a name longer than maxModelLen or not UTF-8.
+// Model names come from request bodies: a label per name sent would let any
+// client create series at will, or, under a first-come cap, push the real
+// models out of their own.
 const OtherModel = "other"
 
 // maxModelLen bounds one model label value in bytes; real model names
@@ -38,8 +35,10 @@ type llmCollector struct {
 	tokensDesc, costDesc *prometheus.Desc
 
 	series atomic.Pointer[map[llmKey]*llmCounts] // read without a lock
-	mu     sync.Mutex                            // guards models and replacing series
-	models map[string]struct{}                   // model labels with their own series
+	mu     sync.Mutex                            // guards replacing series
+	// named are the models with a label of their own (SetModels); nil
+	// until set: every model is OtherModel.
+	named atomic.Pointer[map[string]struct{}]
 }
 
 func newLLMCollector() *llmCollector {
@@ -48,44 +47,59 @@ func newLLMCollector() *llmCollector {
 			"Tokens charged to tenants on llm routes, by tenant and model.", []string{"tenant", "model"}, nil),
 		costDesc: prometheus.NewDesc("gateway_llm_cost_usd_total",
 			"Cost charged to tenants on llm routes in US dollars, by tenant and model.", []string{"tenant", "model"}, nil),
-		models: make(map[string]struct{}),
 	}
 	c.series.Store(&map[llmKey]*llmCounts{})
 	return c
 }
 
+// SetModels names the models that get a model label of their own: the
+// config's (its price table and admin.metrics_models). Every other model is
+// counted as OtherModel. A reload calls it again; series already counted
+// stay. It is safe for concurrent use with LLMCharge.
+func (m *Metrics) SetModels(models []string) {
+	if m == nil {
+		return
+	}
+	named := make(map[string]struct{}, len(models))
+	for _, name := range models {
+		if len(name) <= maxModelLen && utf8.ValidString(name) {
+			named[name] = struct{}{}
+		}
+	}
+	m.llm.named.Store(&named)
+}
+
 // LLMCharge adds what one LLM call was charged: tokens
 // (gateway_llm_tokens_total) and microUSD millionths of a dollar
 // (gateway_llm_cost_usd_total), under the tenant (from the config) and the
-// model the request named, bounded: past MaxModels distinct names, or for a
-// name that is too long or not UTF-8, the model is OtherModel. Negative
-// amounts count as zero: these are counters.
+// model the request named when SetModels named it, OtherModel otherwise.
+// Negative amounts count as zero: these are counters.
 func (m *Metrics) LLMCharge(tenant, model string, tokens int64, microUSD int64) {
 	if m == nil || !utf8.ValidString(tenant) {
 		return
 	}
-	c := m.llm.counts(tenant, model)
+	c := m.llm.counts(tenant, m.llm.label(model))
 	c.tokens.Add(max(tokens, 0))
 	c.microUSD.Add(max(microUSD, 0))
 }
 
-// counts returns the totals of (tenant, model), model bounded.
-func (c *llmCollector) counts(tenant, model string) *llmCounts {
-	if n, ok := (*c.series.Load())[llmKey{tenant, model}]; ok {
+// label is model's label: itself when named, OtherModel otherwise.
+func (c *llmCollector) label(model string) string {
+	if named := c.named.Load(); named != nil {
+		if _, ok := (*named)[model]; ok {
+			return model
+		}
+	}
+	return OtherModel
+}
+
+// counts returns the totals of (tenant, label).
+func (c *llmCollector) counts(tenant, label string) *llmCounts {
+	if n, ok := (*c.series.Load())[llmKey{tenant, label}]; ok {
 		return n
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	label := model
-	if _, seen := c.models[model]; !seen {
-		if len(c.models) >= MaxModels || len(model) > maxModelLen || !utf8.ValidString(model) {
-			label = OtherModel
-		} else {
-			c.models[model] = struct{}{}
-		}
-	}
-	// A folded model is looked up as OtherModel every time: caching its own
-	// name would let the cache grow with every name a client invents.
 	old := *c.series.Load()
 	k := llmKey{tenant, label}
 	if n, ok := old[k]; ok {

@@ -18,6 +18,7 @@ import (
 // was counted.
 func TestScrapeShowsExactValues(t *testing.T) {
 	m := New()
+	m.SetModels([]string{"gpt-4o", "gpt-4o-mini"})
 	for range 3 {
 		m.Request("api", OutcomeAllowed)
 	}
@@ -215,37 +216,39 @@ func TestNilMetricsIsSafe(t *testing.T) {
 	}
 }
 
-// Model names come from request bodies: only the first MaxModels keep their
-// own series, every later one is "other", and so is a name too long or not
-// UTF-8 to be a model.
+// Model names come from request bodies: only the models the config names
+// keep their own series, whatever clients send first. 80 made-up names from
+// one tenant, sent before any real call, leave the configured models their
+// series; every made-up name, a name too long or not UTF-8, and any model
+// before SetModels is "other".
 func TestModelLabelIsBounded(t *testing.T) {
 	m := New()
-	for i := range MaxModels {
-		m.LLMCharge("acme", fmt.Sprintf("model-%02d", i), 10, 1)
+	m.LLMCharge("acme", "gpt-4o", 1000, 0) // before the config named it
+	m.SetModels([]string{"gpt-4o", "gpt-4o-mini", strings.Repeat("x", 129)})
+	for i := range 80 {
+		m.LLMCharge("acme", fmt.Sprintf("made-up-%02d", i), 1, 0)
 	}
-	m.LLMCharge("acme", "model-64", 1, 0) // the 65th
-	m.LLMCharge("acme", "model-65", 2, 0)
-	m.LLMCharge("globex", "model-99", 4, 0)
 	m.LLMCharge("acme", strings.Repeat("x", 129), 8, 0)
 	m.LLMCharge("acme", "bad\xffutf8", 16, 0)
-	m.LLMCharge("acme", "model-00", 10, 1)  // a known model still has its own
-	m.LLMCharge("globex", "model-63", 5, 0) // and so under another tenant
+	m.LLMCharge("acme", "gpt-4o", 10, 1)
+	m.LLMCharge("globex", "gpt-4o-mini", 5, 0)
+	m.LLMCharge("globex", "made-up-99", 4, 0)
 
 	e := scrape(t, m)
-	if got := e.value(t, "gateway_llm_tokens_total", "tenant=acme,model=other"); got != 1+2+8+16 {
-		t.Fatalf("acme other: got %v, want 27", got)
+	if got := e.value(t, "gateway_llm_tokens_total", "tenant=acme,model=other"); got != 1000+80+8+16 {
+		t.Fatalf("acme other: got %v, want 1104", got)
 	}
 	if got := e.value(t, "gateway_llm_tokens_total", "tenant=globex,model=other"); got != 4 {
 		t.Fatalf("globex other: got %v, want 4", got)
 	}
-	if got := e.value(t, "gateway_llm_tokens_total", "tenant=acme,model=model-00"); got != 20 {
-		t.Fatalf("model-00: got %v, want 20", got)
+	if got := e.value(t, "gateway_llm_tokens_total", "tenant=acme,model=gpt-4o"); got != 10 {
+		t.Fatalf("acme gpt-4o: got %v, want 10", got)
 	}
-	if got := e.value(t, "gateway_llm_tokens_total", "tenant=globex,model=model-63"); got != 5 {
-		t.Fatalf("globex model-63: got %v, want 5", got)
+	if got := e.value(t, "gateway_llm_tokens_total", "tenant=globex,model=gpt-4o-mini"); got != 5 {
+		t.Fatalf("globex gpt-4o-mini: got %v, want 5", got)
 	}
-	if got := e.value(t, "gateway_llm_cost_usd_total", "tenant=acme,model=model-00"); !near(got, 0.000002) {
-		t.Fatalf("model-00 cost: got %v, want 0.000002", got)
+	if got := e.value(t, "gateway_llm_cost_usd_total", "tenant=acme,model=gpt-4o"); !near(got, 0.000001) {
+		t.Fatalf("gpt-4o cost: got %v, want 0.000001", got)
 	}
 	models := map[string]bool{}
 	for _, s := range e["gateway_llm_tokens_total"].GetMetric() {
@@ -255,11 +258,8 @@ func TestModelLabelIsBounded(t *testing.T) {
 			}
 		}
 	}
-	if len(models) != MaxModels+1 {
-		t.Fatalf("got %d distinct model labels, want %d (+ other)", len(models), MaxModels)
-	}
-	if models["model-64"] || models["model-65"] || models["model-99"] {
-		t.Fatalf("a model past the first %d has its own series", MaxModels)
+	if len(models) != 3 || !models["gpt-4o"] || !models["gpt-4o-mini"] || !models[OtherModel] {
+		t.Fatalf("model labels: got %v, want gpt-4o, gpt-4o-mini and other", models)
 	}
 }
 

@@ -1,7 +1,6 @@
 package policies
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"math"
@@ -13,18 +12,6 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 )
-
-// keyDigest reads a tenants.keys entry of the form "sha256:<64 hex>".
-func keyDigest(key string) (d [sha256.Size]byte, ok bool) {
-	h, found := strings.CutPrefix(key, KeyDigestPrefix)
-	if !found || len(h) != 2*sha256.Size || strings.ToLower(h) != h {
-		return d, false
-	}
-	if _, err := hex.Decode(d[:], []byte(h)); err != nil {
-		return d, false
-	}
-	return d, true
-}
 
 // compile turns a defaulted, validated Config into a Snapshot. It still
 // returns errors rather than trusting validation, because a Snapshot with a
@@ -38,7 +25,8 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 			QuotaPath: c.Tenants.QuotaPath,
 			Keys:      make(map[string]Tenant, len(c.Tenants.Keys)),
 		},
-		Policies: make(map[string]*Policy, len(c.Policies)),
+		Policies:            make(map[string]*Policy, len(c.Policies)),
+		StripPathParameters: c.Server.PathParameters == PathParametersStrip,
 	}
 	for i, tp := range c.Server.TrustedProxies {
 		pfx, err := parsePrefix(tp)
@@ -49,14 +37,19 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 	}
 	for key, tc := range c.Tenants.Keys {
 		t := Tenant{Name: tc.Tenant, Plan: tc.Plan}
-		if d, ok := keyDigest(key); ok {
-			if snap.Tenants.Digests == nil {
-				snap.Tenants.Digests = map[[sha256.Size]byte]Tenant{}
-			}
-			snap.Tenants.Digests[d] = t
+		d, isDigest := digestEntry(key)
+		if !isDigest {
+			snap.Tenants.Keys[key] = t
 			continue
 		}
-		snap.Tenants.Keys[key] = t
+		var sum [32]byte
+		if _, err := hex.Decode(sum[:], []byte(d)); err != nil || !validDigestHex(d) {
+			return nil, fmt.Errorf("tenants.keys: an entry starting with %q is not a SHA-256 digest", DigestPrefix)
+		}
+		if snap.Tenants.Digests == nil {
+			snap.Tenants.Digests = make(map[[32]byte]Tenant)
+		}
+		snap.Tenants.Digests[sum] = t
 	}
 	if len(c.Prices) > 0 {
 		snap.Prices = make(Prices, len(c.Prices))
@@ -241,6 +234,7 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 			Header:           http.CanonicalHeaderKey(id.Header),
 			FencingHeader:    http.CanonicalHeaderKey(id.FencingHeader),
 			Required:         id.Required,
+			RequireAPIKey:    id.RequireAPIKey,
 			LockTTL:          id.LockTTL,
 			ReplayTTL:        id.ReplayTTL,
 			MaxResponseBytes: id.MaxResponseBytes,

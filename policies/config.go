@@ -37,6 +37,10 @@ type AdminConfig struct {
 	Token string `koanf:"token"`
 	// Pprof serves /debug/pprof/ (with the token).
 	Pprof bool `koanf:"pprof"`
+	// MetricsModels are models that get a model label of their own in
+	// /metrics, besides those the price table names; any other model a
+	// request names is counted as "other".
+	MetricsModels []string `koanf:"metrics_models"`
 }
 
 // LogConfig shapes the process log and the access log. Format takes effect
@@ -53,8 +57,8 @@ type LogConfig struct {
 
 // ServerConfig holds listener settings. They take effect at start only (a
 // reload that changes them is applied except for these, and says so), except
-// TrustedProxies, ForwardedHeader, IPv4Prefix and IPv6Prefix, which the proxy
-// reads from each snapshot.
+// TrustedProxies, ForwardedHeader, IPv4Prefix, IPv6Prefix and PathParameters,
+// which the proxy reads from each snapshot.
 type ServerConfig struct {
 	Listen            string        `koanf:"listen"`              // default 127.0.0.1:8080
 	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"` // default 5s
@@ -73,6 +77,10 @@ type ServerConfig struct {
 	// least 64 KiB). Over it, the responses closest to expiry are dropped,
 	// each leaving a done marker (docs/memory.md).
 	IdempotencyMaxBytes int64 `koanf:"idempotency_max_bytes"`
+	// PathParameters is what a path segment's parameters (";" and what
+	// follows, as in /payments;jsessionid=x) get: reject (default: 400) or
+	// strip (matched and forwarded without them).
+	PathParameters string `koanf:"path_parameters"`
 	// UpstreamTransport: lean (default: proxy/h1 for http:// upstreams,
 	// net/http's transport for the rest) or standard (net/http's for all).
 	UpstreamTransport string `koanf:"upstream_transport"`
@@ -81,6 +89,12 @@ type ServerConfig struct {
 	// does a GOGC set in the environment). See internal/heapfloor.
 	MinHeapBytes int64 `koanf:"min_heap_bytes"`
 }
+
+// The values of server.path_parameters.
+const (
+	PathParametersReject = "reject"
+	PathParametersStrip  = "strip"
+)
 
 // The values of server.upstream_transport.
 const (
@@ -128,8 +142,10 @@ func (r RedisConfig) Enabled() bool { return len(r.Addrs) > 0 || r.Sentinel.Mast
 
 // TenantsConfig maps API keys to tenants and plans.
 type TenantsConfig struct {
-	Header string                  `koanf:"header"` // default X-API-Key
-	Keys   map[string]TenantConfig `koanf:"keys"`
+	Header string `koanf:"header"` // default X-API-Key
+	// Keys maps an API key, or its digest written "sha256:<hex>" (see
+	// KeyDigest), to its owner.
+	Keys map[string]TenantConfig `koanf:"keys"`
 	// QuotaPath answers GET with the asking key's limits and what remains
 	// of them (default /v1/quota).
 	QuotaPath string `koanf:"quota_path"`
@@ -196,6 +212,10 @@ type IdempotencyConfig struct {
 	Methods []string `koanf:"methods"` // default [POST, PATCH]
 	// Required: a request of those methods without the header gets 400.
 	Required bool `koanf:"required"`
+	// RequireAPIKey: a request that carries the header needs a known API
+	// key (401 otherwise); responses are then kept for tenants only, never
+	// for a client known only by its network.
+	RequireAPIKey bool `koanf:"require_api_key"`
 	// LockTTL is how long a key stays held when its holder stops renewing
 	// it (a crashed instance, on Redis); default 10s, renewed every third.
 	LockTTL   time.Duration `koanf:"lock_ttl"`

@@ -27,13 +27,13 @@ func (c *Current) Store(s *Snapshot) { c.p.Store(s) }
 
 // RestartRequired lists the settings that differ between old and new but take
 // effect only when the process starts: every server setting except those the
-// request path reads from the Snapshot (trusted_proxies, ipv4_prefix,
-// ipv6_prefix), and every redis setting. Places are like "server.listen".
+// request path reads from the Snapshot (trusted_proxies, forwarded_header,
+// ipv4_prefix, ipv6_prefix, path_parameters), and every redis setting. Places are like "server.listen".
 func RestartRequired(old, new *Config) []string {
 	if old == nil || new == nil {
 		return nil
 	}
-	live := map[string]bool{"trusted_proxies": true, "forwarded_header": true, "ipv4_prefix": true, "ipv6_prefix": true}
+	live := map[string]bool{"trusted_proxies": true, "forwarded_header": true, "ipv4_prefix": true, "ipv6_prefix": true, "path_parameters": true}
 	var out []string
 	out = appendChangedFields(out, "server", reflect.ValueOf(old.Server), reflect.ValueOf(new.Server), live)
 	out = appendChangedFields(out, "redis", reflect.ValueOf(old.Redis), reflect.ValueOf(new.Redis), nil)

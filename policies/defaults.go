@@ -18,6 +18,7 @@ const (
 	DefaultIPv4Prefix         = 32
 	DefaultIPv6Prefix         = 64
 	DefaultForwardedHeader    = "x-forwarded-for"
+	DefaultPathParameters     = PathParametersReject
 	DefaultUpstreamTransport  = UpstreamTransportLean
 	DefaultMaxKeysPerPolicy   = 100_000
 	DefaultMinHeapBytes       = 64 << 20
@@ -81,6 +82,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&s.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	setDefault(&s.ShutdownTimeout, DefaultShutdownTimeout)
 	setDefault(&s.ForwardedHeader, DefaultForwardedHeader)
+	setDefault(&s.PathParameters, DefaultPathParameters)
 	setDefault(&s.UpstreamTransport, DefaultUpstreamTransport)
 	setDefault(&s.IPv4Prefix, DefaultIPv4Prefix)
 	setDefault(&s.IPv6Prefix, DefaultIPv6Prefix)

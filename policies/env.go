@@ -274,6 +274,9 @@ func keyPlace(place, key string) string {
 	if place == "" {
 		return key
 	}
+	if place == "tenants.keys" {
+		key = keyEntryPlace(key)
+	}
 	return place + "." + key
 }
 

@@ -21,6 +21,11 @@ policies:
   tenant-rpm: {key: tenant, per: 1m, plans: {free: 60, pro: 600}}
 `
 
+// envPlainKeyWarning is envYAML's warning of its own: its key is in plain
+// text.
+const envPlainKeyWarning = `gateway.yaml: tenants.keys: 1 API key(s) written in plain text: whoever reads this file holds them; ` +
+	`write each as its digest (gateway key-digest KEY prints "sha256:<hex>")`
+
 func TestEnvOverrides(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -145,8 +150,8 @@ func TestEnvWarnings(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			snap := mustParse(t, envYAML, tt.env...)
-			if len(snap.Warnings) != 1 || snap.Warnings[0].Error() != tt.want {
-				t.Errorf("warnings: got %v, want [%s]", snap.Warnings, tt.want)
+			if len(snap.Warnings) != 2 || snap.Warnings[0].Error() != tt.want || snap.Warnings[1].Error() != envPlainKeyWarning {
+				t.Errorf("warnings: got %v, want [%s %s]", snap.Warnings, tt.want, envPlainKeyWarning)
 			}
 		})
 	}
@@ -224,8 +229,9 @@ func TestEnvVariablesThatNameNoSettingWarn(t *testing.T) {
 		name, _, _ := strings.Cut(kv, "=")
 		wantLine(t, warnings, "environment: "+name+": matches no setting, ignored (policies, routes and tenant keys must exist in the file to be overridden)")
 	}
-	if len(warnings) != len(kubernetes) {
-		t.Errorf("got %d warnings, want %d:\n  %s", len(warnings), len(kubernetes), strings.Join(warnings, "\n  "))
+	wantLine(t, warnings, envPlainKeyWarning)
+	if len(warnings) != len(kubernetes)+1 {
+		t.Errorf("got %d warnings, want %d:\n  %s", len(warnings), len(kubernetes)+1, strings.Join(warnings, "\n  "))
 	}
 
 	// A bad value for a real setting is an error, reported with the

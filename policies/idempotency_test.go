@@ -48,7 +48,7 @@ func TestIdempotencyDefaults(t *testing.T) {
 func TestIdempotencyValidationErrors(t *testing.T) {
 	const place = "gateway.yaml: routes[0].idempotency."
 	tests := []struct{ name, body, want string }{
-		{"unknown key", "{ttl: 1s}", place + "ttl: unknown key (known: fencing_header, header, lock_ttl, max_response_bytes, max_wait, methods, on_conflict, on_redis_error, replay_headers, replay_ttl, required)"},
+		{"unknown key", "{ttl: 1s}", place + "ttl: unknown key (known: fencing_header, header, lock_ttl, max_response_bytes, max_wait, methods, on_conflict, on_redis_error, replay_headers, replay_ttl, require_api_key, required)"},
 		{"bad header", `{header: "a b"}`, place + `header: must be a header name, got "a b"`},
 		{"same headers", `{fencing_header: idempotency-key}`, place + `fencing_header: must differ from header ("Idempotency-Key")`},
 		{"no methods", `{methods: []}`, place + "methods: must name at least one method (default [POST, PATCH])"},

@@ -44,9 +44,19 @@ policies:
 	if tn, _ := snap.Tenants.Lookup("sk-live-acme"); tn.Plan != "pro" {
 		t.Errorf("plan: got %q, want pro", tn.Plan)
 	}
-	for _, bad := range []string{"sha256:abc", "sha256:" + strings.ToUpper(hex.EncodeToString(sum[:])), "sha256:" + strings.Repeat("g", 64)} {
+	// Upper-case hex names the same key.
+	upper := strings.Replace(yaml, "sk-plain", "sha256:"+strings.ToUpper(hex.EncodeToString(sum[:])), 1)
+	upper = strings.Replace(upper, `"sha256:`+hex.EncodeToString(sum[:])+`": {tenant: acme, plan: pro}`, `sk-other: {tenant: acme}`, 1)
+	us, err := Parse("gateway.yaml", []byte(upper), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tn, ok := us.Tenants.Lookup("sk-live-acme"); !ok || tn.Name != "globex" {
+		t.Errorf("upper-case digest: got %q %v, want globex true", tn.Name, ok)
+	}
+	for _, bad := range []string{"sha256:abc", "sha256:" + strings.Repeat("g", 64)} {
 		_, err := Parse("gateway.yaml", []byte(strings.Replace(yaml, "sk-plain", bad, 1)), Options{})
-		if err == nil || !strings.Contains(err.Error(), "gateway.yaml: tenants.keys."+bad+": a key given by its digest is sha256: and 64 lower-case hex digits") {
+		if err == nil || !strings.Contains(err.Error(), "gateway.yaml: tenants.keys") || !strings.Contains(err.Error(), "64 hex digits") {
 			t.Errorf("%s: got %v, want an error naming the place", bad, err)
 		}
 	}

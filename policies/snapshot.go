@@ -5,7 +5,6 @@
 package policies
 
 import (
-	"crypto/sha256"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -34,7 +33,11 @@ type Snapshot struct {
 	Warnings []*FieldError
 
 	Identity Identity
-	Tenants  Tenants
+	// StripPathParameters matches and forwards paths without their
+	// segments' parameters (server.path_parameters: strip); false refuses
+	// a path that has any.
+	StripPathParameters bool
+	Tenants             Tenants
 	// Routes are tried in file order; the first match wins.
 	Routes []*Route
 	// Policies by name.
@@ -44,6 +47,23 @@ type Snapshot struct {
 	// Models are the model families llm calls are bounded by: the
 	// built-in ones as the file's models changed them.
 	Models llm.Models
+}
+
+// ModelNames are the models the config names: the price table's entries
+// (not its default) and admin.metrics_models, sorted, each once. Only these
+// get a model label of their own in the metrics.
+func (s *Snapshot) ModelNames() []string {
+	var names []string
+	for m := range s.Prices {
+		if m != DefaultPriceModel {
+			names = append(names, m)
+		}
+	}
+	if s.Config != nil {
+		names = append(names, s.Config.Admin.MetricsModels...)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // Identity says how the client of a request is recognised.
@@ -67,37 +87,19 @@ type Tenant struct {
 	Plan string
 }
 
-// Tenants maps API keys to tenants.
+// Tenants maps API keys to tenants. Read a key's tenant with Lookup.
 type Tenants struct {
 	// Header carries the API key (default "X-API-Key"). For "Authorization"
 	// a "Bearer " prefix is removed.
 	Header string
-	Keys   map[string]Tenant
-	// Digests maps the SHA-256 of API keys configured as "sha256:<hex>"
-	// to their tenants, so that a config file (a Kubernetes ConfigMap)
-	// need not hold the keys themselves.
-	Digests map[[sha256.Size]byte]Tenant
+	// Keys are the entries written as the key itself.
+	Keys map[string]Tenant
+	// Digests are the entries written as the key's digest
+	// ("sha256:<hex>"), by SHA-256.
+	Digests map[[32]byte]Tenant
 	// QuotaPath is where a tenant reads its limits (GET); "" for none.
 	QuotaPath string
 }
-
-// Lookup returns the tenant of the API key key: configured as it is, or
-// by its digest. A key is hashed only when digests are configured and the
-// key itself is not.
-func (t Tenants) Lookup(key string) (Tenant, bool) {
-	if tn, ok := t.Keys[key]; ok {
-		return tn, true
-	}
-	if len(t.Digests) == 0 {
-		return Tenant{}, false
-	}
-	tn, ok := t.Digests[sha256.Sum256([]byte(key))]
-	return tn, ok
-}
-
-// KeyDigestPrefix starts an entry of tenants.keys that is the SHA-256 of
-// an API key (64 lower-case hex digits) rather than the key.
-const KeyDigestPrefix = "sha256:"
 
 // Route is one compiled entry of routes.
 type Route struct {
@@ -152,14 +154,18 @@ type Route struct {
 }
 
 // Idempotency is a compiled idempotency block: requests of Methods that carry
-// Header reach the upstream once per key, scoped by tenant (or client
-// network), method and path.
+// Header reach the upstream once per key, scoped by route, caller (tenant, an
+// unknown key's digest, or the client network), method and path.
 type Idempotency struct {
 	Header        string   // canonical
 	FencingHeader string   // canonical
 	Methods       []string // upper case
 	// Required: a request of Methods without Header gets 400.
-	Required         bool
+	Required bool
+	// RequireAPIKey: a request that carries Header needs a known API key
+	// (401 otherwise), so that no response is kept for a caller known only
+	// by its network.
+	RequireAPIKey    bool
 	LockTTL          time.Duration
 	ReplayTTL        time.Duration
 	MaxResponseBytes int64

@@ -40,11 +40,12 @@ func resolveUpstream(s string, builtins map[string]*url.URL) (*url.URL, error) {
 		return nil, errors.New("required (http(s)://host or builtin:NAME)")
 	}
 	u, err := url.Parse(s)
+	// A rejected URL is echoed redacted: it may carry a password or token.
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return nil, fmt.Errorf("%w, got %q", errUpstreamForm, s)
+		return nil, fmt.Errorf("%w, got %q", errUpstreamForm, RedactURL(s))
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("must not have a query or fragment, got %q", s)
+		return nil, fmt.Errorf("must not have a query or fragment, got %q", RedactURL(s))
 	}
 	return u, nil
 }

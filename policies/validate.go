@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 )
@@ -64,6 +65,9 @@ func validateServer(p *problems, s *ServerConfig) {
 	if s.UpstreamTransport != UpstreamTransportLean && s.UpstreamTransport != UpstreamTransportStandard {
 		p.addf("server.upstream_transport", "must be %s or %s, got %q", UpstreamTransportLean, UpstreamTransportStandard, s.UpstreamTransport)
 	}
+	if s.PathParameters != PathParametersReject && s.PathParameters != PathParametersStrip {
+		p.addf("server.path_parameters", "must be %s or %s, got %q", PathParametersReject, PathParametersStrip, s.PathParameters)
+	}
 	if s.ForwardedHeader != "x-forwarded-for" && s.ForwardedHeader != "forwarded" {
 		p.addf("server.forwarded_header", "must be x-forwarded-for or forwarded, got %q", s.ForwardedHeader)
 	}
@@ -102,7 +106,7 @@ func validateRedis(p *problems, r *RedisConfig) {
 	}
 	for i, a := range sn.Addrs {
 		if _, _, err := net.SplitHostPort(a); err != nil {
-			p.addf(indexPlace("redis.sentinel.addrs", i), "must be host:port, got %q", a)
+			p.addf(indexPlace("redis.sentinel.addrs", i), "must be host:port, got %q", RedactURL(a))
 		}
 	}
 	if r.PoolSize < 0 {
@@ -128,12 +132,12 @@ func checkRedisAddr(a string) error {
 	if strings.Contains(a, "://") {
 		u, err := url.Parse(a)
 		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-			return fmt.Errorf("must be host:port, redis://host:port or rediss://host:port, got %q", a)
+			return fmt.Errorf("must be host:port, redis://host:port or rediss://host:port, got %q", RedactURL(a))
 		}
 		return nil
 	}
 	if _, _, err := net.SplitHostPort(a); err != nil {
-		return fmt.Errorf("must be host:port, redis://host:port or rediss://host:port, got %q", a)
+		return fmt.Errorf("must be host:port, redis://host:port or rediss://host:port, got %q", RedactURL(a))
 	}
 	return nil
 }
@@ -147,18 +151,35 @@ func validateTenants(p *problems, t *TenantsConfig) {
 	} else {
 		canonicalConfigPath(p, "tenants.quota_path", t.QuotaPath)
 	}
+	plain := 0
+	seen := map[string]bool{} // hex digests
 	for _, key := range sortedKeys(t.Keys) {
 		place := keyPlace("tenants.keys", key)
 		if strings.TrimSpace(key) == "" {
 			p.add("tenants.keys", "an API key must not be empty")
 			continue
 		}
+		d, isDigest := digestEntry(key)
+		switch {
+		case isDigest && !validDigestHex(d):
+			p.addf(place, "a key written as its digest is %q and 64 hex digits (gateway key-digest prints it)", DigestPrefix)
+			continue
+		case !isDigest:
+			plain++
+			d = strings.TrimPrefix(KeyDigest(key), DigestPrefix)
+		}
+		if seen[strings.ToLower(d)] {
+			// Named by its digest: one of the entries may be the key itself.
+			p.addf("tenants.keys", "the API key %s%s is listed twice", DigestPrefix, strings.ToLower(d))
+		}
+		seen[strings.ToLower(d)] = true
 		if t.Keys[key].Tenant == "" {
 			p.add(place+".tenant", "required")
 		}
-		if _, ok := keyDigest(key); strings.HasPrefix(key, KeyDigestPrefix) && !ok {
-			p.add(place, "a key given by its digest is sha256: and 64 lower-case hex digits (printf %s \"$KEY\" | sha256sum)")
-		}
+	}
+	if plain > 0 {
+		p.warnf("tenants.keys", "%d API key(s) written in plain text: whoever reads this file holds them; "+
+			"write each as its digest (gateway key-digest KEY prints \"%s<hex>\")", plain, DigestPrefix)
 	}
 }
 
@@ -478,6 +499,11 @@ func validateOperations(p *problems, c *Config) {
 	}
 	if c.Admin.Pprof && c.Admin.Token == "" {
 		p.add("admin.pprof", "needs admin.token: profiles show the process's memory and stacks")
+	}
+	for i, m := range c.Admin.MetricsModels {
+		if m == "" || len(m) > 128 || !utf8.ValidString(m) {
+			p.addf(indexPlace("admin.metrics_models", i), "must be a model name of 1 to 128 bytes of UTF-8, got %q", m)
+		}
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		p.addf("log.format", "must be text or json, got %q", c.Log.Format)

@@ -18,7 +18,12 @@ import (
 //     "." and ".." segments resolved. What cannot be made canonical without
 //     guessing how the upstream reads it is refused with 400: an encoded
 //     slash (%2F) or a backslash (raw or %5C), a control character (%00-%1F,
-//     %7F), ".." above the root, a dot segment with parameters ("..;x").
+//     %7F), ".." above the root, a dot segment with parameters ("..;x"), an
+//     encoded ";" (%3B). Path parameters (";" in a segment, as in
+//     /payments;jsessionid=x) are refused too, since Tomcat, Jetty and
+//     Spring dispatch /payments;x as /payments while the route would match
+//     it as another path; server.path_parameters: strip removes them
+//     instead, and the path without them is matched and forwarded.
 //   - the query: as ReverseProxy would forward it (a query with ";" or a bad
 //     escape is re-encoded, dropping the pairs Go cannot parse).
 //   - the headers: hop-by-hop headers (those named in Connection and the
@@ -42,21 +47,25 @@ var clientAddrHeaders = []string{
 	"Fastly-Client-Ip", "X-Cluster-Client-Ip",
 }
 
-// canonicalRequest returns r in canonical form (r itself when it already
-// is), or the reason it cannot be made canonical.
-func canonicalRequest(r *http.Request, id policies.Identity) (*http.Request, string) {
+// canonicalRequest returns r in canonical form under snap (r itself when
+// it already is), or the reason it cannot be made canonical.
+func canonicalRequest(r *http.Request, snap *policies.Snapshot) (*http.Request, string) {
 	if r.Method == http.MethodConnect {
 		// An authority-form target has no path to match; it would otherwise
 		// read as "/" and take the catch-all route.
 		return nil, "the gateway does not tunnel CONNECT requests"
 	}
-	esc, dec, bad := canonicalPath(r.URL.EscapedPath())
+	params := rejectParams
+	if snap.StripPathParameters {
+		params = stripParams
+	}
+	esc, dec, bad := canonicalPath(r.URL.EscapedPath(), params)
 	if bad != "" {
 		return nil, bad
 	}
 	query := cleanQuery(r.URL.RawQuery)
 	peer, _ := parseHop(r.RemoteAddr)
-	header := cleanHeader(r.Header, isTrusted(peer, id.TrustedProxies))
+	header := cleanHeader(r.Header, isTrusted(peer, snap.Identity.TrustedProxies))
 	if dec == r.URL.Path && esc == r.URL.EscapedPath() && query == r.URL.RawQuery && header == nil {
 		return r, ""
 	}
@@ -74,9 +83,17 @@ func canonicalRequest(r *http.Request, id policies.Identity) (*http.Request, str
 	return out, ""
 }
 
+// pathParams is what canonicalPath does with a segment's parameters.
+type pathParams int
+
+const (
+	rejectParams pathParams = iota // refuse the path
+	stripParams                    // drop them: "/a;x/b" is "/a/b"
+)
+
 // canonicalPath makes an escaped path canonical (see above). It returns the
 // escaped and decoded forms, or why it refuses.
-func canonicalPath(p string) (esc, dec, bad string) {
+func canonicalPath(p string, params pathParams) (esc, dec, bad string) {
 	if p == "" {
 		return "/", "/", ""
 	}
@@ -97,6 +114,16 @@ func canonicalPath(p string) (esc, dec, bad string) {
 		if why != "" {
 			return "", "", why
 		}
+		if strings.HasPrefix(seg, ".;") || strings.HasPrefix(seg, "..;") {
+			return "", "", fmt.Sprintf("the path has a dot segment with parameters (%q), which upstreams read in different ways", seg)
+		}
+		if i := strings.IndexByte(seg, ';'); i >= 0 {
+			if params == rejectParams {
+				return "", "", fmt.Sprintf("the path has parameters (%q), which upstreams such as Tomcat, Jetty and Spring drop before dispatching; "+
+					"send the path without them", seg[i:])
+			}
+			seg = seg[:i]
+		}
 		trailing = false
 		switch {
 		case seg == "" || seg == ".":
@@ -107,8 +134,6 @@ func canonicalPath(p string) (esc, dec, bad string) {
 			}
 			segs = segs[:len(segs)-1]
 			trailing = true
-		case strings.HasPrefix(seg, ".;") || strings.HasPrefix(seg, "..;"):
-			return "", "", fmt.Sprintf("the path has a dot segment with parameters (%q), which upstreams read in different ways", seg)
 		default:
 			segs = append(segs, seg)
 		}
@@ -124,12 +149,12 @@ func canonicalPath(p string) (esc, dec, bad string) {
 	return esc, dec, ""
 }
 
-// isCanonical is the fast path: no escape, no backslash, no empty segment
-// before the end and no segment starting with a dot.
+// isCanonical is the fast path: no escape, no backslash, no parameters, no
+// empty segment before the end and no segment starting with a dot.
 func isCanonical(p string) bool {
 	for i := 0; i < len(p); i++ {
 		switch p[i] {
-		case '%', '\\':
+		case '%', '\\', ';':
 			return false
 		case '/':
 			if i+1 < len(p) && (p[i+1] == '/' || p[i+1] == '.') {
@@ -167,6 +192,8 @@ func normalizeSegment(s string) (string, string) {
 			return "", "the path has an encoded slash (%2F), which upstreams read either as a separator or as data"
 		case v == '\\':
 			return "", `the path has a backslash (\ or %5C), which some upstreams read as "/"`
+		case v == ';':
+			return "", `the path has an encoded ";" (%3B), which upstreams read either as data or as the start of path parameters`
 		case v < 0x20 || v == 0x7f:
 			return "", fmt.Sprintf("the path has a control character (%%%02X)", v)
 		case isUnreserved(v):

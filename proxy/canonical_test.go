@@ -34,10 +34,13 @@ func TestCanonicalPath(t *testing.T) {
 		{in: "/a/..;/b", bad: "dot segment with parameters"},
 		{in: "/a/.;x/b", bad: "dot segment with parameters"},
 		{in: "/a%zz", bad: "malformed escape"},
+		{in: "/payments;jsessionid=x", bad: `parameters (";jsessionid=x")`},
+		{in: "/a;x/b", bad: `parameters (";x")`},
+		{in: "/a%3Bx", bad: `encoded ";" (%3B)`},
 		{in: "*", bad: "must be a path"},
 	}
 	for _, tt := range tests {
-		esc, dec, bad := canonicalPath(tt.in)
+		esc, dec, bad := canonicalPath(tt.in, rejectParams)
 		if tt.bad != "" {
 			if !strings.Contains(bad, tt.bad) {
 				t.Errorf("canonicalPath(%q): got (%q, %q, %q), want a refusal containing %q", tt.in, esc, dec, bad, tt.bad)
@@ -52,7 +55,7 @@ func TestCanonicalPath(t *testing.T) {
 
 // A clean path costs no allocation: it is the common case.
 func TestCanonicalPathCleanAllocs(t *testing.T) {
-	if n := testing.AllocsPerRun(100, func() { canonicalPath("/v1/chat/completions") }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { canonicalPath("/v1/chat/completions", rejectParams) }); n != 0 {
 		t.Errorf("allocations for a clean path: got %v, want 0", n)
 	}
 }

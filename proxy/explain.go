@@ -209,13 +209,18 @@ type ExplainedIdempotency struct {
 	Header   string   `json:"header"`
 	Methods  []string `json:"methods"`
 	Required bool     `json:"required"`
+	// RequireAPIKey: a request with a key needs a known API key; NeedsAPIKey
+	// is true when this one lacks it (401 once the policies have judged it).
+	RequireAPIKey bool `json:"require_api_key"`
+	NeedsAPIKey   bool `json:"needs_api_key"`
 	// Applies is true when the request's method is one of Methods.
 	Applies bool `json:"applies"`
 	// Present is true when the request carries a valid key, Key.
 	Present bool   `json:"present"`
 	Key     string `json:"key"`
-	// Scope is who the key belongs to (tenant:NAME, or ip:NETWORK without a
-	// tenant); ScopedKey the store's key: scope, method, path and key.
+	// Scope is the route and who the key belongs to ("route:NAME" and
+	// tenant:NAME, key:sha256:HEX for an unknown API key, or ip:NETWORK
+	// without a key); ScopedKey the store's key: scope, method, path and key.
 	Scope     string `json:"scope"`
 	ScopedKey string `json:"scoped_key"`
 	// OnConflict is reject (409) or wait (up to MaxWait).
@@ -250,7 +255,7 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 		return e.answer(http.StatusRequestHeaderFieldsTooLarge, "request headers exceed "+strconv.Itoa(limit)+" bytes")
 	}
 	r0 := r
-	r, bad := canonicalRequest(r, snap.Identity)
+	r, bad := canonicalRequest(r, snap)
 	if bad != "" {
 		return e.answer(http.StatusBadRequest, bad)
 	}
@@ -329,9 +334,10 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 		subject.Model = call.req.Model
 	}
 	if idem != nil {
-		idem.scope(r, &subject)
+		idem.scope(route, r, &subject)
 		e.Idempotency.Present, e.Idempotency.Key = true, idem.clientKey
-		e.Idempotency.Scope, _, _ = strings.Cut(idem.key, "\x00")
+		e.Idempotency.Scope = "route:" + route.Name + " " + idem.who
+		e.Idempotency.NeedsAPIKey = idem.needsKey(&subject)
 		e.Idempotency.ScopedKey = strings.ReplaceAll(idem.key, "\x00", " ")
 	}
 	var cost func(policies.Cost) int64
@@ -427,13 +433,14 @@ func explainRoute(r *http.Request, route *policies.Route) *ExplainedRoute {
 
 func explainIdempotency(r *http.Request, cfg *policies.Idempotency) *ExplainedIdempotency {
 	ei := &ExplainedIdempotency{
-		Header:     cfg.Header,
-		Methods:    cfg.Methods,
-		Required:   cfg.Required,
-		Applies:    cfg.Applies(r.Method),
-		OnConflict: "reject",
-		ReplayTTL:  cfg.ReplayTTL.String(),
-		FailOpen:   cfg.FailOpen,
+		Header:        cfg.Header,
+		Methods:       cfg.Methods,
+		Required:      cfg.Required,
+		RequireAPIKey: cfg.RequireAPIKey,
+		Applies:       cfg.Applies(r.Method),
+		OnConflict:    "reject",
+		ReplayTTL:     cfg.ReplayTTL.String(),
+		FailOpen:      cfg.FailOpen,
 	}
 	if cfg.Wait {
 		ei.OnConflict, ei.MaxWait = "wait", cfg.MaxWait.String()

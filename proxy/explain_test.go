@@ -41,6 +41,11 @@ routes:
     upstream: UP
     idempotency: {required: true}
     policies: [per-ip]
+  - name: pay-keyed
+    match: {path: /pay-keyed, methods: [POST]}
+    upstream: UP
+    idempotency: {required: true, require_api_key: true}
+    policies: [per-ip]
   - name: auth
     match: {path_prefix: /auth/}
     upstream: UP
@@ -202,8 +207,35 @@ var explainCases = []explainCase{
 		route: "pay", client: "203.0.113.7",
 		check: func(t *testing.T, e Explanation) {
 			id := e.Idempotency
-			if id == nil || !id.Present || id.Scope != "ip:203.0.113.7/32" || id.ScopedKey != "ip:203.0.113.7/32 POST /pay k-1" {
+			if id == nil || !id.Present || id.Scope != "route:pay ip:203.0.113.7/32" || id.ScopedKey != "route:pay ip:203.0.113.7/32 POST /pay k-1" {
 				t.Errorf("idempotency: got %+v, want k-1 scoped by ip:203.0.113.7/32", id)
+			}
+		},
+	},
+	{
+		name: "idempotency key of an unknown API key scoped by its digest", method: "POST", target: "/pay",
+		headers: []string{"Idempotency-Key", "k-1", "X-API-Key", "bogus"}, route: "pay", client: "203.0.113.7",
+		check: func(t *testing.T, e Explanation) {
+			if id, want := e.Idempotency, "route:pay key:sha256:"+sha256Hex("bogus"); id == nil || id.Scope != want {
+				t.Errorf("idempotency: got %+v, want scope %s", id, want)
+			}
+		},
+	},
+	{
+		name: "idempotency key without the API key its route requires", method: "POST", target: "/pay-keyed",
+		headers: []string{"Idempotency-Key", "k-1", "X-API-Key", "bogus"}, route: "pay-keyed", client: "203.0.113.7",
+		check: func(t *testing.T, e Explanation) {
+			if id := e.Idempotency; id == nil || !id.RequireAPIKey || !id.NeedsAPIKey {
+				t.Errorf("idempotency: got %+v, want require_api_key and needs_api_key", id)
+			}
+		},
+	},
+	{
+		name: "idempotency key with the API key its route requires", method: "POST", target: "/pay-keyed",
+		headers: []string{"Idempotency-Key", "k-1", "X-API-Key", freeKey}, route: "pay-keyed", client: "203.0.113.7", tenant: "acme", plan: "free",
+		check: func(t *testing.T, e Explanation) {
+			if id := e.Idempotency; id == nil || id.NeedsAPIKey || id.Scope != "route:pay-keyed tenant:acme" {
+				t.Errorf("idempotency: got %+v, want route:pay-keyed tenant:acme, no key needed", id)
 			}
 		},
 	},
@@ -211,8 +243,8 @@ var explainCases = []explainCase{
 		name: "idempotency key scoped by tenant", method: "POST", target: "/pay", headers: []string{"Idempotency-Key", "k-1", "X-API-Key", freeKey},
 		route: "pay", client: "203.0.113.7", tenant: "acme", plan: "free",
 		check: func(t *testing.T, e Explanation) {
-			if id := e.Idempotency; id == nil || id.Scope != "tenant:acme" {
-				t.Errorf("idempotency: got %+v, want scope tenant:acme", id)
+			if id := e.Idempotency; id == nil || id.Scope != "route:pay tenant:acme" {
+				t.Errorf("idempotency: got %+v, want scope route:pay tenant:acme", id)
 			}
 		},
 	},
@@ -360,6 +392,8 @@ func TestExplainAgreesWithServeHTTP(t *testing.T) {
 			want := e.Status
 			switch {
 			case e.ReachesLimiter && e.RejectedBy != "":
+				want = http.StatusUnauthorized
+			case e.ReachesLimiter && e.Idempotency != nil && e.Idempotency.NeedsAPIKey:
 				want = http.StatusUnauthorized
 			case e.ReachesLimiter:
 				want = http.StatusOK

@@ -358,10 +358,10 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 // proxyError is the ReverseProxy's ErrorHandler: every upstream failure before
 // the response started ends here. r is the outbound request.
 func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	logErr := slog.Any("err", err)
 	st := stateFrom(r.Context())
 	if st == nil {
-		h.writeError(w, r, http.StatusBadGateway, errorBody{Message: "the upstream failed to answer"},
-			slog.Any("err", err))
+		h.writeError(w, r, http.StatusBadGateway, errorBody{Message: "the upstream failed to answer"}, logErr)
 		return
 	}
 	if st.llm != nil {
@@ -380,7 +380,7 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		setRateLimitHeaders(w.Header(), st.verdict, st.route.RateLimitHeaders)
 		h.writeError(w, r, http.StatusGatewayTimeout, errorBody{
 			Message: fmt.Sprintf("the upstream did not answer within %s", st.route.Timeout),
-		}, route, slog.String("upstream", st.route.Upstream.Redacted()))
+		}, route, slog.String("upstream", policies.RedactURL(st.route.Upstream.String())))
 	case errors.As(err, &tooLarge):
 		setRateLimitHeaders(w.Header(), st.verdict, st.route.RateLimitHeaders)
 		h.writeError(w, r, http.StatusRequestEntityTooLarge, errorBody{
@@ -389,12 +389,12 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	case st.inbound.Err() != nil:
 		// The client went away; nobody will read an answer.
 		h.logAnswer(r.Context(), r, statusClientClosed, "client closed the request before the upstream answered",
-			route, slog.Any("err", err))
+			route, logErr)
 		w.WriteHeader(statusClientClosed)
 	default:
 		setRateLimitHeaders(w.Header(), st.verdict, st.route.RateLimitHeaders)
 		h.writeError(w, r, http.StatusBadGateway, errorBody{Message: "the upstream could not be reached or failed to answer"},
-			route, slog.String("upstream", st.route.Upstream.Redacted()), slog.Any("err", err))
+			route, slog.String("upstream", policies.RedactURL(st.route.Upstream.String())), logErr)
 	}
 }
 

@@ -261,6 +261,15 @@ func TestHostilePaths(t *testing.T) {
 		{name: "dot-dot above the root", target: "/../admin/x", wantStatus: 400, wantCode: badPath, wantInMsg: "above the root"},
 		{name: "encoded dot-dot above the root", target: "/a/%2e%2e/%2e%2e/etc/passwd", wantStatus: 400, wantCode: badPath, wantInMsg: "above the root"},
 		{name: "dot-dot with parameters", target: "/public/..;/admin/x", wantStatus: 400, wantCode: badPath, wantInMsg: `"..;"`},
+		{name: "path parameters", method: "POST", target: "/admin;jsessionid=x", lines: []string{"Content-Length: 0"},
+			wantStatus: 400, wantCode: badPath, wantInMsg: `parameters (";jsessionid=x")`},
+		{name: "path parameters inside", target: "/admin;x/x", wantStatus: 400, wantCode: badPath, wantInMsg: `parameters (";x")`},
+		{name: "path parameters in a later segment", target: "/a;x/b", wantStatus: 400, wantCode: badPath, wantInMsg: `parameters (";x")`},
+		{name: "empty path parameters", target: "/admin/x;", wantStatus: 400, wantCode: badPath, wantInMsg: `parameters (";")`},
+		{name: "path parameters after an escape", target: "/%61dmin;x/x", wantStatus: 400, wantCode: badPath, wantInMsg: `parameters (";x")`},
+		{name: "encoded semicolon", target: "/admin%3Bx/x", wantStatus: 400, wantCode: badPath, wantInMsg: "(%3B)"},
+		{name: "encoded semicolon lower case", target: "/admin%3bjsessionid=x", wantStatus: 400, wantCode: badPath, wantInMsg: "(%3B)"},
+		{name: "dot segment with empty parameters", target: "/public/.;/admin/x", wantStatus: 400, wantCode: badPath, wantInMsg: `".;"`},
 		{name: "asterisk form", target: "*", wantStatus: 400, wantCode: badPath, wantInMsg: "must be a path"},
 		{name: "CONNECT", method: "CONNECT", target: "admin.example:443", wantStatus: 400, wantCode: badPath, wantInMsg: "CONNECT"},
 		{name: "absolute form without a path", target: "http://other.example", wantStatus: 200, wantPolicy: "default-ip",
@@ -299,6 +308,31 @@ func TestHostilePaths(t *testing.T) {
 		{name: "GET route", target: "/reports/x", wantStatus: adminDenied, wantPolicy: "reports-closed"},
 		{name: "POST passes a GET route by", method: "POST", target: "/reports/x", lines: []string{"Content-Length: 0"},
 			wantStatus: 200, wantPolicy: "default-ip", wantUp: "api", wantURI: "/reports/x"},
+	}
+	runHostile(t, gw, rec, rows)
+}
+
+// TestHostilePathParametersStripped: with server.path_parameters: strip a
+// path's parameters are dropped before the route is matched, and the path
+// without them is what the upstream receives; what stays ambiguous (an
+// encoded ";", a dot segment with parameters) is still refused.
+func TestHostilePathParametersStripped(t *testing.T) {
+	rec := &recorder{}
+	admin, public, api := rec.upstream(t, "admin"), rec.upstream(t, "public"), rec.upstream(t, "api")
+	yaml := strings.Replace(hostileConfig, "server:\n", "server:\n  path_parameters: strip\n", 1)
+	snap := compileYAML(t, fmt.Sprintf(yaml, "", admin.URL, public.URL, api.URL))
+	gw, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+	const badPath = 40000
+	rows := []hostileRow{
+		{name: "parameters do not escape a route", method: "POST", target: "/admin;jsessionid=x", lines: []string{"Content-Length: 0"},
+			wantStatus: 429, wantPolicy: "admin-closed"},
+		{name: "parameters inside", target: "/admin;x/x", wantStatus: 429, wantPolicy: "admin-closed"},
+		{name: "forwarded without them", target: "/public;x/a;y=1/b;?q=1", wantStatus: 200, wantPolicy: "public-ip",
+			wantUp: "public", wantURI: "/static/a/b?q=1"},
+		{name: "a segment of parameters only", target: "/a/;x/b", wantStatus: 200, wantPolicy: "default-ip",
+			wantUp: "api", wantURI: "/a/b"},
+		{name: "encoded semicolon", target: "/admin%3Bx/x", wantStatus: 400, wantCode: badPath, wantInMsg: "(%3B)"},
+		{name: "dot-dot with parameters", target: "/public/..;/admin/x", wantStatus: 400, wantCode: badPath, wantInMsg: `"..;"`},
 	}
 	runHostile(t, gw, rec, rows)
 }

@@ -29,8 +29,10 @@ type idemRequest struct {
 	clientKey string
 	// fp is the request's fingerprint: method, path, query and body.
 	fp [32]byte
-	// key is the store's key: scope, method, path and the client's key;
-	// set once the client is identified.
+	// who is the caller the key belongs to (see scope).
+	who string
+	// key is the store's key: route, caller, method, path and the client's
+	// key; set once the client is identified.
 	key string
 }
 
@@ -82,14 +84,27 @@ func validIdempotencyKey(k string) bool {
 	return true
 }
 
-// scope keys idem by who sent it: the tenant, or the client's network when
-// the request names no tenant. Two tenants may use the same key.
-func (idem *idemRequest) scope(r *http.Request, s *policies.Subject) {
-	who := "ip:" + s.ClientNet.String()
-	if s.Tenant != nil {
-		who = "tenant:" + s.Tenant.Name
+// scope keys idem by the route and the caller that could have produced its
+// response: the tenant of a known API key; an unknown key by its digest (it
+// is never stored as sent, and a key nobody knows must not share a keyless
+// client's responses); no key by the client network. Two tenants, two
+// routes, or a keyed and a keyless caller may use the same client key.
+func (idem *idemRequest) scope(route *policies.Route, r *http.Request, s *policies.Subject) {
+	switch {
+	case s.Tenant != nil:
+		idem.who = "tenant:" + s.Tenant.Name
+	case s.APIKey != "":
+		idem.who = "key:" + policies.KeyDigest(s.APIKey)
+	default:
+		idem.who = "ip:" + s.ClientNet.String()
 	}
-	idem.key = who + "\x00" + r.Method + "\x00" + r.URL.Path + "\x00" + idem.clientKey
+	idem.key = "route:" + route.Name + "\x00" + idem.who + "\x00" + r.Method + "\x00" + r.URL.Path + "\x00" + idem.clientKey
+}
+
+// needsKey reports whether idem is refused for want of a known API key: its
+// route keeps responses for tenants only (require_api_key).
+func (idem *idemRequest) needsKey(s *policies.Subject) bool {
+	return idem.cfg.RequireAPIKey && s.Tenant == nil
 }
 
 // claimIdempotency claims idem's key for r. It returns the hold when r is to

@@ -510,7 +510,7 @@ func TestIdempotentStaleHolderRefusedByFencing(t *testing.T) {
 		aDone <- r
 	}()
 	fenceA := <-up.arrived
-	lock, _ := redislock.Keys("idem:ip:127.0.0.1/32\x00POST\x00/pay\x00order-ab")
+	lock, _ := redislock.Keys("idem:route:pay\x00ip:127.0.0.1/32\x00POST\x00/pay\x00order-ab")
 	if n, err := client.Del(context.Background(), lock).Result(); err != nil || n != 1 {
 		t.Fatalf("forcing the expiry of %s: %d, %v", lock, n, err)
 	}

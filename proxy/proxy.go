@@ -184,7 +184,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// One canonical request from here on: what is matched, keyed, stripped
 	// and forwarded is the same request.
-	r, bad := canonicalRequest(r, snap.Identity)
+	r, bad := canonicalRequest(r, snap)
 	if bad != "" {
 		h.writeError(w, r0, http.StatusBadRequest, errorBody{Message: bad})
 		return
@@ -259,7 +259,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		subject.Model = call.req.Model
 	}
 	if idem != nil {
-		idem.scope(r, &subject)
+		idem.scope(route, r, &subject)
 	}
 	// A policy that needs a key the request lacks answers 401, but only after
 	// the policies that can judge the request have: each guess costs its
@@ -300,6 +300,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.unreserve(r, route, call, res) // the guess still costs its tokens, as with Decide
 		setRateLimitHeaders(w.Header(), verdict, route.RateLimitHeaders)
 		h.writeUnauthorized(w, r, snap, route, rejectedBy)
+		return
+	}
+	if idem != nil && idem.needsKey(&subject) {
+		h.unreserve(r, route, call, res)
+		setRateLimitHeaders(w.Header(), verdict, route.RateLimitHeaders)
+		h.writeIdempotencyUnauthorized(w, r, snap, route, idem)
 		return
 	}
 	var hold idempotency.Hold
@@ -407,6 +413,18 @@ func (h *Handler) writeUnauthorized(w http.ResponseWriter, r *http.Request, snap
 		w.Header().Set("WWW-Authenticate", "Bearer")
 	}
 	h.writeError(w, r, http.StatusUnauthorized, errorBody{Message: msg, Policy: p.Name()}, slog.String("route", route.Name))
+}
+
+// writeIdempotencyUnauthorized answers 401 to a request whose idempotency
+// key its route keeps for known API keys only.
+func (h *Handler) writeIdempotencyUnauthorized(w http.ResponseWriter, r *http.Request, snap *policies.Snapshot, route *policies.Route, idem *idemRequest) {
+	header := keyHeaders(snap, route)[0]
+	if strings.EqualFold(header, "Authorization") {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+	}
+	h.writeError(w, r, http.StatusUnauthorized, errorBody{
+		Message: fmt.Sprintf("this route takes an %s only with a known API key in the %s header", idem.cfg.Header, header),
+	}, slog.String("route", route.Name))
 }
 
 // headerTooLarge reports whether the request line and headers, counted as

@@ -33,7 +33,7 @@ func printSnapshot(w io.Writer, snap *policies.Snapshot) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROUTE\tMATCH\tUPSTREAM\tPOLICY\tKEY\tALGORITHM\tLIMIT")
 	for _, rt := range snap.Routes {
-		upstream := rt.Upstream.String()
+		upstream := policies.RedactURL(rt.Upstream.String())
 		if rt.Upstream.Scheme == "builtin" || strings.HasSuffix(rt.Upstream.Hostname(), ".invalid") {
 			upstream = "builtin:" + strings.TrimSuffix(strings.TrimPrefix(rt.Upstream.Hostname(), "builtin."), ".invalid")
 		}
@@ -61,6 +61,9 @@ func describeIdempotency(id *policies.Idempotency) string {
 	need := "optional"
 	if id.Required {
 		need = "required"
+	}
+	if id.RequireAPIKey {
+		need += ", with a known API key"
 	}
 	conflict := "409 while the first runs"
 	if id.Wait {

@@ -394,6 +394,8 @@ func printIdempotency(line lineFunc, id *proxy.ExplainedIdempotency) {
 		line("idempotency", "%s on %s (%s): not for this method", id.Header, strings.Join(id.Methods, ","), need)
 	case !id.Present:
 		line("idempotency", "%s on %s (%s): not sent, forwarded without it", id.Header, strings.Join(id.Methods, ","), need)
+	case id.NeedsAPIKey:
+		line("idempotency", "%s %q without a known API key: 401 (require_api_key)", id.Header, id.Key)
 	default:
 		line("idempotency", "%s %q, scoped by %s (store key %q); duplicates: %s, its response replayed for %s", id.Header, id.Key, id.Scope, id.ScopedKey, conflict, id.ReplayTTL)
 	}

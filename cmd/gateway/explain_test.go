@@ -155,9 +155,9 @@ func TestExplainDefaultConfig(t *testing.T) {
 		},
 		{
 			name: "payment with its idempotency key", args: []string{"-X", "POST", "-H", "Idempotency-Key: pay-A-1001", "-remote", "198.51.100.4:1234", "/payments"},
-			text: []string{`idempotency:   Idempotency-Key "pay-A-1001", scoped by ip:198.51.100.4/32`},
+			text: []string{`idempotency:   Idempotency-Key "pay-A-1001", scoped by route:payments ip:198.51.100.4/32`},
 			json: func(t *testing.T, rep explainReport) {
-				if id := rep.Idempotency; id == nil || !id.Present || id.Scope != "ip:198.51.100.4/32" || id.ScopedKey != "ip:198.51.100.4/32 POST /payments pay-A-1001" {
+				if id := rep.Idempotency; id == nil || !id.Present || id.Scope != "route:payments ip:198.51.100.4/32" || id.ScopedKey != "route:payments ip:198.51.100.4/32 POST /payments pay-A-1001" {
 					t.Errorf("idempotency: got %+v", id)
 				}
 			},

@@ -3,6 +3,7 @@
 //	gateway [serve] [-config gateway.yaml]   run the gateway (the default)
 //	gateway check -config gateway.yaml       validate a config and show what applies
 //	gateway explain -config gateway.yaml URL what the gateway would do with a request
+//	gateway key-digest [KEY]...              print API keys as tenants.keys may hold them
 //	gateway version                          print the version
 package main
 
@@ -57,6 +58,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "explain":
 		return explainCommand(fs, args, stdout, stderr)
+	case "key-digest":
+		if fs.Parse(args) != nil {
+			return 2
+		}
+		if err := keyDigest(fs.Args(), stdin, stdout); err != nil {
+			fmt.Fprintf(stderr, "gateway key-digest: %v\n", err)
+			return 1
+		}
+		return 0
 	case "version":
 		fmt.Fprintf(stdout, "gateway %s\n", version)
 		return 0
@@ -78,6 +88,8 @@ func usage(w io.Writer) {
                                                              what the gateway would do with a request (route, client,
                                                              each policy's key, limit and Redis keys), sending nothing;
                                                              exit 0 it reaches the limiter, 2 answered before it, 1 error
+  gateway key-digest [KEY]...                                print each key (or each line of stdin) as its digest,
+                                                             sha256:<hex>, which tenants.keys accepts in its place
   gateway version                                            print the version
 `)
 }

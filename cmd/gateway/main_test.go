@@ -129,3 +129,19 @@ func TestVersionAndUsage(t *testing.T) {
 		t.Fatalf("unknown command exited %d, want 2", code)
 	}
 }
+
+// check says when a route keeps idempotent responses for known API keys only.
+func TestCheckShowsRequireAPIKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	yaml := "routes:\n  - {name: pay, upstream: \"http://127.0.0.1:9\", idempotency: {required: true, require_api_key: true}}\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"check", "-config", path}, &out, &errOut); code != 0 {
+		t.Fatalf("check exited %d: %s", code, errOut.String())
+	}
+	if want := "route pay: idempotency on POST,PATCH: Idempotency-Key (required, with a known API key)"; !strings.Contains(out.String(), want) {
+		t.Errorf("check output lacks %q:\n%s", want, out.String())
+	}
+}

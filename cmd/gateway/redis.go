@@ -94,15 +94,15 @@ func checkRedis(ctx context.Context, source string, cfg policies.RedisConfig, lo
 	ctx, cancel := context.WithTimeout(ctx, startupPingTimeout)
 	defer cancel()
 	err = check.CheckAccess(ctx)
-	where := strings.Join(cfg.Addrs, ",")
+	where := redactedAddrs(cfg.Addrs)
 	if cfg.Sentinel.MasterName != "" {
-		where = fmt.Sprintf("sentinels %s (master %q)", strings.Join(cfg.Sentinel.Addrs, ","), cfg.Sentinel.MasterName)
+		where = fmt.Sprintf("sentinels %s (master %q)", redactedAddrs(cfg.Sentinel.Addrs), cfg.Sentinel.MasterName)
 	}
 	// A Cluster's error names the node that refused, and says what it did.
 	var ne *redislimit.NodeError
 	if errors.As(err, &ne) {
 		if len(cfg.Addrs) > 1 {
-			where = fmt.Sprintf("node %s of the cluster %s", ne.Addr, strings.Join(cfg.Addrs, ","))
+			where = fmt.Sprintf("node %s of the cluster %s", ne.Addr, redactedAddrs(cfg.Addrs))
 		}
 		err = ne.Err
 	}
@@ -143,6 +143,16 @@ func checkEviction(ctx context.Context, client redis.UniversalClient, log *slog.
 		log.Info("could not read redis's maxmemory-policy; if it is not noeviction, redis may evict limits and idempotency records when full",
 			"error", err.Error())
 	}
+}
+
+// redactedAddrs joins Redis addresses as they may be echoed: a
+// redis://user:password@host address without its credentials.
+func redactedAddrs(addrs []string) string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = policies.RedactURL(a)
+	}
+	return strings.Join(out, ",")
 }
 
 // isRedisAuthError reports whether Redis refused the credentials. go-redis

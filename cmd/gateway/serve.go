@@ -132,6 +132,7 @@ func (p *process) build(ctx context.Context, path string) error {
 	if p.history, err = admin.NewHistory(p.metrics.Registry(), time.Now, historyStep, historySamples); err != nil {
 		return err
 	}
+	p.metrics.SetModels(p.snap.ModelNames())
 	local, engine, err := p.newLimiter(ctx)
 	if err != nil {
 		return err
@@ -287,6 +288,7 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 				local.Retain(s.KeepsBuckets)
 				p.refused.Retain(func(policy string) bool { return s.Policies[policy] != nil })
 				p.metrics.ConfigLoaded(s.Digest, time.Now())
+				p.metrics.SetModels(s.ModelNames())
 				if changed := startOnlyChanges(p.snap.Config, s.Config); len(changed) > 0 {
 					p.log.Warn("config reloaded; these settings take effect at the next start only", "settings", strings.Join(changed, ", "))
 				}
