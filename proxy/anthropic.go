@@ -141,11 +141,13 @@ func setAnthropicHeaders(h http.Header, v limiter.Verdict, costs []policies.Cost
 	}
 }
 
-// anthropicRemaining is what a policy has left, as OpenAI's headers show it
-// (stateRemaining): the true count, also on the refusing policy.
+// anthropicRemaining is what a policy has left; 0 on the policy that
+// refused, which is what Anthropic's own 429s say.
 func anthropicRemaining(d *limiter.Decision) int64 {
-	r, _ := stateRemaining(*d)
-	return r
+	if !d.Allowed {
+		return 0
+	}
+	return max(d.Remaining, 0)
 }
 
 // ceilInstant rounds t up to the second, in UTC: a reset never reads

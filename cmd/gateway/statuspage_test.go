@@ -22,7 +22,7 @@ import (
 
 const statusPageConfig = `
 server: {listen: "127.0.0.1:0"}
-admin: {listen: "127.0.0.1:0", token: st4tus-t0ken}
+admin: {listen: "127.0.0.1:0", token: st4tus-t0ken, metrics_models: [gpt-4o-mini]}
 redis: {addrs: ["REDIS"]}
 tenants:
   keys:
