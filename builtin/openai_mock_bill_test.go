@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -103,13 +102,15 @@ func newServer(t *testing.T, h http.Handler) *httptest.Server {
 // first visible token is the reasoning's, and the whole completion is
 // billed the moment the request is accepted.
 func TestOpenAIMockStreamThinksBeforeItsFirstToken(t *testing.T) {
-	var mu sync.Mutex
-	var waits []time.Duration
+	// The mock writes its role chunk and then thinks: the first wait it
+	// asks for reaches the test through slept, whenever the server gets there.
+	slept := make(chan time.Duration, 16)
 	mock := OpenAIMock(OpenAIMockConfig{CompletionTokens: 4, ReasoningTokens: 300, TokensPerSecond: 1000,
 		Sleep: func(ctx context.Context, d time.Duration) error {
-			mu.Lock()
-			waits = append(waits, d)
-			mu.Unlock()
+			select {
+			case slept <- d:
+			default:
+			}
 			return ctx.Err()
 		}})
 	srv := newServer(t, mock)
@@ -121,13 +122,16 @@ func TestOpenAIMockStreamThinksBeforeItsFirstToken(t *testing.T) {
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Scan() // the role chunk
-	resp.Body.Close()
 	if b := mock.Billed(); b.Output != 300+4 || b.Reasoning != 300 {
 		t.Errorf("billed %+v on the first chunk, want the whole completion: 304 output, 300 reasoning", b)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(waits) == 0 || waits[0] != 300*time.Millisecond {
-		t.Errorf("waits %v, want the first one 300 ms: 300 reasoning tokens at 1000/s", waits)
+	select {
+	case d := <-slept:
+		if d != 300*time.Millisecond {
+			t.Errorf("first wait %v, want 300 ms: 300 reasoning tokens at 1000/s", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the mock never paused to think after its role chunk")
 	}
+	resp.Body.Close()
 }
