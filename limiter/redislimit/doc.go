@@ -7,8 +7,11 @@
 // fixed.go each hold one algorithm (its Lua, its refund); script.go puts the
 // algorithms together into the one script a request calls; failure.go is
 // what happens when Redis does not answer (failure modes, the breaker, and
-// telling a hung Redis from a starved gateway); client.go builds the go-redis
-// client; keys.go names the keys.
+// telling a hung Redis from a starved gateway); node.go keeps that health
+// per Redis server (each Cluster master apart) and routes each call to its
+// key's master; health.go is the background check (Run), readiness's
+// view (Health) and the rights check at start (CheckAccess); client.go
+// builds the go-redis client; keys.go names the keys.
 //
 // All the checks of one request are decided by one script call, all or
 // nothing, timed by Redis's clock: a request that one policy denies takes

@@ -93,9 +93,14 @@ type Config struct {
 // failure modes, a circuit breaker and a denial cache. It implements
 // limiter.Backend.
 //
-// Create it with New; it starts nothing. A decision may leave one bounded
-// background check running (see verify): call Close before closing the
-// client. Limiter is safe for concurrent use.
+// Health is kept per Redis server (node.go): on a Cluster each master has
+// its own breaker, timeout classification and pipelines, so one sick
+// master sends only its keys to their failure modes.
+//
+// Create it with New; it starts nothing. Run keeps the nodes' health
+// current and follows a Cluster failover between requests. A decision may
+// leave one bounded background check per node running (see verify): call
+// Close before closing the client. Limiter is safe for concurrent use.
 type Limiter struct {
 	client  Client
 	gcra    *redis_rate.Limiter
