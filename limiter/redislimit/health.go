@@ -204,11 +204,13 @@ const accessPolicy = "gateway-access-check"
 
 // checkNodeAccess runs the decision script on n as CheckAccess says.
 func (r *Limiter) checkNodeAccess(ctx context.Context, n *node) error {
-	base := redisBaseKey(accessPolicy, digestKey("0"))
+	accessKey := "0"
+	base := redisBaseKey(accessPolicy, digestKey(accessKey))
 	if r.cc != nil {
 		found := false
 		for i := 0; i < 1<<20 && !found; i++ {
-			base = redisBaseKey(accessPolicy, digestKey(strconv.Itoa(i)))
+			accessKey = strconv.Itoa(i)
+			base = redisBaseKey(accessPolicy, digestKey(accessKey))
 			c, err := r.cc.MasterForKey(ctx, base)
 			if err != nil {
 				return &NodeError{n.addr, fmt.Errorf("%w: %w", errNoAnswer, err)}
@@ -243,6 +245,9 @@ func (r *Limiter) checkNodeAccess(ctx context.Context, n *node) error {
 	for _, c := range []redis.Cmder{ping, eval, sha} {
 		_ = pipe.Process(ctx, c)
 	}
+	// The check's keys go at once (they would expire within a second);
+	// a user without DEL, which only key resets need, is no reason to stop.
+	pipe.Del(ctx, stateKeys(accessPolicy, digestKey(accessKey))...)
 	_, perr := pipe.Exec(ctx)
 	for _, c := range []redis.Cmder{ping, eval, sha} {
 		err := c.Err()
