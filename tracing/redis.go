@@ -18,12 +18,11 @@ import (
 func Instrument(client redis.UniversalClient, tp trace.TracerProvider, sentinelMaster string) {
 	switch c := client.(type) {
 	case *redis.ClusterClient:
-		// A node's part of a pipeline carries only some of its
-		// decisions: those whose commands it holds.
+		// The limiter sends each master's calls in pipelines of its own,
+		// often merged into one script call: a node's round trip carries
+		// every decision of its pipeline.
 		c.OnNewNode(func(n *redis.Client) {
-			h := newRedisHook(tp, n.Options().Addr)
-			h.byCommand = true
-			n.AddHook(h)
+			n.AddHook(newRedisHook(tp, n.Options().Addr))
 		})
 	case *redis.Client:
 		node := c.Options().Addr

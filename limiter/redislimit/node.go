@@ -126,12 +126,19 @@ func (r *Limiter) nodeOf(ctx context.Context, key string) *node {
 	if r.cc == nil {
 		return r.single
 	}
-	c, err := r.cc.MasterForKey(ctx, key)
+	// The slot map is the client's bookkeeping (loaded on first use), no
+	// decision's round trip: hooks see none of the request's values.
+	c, err := r.cc.MasterForKey(noValues{ctx}, key)
 	if err != nil {
 		return r.nodes.get(overflowAddr, r.client)
 	}
 	return r.nodes.get(c.Options().Addr, c)
 }
+
+// noValues is a context's deadline and cancellation without its values.
+type noValues struct{ context.Context }
+
+func (noValues) Value(any) any { return nil }
 
 // execOn runs cmds in one pipeline on n. On a Cluster the pipeline goes to
 // n's server alone, so that a hung master delays only the calls bound to
