@@ -99,13 +99,17 @@ type nodeVerdict struct {
 	otherFailureModes                   int
 	lastVictimFailure                   time.Duration // of a user key on the victim; 0: none
 	otherFailures                       []string      // when and why, the first few
+	otherBefore                         int           // others' non-admitted decisions sent before the event
 	hotAdmitted                         int
 	hotSpan                             time.Duration
 	hotAfter                            int // admitted from recovery + 1 s on
 	afterSpan                           time.Duration
 }
 
-func judgeNodes(outs []keyOutcome, onVictim func(key int) bool, hotLim limiter.Limit) nodeVerdict {
+// judgeNodes reads a flood whose node failed at event: the other nodes'
+// keys are judged from then on (what the failure did to them); their
+// answers before it, the machine's own, are counted apart.
+func judgeNodes(outs []keyOutcome, onVictim func(key int) bool, event time.Duration) nodeVerdict {
 	var v nodeVerdict
 	affected := map[int]bool{}
 	var hotFirst, hotLast time.Duration = -1, 0
@@ -117,6 +121,11 @@ func judgeNodes(outs []keyOutcome, onVictim func(key int) bool, hotLim limiter.L
 			if !o.allowed && o.recv > v.lastVictimFailure {
 				v.lastVictimFailure = o.recv
 			}
+		} else if o.sent < event {
+			if !o.allowed {
+				v.otherBefore++
+			}
+			continue
 		} else {
 			v.otherDecisions++
 			switch {
@@ -227,9 +236,9 @@ func runHealth(t *testing.T, r *Limiter) {
 
 func logNodes(t *testing.T, name string, v nodeVerdict, r *Limiter) {
 	t.Helper()
-	t.Logf("%s: victim holds %d of %d keys, %d keys affected (%d elsewhere); other keys: %d decisions, %d overloaded, %d by a failure mode; "+
+	t.Logf("%s: victim holds %d of %d keys, %d keys affected (%d elsewhere); other keys: %d not admitted before the event, then %d decisions, %d overloaded, %d by a failure mode; "+
 		"others' failures %v; last failure on the victim's keys at %s; hot key admitted %d over %s (bound %.0f), %d in the last %s (bound %.0f); nodes %+v",
-		name, v.victimKeys, nodeKeys, v.affectedKeys, v.strayKeys, v.otherDecisions, v.otherOverloaded, v.otherFailureModes,
+		name, v.victimKeys, nodeKeys, v.affectedKeys, v.strayKeys, v.otherBefore, v.otherDecisions, v.otherOverloaded, v.otherFailureModes,
 		v.otherFailures, v.lastVictimFailure.Round(time.Millisecond), v.hotAdmitted, v.hotSpan.Round(time.Millisecond), hotBound(nodeHotLim, v.hotSpan),
 		v.hotAfter, v.afterSpan.Round(time.Millisecond), hotBound(nodeHotLim, v.afterSpan), r.Stats().Nodes)
 }
@@ -277,7 +286,7 @@ func TestClusterFailoverTouchesOnlyTheDeadMastersKeys(t *testing.T) {
 
 	const killAt = 1500 * time.Millisecond
 	outs := nodeFlood(t, r, hotKey, killAt+8*time.Second, killAt, victim.Kill)
-	v := judgeNodes(outs, func(k int) bool { return owners[k] == victim.Addr() }, nodeHotLim)
+	v := judgeNodes(outs, func(k int) bool { return owners[k] == victim.Addr() }, killAt)
 	logNodes(t, "cluster failover", v, r)
 	checkOthers(t, v)
 	if v.strayKeys > 0 {
@@ -309,7 +318,7 @@ func TestClusterHungMasterTouchesOnlyItsKeys(t *testing.T) {
 		time.Sleep(hung) // how long the node stays hung
 		victim.Cont()
 	})
-	v := judgeNodes(outs, func(k int) bool { return owners[k] == victim.Addr() }, nodeHotLim)
+	v := judgeNodes(outs, func(k int) bool { return owners[k] == victim.Addr() }, stopAt)
 	logNodes(t, "cluster hung master", v, r)
 	checkOthers(t, v)
 	if v.strayKeys > 0 {
@@ -359,7 +368,7 @@ func TestSentinelFailoverFollowed(t *testing.T) {
 
 	const killAt = 1500 * time.Millisecond
 	outs := nodeFlood(t, r, "hot", killAt+8*time.Second, killAt, master.Kill)
-	v := judgeNodes(outs, func(int) bool { return true }, nodeHotLim)
+	v := judgeNodes(outs, func(int) bool { return true }, killAt)
 	logNodes(t, "sentinel failover", v, r)
 	if v.lastVictimFailure == 0 {
 		t.Fatalf("the keys never met their failure mode: the kill was not noticed")
