@@ -130,8 +130,11 @@ func TestReadyzProbeFloodSendsRedisNothing(t *testing.T) {
 	if bad.Load() > 0 {
 		t.Errorf("%d probes answered non-2xx (or failed) with a healthy Redis, want 0", bad.Load())
 	}
-	if perProbe > 0.01 {
-		t.Errorf("%.4f Redis commands a probe, want at most 0.01", perProbe)
+	// ≪ 1: a probe that asked Redis would send one command (0.78 a probe
+	// measured, its failures aside); what is left are the gateway's own
+	// reconnections and background checks under the proxy flood.
+	if perProbe > 0.05 {
+		t.Errorf("%.4f Redis commands a probe, want at most 0.05", perProbe)
 	}
 	if with.err != nil || alone.err != nil {
 		t.Errorf("proxy flood errors: %v, %v", alone.err, with.err)
