@@ -141,13 +141,11 @@ func setAnthropicHeaders(h http.Header, v limiter.Verdict, costs []policies.Cost
 	}
 }
 
-// anthropicRemaining is what a policy has left; 0 on the policy that
-// refused, which is what Anthropic's own 429s say.
+// anthropicRemaining is what a policy has left, as the OpenAI headers show
+// it (stateRemaining): the true count, on the refusing policy too.
 func anthropicRemaining(d *limiter.Decision) int64 {
-	if !d.Allowed {
-		return 0
-	}
-	return max(d.Remaining, 0)
+	r, _ := stateRemaining(*d)
+	return r
 }
 
 // ceilInstant rounds t up to the second, in UTC: a reset never reads
