@@ -96,7 +96,10 @@ func TestEarlyUpstreamAnswerWhileSendingTheBody(t *testing.T) {
 		wantStatus int
 		wantBody   string
 	}{
-		{"answers 413 without reading", answerEarly, 5 * time.Second, http.StatusRequestEntityTooLarge, earlyBody},
+		// A long route timeout: the answer must not wait for it (before, the
+		// lean path wrote until the timeout, then answered 502); uploading
+		// 10 MB to the gateway under -race on a loaded machine takes seconds.
+		{"answers 413 without reading", answerEarly, 30 * time.Second, http.StatusRequestEntityTooLarge, earlyBody},
 		{"neither reads nor answers", neverAnswer, 400 * time.Millisecond, http.StatusGatewayTimeout, ""},
 	}
 	transports := []struct {
