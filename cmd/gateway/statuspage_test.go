@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ import (
 const statusPageConfig = `
 server: {listen: "127.0.0.1:0"}
 admin: {listen: "127.0.0.1:0", token: st4tus-t0ken, metrics_models: [gpt-4o-mini]}
-redis: {addrs: ["REDIS"]}
+redis: {addrs: ["REDIS"], timeout: 2s, queue_timeout: 2s}
 tenants:
   keys:
     sk-acme: {tenant: acme, plan: free}
@@ -71,10 +72,9 @@ func TestStatusPageInABrowser(t *testing.T) {
 
 	// The known sequence: 5 on api (3 admitted), 4 of one user on shared
 	// (2 admitted, on Redis), 2 LLM calls of acme.
-	// One request first, of another user, so that the Redis connection is
-	// open before the counted ones (a first dial on a busy machine can run
-	// past redis.timeout: a 429 that no limit decided).
-	mustSend(t, c, "GET", g.base+"/shared", "X-User", "warm-up")
+	// Generous Redis deadlines: on a busy machine a decision that runs out
+	// of time is a 429 no limit decided (not one /admin/top counts), which
+	// would make this sequence's numbers depend on the machine's load.
 	want := map[string][]int{}
 	for range 5 {
 		want["api"] = append(want["api"], mustSend(t, c, "GET", g.base+"/x").status)
@@ -181,14 +181,16 @@ func TestStatusPageInABrowser(t *testing.T) {
 		}
 		cells[k] = &got
 	}
-	// The chart: the api route's limited line rises from the zero point
-	// to the 2 refusals (y 33 is its baseline).
+	// The chart: the api route's limited line leaves its baseline (y 33)
+	// in the interval that had the 2 refusals.
 	line, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(`tr[data-route="api"] svg polyline.limited`), "points"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pts := strings.Fields(line.Value); len(pts) < 2 || !strings.HasSuffix(pts[0], ",33.0") || strings.HasSuffix(pts[len(pts)-1], ",33.0") {
-		t.Errorf("api's limited line: got points %q, want a rise from the baseline (y 33.0)", line.Value)
+	pts := strings.Fields(line.Value)
+	risen := slices.ContainsFunc(pts, func(p string) bool { return !strings.HasSuffix(p, ",33.0") })
+	if len(pts) < 2 || !strings.HasSuffix(pts[0], ",33.0") || !risen {
+		t.Errorf("api's limited line: got points %q, want one from the baseline (y 33.0) that leaves it", line.Value)
 	}
 	location, err := chromedp.Run(ctx, chromedp.Location())
 	if err != nil {
