@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -173,24 +174,38 @@ func TestStatusPageInABrowser(t *testing.T) {
 		"acme.usd":       `tr[data-tenant="acme"] td[data-k="usd"]`,
 		"digest":         `#cfg-digest`,
 	}
-	cells := map[string]*string{}
-	for k, sel := range sels {
-		got, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel), chromedp.NodeVisible))
-		if err != nil {
-			t.Fatalf("reading %s (%s): %v", k, sel, err)
-		}
-		cells[k] = &got
-	}
-	// The chart: the api route's limited line leaves its baseline (y 33)
-	// in the interval that had the 2 refusals.
-	line, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(`tr[data-route="api"] svg polyline.limited`), "points"))
+	// Every cell at one instant: the page redraws every 2 seconds, so a
+	// node found by one query may be gone by the next.
+	selJSON, err := json.Marshal(sels)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pts := strings.Fields(line.Value)
+	read, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]*string](`(() => {
+		const sels = `+string(selJSON)+`, out = {};
+		for (const [k, s] of Object.entries(sels)) { const e = document.querySelector(s); out[k] = e ? e.textContent : null; }
+		const line = document.querySelector('tr[data-route="api"] svg polyline.limited');
+		out["chart"] = line ? line.getAttribute("points") : null;
+		return out;
+	})()`))
+	if err != nil {
+		t.Fatalf("reading the page: %v", err)
+	}
+	cells := map[string]*string{}
+	for k := range sels {
+		if read[k] == nil {
+			t.Fatalf("the page shows no %s (%s)", k, sels[k])
+		}
+		cells[k] = read[k]
+	}
+	// The chart: the api route's limited line leaves its baseline (y 33)
+	// in the interval that had the 2 refusals.
+	if read["chart"] == nil {
+		t.Fatal("the page shows no chart for api")
+	}
+	pts := strings.Fields(*read["chart"])
 	risen := slices.ContainsFunc(pts, func(p string) bool { return !strings.HasSuffix(p, ",33.0") })
 	if len(pts) < 2 || !strings.HasSuffix(pts[0], ",33.0") || !risen {
-		t.Errorf("api's limited line: got points %q, want one from the baseline (y 33.0) that leaves it", line.Value)
+		t.Errorf("api's limited line: got points %q, want one from the baseline (y 33.0) that leaves it", *read["chart"])
 	}
 	location, err := chromedp.Run(ctx, chromedp.Location())
 	if err != nil {
@@ -254,7 +269,7 @@ func TestStatusPageInABrowser(t *testing.T) {
 // nothing; a wrong token, a cross-site post or a token in the URL sets
 // none; logging out clears it.
 func TestStatusPageSession(t *testing.T) {
-	cfg := strings.Replace(strings.Replace(statusPageConfig, "redis: {addrs: [\"REDIS\"]}\n", "", 1), "algorithm: gcra, ", "", 1)
+	cfg := regexp.MustCompile(`(?m)^redis: .*\n`).ReplaceAllString(strings.Replace(statusPageConfig, "algorithm: gcra, ", "", 1), "")
 	g := startGateway(t, "gw", writePressureConfig(t, cfg))
 	adm := g.adminBase(t)
 	jar, _ := cookiejar.New(nil)
