@@ -1,12 +1,15 @@
 // Package admin is the gateway's admin listener: liveness and readiness
-// probes, the metrics exposition, profiling, and an API to read the
-// configuration in force, read and reset one key of one policy, and reload
-// the configuration. It serves what cmd/gateway hands it and owns nothing:
-// no listener, no goroutine, no limiter state.
+// probes, the metrics exposition, profiling, an API to read the
+// configuration in force, read and reset one key of one policy, reload the
+// configuration, see each policy's most refused keys and the instance's
+// status, and the status page that reads that API. It serves what
+// cmd/gateway hands it and owns nothing but the status page's session key:
+// no listener, no limiter state; History's Run is its caller's goroutine.
 //
-// /healthz and /readyz are always open (probes carry no token). Everything
-// else needs "Authorization: Bearer <token>" once a token is configured; the
-// /admin/ API needs one to be configured at all. Every answer of its own is
+// /healthz, /readyz and the page itself (which holds no data) are always
+// open. Everything else needs "Authorization: Bearer <token>" once a token
+// is configured, or, to read, the session cookie the page's login sets; the
+// /admin/ API needs a token to be configured at all. Every answer of its own is
 // JSON; errors are {"code": status*100, "message": "..."}, as the proxy's.
 package admin
 

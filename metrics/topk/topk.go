@@ -1,9 +1,9 @@
 // Package topk keeps, per policy, the keys it refused most over the last
-// minutes, in fixed memory: a space-saving summary (Metwally, Agrawal and
-// El Abbadi) per window of time, so that a flood of distinct keys replaces
-// the smallest counts instead of growing a map. It is what an operator asks
-// during an incident ("who is being limited, right now") without a
-// client-chosen label in Prometheus.
+// minutes, in fixed memory: a space-saving summary per window of time, so
+// that a flood of distinct keys replaces the smallest counts instead of
+// growing a map. It answers what an operator asks during an incident
+// ("who is being limited, right now") without a client-chosen label in
+// Prometheus.
 //
 // Counts are per instance: each gateway sees only what it refused. The
 // fleet's view is Prometheus's, by policy.
