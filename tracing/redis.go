@@ -18,12 +18,7 @@ import (
 func Instrument(client redis.UniversalClient, tp trace.TracerProvider, sentinelMaster string) {
 	switch c := client.(type) {
 	case *redis.ClusterClient:
-		// The limiter sends each master's calls in pipelines of its own,
-		// often merged into one script call: a node's round trip carries
-		// every decision of its pipeline.
-		c.OnNewNode(func(n *redis.Client) {
-			n.AddHook(newRedisHook(tp, n.Options().Addr))
-		})
+		c.OnNewNode(func(n *redis.Client) { n.AddHook(newRedisHook(tp, n.Options().Addr)) })
 	case *redis.Client:
 		node := c.Options().Addr
 		if sentinelMaster != "" {
@@ -58,20 +53,22 @@ type redisHook struct {
 	tracer trace.Tracer
 	node   attribute.KeyValue
 	port   attribute.KeyValue
-	// byCommand: a round trip carries the decisions whose commands it
-	// holds (a Cluster node's), rather than every decision of the pipeline.
-	byCommand bool
 }
 
 func (h *redisHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		members := h.recordedMembers(ctx, []redis.Cmder{cmd})
+		if within(ctx) {
+			return next(ctx, cmd)
+		}
+		members, own := recordedMembers(ctx, []redis.Cmder{cmd})
 		if len(members) == 0 {
 			return next(ctx, cmd)
 		}
-		ctx, span := h.start(ctx, "redis "+cmd.Name(), 1, members)
+		// A command of no decision's own (the CLUSTER SLOTS a lookup of
+		// the decision's node needed) is linked but names no node for it.
+		ctx, span := h.start(ctx, "redis "+cmd.Name(), 1, members, own)
 		err := next(ctx, cmd)
 		end(span, err)
 		return err
@@ -80,11 +77,14 @@ func (h *redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h *redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		members := h.recordedMembers(ctx, cmds)
+		if within(ctx) {
+			return next(ctx, cmds)
+		}
+		members, _ := recordedMembers(ctx, cmds)
 		if len(members) == 0 {
 			return next(ctx, cmds)
 		}
-		ctx, span := h.start(ctx, "redis pipeline", len(cmds), members)
+		ctx, span := h.start(ctx, "redis pipeline", len(cmds), members, true)
 		err := next(ctx, cmds)
 		for _, c := range cmds {
 			if e := c.Err(); e != nil && err == nil && e != redis.Nil {
@@ -97,8 +97,9 @@ func (h *redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 }
 
 // start begins the round trip's span, linked both ways to the recorded
-// decisions it carries.
-func (h *redisHook) start(ctx context.Context, name string, cmds int, members []trace.Span) (context.Context, trace.Span) {
+// decisions it carries; when it carries their commands (node), it names the
+// node on their spans too.
+func (h *redisHook) start(ctx context.Context, name string, cmds int, members []trace.Span, node bool) (context.Context, trace.Span) {
 	links := make([]trace.Link, len(members))
 	for i, m := range members {
 		links[i] = trace.Link{SpanContext: m.SpanContext()}
@@ -111,11 +112,15 @@ func (h *redisHook) start(ctx context.Context, name string, cmds int, members []
 	if h.port.Valid() {
 		attrs = append(attrs, h.port)
 	}
+	ctx = context.WithValue(ctx, withinKey{}, true)
 	ctx, span := h.tracer.Start(ctx, name, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithLinks(links...), trace.WithAttributes(attrs...))
 	back := trace.Link{SpanContext: span.SpanContext()}
 	for _, m := range members {
 		m.AddLink(back)
+		if !node {
+			continue
+		}
 		m.SetAttributes(h.node)
 		if h.port.Valid() {
 			m.SetAttributes(h.port)
@@ -123,6 +128,13 @@ func (h *redisHook) start(ctx context.Context, name string, cmds int, members []
 	}
 	return ctx, span
 }
+
+// withinKey marks the context of a traced round trip: what go-redis runs
+// inside it (a connection's HELLO, a redirection) is part of it, not a
+// round trip of its own.
+type withinKey struct{}
+
+func within(ctx context.Context) bool { return ctx.Value(withinKey{}) != nil }
 
 func end(span trace.Span, err error) {
 	if err != nil && err != redis.Nil {
@@ -132,18 +144,27 @@ func end(span trace.Span, err error) {
 }
 
 // recordedMembers returns the recording spans of the decisions the round
-// trip of cmds carries: on one server all the pipeline's (their calls may
-// travel merged into one script call, which is none of theirs), on a
-// Cluster node those whose commands are among cmds.
-func (h *redisHook) recordedMembers(ctx context.Context, cmds []redis.Cmder) []trace.Span {
-	var spans []trace.Span
+// trip of cmds carries: those whose commands are among cmds (a Cluster
+// node's part of a pipeline split by node), or, when none is, all of the
+// pipeline's (their calls travel merged into one script call, or again
+// after a redirection, as commands that are none of theirs); ofTheirs says
+// which.
+func recordedMembers(ctx context.Context, cmds []redis.Cmder) (spans []trace.Span, ofTheirs bool) {
+	var own, all []trace.Span
 	redislimit.Members(ctx, func(m context.Context, mine []*redis.Cmd) {
 		span := trace.SpanFromContext(m)
-		if span.IsRecording() && (!h.byCommand || mine == nil || carries(cmds, mine)) {
-			spans = append(spans, span)
+		if !span.IsRecording() {
+			return
+		}
+		all = append(all, span)
+		if mine == nil || carries(cmds, mine) { // nil: the commands went alone, in the decision's context
+			own = append(own, span)
 		}
 	})
-	return spans
+	if len(own) == 0 {
+		return all, false
+	}
+	return own, true
 }
 
 func carries(cmds []redis.Cmder, mine []*redis.Cmd) bool {
