@@ -664,3 +664,44 @@ func quotaOf(t *testing.T, url, key string) (int, quotaReport) {
 	json.NewDecoder(resp.Body).Decode(&rep)
 	return resp.StatusCode, rep
 }
+
+// A call whose connection to the upstream was never made reached no
+// provider: it is charged nothing. A call sent that got no answer (the
+// route's timeout) may be billed whole: it is charged its reservation.
+func TestLLMChargeWhenNoAnswer(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		upstream   func(t *testing.T) string
+		wantStatus int
+		charged    func(reserved int64) int64
+	}{
+		{"never connected", closedURL, http.StatusBadGateway, func(int64) int64 { return 0 }},
+		{"sent, no answer", func(t *testing.T) string {
+			srv, _ := blockingUpstream(t)
+			return srv.URL
+		}, http.StatusGatewayTimeout, func(r int64) int64 { return r }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pol := testPolicy(t, "tokens", "ip", limiter.Limit{Rate: 100_000, Period: time.Hour}, policies.MissingShared)
+			pol.Cost = policies.CostTokens
+			rt := testRoute(t, "llm", "/v1/", tt.upstream(t), pol)
+			rt.LLM, rt.MaxBodyBytes, rt.Timeout = true, 1<<20, 300*time.Millisecond
+			e := newEngine(t, newTestClock())
+			srv, h := newGateway(t, testSnapshot(t, nil, rt), e, gatewayOpts{})
+			g := &llmGateway{url: srv.URL, quota: 100_000, engine: e, policy: pol, settled: make(chan struct{}, 4)}
+			h.settled = func() { g.settled <- struct{}{} }
+			body := strings.Replace(chatBody, "%s", "", 1)
+			resp := post(t, g.url, body)
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantStatus {
+				t.Fatalf("got %d, want %d", resp.StatusCode, tt.wantStatus)
+			}
+			g.waitSettled(t)
+			req, _ := llm.ParseRequest(llm.ChatCompletions, []byte(body))
+			if used, want := g.used(t), tt.charged(req.PromptTokens+100); used != want {
+				t.Fatalf("charged %d tokens, want %d", used, want)
+			}
+		})
+	}
+}
