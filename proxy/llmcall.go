@@ -124,9 +124,10 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, 
 	if msg := call.bindUnsized(route); msg != "" {
 		return nil, nil, http.StatusBadRequest, msg
 	}
-	if !req.HasCap && req.CapField != "" {
+	if !req.HasCap && req.CapField != "" && countsTokens(route) {
 		// The call is given the cap it is reserved for: without one the
 		// provider generates until the model stops, past any reservation.
+		// A route that counts no tokens has nothing to bound.
 		per := route.DefaultMaxTokens
 		if per <= 0 {
 			per = req.Family.DefaultMaxTokens

@@ -705,3 +705,44 @@ func TestLLMChargeWhenNoAnswer(t *testing.T) {
 		})
 	}
 }
+
+// A call without an output cap is given the one it reserves, in the field
+// its model takes, and nothing else in its body changes; on a route that
+// counts no tokens it is forwarded as it came.
+func TestLLMUncappedCallIsGivenItsCap(t *testing.T) {
+	seen := make(chan []byte, 1)
+	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		seen <- b
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+	}))
+	for _, tt := range []struct {
+		name, path, body, want string
+		cost                   policies.Cost
+	}{
+		{"chat", "/v1/chat/completions", `{"model":"gpt-4o-mini", "messages":[]}`, `{"model":"gpt-4o-mini", "messages":[],"max_tokens":4096}`, policies.CostTokens},
+		{"chat on a reasoning model", "/v1/chat/completions", `{"model":"o3-mini","messages":[],"n":2}`, `{"model":"o3-mini","messages":[],"n":2,"max_completion_tokens":25000}`, policies.CostOutputTokens},
+		{"responses", "/v1/responses", `{"model":"gpt-5","input":"hi"}`, `{"model":"gpt-5","input":"hi","max_output_tokens":25000}`, policies.CostUSD},
+		{"capped", "/v1/chat/completions", `{"model":"o3","messages":[],"max_tokens":5}`, `{"model":"o3","messages":[],"max_tokens":5}`, policies.CostTokens},
+		{"a route counting requests", "/v1/chat/completions", `{"model":"o3","messages":[]}`, `{"model":"o3","messages":[]}`, policies.CostRequests},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pol := testPolicy(t, "p", "ip", limiter.Limit{Rate: 1 << 40, Period: time.Hour}, policies.MissingShared)
+			pol.Cost = tt.cost
+			rt := testRoute(t, "llm", "/v1/", up.URL, pol)
+			rt.LLM, rt.MaxBodyBytes = true, 1<<20
+			srv, _ := newGateway(t, testSnapshot(t, nil, rt), newEngine(t, newTestClock()), gatewayOpts{})
+			resp, err := http.Post(srv.URL+tt.path, "application/json", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			got := <-seen
+			if resp.StatusCode != 200 || string(got) != tt.want {
+				t.Fatalf("got %d, upstream saw %s; want 200 and %s", resp.StatusCode, got, tt.want)
+			}
+		})
+	}
+}
