@@ -98,9 +98,12 @@ func llmKind(r *http.Request) (llm.Kind, bool) {
 }
 
 // readLLMCall reads and parses the body of an LLM request (bounded by the
-// route's max_body_bytes), asks a stream for its usage when the client did
-// not, and returns the request to forward with the body it will carry. A
-// request that is not an LLM call returns a nil call and r itself.
+// route's max_body_bytes), bounds what it can be billed (on a route that
+// counts tokens: an output cap for a call without one, unsized inputs
+// refused or bounded, upgrades refused), asks a stream for its usage when
+// the client did not, and returns the request to forward with the body it
+// will carry. A request that is not an LLM call returns a nil call and r
+// itself.
 func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, prices policies.Prices) (*http.Request, *llmCall, int, string) {
 	if msg := refuseUpgrade(r, route); msg != "" {
 		return nil, nil, http.StatusBadRequest, msg
