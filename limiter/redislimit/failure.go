@@ -84,7 +84,11 @@ func (r *Limiter) classify(ctx context.Context, n *node, started time.Time, err 
 		n.answered.Store(r.clock().UnixNano())
 		return outcomeFailure
 	}
-	if isTimeout(err) && !probe {
+	if isTimeout(err) && probe {
+		r.settleProbe(n, key)
+		return outcomeSuspect
+	}
+	if isTimeout(err) {
 		first := n.suspectSince.Load()
 		if first == 0 {
 			n.suspectSince.CompareAndSwap(0, s)
@@ -138,6 +142,42 @@ func (r *Limiter) verify(n *node, key string) {
 	}) {
 		n.verifying.Store(false)
 	}
+}
+
+// settleProbe decides n's half-open breaker after its probe timed out. A
+// probe's timeout is as ambiguous as any other: right after Redis comes
+// back the probe dials and handshakes again while the flood answered by the
+// failure modes competes for the CPU, and on a starved instance it times
+// out against a healthy Redis; reopening then would keep the limit off for
+// another cooldown. So n is asked directly within breaker_cooldown, as
+// verify does, with the breaker left half-open (every other call still
+// fails fast): an answer closes it, silence reopens it. The goroutine is
+// Close's to wait for.
+func (r *Limiter) settleProbe(n *node, key string) {
+	if r.goBackground(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), r.cooldown)
+		defer cancel()
+		release, err := r.slots.acquire(ctx, r.cooldown)
+		if err != nil {
+			n.breaker.release(true) // says nothing about Redis: the next caller probes
+			return
+		}
+		err = n.cl().Exists(ctx, key).Err()
+		release()
+		if isReply(err) {
+			n.answered.Store(r.clock().UnixNano())
+			n.suspectSince.Store(0)
+			if from := n.breaker.success(true); from != breakerClosed {
+				down := time.Duration(r.clock().UnixNano() - n.downAt.Load())
+				r.log.Info("redis limiter: redis is back, circuit breaker closed", "node", n.addr, "down_for", down.Round(time.Millisecond))
+			}
+			return
+		}
+		n.breaker.failure(true)
+	}) {
+		return
+	}
+	n.breaker.failure(true)
 }
 
 // goBackground runs f on a goroutine Close waits for, unless Close has
