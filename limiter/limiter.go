@@ -182,6 +182,21 @@ const (
 	ReasonNotAsked             // another check denied the request first: this one was not decided
 )
 
+var reasonNames = [...]string{
+	ReasonNone: "none", ReasonLimited: "limited", ReasonDenyAll: "deny_all", ReasonCostTooHigh: "cost_too_high",
+	ReasonUnavailable: "unavailable", ReasonFailedOpen: "failed_open", ReasonLocalFallback: "local_fallback",
+	ReasonDenialCached: "denial_cached", ReasonOverloaded: "overloaded", ReasonNotAsked: "not_asked",
+}
+
+// String names the reason as logs, spans and tests show it ("limited",
+// "failed_open", ...).
+func (r Reason) String() string {
+	if r >= 0 && int(r) < len(reasonNames) && reasonNames[r] != "" {
+		return reasonNames[r]
+	}
+	return "reason_" + strconv.Itoa(int(r))
+}
+
 // StaticDenial denies what no state could admit: a limit whose rate is zero,
 // or a cost above the limit's quota. ok is false for any other check.
 func (c Check) StaticDenial() (d Decision, ok bool) {

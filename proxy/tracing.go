@@ -89,7 +89,7 @@ func (h *Handler) endSpan(r *http.Request, rep *report, route, outcome string, s
 	if d, ok := rep.dec.verdict.Deciding(); ok && rep.decided {
 		attrs = append(attrs, attrPolicy.String(d.Policy), attrRemaining.Int64(d.Remaining))
 		if !rep.dec.verdict.Allowed {
-			attrs = append(attrs, attrReason.String(reasonName(d.Reason)), attrRetry.Int64(d.RetryAfter.Milliseconds()))
+			attrs = append(attrs, attrReason.String(d.Reason.String()), attrRetry.Int64(d.RetryAfter.Milliseconds()))
 		}
 	}
 	if len(rep.dec.shadowed) > 0 {
@@ -140,7 +140,7 @@ func (h *Handler) decide(r *http.Request, route *policies.Route, checks []limite
 	dec, err := h.decideChecks(r.WithContext(ctx), route, checks, costs, reserve)
 	attrs := []attribute.KeyValue{attrBackend.String(dec.backend), attrAllowed.Bool(err == nil && dec.verdict.Allowed)}
 	if d, ok := dec.verdict.Deciding(); ok {
-		attrs = append(attrs, attrPolicy.String(d.Policy), attrReason.String(reasonName(d.Reason)))
+		attrs = append(attrs, attrPolicy.String(d.Policy), attrReason.String(d.Reason.String()))
 	}
 	if dec.delayed > 0 {
 		attrs = append(attrs, attrDelayed.Float64(msec(dec.delayed)))
@@ -194,29 +194,4 @@ func (h *Handler) traceID(ctx context.Context) (string, bool) {
 	}
 	sc := trace.SpanContextFromContext(ctx)
 	return sc.TraceID().String(), sc.IsValid()
-}
-
-// reasonName is how spans name a decision's reason.
-func reasonName(r limiter.Reason) string {
-	switch r {
-	case limiter.ReasonLimited:
-		return "limited"
-	case limiter.ReasonDenyAll:
-		return "deny_all"
-	case limiter.ReasonCostTooHigh:
-		return "cost_too_high"
-	case limiter.ReasonUnavailable:
-		return "unavailable"
-	case limiter.ReasonFailedOpen:
-		return "failed_open"
-	case limiter.ReasonLocalFallback:
-		return "local_fallback"
-	case limiter.ReasonDenialCached:
-		return "denial_cached"
-	case limiter.ReasonOverloaded:
-		return "overloaded"
-	case limiter.ReasonNotAsked:
-		return "not_asked"
-	}
-	return "none"
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -428,36 +427,9 @@ func decideOnce(t *testing.T, e *limiter.Engine, checks ...limiter.Check) limite
 func (r floodResult) reasonCounts() map[string]int {
 	m := map[string]int{}
 	for why, n := range r.reasons {
-		m[reasonName(why)] += n
+		m[why.String()] += n
 	}
 	return m
-}
-
-// reasonName names a reason for the log.
-func reasonName(r limiter.Reason) string {
-	switch r {
-	case limiter.ReasonNone:
-		return "none"
-	case limiter.ReasonLimited:
-		return "limited"
-	case limiter.ReasonDenyAll:
-		return "deny_all"
-	case limiter.ReasonCostTooHigh:
-		return "cost_too_high"
-	case limiter.ReasonUnavailable:
-		return "unavailable"
-	case limiter.ReasonFailedOpen:
-		return "failed_open"
-	case limiter.ReasonLocalFallback:
-		return "local_fallback"
-	case limiter.ReasonDenialCached:
-		return "denial_cached"
-	case limiter.ReasonOverloaded:
-		return "overloaded"
-	case limiter.ReasonNotAsked:
-		return "not_asked"
-	}
-	return "reason_" + strconv.Itoa(int(r))
 }
 
 // saturateWithin is how long a flood of floodWorkers needs to take all that

@@ -202,7 +202,7 @@ func runTwoPolicies(t *testing.T, e *limiter.Engine, r *redislimit.Limiter, alg 
 	t.Logf("%s: 4/s + 10/h, %d workers, %s: admitted %d, bound %.0f, floor %.0f (per-second: %s); %d requests; hourly denied %d (longest retry %s); failed %d; "+
 		"hourly alone afterwards: allowed=%v remaining %d (want %d) retry %s reason %s; breaker opened %d times; reasons %v",
 		alg, floodWorkers, sp.outer().Round(time.Millisecond), admitted, upper, lower, how, res.requests, hourlyDenied, hourlyRetry.Round(time.Second), failed,
-		probe.Allowed, probe.Decisions[0].Remaining, max(0, wantRemaining), probe.Decisions[0].RetryAfter.Round(time.Second), reasonName(probe.Decisions[0].Reason),
+		probe.Allowed, probe.Decisions[0].Remaining, max(0, wantRemaining), probe.Decisions[0].RetryAfter.Round(time.Second), probe.Decisions[0].Reason.String(),
 		r.Stats().BreakerOpens-before.BreakerOpens, res.reasonCounts())
 
 	if float64(admitted) > upper {
@@ -245,11 +245,11 @@ func checkNoLockout(t *testing.T, e *limiter.Engine, checks []limiter.Check) {
 		case v.Denied == 1:
 			d := v.Decisions[1]
 			t.Errorf("lockout: the hourly quota (not used up) denied a request with retry %s (reason %s), want it admitted once the per-second limit allows",
-				d.RetryAfter.Round(time.Second), reasonName(d.Reason))
+				d.RetryAfter.Round(time.Second), d.Reason.String())
 			return
 		case time.Now().After(deadline):
 			t.Errorf("still denied by the per-second policy after 3s (retry %s, reason %s), want admitted within 1s",
-				v.Decisions[0].RetryAfter, reasonName(v.Decisions[0].Reason))
+				v.Decisions[0].RetryAfter, v.Decisions[0].Reason.String())
 			return
 		}
 		// Wait for the limit's own clock: it said when to come back.
