@@ -48,7 +48,18 @@ func sdkConfig(t *testing.T) string {
 	}
 	pols["llm-daily"] = map[string]any{"key": "tenant", "cost": "tokens", "rate": 1_000_000_000, "per": "24h",
 		"plans": map[string]any{"spent": sdkDailyBudget}, "on_missing_key": "reject"}
+	// An enforce: stream route whose tenants have a few tokens each: their
+	// streams are ended when the tokens run out.
+	pols["sdk-enforced"] = map[string]any{"key": "tenant", "cost": "tokens", "rate": sdkEnforcedQuota, "per": "24h", "on_missing_key": "reject"}
+	for _, k := range sdkEnforcedKeys {
+		tenants[k] = map[string]any{"tenant": k, "plan": "free"}
+	}
 	routes, _ := cfg["routes"].([]any)
+	cfg["routes"] = append([]any{map[string]any{
+		"name": "enforced", "match": map[string]any{"path_prefix": "/enforced/v1/", "methods": []any{"POST"}},
+		"strip_prefix": "/enforced", "upstream": "builtin:openai-mock", "llm": "openai",
+		"enforce": "stream", "stream_window": 16, "policies": []any{"sdk-enforced"},
+	}}, routes...)
 	found := false
 	for _, r := range routes {
 		if rt, ok := r.(map[string]any); ok && rt["name"] == "llm" {
@@ -75,10 +86,17 @@ const (
 	sdkDailyBudget = 500  // tokens a day for sk-sdk-spent
 	sdkMinuteKey   = "sk-demo-free"
 	sdkNeverFits   = 5000 // max_tokens past the free plan's 1000 tokens
+	// sdkEnforcedQuota is each enforced-stream tenant's tokens: fewer than
+	// the built-in mock's 200-token completion, so every stream is ended.
+	sdkEnforcedQuota = 100
 	// aiSDKBackoff is the Vercel AI SDK's own retry schedule on a 429 that
 	// carries no retry hint: 2 retries after 2 s and 4 s.
 	aiSDKBackoff = 6 * time.Second
 )
+
+// sdkEnforcedKeys are the enforced-stream tenants' keys: openai's chat
+// stream, openai 6.x's, and openai's Responses API stream.
+var sdkEnforcedKeys = []string{"sk-sdk-enforced-1", "sk-sdk-enforced-2", "sk-sdk-enforced-3"}
 
 // The SDKs clients use against an OpenAI-compatible endpoint, unmodified and
 // with their default retries, against the default config: a plain call and
@@ -86,7 +104,10 @@ const (
 // LangChain: on a spent daily budget and on a call larger than the whole
 // quota, openai and LangChain raise at once (one attempt, no wait) and the
 // AI SDK after its own bounded backoff (3 attempts, about 6 s); on a
-// per-minute limit each retries and succeeds.
+// per-minute limit each retries and succeeds. On an enforce: stream route,
+// openai's chat stream (both majors) and Responses API stream, ended by the
+// gateway when the tenant's tokens run out, end well-formed: no error,
+// finish_reason "length" or response.incomplete, usage within the quota.
 func TestClientSDKs(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -103,7 +124,8 @@ func TestClientSDKs(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(sdkCheckDir, "check.mjs"), g.base+"/v1", sdkMinuteKey, "sk-sdk-spent", fmt.Sprint(sdkNeverFits))
+	cmd := exec.CommandContext(ctx, node, filepath.Join(sdkCheckDir, "check.mjs"), g.base+"/v1", sdkMinuteKey, "sk-sdk-spent", fmt.Sprint(sdkNeverFits),
+		g.base+"/enforced/v1", strings.Join(sdkEnforcedKeys, ","))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -120,6 +142,7 @@ func TestClientSDKs(t *testing.T) {
 		Chunks                 int     `json:"chunks"`
 		TotalTokens            float64 `json:"total_tokens"`
 		Content                int     `json:"content"`
+		Finish                 string  `json:"finish"`
 	}
 	steps := map[string]step{}
 	sc := bufio.NewScanner(out)
@@ -139,6 +162,17 @@ func TestClientSDKs(t *testing.T) {
 	}
 	if s := steps["stream/"]; s.Chunks < 3 || s.TotalTokens <= 0 {
 		t.Errorf("stream: got %+v, want chunks and the usage chunk", s)
+	}
+	for _, name := range []string{"enforced_chat/openai", "enforced_chat/openai6", "enforced_responses/openai"} {
+		s, ok := steps[name]
+		want := "length"
+		if strings.HasPrefix(name, "enforced_responses") {
+			want = "response.incomplete:max_output_tokens"
+		}
+		// The built-in mock writes 200 tokens; the tenant has 100, the prompt included.
+		if !ok || !s.OK || s.Finish != want || s.Chunks < 2 || s.TotalTokens <= 0 || s.TotalTokens > sdkEnforcedQuota {
+			t.Errorf("%s: %+v (found %v), want a stream ended well-formed (%q) with usage in (0, %d]", name, s, ok, want, sdkEnforcedQuota)
+		}
 	}
 	for _, sdk := range []string{"openai", "openai6", "ai-sdk", "langchain"} {
 		for _, kind := range []string{"spent", "never_fits"} {

@@ -13,6 +13,8 @@ import { createOpenAI } from "@ai-sdk/openai";
 import { ChatOpenAI } from "@langchain/openai";
 
 const [baseURL, minuteKey, spentKey, neverFits] = [process.argv[2], process.argv[3], process.argv[4], Number(process.argv[5])];
+// An enforce: stream route and, per SDK, a key whose tokens run out mid-stream.
+const [enforcedURL, enforcedKeys] = [process.argv[6], (process.argv[7] ?? "").split(",")];
 const content = "Tell me about rate limits.";
 const messages = [{ role: "user", content }];
 const model = "gpt-4o-mini";
@@ -93,6 +95,50 @@ for await (const chunk of stream) {
   if (chunk.usage) usage = chunk.usage;
 }
 say({ step: "stream", chunks, total_tokens: usage?.total_tokens ?? 0 });
+
+// A stream the gateway ends when the tenant's tokens run out
+// (enforce: stream): the SDK sees a well-formed end (finish_reason "length"
+// on chat, response.incomplete on the Responses API), not an error.
+const enforced = { openai: OpenAI, openai6: OpenAI6 };
+for (const [i, [name, Client]] of Object.entries(enforced).entries()) {
+  const c = new Client({ apiKey: enforcedKeys[i], baseURL: enforcedURL });
+  const step = { step: "enforced_chat", sdk: name, ok: false, chunks: 0, content: 0, finish: "", total_tokens: 0 };
+  try {
+    const s = await c.chat.completions.create({ model, messages, stream: true, stream_options: { include_usage: true } });
+    for await (const chunk of s) {
+      step.chunks++;
+      for (const ch of chunk.choices ?? []) {
+        step.content += ch.delta?.content?.length ?? 0;
+        if (ch.finish_reason) step.finish = ch.finish_reason;
+      }
+      if (chunk.usage) step.total_tokens = chunk.usage.total_tokens;
+    }
+    step.ok = true;
+  } catch (e) {
+    step.error = e?.name ?? String(e);
+    step.status = e?.status ?? 0;
+  }
+  say(step);
+}
+{
+  const c = new OpenAI({ apiKey: enforcedKeys[2], baseURL: enforcedURL });
+  const step = { step: "enforced_responses", sdk: "openai", ok: false, chunks: 0, finish: "", total_tokens: 0 };
+  try {
+    const s = await c.responses.create({ model, input: content, stream: true });
+    for await (const ev of s) {
+      step.chunks++;
+      if (ev.type === "response.incomplete" || ev.type === "response.completed") {
+        step.finish = ev.type + ":" + (ev.response?.incomplete_details?.reason ?? "");
+        step.total_tokens = ev.response?.usage?.total_tokens ?? 0;
+      }
+    }
+    step.ok = true;
+  } catch (e) {
+    step.error = e?.name ?? String(e);
+    step.status = e?.status ?? 0;
+  }
+  say(step);
+}
 
 for (const name of Object.keys(sdks)) {
   say({ step: "spent", sdk: name, ...(await attempt(name, spentKey, 50)) });
