@@ -95,7 +95,7 @@ func anthropicErrorJSON(status int, body errorBody) ([]byte, error) {
 // peeked is what a read before the body saw, as setOpenAIHeadersWith takes it.
 func setLLMHeaders(route *policies.Route, h http.Header, v limiter.Verdict, costs []policies.Cost, peeked []limiter.Decision) {
 	if route.Anthropic {
-		setAnthropicHeaders(h, v, costs, time.Now())
+		setAnthropicHeaders(h, v, costs, peeked, time.Now())
 		return
 	}
 	setOpenAIHeadersWith(h, v, costs, peeked)
@@ -105,8 +105,9 @@ func setLLMHeaders(route *policies.Route, h http.Header, v limiter.Verdict, cost
 // from the most restrictive policy of its kind: requests (policies that do
 // not count tokens), tokens, input-tokens and output-tokens. A dollar
 // budget is none of them. Resets are RFC 3339 instants, as Anthropic sends
-// them.
-func setAnthropicHeaders(h http.Header, v limiter.Verdict, costs []policies.Cost, now time.Time) {
+// them. A policy the decision did not read shows what a peek found, as in
+// setOpenAIHeadersWith.
+func setAnthropicHeaders(h http.Header, v limiter.Verdict, costs []policies.Cost, peeked []limiter.Decision, now time.Time) {
 	kinds := []struct {
 		name string
 		of   func(policies.Cost) bool
@@ -120,6 +121,11 @@ func setAnthropicHeaders(h http.Header, v limiter.Verdict, costs []policies.Cost
 		var best *limiter.Decision
 		for i := range v.Decisions {
 			d := &v.Decisions[i]
+			if !decided(d) {
+				if p, seen := peekedFor(peeked, d.Policy); seen {
+					d = &p
+				}
+			}
 			if i >= len(costs) || !decided(d) || d.Shadow || !k.of(costs[i]) {
 				continue
 			}

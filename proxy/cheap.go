@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -56,6 +57,7 @@ func (h *Handler) beforeBody(w http.ResponseWriter, r *http.Request, snap *polic
 	if !ok || len(checks) == 0 {
 		return preBody{}, false
 	}
+	all, allCosts := checks, costs
 	if r.ContentLength >= 0 && r.ContentLength <= peekSharedAbove {
 		// A small body costs less to count than a round trip to Redis,
 		// and the decision asks Redis anyway: only in-process policies are
@@ -93,7 +95,8 @@ func (h *Handler) beforeBody(w http.ResponseWriter, r *http.Request, snap *polic
 			}
 		}
 		rep.recordDecision(route, decision{verdict: counted, costs: costs, backend: backendOf(checks), took: took}, nil)
-		setLLMHeaders(route, w.Header(), v, costs, nil)
+		hv, hcosts := h.withUnpeeked(r.Context(), v, costs, checks, all, allCosts)
+		setLLMHeaders(route, w.Header(), hv, hcosts, nil)
 		h.refuse(w, r, route, v)
 		return pb, true
 	}
@@ -138,6 +141,60 @@ func (h *Handler) rejectBeforeBody(w http.ResponseWriter, r *http.Request, snap 
 // peeked before it is tokenized: below it, counting its tokens (tens of
 // microseconds per KiB) costs less than the round trip.
 const peekSharedAbove = 16 << 10
+
+// withUnpeeked returns v and costs for the headers of a refusal before the
+// body, with a peek of each shared policy counting tokens or dollars that
+// was left out of the peek (a small call's): one read of Redis on such a
+// refusal, so the 429 carries every set that applies.
+func (h *Handler) withUnpeeked(ctx context.Context, v limiter.Verdict, costs []policies.Cost, peekedChecks, all []limiter.Check, allCosts []policies.Cost) (limiter.Verdict, []policies.Cost) {
+	if len(peekedChecks) == len(all) {
+		return v, costs
+	}
+	var left []limiter.Check
+	var leftCosts []policies.Cost
+	for i, c := range all {
+		if allCosts[i] != policies.CostRequests && c.Rule.Algorithm.Shared() {
+			left, leftCosts = append(left, c), append(leftCosts, allCosts[i])
+		}
+	}
+	p, ok := h.limiter.(peeker)
+	if !ok || len(left) == 0 || !h.headerPeeks.Allow() {
+		return v, costs
+	}
+	v.Decisions = append(slices.Clone(v.Decisions), p.Peek(ctx, left)...)
+	return v, append(slices.Clone(costs), leftCosts...)
+}
+
+// headerPeeksPerSecond is how many refusals a second, per instance, read
+// Redis for their headers alone; past it a refusal leaves out the sets it
+// would have had to read.
+const headerPeeksPerSecond = 100
+
+// peekUnread returns peeked with a peek of each shared policy counting
+// tokens or dollars that a refusal left unread: another policy refused
+// first, and the call was too small to peek its shared policies before its
+// body. So a 429 on an llm route carries every set that applies with its
+// true remaining, for one read of Redis on such a refusal.
+func (h *Handler) peekUnread(ctx context.Context, checks []limiter.Check, costs []policies.Cost, v limiter.Verdict, peeked []limiter.Decision) []limiter.Decision {
+	p, ok := h.limiter.(peeker)
+	if !ok {
+		return peeked
+	}
+	var unread []limiter.Check
+	for i := range v.Decisions {
+		d := &v.Decisions[i]
+		if i >= len(checks) || i >= len(costs) || decided(d) || costs[i] == policies.CostRequests || !checks[i].Rule.Algorithm.Shared() {
+			continue
+		}
+		if _, seen := peekedFor(peeked, d.Policy); !seen {
+			unread = append(unread, checks[i])
+		}
+	}
+	if len(unread) == 0 || !h.headerPeeks.Allow() {
+		return peeked
+	}
+	return append(slices.Clone(peeked), p.Peek(ctx, unread)...)
+}
 
 // localChecks returns the checks (and their costs) decided in-process.
 func localChecks(checks []limiter.Check, costs []policies.Cost) ([]limiter.Check, []policies.Cost) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
@@ -107,6 +108,10 @@ type Handler struct {
 	// tracer starts the request's spans; nil when tracing is off.
 	tracer   trace.Tracer
 	tokenize tokenizeGate
+	// headerPeeks bounds the reads of Redis made only for a 429's headers
+	// (peekUnread, withUnpeeked): a flood of refusals stays a flood the
+	// denial path answers without Redis.
+	headerPeeks *rate.Limiter
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -141,6 +146,7 @@ func New(cfg Config) (*Handler, error) {
 		refusals:       cfg.Refusals,
 		access:         cfg.AccessLogger,
 		tokenize:       newTokenizeGate(cfg.TokenizeSlots, cfg.TokenizeWait),
+		headerPeeks:    rate.NewLimiter(headerPeeksPerSecond, headerPeeksPerSecond),
 	}
 	if h.access == nil {
 		h.access = h.log
@@ -290,7 +296,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if route.LLM {
-			setLLMHeaders(route, w.Header(), verdict, costs, pre.peeked)
+			setLLMHeaders(route, w.Header(), verdict, costs, h.peekUnread(r.Context(), checks, costs, verdict, pre.peeked))
 		}
 		h.refuse(w, r, route, verdict)
 		return

@@ -7,10 +7,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/builtin"
+	"github.com/ratelimit-gateway/gateway/internal/redistest"
+	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 	"github.com/ratelimit-gateway/gateway/proxy/llm"
 )
 
@@ -691,5 +694,121 @@ policies:
 	}
 	if n := len(h.tokenize.slots); n != 0 {
 		t.Fatalf("%d tokenizing slots still taken, want 0", n)
+	}
+}
+
+// With the token policy on Redis and the requests policy in-process, a
+// small call refused by the requests policy (its shared policies were not
+// peeked before its body) still carries the tokens set with the true
+// remaining, on an OpenAI route and on an Anthropic one. (A day's window:
+// GCRA refills continuously, and the test must see what the calls took.)
+func TestLLMHeadersEverySetOnRedis(t *testing.T) {
+	up := newUpstream(t, builtin.OpenAIMock(builtin.OpenAIMockConfig{CompletionTokens: 10}))
+	claude := newUpstream(t, builtin.NewAnthropicMock(builtin.AnthropicMockConfig{}))
+	snap := compileYAML(t, `
+redis: {addrs: ['127.0.0.1:1']}
+tenants:
+  keys:
+    sk-1: {tenant: acme, plan: free}
+    sk-2: {tenant: globex, plan: free}
+routes:
+  - {name: claude, match: {path_prefix: /anthropic/v1/}, strip_prefix: /anthropic, upstream: `+claude.URL+`, llm: anthropic, policies: [rpm, tpm]}
+  - {name: llm, match: {path_prefix: /v1/}, upstream: `+up.URL+`, llm: openai, policies: [rpm, tpm]}
+policies:
+  rpm: {key: tenant, rate: 2, per: 1m, on_missing_key: reject}
+  tpm: {key: tenant, cost: tokens, algorithm: gcra, rate: 100000, per: 24h, on_missing_key: reject}
+`)
+	rs := redistest.Start(t)
+	client, err := redislimit.NewClient(redislimit.ClientOptions{Addrs: []string{rs.Addr()}, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	srv, _ := newGateway(t, snap, engineOn(t, client), gatewayOpts{})
+	body := chatCall(100)
+	for i := range 2 {
+		if a := llmDo(t, "POST", srv.URL+"/v1/chat/completions", "sk-1", body); a.status != 200 {
+			t.Fatalf("call %d: %d, want 200", i+1, a.status)
+		}
+	}
+	a := llmDo(t, "POST", srv.URL+"/v1/chat/completions", "sk-1", body)
+	rem, err := strconv.ParseInt(a.header.Get("x-ratelimit-remaining-tokens"), 10, 64)
+	if a.status != 429 || a.header.Get("x-ratelimit-remaining-requests") != "0" || err != nil ||
+		rem < 100_000-2*reservation(t, body) || rem >= 100_000 || a.header.Get("x-ratelimit-limit-tokens") != "100000" {
+		t.Fatalf("a requests policy's 429 with the token policy on Redis: %d, remaining-requests %q, limit-tokens %q, remaining-tokens %q; want 429, 0, 100000 and the true remaining in [%d, 100000)",
+			a.status, a.header.Get("x-ratelimit-remaining-requests"), a.header.Get("x-ratelimit-limit-tokens"),
+			a.header.Get("x-ratelimit-remaining-tokens"), 100_000-2*reservation(t, body))
+	}
+
+	// A flood of such refusals reads Redis for its headers at most
+	// headerPeeksPerSecond times a second (plus the burst): 2,000 refusals
+	// from 64 clients.
+	before := redistest.CommandCount(t, rs.Addr())
+	started := time.Now()
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for range 2000 / 64 {
+				if a := llmDo(t, "POST", srv.URL+"/v1/chat/completions", "sk-1", body); a.status != 429 {
+					t.Errorf("the flood: %d, want 429", a.status)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	bound := int64(headerPeeksPerSecond) * int64(2+time.Since(started).Seconds())
+	if got := redistest.CommandCount(t, rs.Addr()) - before; got > bound {
+		t.Errorf("%d refusals in %v sent Redis %d commands for their headers, want at most %d", 2000/64*64, time.Since(started), got, bound)
+	}
+
+	msg := `{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":"Say something about rate limits."}]}`
+	claudeDo := func() *http.Response {
+		req, _ := http.NewRequest("POST", srv.URL+"/anthropic/v1/messages", strings.NewReader(msg))
+		req.Header.Set("x-api-key", "sk-2")
+		req.Header.Set("anthropic-version", "2023-06-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	for i := range 2 {
+		if resp := claudeDo(); resp.StatusCode != 200 {
+			t.Fatalf("claude call %d: %d, want 200", i+1, resp.StatusCode)
+		}
+	}
+	resp := claudeDo()
+	rem, err = strconv.ParseInt(resp.Header.Get("anthropic-ratelimit-tokens-remaining"), 10, 64)
+	if resp.StatusCode != 429 || resp.Header.Get("anthropic-ratelimit-requests-remaining") != "0" || err != nil || rem <= 100_000-1000 || rem >= 100_000 {
+		t.Fatalf("an Anthropic 429 from the requests policy: %d, requests-remaining %q, tokens-remaining %q; want 429, 0 and the token policy's true remaining",
+			resp.StatusCode, resp.Header.Get("anthropic-ratelimit-requests-remaining"), resp.Header.Get("anthropic-ratelimit-tokens-remaining"))
+	}
+}
+
+// A local token policy that refuses after the body leaves a dollar budget
+// on Redis unread: the 429 still carries the usd set, read with a peek.
+func TestLLMHeadersUnreadBudgetOnRedis(t *testing.T) {
+	up := newUpstream(t, builtin.OpenAIMock(builtin.OpenAIMockConfig{CompletionTokens: 10}))
+	snap := compileYAML(t, `
+redis: {addrs: ['127.0.0.1:1']}
+tenants:
+  keys:
+    sk-1: {tenant: acme, plan: free}
+prices:
+  default: {input: 0.15, output: 0.6}
+routes:
+  - {name: llm, match: {path_prefix: /v1/}, upstream: `+up.URL+`, llm: openai, policies: [tpm, dollars]}
+policies:
+  tpm: {key: tenant, cost: tokens, rate: 200, per: 24h, on_missing_key: reject}
+  dollars: {key: tenant, cost: usd, algorithm: gcra, rate: 1, per: 24h, on_missing_key: reject}
+`)
+	srv, _ := newGateway(t, snap, sharedEngine(t), gatewayOpts{})
+	a := llmDo(t, "POST", srv.URL+"/v1/chat/completions", "sk-1", chatCall(500))
+	if a.status != 429 || a.header.Get("x-ratelimit-remaining-tokens") == "" || a.header.Get("x-ratelimit-remaining-usd") != "1.000000" {
+		t.Fatalf("a local token policy's 429: %d, remaining-tokens %q, remaining-usd %q; want 429, the token set, and the untouched budget 1.000000",
+			a.status, a.header.Get("x-ratelimit-remaining-tokens"), a.header.Get("x-ratelimit-remaining-usd"))
 	}
 }
