@@ -136,6 +136,7 @@ func ratios(by map[string]summary) []ratio {
 		rps(tGatewayCluster, tGatewayUsers),
 		usecRatio(by, tGatewayCluster, tGatewayUsers),
 		rps(tGatewayTraced, tGatewayLocal),
+		rps(tGatewayTraceAll, tGatewayLocal),
 	)
 	return out
 }

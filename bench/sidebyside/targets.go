@@ -15,26 +15,27 @@ import (
 
 // The targets, in the order of the table.
 const (
-	tUpstream       = "upstream"
-	tNginxProxy     = "nginx-proxy"
-	tNginxLimitReq  = "nginx-limit_req"
-	tNginxDeny      = "nginx-deny"
-	tHAProxy        = "haproxy"
-	tCaddy          = "caddy"
-	tBare           = "bare-httputil"
-	tBareDeny       = "bare-429"
-	tGatewayNone    = "gateway-nopolicy"
-	tGatewayLocal   = "gateway-local"
-	tGatewayIETF    = "gateway-local-ietf"
-	tGatewayNoHdr   = "gateway-local-noheaders"
-	tGatewayStd     = "gateway-local-standard"
-	tGatewayRedis   = "gateway-redis"
-	tGatewayDeny    = "gateway-deny"
-	tGatewayDenyRed = "gateway-deny-redis"
-	tGatewayLLM     = "gateway-llm"
-	tGatewayUsers   = "gateway-redis-users"
-	tGatewayCluster = "gateway-redis-cluster"
-	tGatewayTraced  = "gateway-local-traced"
+	tUpstream        = "upstream"
+	tNginxProxy      = "nginx-proxy"
+	tNginxLimitReq   = "nginx-limit_req"
+	tNginxDeny       = "nginx-deny"
+	tHAProxy         = "haproxy"
+	tCaddy           = "caddy"
+	tBare            = "bare-httputil"
+	tBareDeny        = "bare-429"
+	tGatewayNone     = "gateway-nopolicy"
+	tGatewayLocal    = "gateway-local"
+	tGatewayIETF     = "gateway-local-ietf"
+	tGatewayNoHdr    = "gateway-local-noheaders"
+	tGatewayStd      = "gateway-local-standard"
+	tGatewayRedis    = "gateway-redis"
+	tGatewayDeny     = "gateway-deny"
+	tGatewayDenyRed  = "gateway-deny-redis"
+	tGatewayLLM      = "gateway-llm"
+	tGatewayUsers    = "gateway-redis-users"
+	tGatewayCluster  = "gateway-redis-cluster"
+	tGatewayTraced   = "gateway-local-traced"
+	tGatewayTraceAll = "gateway-local-traced-all"
 )
 
 // target is one row of the table: what wrk loads, and what to expect.
@@ -72,6 +73,7 @@ var specs = []spec{
 	{tGatewayNoHdr, "gateway-local with rate_limit_headers: none (the decision alone, no header)", (*lab).gatewayTarget},
 	{tGatewayStd, "gateway-local with upstream_transport: standard (net/http's transport, not the lean one)", (*lab).gatewayTarget},
 	{tGatewayTraced, "gateway-local with tracing at sample_ratio 0.01, exported over OTLP/HTTP to a sink", (*lab).gatewayTarget},
+	{tGatewayTraceAll, "gateway-local with every request traced (sample_ratio 1.0), exported over OTLP/HTTP to a sink", (*lab).gatewayTarget},
 	{tGatewayRedis, "gateway, Redis gcra per IP, never reached", (*lab).gatewayTarget},
 	{tGatewayDeny, "gateway, token_bucket per IP at 1/min: a flood it denies", (*lab).gatewayTarget},
 	{tGatewayDenyRed, "gateway, Redis gcra per IP at 1/min: a flood it denies", (*lab).gatewayTarget},
@@ -84,18 +86,19 @@ var specs = []spec{
 // "Never reached": 10 million a second per key, where a loopback run
 // reaches tens of thousands.
 var gatewayPolicies = map[string]string{
-	tGatewayNone:    "",
-	tGatewayLocal:   "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
-	tGatewayIETF:    "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
-	tGatewayNoHdr:   "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
-	tGatewayStd:     "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
-	tGatewayTraced:  "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
-	tGatewayRedis:   "{key: ip, algorithm: gcra, rate: 10000000, per: 1s}",
-	tGatewayDeny:    "{key: ip, algorithm: token_bucket, rate: 1, per: 1m}",
-	tGatewayDenyRed: "{key: ip, algorithm: gcra, rate: 1, per: 1m}",
-	tGatewayLLM:     "{key: ip, cost: tokens, rate: 1000000000, per: 1s}",
-	tGatewayUsers:   "{key: 'header:X-User', algorithm: gcra, rate: 10000000, per: 1s}",
-	tGatewayCluster: "{key: 'header:X-User', algorithm: gcra, rate: 10000000, per: 1s}",
+	tGatewayNone:     "",
+	tGatewayLocal:    "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
+	tGatewayIETF:     "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
+	tGatewayNoHdr:    "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
+	tGatewayStd:      "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
+	tGatewayTraced:   "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
+	tGatewayTraceAll: "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
+	tGatewayRedis:    "{key: ip, algorithm: gcra, rate: 10000000, per: 1s}",
+	tGatewayDeny:     "{key: ip, algorithm: token_bucket, rate: 1, per: 1m}",
+	tGatewayDenyRed:  "{key: ip, algorithm: gcra, rate: 1, per: 1m}",
+	tGatewayLLM:      "{key: ip, cost: tokens, rate: 1000000000, per: 1s}",
+	tGatewayUsers:    "{key: 'header:X-User', algorithm: gcra, rate: 10000000, per: 1s}",
+	tGatewayCluster:  "{key: 'header:X-User', algorithm: gcra, rate: 10000000, per: 1s}",
 }
 
 // lab holds the servers behind the targets. Servers several targets share
@@ -300,13 +303,16 @@ func (l *lab) gatewayTarget(ctx context.Context, t *target) error {
 	if t.name == tGatewayStd {
 		cfg.Transport = "standard"
 	}
-	if t.name == tGatewayTraced {
+	if t.name == tGatewayTraced || t.name == tGatewayTraceAll {
 		if l.otlp == nil {
 			if l.otlp, err = startOTLPSink(); err != nil {
 				return err
 			}
 		}
-		cfg.Tracing = l.otlp.url
+		cfg.Tracing, cfg.SampleRatio = l.otlp.url, 0.01
+		if t.name == tGatewayTraceAll {
+			cfg.SampleRatio = 1
+		}
 	}
 	if redis {
 		// The admin listener serves /metrics, read around each run.
