@@ -9,8 +9,44 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
+
+var (
+	binDir   string // removed by TestMain
+	buildBin sync.Once
+	binPath  string
+	binErr   error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// gatewayBinary builds cmd/gateway once for the tests that run it.
+func gatewayBinary(t *testing.T) string {
+	t.Helper()
+	buildBin.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "docs-gateway-"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "gateway")
+		build := exec.Command("go", "build", "-o", binPath, "./cmd/gateway")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build ./cmd/gateway: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
 
 // command is one simple command a page shows: its words, shell quoting
 // removed, and where it is written.
@@ -225,12 +261,7 @@ func TestShownGatewayCommandsAreAccepted(t *testing.T) {
 	if len(calls) == 0 {
 		t.Fatal("no gateway command found in the pages: the reader is broken")
 	}
-	bin := filepath.Join(t.TempDir(), "gateway")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/gateway")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/gateway: %v\n%s", err, out)
-	}
+	bin := gatewayBinary(t)
 	flagsOf := map[string]map[string]bool{} // subcommand -> flag -> takes a value
 	accepted := func(sub string) (map[string]bool, bool) {
 		if f, ok := flagsOf[sub]; ok {

@@ -8,6 +8,7 @@
 //     convention is written at the top of configuration.md);
 //   - every `make` target, `go run ./…` path, `gateway` subcommand and flag
 //     the pages show exists, the last checked against the built binary;
+//   - every "$ gateway …" line shown with its output prints that output;
 //   - every relative link points at a file that exists, and at a heading
 //     of it when it names one.
 package docs
