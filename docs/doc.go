@@ -9,6 +9,7 @@
 //   - every `make` target, `go run ./…` path, `gateway` subcommand and flag
 //     the pages show exists, the last checked against the built binary;
 //   - every "$ gateway …" line shown with its output prints that output;
+//   - every test a page names (each claim of guarantees.md names one) exists;
 //   - every relative link points at a file that exists, and at a heading
 //     of it when it names one.
 package docs
