@@ -145,7 +145,7 @@ type rules struct {
 
 // TestPrometheusAlertsNameExportedMetrics: the rule file decodes strictly,
 // every alert names only exported metrics, and the alerts cover what the
-// README says to watch. With promtool on the PATH (Debian's prometheus
+// docs/operating.md says to watch. With promtool on the PATH (Debian's prometheus
 // package), promtool checks the file too.
 func TestPrometheusAlertsNameExportedMetrics(t *testing.T) {
 	const file = "prometheus/gateway-rules.yaml"

@@ -201,7 +201,7 @@ type RouteConfig struct {
 	RateLimitHeaders string   `koanf:"rate_limit_headers"`
 	Policies         []string `koanf:"policies"`
 	// Idempotency, when present, makes requests that carry an idempotency
-	// key reach the upstream once per key (README "Idempotency keys").
+	// key reach the upstream once per key (docs/idempotency.md).
 	Idempotency *IdempotencyConfig `koanf:"idempotency"`
 }
 

@@ -25,7 +25,7 @@ func TestSharedInFlightSlotsComeBackAfterKill(t *testing.T) {
 	const (
 		limit      = 4
 		lease      = 500 * time.Millisecond
-		renewEvery = lease / 3 // README: a request renews its lease every third of it
+		renewEvery = lease / 3 // docs/configuration.md: a request renews its lease every third of it
 	)
 	leaks := goleak.IgnoreCurrent()
 	// Registered first, so it runs after every other cleanup.

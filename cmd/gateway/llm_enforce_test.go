@@ -149,7 +149,7 @@ func TestEnforcedStreamsStayInsideTheQuota(t *testing.T) {
 					case http.StatusOK:
 					case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 						// A machine too loaded to ask Redis in time refuses
-						// rather than admits (README "Overload is not
+						// rather than admits (docs/redis.md "Overload is not
 						// failure"; a spend policy fails closed while Redis
 						// does not answer); the counts below still hold.
 						if limited.Add(1) == 1 {

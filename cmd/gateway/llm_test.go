@@ -91,7 +91,7 @@ func TestLLMStreamsOnRedisStayInsideTheQuota(t *testing.T) {
 	// The gateway settles a stream just after its last byte reached the
 	// client, so Redis is polled (for 5s at most) until it holds what the
 	// streams used; then it must hold exactly that.
-	sum := sha256.Sum256([]byte("acme")) // the key layout the README documents
+	sum := sha256.Sum256([]byte("acme")) // the key layout docs/redis.md documents
 	key := "rl:{daily-tokens:" + hex.EncodeToString(sum[:16]) + "}:fw"
 	var held int64
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {

@@ -23,7 +23,7 @@ const (
 	// healthy loopback round trip even on a loaded machine, so that what
 	// fails is the node, not the deadline.
 	nodeTimeout = 250 * time.Millisecond
-	// recoverWithin is the README's bound from a master's SIGKILL to
+	// recoverWithin is docs/guarantees.md's bound from a master's SIGKILL to
 	// enforcement through its promoted replica, with cluster-node-timeout
 	// 1000 (Sentinel: down-after-milliseconds 1000).
 	recoverWithin = 5 * time.Second

@@ -14,7 +14,7 @@ import (
 )
 
 // Redis killed, hung (SIGSTOP) and restarted in the middle of a flood of
-// 64 workers on one GCRA key, for each failure mode. What the README
+// 64 workers on one GCRA key, for each failure mode. What docs/redis.md
 // promises:
 //   - deny: nothing passes that Redis did not count; the outage answers
 //     "unavailable" (503).
@@ -61,7 +61,7 @@ type outage struct {
 	// both and up does nothing.
 	down, up func(s *redistest.Server)
 	// lost is whether Redis forgets the limit's state (no persistence): one
-	// extra burst is then allowed, as the README says.
+	// extra burst is then allowed, as docs/redis.md says.
 	lost bool
 	// long is whether the outage lasts (downFor, or hungFor for a hang; a
 	// restart lasts only as long as redis-server takes to start).
