@@ -1,0 +1,171 @@
+// Package openloop loads one URL at a constant rate and measures each
+// response's latency, open loop: requests are sent on a fixed schedule
+// (vegeta's constant pacer, new workers and connections opened when all
+// are busy), not when an earlier one comes back, so a slow response does
+// not hold the next one back and hide its own cost.
+package openloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+// Config is one point: a request, a rate and how long.
+type Config struct {
+	URL    string      `json:"url"`
+	Method string      `json:"method"` // "" is GET
+	Body   []byte      `json:"body,omitempty"`
+	Header http.Header `json:"header,omitempty"`
+	// Rate is requests per second.
+	Rate int `json:"rate"`
+	// Warmup is sent at Rate before Duration and not measured: it opens the
+	// connections the rate needs.
+	Warmup   time.Duration `json:"warmup"`
+	Duration time.Duration `json:"duration"`
+	// Timeout bounds each request (vegeta's client timeout).
+	Timeout time.Duration `json:"timeout"`
+}
+
+// maxWorkers bounds the requests in flight: far above what a rate below a
+// target's capacity needs, low enough that a stalled target cannot make
+// the generator exhaust the machine's ports.
+const maxWorkers = 4096
+
+// Result is what one point measured, over the responses to requests sent
+// after the warm-up.
+type Result struct {
+	Rate     int           `json:"rate"`
+	Duration time.Duration `json:"duration"`
+	Requests int           `json:"requests"`
+	OK       int           `json:"ok"`     // 2xx
+	Non2xx   int           `json:"non2xx"` // any other status
+	Errors   int           `json:"errors"` // no response: connect, timeout, …
+	// FirstError is the first failed request's error, "" for none.
+	FirstError string `json:"first_error,omitempty"`
+	// SentRate is the requests sent per second of the measured span: below
+	// Rate, the generator did not keep up and the point is not open loop.
+	SentRate float64 `json:"sent_rate"`
+	// Latencies of the 2xx responses, from send to the end of the body.
+	P50  time.Duration `json:"p50"`
+	P90  time.Duration `json:"p90"`
+	P99  time.Duration `json:"p99"`
+	P999 time.Duration `json:"p999"`
+	Max  time.Duration `json:"max"`
+}
+
+// Check says what is wrong with c, or nil.
+func (c Config) Check() error {
+	switch {
+	case c.URL == "":
+		return errors.New("no url")
+	case c.Rate < 1:
+		return fmt.Errorf("rate %d: must be at least 1 a second", c.Rate)
+	case c.Duration <= 0 || c.Warmup < 0 || c.Timeout <= 0:
+		return fmt.Errorf("duration %v, warmup %v, timeout %v: duration and timeout must be > 0, warmup >= 0", c.Duration, c.Warmup, c.Timeout)
+	}
+	return nil
+}
+
+// Run sends c's requests at c.Rate for c.Warmup + c.Duration and measures
+// those sent after the warm-up. Cancelling ctx stops it early with ctx's
+// error.
+func Run(ctx context.Context, c Config) (Result, error) {
+	if err := c.Check(); err != nil {
+		return Result{}, err
+	}
+	method := c.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	tgt := vegeta.Target{Method: method, URL: c.URL, Body: c.Body, Header: c.Header}
+	a := vegeta.NewAttacker(
+		vegeta.Timeout(c.Timeout),
+		vegeta.KeepAlive(true),
+		vegeta.MaxWorkers(maxWorkers),
+		vegeta.Redirects(vegeta.NoFollow),
+		vegeta.MaxBody(0), // read and discard: only the status and the time count
+	)
+	stop := context.AfterFunc(ctx, func() { a.Stop() })
+	defer stop()
+
+	begin := time.Now()
+	measureFrom := begin.Add(c.Warmup)
+	var hits []hit
+	for r := range a.Attack(vegeta.NewStaticTargeter(tgt), vegeta.Rate{Freq: c.Rate, Per: time.Second}, c.Warmup+c.Duration, "") {
+		if r.Timestamp.Before(measureFrom) {
+			continue
+		}
+		hits = append(hits, hit{sent: r.Timestamp, latency: r.Latency, code: int(r.Code), err: r.Error})
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	return summarize(c, hits), nil
+}
+
+// hit is one response (or failure) as summarize needs it.
+type hit struct {
+	sent    time.Time
+	latency time.Duration
+	code    int // 0: no response
+	err     string
+}
+
+// summarize counts the hits and takes the quantiles of the 2xx latencies.
+func summarize(c Config, hits []hit) Result {
+	res := Result{Rate: c.Rate, Duration: c.Duration, Requests: len(hits)}
+	var lat []time.Duration
+	var first, last time.Time
+	for i, h := range hits {
+		if i == 0 || h.sent.Before(first) {
+			first = h.sent
+		}
+		if h.sent.After(last) {
+			last = h.sent
+		}
+		switch {
+		case h.code >= 200 && h.code < 300:
+			res.OK++
+			lat = append(lat, h.latency)
+			continue
+		case h.code == 0:
+			res.Errors++
+		default:
+			res.Non2xx++
+		}
+		if res.FirstError == "" {
+			res.FirstError = h.err
+			if res.FirstError == "" {
+				res.FirstError = fmt.Sprintf("status %d", h.code)
+			}
+		}
+	}
+	// n requests sent at a constant rate span n-1 intervals.
+	if span := last.Sub(first); len(hits) > 1 && span > 0 {
+		res.SentRate = float64(len(hits)-1) / span.Seconds()
+	}
+	slices.Sort(lat)
+	res.P50, res.P90, res.P99, res.P999 = Quantile(lat, 0.50), Quantile(lat, 0.90), Quantile(lat, 0.99), Quantile(lat, 0.999)
+	if len(lat) > 0 {
+		res.Max = lat[len(lat)-1]
+	}
+	return res
+}
+
+// Quantile is the nearest-rank q-quantile of sorted (ascending): the
+// smallest value at least a fraction q of the values are at or below. Zero
+// for none.
+func Quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(q * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}

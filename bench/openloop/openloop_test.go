@@ -1,0 +1,186 @@
+package openloop
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestQuantile(t *testing.T) {
+	ms := func(vs ...int) []time.Duration {
+		out := make([]time.Duration, len(vs))
+		for i, v := range vs {
+			out[i] = time.Duration(v) * time.Millisecond
+		}
+		return out
+	}
+	hundred := make([]time.Duration, 100)
+	for i := range hundred {
+		hundred[i] = time.Duration(i+1) * time.Millisecond
+	}
+	tests := []struct {
+		name   string
+		sorted []time.Duration
+		q      float64
+		want   time.Duration
+	}{
+		{"none", nil, 0.99, 0},
+		{"one", ms(7), 0.5, 7 * time.Millisecond},
+		{"median of four is the second", ms(1, 2, 3, 4), 0.5, 2 * time.Millisecond},
+		{"p99 of 100 is the 99th", hundred, 0.99, 99 * time.Millisecond},
+		{"p999 of 100 is the largest", hundred, 0.999, 100 * time.Millisecond},
+		{"q 0 is the smallest", ms(3, 5), 0, 3 * time.Millisecond},
+		{"q 1 is the largest", ms(3, 5), 1, 5 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		if got := Quantile(tt.sorted, tt.q); got != tt.want {
+			t.Errorf("%s: Quantile(q=%v) = %v, want %v", tt.name, tt.q, got, tt.want)
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	var hits []hit
+	// 101 requests 10 ms apart (100 a second over one second): 97 2xx with
+	// latencies 1..97 ms, then a 429, a 503 and two without a response.
+	for i := range 101 {
+		h := hit{sent: t0.Add(time.Duration(i) * 10 * time.Millisecond), code: 200, latency: time.Duration(i+1) * time.Millisecond}
+		switch i {
+		case 97:
+			h.code, h.err = 429, "429 Too Many Requests"
+		case 98:
+			h.code = 503
+		case 99, 100:
+			h.code, h.err = 0, "dial tcp: connection refused"
+		}
+		hits = append(hits, h)
+	}
+	// Results arrive in completion order, not send order.
+	hits[0], hits[50] = hits[50], hits[0]
+	r := summarize(Config{Rate: 100, Duration: time.Second}, hits)
+	want := Result{Rate: 100, Duration: time.Second, Requests: 101, OK: 97, Non2xx: 2, Errors: 2,
+		FirstError: "429 Too Many Requests", SentRate: 100,
+		P50: 49 * time.Millisecond, P90: 88 * time.Millisecond, P99: 97 * time.Millisecond, P999: 97 * time.Millisecond, Max: 97 * time.Millisecond}
+	if r != want {
+		t.Errorf("summarize:\n got %+v\nwant %+v", r, want)
+	}
+	if empty := summarize(Config{Rate: 5}, nil); empty.Requests != 0 || empty.SentRate != 0 || empty.P99 != 0 {
+		t.Errorf("no hits: %+v", empty)
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	good := Config{URL: "http://127.0.0.1:1/", Rate: 10, Duration: time.Second, Timeout: time.Second}
+	if err := good.Check(); err != nil {
+		t.Fatalf("a good config: %v", err)
+	}
+	for name, mut := range map[string]func(*Config){
+		"no url":          func(c *Config) { c.URL = "" },
+		"zero rate":       func(c *Config) { c.Rate = 0 },
+		"negative rate":   func(c *Config) { c.Rate = -5 },
+		"zero duration":   func(c *Config) { c.Duration = 0 },
+		"negative warmup": func(c *Config) { c.Warmup = -time.Second },
+		"no timeout":      func(c *Config) { c.Timeout = 0 },
+	} {
+		c := good
+		mut(&c)
+		if err := c.Check(); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+		if _, err := Run(context.Background(), c); err == nil {
+			t.Errorf("%s: Run started anyway", name)
+		}
+	}
+}
+
+// A server that takes 100 ms over every request still gets the full rate:
+// the generator does not wait for a response before the next request, as a
+// closed loop of its 10 first workers would (at most 100 a second, where
+// 200 a second needs 20 in flight).
+func TestRunIsOpenLoop(t *testing.T) {
+	var got atomic.Int64
+	var bodies atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		if b, _ := io.ReadAll(r.Body); string(b) == `{"q":1}` && r.Method == http.MethodPost && r.Header.Get("Content-Type") == "application/json" {
+			bodies.Add(1)
+		}
+		time.Sleep(100 * time.Millisecond) // the slow server under test
+		io.WriteString(w, "ok\n")
+	}))
+	defer srv.Close()
+
+	c := Config{URL: srv.URL, Method: http.MethodPost, Body: []byte(`{"q":1}`), Header: http.Header{"Content-Type": {"application/json"}},
+		Rate: 200, Warmup: 250 * time.Millisecond, Duration: time.Second, Timeout: 5 * time.Second}
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 200 a second for a second, give or take the edges of the schedule
+	// and a generator slowed by -race on a busy machine; a closed loop
+	// would send 100.
+	if r.Requests < 170 || r.Requests > 210 {
+		t.Errorf("%d requests measured, want about 200 (%+v)", r.Requests, r)
+	}
+	if r.OK != r.Requests || r.Errors != 0 || r.Non2xx != 0 {
+		t.Errorf("failures against a server that answers all: %+v", r)
+	}
+	if r.SentRate < 160 || r.SentRate > 220 {
+		t.Errorf("sent %.0f a second, want about 200", r.SentRate)
+	}
+	if r.P50 < 100*time.Millisecond || r.Max > 4*time.Second {
+		t.Errorf("p50 %v max %v: the server's 100 ms is not in the latency", r.P50, r.Max)
+	}
+	// The warm-up's requests reached the server but are not measured.
+	if n := got.Load(); n < int64(r.Requests)+40 {
+		t.Errorf("server saw %d requests, measured %d: no warm-up sent", n, r.Requests)
+	}
+	if bodies.Load() != got.Load() {
+		t.Errorf("%d of %d requests carried the method, header and body", bodies.Load(), got.Load())
+	}
+}
+
+func TestRunStopsWhenCancelled(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var n atomic.Int64
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 20 {
+			cancel()
+		}
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, Config{URL: srv.URL, Rate: 100, Duration: time.Minute, Timeout: time.Second})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled run: %v, want context.Canceled", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a cancelled one-minute run did not stop within 20 s")
+	}
+}
+
+// Refused connections are counted as errors, not latencies.
+func TestRunCountsErrors(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	r, err := Run(context.Background(), Config{URL: url, Rate: 50, Duration: 200 * time.Millisecond, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Requests == 0 || r.Errors != r.Requests || r.OK != 0 || r.FirstError == "" || r.P99 != 0 {
+		t.Errorf("against a closed port: %+v", r)
+	}
+}
