@@ -12,6 +12,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -32,6 +33,10 @@ type Config struct {
 	// Timeout bounds each request (vegeta's client timeout).
 	Timeout time.Duration `json:"timeout"`
 }
+
+// bodyKept is how much of each response body is kept: enough to name why
+// a request failed.
+const bodyKept = 200
 
 // maxWorkers bounds the requests in flight: far above what a rate below a
 // target's capacity needs, low enough that a stalled target cannot make
@@ -90,7 +95,9 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		vegeta.KeepAlive(true),
 		vegeta.MaxWorkers(maxWorkers),
 		vegeta.Redirects(vegeta.NoFollow),
-		vegeta.MaxBody(0), // read and discard: only the status and the time count
+		// Read every body to its end; keep its start, which names the
+		// reason of a failure.
+		vegeta.MaxBody(bodyKept),
 	)
 	stop := context.AfterFunc(ctx, func() { a.Stop() })
 	defer stop()
@@ -102,7 +109,11 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		if r.Timestamp.Before(measureFrom) {
 			continue
 		}
-		hits = append(hits, hit{sent: r.Timestamp, latency: r.Latency, code: int(r.Code), err: r.Error})
+		h := hit{sent: r.Timestamp, latency: r.Latency, code: int(r.Code), err: r.Error}
+		if h.code >= 300 && len(r.Body) > 0 {
+			h.err += ": " + strings.TrimSpace(string(r.Body))
+		}
+		hits = append(hits, h)
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, err

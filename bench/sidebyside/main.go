@@ -25,6 +25,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ratelimit-gateway/gateway/bench/plot"
 )
 
 // options are the command's flags.
@@ -38,6 +40,12 @@ type options struct {
 	memory     bool
 	cheap      bool
 	keep       bool
+	open       openOptions
+	openRates  string
+	pinMode    string
+	pin        pinning
+	base       string
+	generate   bool
 }
 
 func main() {
@@ -53,7 +61,25 @@ func main() {
 	flag.BoolVar(&o.memory, "memory", true, "run the local key memory microbenchmark too")
 	flag.BoolVar(&o.cheap, "cheap", true, "measure an admitted small llm call's p99 idle and with keyless 1 MiB prompts in flight")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs, logs) and print its path")
+	flag.IntVar(&o.open.rounds, "open-rounds", 3, "open-loop rounds over every open-loop target at every rate (0: no open loop)")
+	flag.StringVar(&o.openRates, "open-rates", "25,50,75", "open-loop rates, in percent of the slowest open-loop target's closed-loop median rps")
+	flag.DurationVar(&o.open.minDuration, "open-duration", 2*time.Second, "each open-loop point is measured for at least this long")
+	flag.IntVar(&o.open.samples, "open-samples", 10000, "and for long enough to send this many requests (at most "+openMaxPoint.String()+")")
+	flag.StringVar(&o.pinMode, "pin", "auto", "taskset the load generators to the last CPU and the servers to the others: auto (on 4+ CPUs), on, off")
+	flag.StringVar(&o.base, "base", "", "a git revision whose gateway is built too and measured beside this one as base:gateway-*")
+	flag.BoolVar(&o.generate, generateFlag, false, "internal: be the open-loop generator for one point (JSON on stdin and stdout)")
 	flag.Parse()
+
+	if o.generate {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := runGenerator(ctx, os.Stdin, os.Stdout)
+		stop()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "sidebyside -%s: %v\n", generateFlag, err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, o)
@@ -71,8 +97,17 @@ func main() {
 	}
 }
 
-func (o options) check() error {
+func (o *options) check() error {
+	var err error
+	if o.open.pcts, err = parsePercents(o.openRates); err != nil {
+		return err
+	}
+	if o.pin, err = resolvePin(o.pinMode, runtime.NumCPU()); err != nil {
+		return err
+	}
 	switch {
+	case o.open.rounds < 0 || o.open.samples < 0 || o.open.minDuration <= 0:
+		return errors.New("-open-rounds and -open-samples must be >= 0, -open-duration > 0")
 	case o.threads < 1 || o.connections < o.threads:
 		return errors.New("-threads must be >= 1 and -connections >= -threads")
 	case o.duration < time.Second || o.duration%time.Second != 0:
@@ -86,7 +121,7 @@ func (o options) check() error {
 }
 
 func run(ctx context.Context, o options) error {
-	if err := o.check(); err != nil {
+	if err := (&o).check(); err != nil {
 		return err
 	}
 	sel, err := selectSpecs(o.only)
@@ -119,6 +154,14 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	var baseBin string
+	if o.base != "" {
+		var commit string
+		if baseBin, commit, err = buildBase(ctx, o.goBin, root, tmp, o.base); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "base:                  %s = %s (its gateway-* targets run as %sgateway-*)\n", o.base, commit, basePrefix)
+	}
 	var mem *memoryResult
 	if o.memory {
 		fmt.Fprintf(w, "\n## Local key memory (go test -bench %s -benchtime 1x ./limiter/)\n\n", memoryBench)
@@ -132,12 +175,12 @@ func run(ctx context.Context, o options) error {
 		mem = &m
 	}
 
-	ps, err := newProcs(filepath.Join(tmp, "logs"))
+	ps, err := newProcs(filepath.Join(tmp, "logs"), o.pin.servers)
 	if err != nil {
 		return err
 	}
 	defer ps.stopAll()
-	l := &lab{ps: ps, dir: tmp, gateway: bins.gateway, bare: bins.bare}
+	l := &lab{ps: ps, dir: tmp, gateway: bins.gateway, bare: bins.bare, baseGateway: baseBin}
 	defer l.close()
 	targets, err := l.startTargets(ctx, sel)
 	if err != nil {
@@ -147,15 +190,21 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	var open *openRun
+	if set := l.openSet(targets); o.open.rounds > 0 && len(set) > 1 {
+		if open, err = measureOpen(ctx, w, o, set, runs); err != nil {
+			return err
+		}
+	}
 	if o.cheap && l.upstream != "" {
 		if err := l.measureCheap(ctx, w); err != nil {
 			return err
 		}
 	}
-	logWarnings := ps.logWarnings()
+	logWarnings := append(l.warnings, ps.logWarnings()...)
 	ps.stopAll()
 
-	writeResults(w, o, targets, runs, mem, logWarnings, time.Since(start))
+	charts := writeResults(w, o, targets, runs, open, mem, logWarnings, time.Since(start))
 	if o.resultsDir == "" {
 		return nil
 	}
@@ -168,6 +217,13 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	fmt.Printf("\nwritten to %s\n", path)
+	for _, c := range charts {
+		svg := strings.TrimSuffix(path, ".txt") + c.suffix + ".svg"
+		if err := plot.SaveSVG(svg, c.charts...); err != nil {
+			return err
+		}
+		fmt.Printf("chart: %s\n", svg)
+	}
 	return nil
 }
 
@@ -180,7 +236,7 @@ func measure(ctx context.Context, w io.Writer, o options, targets []*target) (ma
 	if o.warmup > 0 {
 		fmt.Fprintf(w, "\n## Warm-up (%v each, not measured)\n\n", o.warmup)
 		for _, t := range targets {
-			r, _, err := wrk(ctx, o.load, o.warmup, t)
+			r, _, err := wrk(ctx, o.load, o.pin.generator, o.warmup, t)
 			if err != nil {
 				return nil, err
 			}
@@ -212,7 +268,7 @@ func measureOne(ctx context.Context, o options, t *target) (sample, error) {
 			return sample{}, fmt.Errorf("%s: %w", t.name, err)
 		}
 	}
-	r, _, err := wrk(ctx, o.load, o.duration, t)
+	r, _, err := wrk(ctx, o.load, o.pin.generator, o.duration, t)
 	if err != nil {
 		return sample{}, err
 	}
@@ -255,6 +311,11 @@ func writeHeader(ctx context.Context, w io.Writer, o options, root string, start
 	fmt.Fprintf(w, "command: %s\n", strings.Join(append([]string{"go run ./bench/sidebyside"}, os.Args[1:]...), " "))
 	fmt.Fprintf(w, "load: wrk -t%d -c%d -d%s --latency; %d rounds, warm-up %v; medians over rounds\n",
 		o.threads, o.connections, wrkDuration(o.duration), o.rounds, o.warmup)
+	if o.open.rounds > 0 {
+		fmt.Fprintf(w, "open loop: %s%% of the slowest open-loop target's median rps, %d rounds, each point >= %v and >= %d requests (at most %v), one generator process a point (this binary, vegeta)\n",
+			o.openRates, o.open.rounds, o.open.minDuration, o.open.samples, openMaxPoint)
+	}
+	fmt.Fprintf(w, "pinning: %s\n", o.pin.about)
 	if o.rounds < 3 {
 		fmt.Fprintln(w, "NOTE: fewer than 3 rounds: a development run, not a result")
 	}
@@ -268,8 +329,9 @@ func writeHeader(ctx context.Context, w io.Writer, o options, root string, start
 	}
 }
 
-// writeResults writes the table, RATIO, TARGET and WARN lines.
-func writeResults(w io.Writer, o options, targets []*target, runs map[string][]sample, mem *memoryResult, logWarnings []string, took time.Duration) {
+// writeResults writes the table, RATIO, TARGET and WARN lines, and
+// returns the charts of the run.
+func writeResults(w io.Writer, o options, targets []*target, runs map[string][]sample, open *openRun, mem *memoryResult, logWarnings []string, took time.Duration) []chartFile {
 	sums := make([]summary, 0, len(targets))
 	by := make(map[string]summary, len(targets))
 	for _, t := range targets {
@@ -285,6 +347,12 @@ func writeResults(w io.Writer, o options, targets []*target, runs map[string][]s
 	fmt.Fprintln(w, "\nRedis, summed over the rounds:")
 	writeRedis(w, sums, o.duration)
 
+	var openSums []openSummary
+	if open != nil {
+		openSums = summarizeOpen(open)
+		writeOpen(w, open, openSums)
+	}
+
 	fmt.Fprintln(w, "\ntargets:")
 	for _, t := range targets {
 		fmt.Fprintf(w, "  %-23s %s (%s)\n", t.name, t.about, t.url)
@@ -292,7 +360,11 @@ func writeResults(w io.Writer, o options, targets []*target, runs map[string][]s
 
 	fmt.Fprintln(w)
 	values := map[string]ratio{}
-	for _, r := range ratios(by) {
+	all := ratios(by)
+	if open != nil {
+		all = append(all, openRatios(openSums, "")...)
+	}
+	for _, r := range all {
 		fmt.Fprintf(w, "RATIO %s %s\n", r.name, fmtRatio(r))
 		values[r.name] = r
 	}
@@ -306,10 +378,14 @@ func writeResults(w io.Writer, o options, targets []*target, runs map[string][]s
 			fmt.Fprintf(w, "MEMORY local-%s %s\n", unit, fmtRatio(ratio{value: v, ok: ok}))
 		}
 	}
+	if o.base != "" {
+		writeBase(w, by, openSums)
+	}
 	fmt.Fprintln(w)
 	checkGoals(w, values)
 
-	warns := append(anomalies(sums), logWarnings...)
+	warns := append(anomalies(sums), openAnomalies(openSums, o.open.samples)...)
+	warns = append(warns, logWarnings...)
 	if len(warns) > 0 {
 		fmt.Fprintln(w)
 		for _, s := range warns {
@@ -317,6 +393,7 @@ func writeResults(w io.Writer, o options, targets []*target, runs map[string][]s
 		}
 	}
 	fmt.Fprintf(w, "\nfinished in %v; load average at end: %s\n", took.Round(time.Second), loadAverage())
+	return runCharts(sums, open, openSums)
 }
 
 // binaries are what build made.

@@ -29,6 +29,7 @@ const stopGrace = 3 * time.Second
 // under logDir, and is stopped by stopAll. It is safe for concurrent use.
 type procs struct {
 	logDir string
+	pin    []string // a taskset prefix for every server, nil for none
 
 	mu   sync.Mutex // guards list
 	list []*proc
@@ -42,11 +43,11 @@ type proc struct {
 	done    chan struct{} // closed when the process has exited
 }
 
-func newProcs(logDir string) (*procs, error) {
+func newProcs(logDir string, pin []string) (*procs, error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating log dir: %w", err)
 	}
-	return &procs{logDir: logDir}, nil
+	return &procs{logDir: logDir, pin: pin}, nil
 }
 
 // start runs argv in dir with env added to the benchmark's environment.
@@ -57,6 +58,7 @@ func (ps *procs) start(name, dir string, env []string, argv ...string) (*proc, e
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	defer logf.Close() // the child holds its own descriptor
+	argv = append(slices.Clone(ps.pin), argv...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)

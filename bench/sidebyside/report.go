@@ -160,6 +160,7 @@ var goals = []goal{
 	{"redis-calls-per-denied", false, 0.1},
 	{"redis-usec-per-decision " + tGatewayCluster + "/" + tGatewayUsers, false, 1.2},
 	{"p99-added/nginx-p99-added", false, 1.25},
+	{openRatioName(openGoalPct, tGatewayLocal), false, 2.0},
 	{"local-bytes-per-key", false, 256},
 	{"local-bytes-per-cap-key", false, 256},
 }

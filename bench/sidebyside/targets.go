@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,6 +46,11 @@ type target struct {
 	url   string
 	// script is a wrk Lua script (the LLM target's POST); "" for GET.
 	script string
+	// method, body and header are the same request for the open-loop
+	// generator; "" and nil for a GET.
+	method string
+	body   []byte
+	header http.Header
 	// deny marks a flood the target answers with 429s (all but the first).
 	deny bool
 	// counters, when set, is read before and after each run (Redis targets).
@@ -110,6 +116,11 @@ type lab struct {
 	gateway  string // binaries
 	bare     string
 	upstream string // host:port of the nginx upstream
+	// baseGateway is the gateway built from -base, "" for none.
+	baseGateway string
+	// warnings are base: targets that could not start (an older gateway
+	// may refuse a newer config); the run goes on without them.
+	warnings []string
 
 	nginx   map[string]string // target → host:port, once nginx's proxy runs
 	redis   string            // host:port, once Redis runs
@@ -150,6 +161,20 @@ func (l *lab) startTargets(ctx context.Context, sel []spec) ([]*target, error) {
 		t := &target{name: s.name, about: s.about}
 		if err := s.start(l, ctx, t); err != nil {
 			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		out = append(out, t)
+	}
+	if l.baseGateway == "" {
+		return out, nil
+	}
+	for _, s := range sel {
+		if !strings.HasPrefix(s.name, "gateway-") {
+			continue
+		}
+		t := &target{name: basePrefix + s.name, about: "the base revision's " + s.name}
+		if err := l.gatewayTarget(ctx, t); err != nil {
+			l.warnings = append(l.warnings, fmt.Sprintf("%s not measured: %v", t.name, err))
+			continue
 		}
 		out = append(out, t)
 	}
@@ -265,8 +290,28 @@ func (l *lab) bareTarget(ctx context.Context, t *target) error {
 	return p.waitHTTP(ctx, t.url)
 }
 
-// gatewayTarget starts one gateway process for t, alone with its config.
+// gatewayTarget starts one gateway process for t, alone with its config;
+// a base: target runs the base revision's gateway with the config of the
+// target it is named after.
 func (l *lab) gatewayTarget(ctx context.Context, t *target) error {
+	kind, base := strings.CutPrefix(t.name, basePrefix)
+	bin, name := l.gateway, t.name
+	if base {
+		bin, name = l.baseGateway, "base-"+kind
+	}
+	tt := *t
+	tt.name = kind
+	if err := l.gatewayKind(ctx, &tt, bin, name); err != nil {
+		return err
+	}
+	tt.name, tt.about = t.name, t.about
+	*t = tt
+	return nil
+}
+
+// gatewayKind starts bin for a target of kind t.name, its config, log and
+// policy named name.
+func (l *lab) gatewayKind(ctx context.Context, t *target, bin, name string) error {
 	redis := t.name == tGatewayRedis || t.name == tGatewayDenyRed || t.name == tGatewayUsers
 	if redis && l.redis == "" {
 		if err := l.startRedis(ctx); err != nil {
@@ -287,7 +332,7 @@ func (l *lab) gatewayTarget(ctx context.Context, t *target) error {
 		return err
 	}
 	cfg := gatewayConfig{
-		Name:     t.name,
+		Name:     name,
 		About:    t.about,
 		Listen:   addr(ports[0]),
 		Upstream: "http://" + l.upstream,
@@ -318,11 +363,11 @@ func (l *lab) gatewayTarget(ctx context.Context, t *target) error {
 		// The admin listener serves /metrics, read around each run.
 		cfg.Admin, cfg.Redis = addr(ports[1]), strings.Join(redisAddrs, ", ")
 	}
-	path := filepath.Join(l.dir, t.name+".yaml")
+	path := filepath.Join(l.dir, name+".yaml")
 	if err := render("gateway.yaml", path, cfg); err != nil {
 		return err
 	}
-	p, err := l.ps.start(t.name, l.dir, nil, l.gateway, "serve", "-config", path)
+	p, err := l.ps.start(name, l.dir, nil, bin, "serve", "-config", path)
 	if err != nil {
 		return err
 	}
@@ -334,6 +379,7 @@ func (l *lab) gatewayTarget(ctx context.Context, t *target) error {
 		if err := render("llm.lua", t.script, map[string]string{"Body": llmBody}); err != nil {
 			return err
 		}
+		t.method, t.body, t.header = http.MethodPost, []byte(llmBody), http.Header{"Content-Type": {"application/json"}}
 	}
 	if t.name == tGatewayUsers || t.name == tGatewayCluster {
 		t.script = filepath.Join(l.dir, "users.lua")

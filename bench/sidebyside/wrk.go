@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,8 +30,9 @@ type sample struct {
 	Delta *counters
 }
 
-// wrk loads t for d and parses the report. Cancelling ctx kills wrk.
-func wrk(ctx context.Context, l load, d time.Duration, t *target) (sample, string, error) {
+// wrk loads t for d and parses the report; pin (a taskset prefix, or nil)
+// is where wrk runs. Cancelling ctx kills wrk.
+func wrk(ctx context.Context, l load, pin []string, d time.Duration, t *target) (sample, string, error) {
 	args := []string{"-t" + strconv.Itoa(l.threads), "-c" + strconv.Itoa(l.connections),
 		"-d" + wrkDuration(d), "--latency"}
 	if t.script != "" {
@@ -41,7 +43,8 @@ func wrk(ctx context.Context, l load, d time.Duration, t *target) (sample, strin
 	// off at twice its duration plus a margin.
 	ctx, cancel := context.WithTimeout(ctx, 2*d+10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "wrk", args...)
+	argv := append(append(slices.Clone(pin), "wrk"), args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
