@@ -202,7 +202,7 @@ func (l Line) draw(b *canvas, x0, y0 float64) {
 		}
 		flush()
 		ly := y0 + lineHeight + legendRow*float64(i) + 4
-		b.line(px, ly, px+24, ly, c)
+		b.rect(px, ly-1.5, 24, 3, c, "")
 		b.text(px+30, ly+4, s.Name, "start", "", 12)
 	}
 }

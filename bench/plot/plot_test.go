@@ -77,10 +77,11 @@ func TestLineAndBarsSideBySide(t *testing.T) {
 	if counts["circle"] != 5 {
 		t.Errorf("%d markers, want 5 (six points, one NaN)", counts["circle"])
 	}
-	// The background, the plot frame of the line chart, two bars (the
-	// infinite value draws none) and the bar legend's swatch.
-	if counts["rect"] != 5 {
-		t.Errorf("%d rects, want 5", counts["rect"])
+	// The background, the plot frame of the line chart, its two legend
+	// swatches, two bars (the infinite value draws none) and the bar
+	// legend's swatch.
+	if counts["rect"] != 7 {
+		t.Errorf("%d rects, want 7", counts["rect"])
 	}
 	joined := strings.Join(texts, "\n")
 	for _, want := range []string{"p99 added <open loop>", `nginx "limit_req" & co`, "gateway-local", "190k", "22k", "throughput"} {
