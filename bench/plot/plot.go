@@ -289,13 +289,7 @@ func (a axis) label(v float64) string { return fmtValue(v) }
 // linearAxis spans vs with about five ticks at 1, 2 or 5 times a power of
 // ten.
 func linearAxis(vs []float64) axis {
-	lo, hi := 0.0, 1.0
-	if len(vs) > 0 {
-		lo, hi = vs[0], vs[0]
-		for _, v := range vs {
-			lo, hi = math.Min(lo, v), math.Max(hi, v)
-		}
-	}
+	lo, hi := span(vs, 0, 1)
 	if hi == lo {
 		hi = lo + math.Max(1, math.Abs(lo))
 	}
@@ -316,13 +310,7 @@ func linearAxis(vs []float64) axis {
 
 // logAxis spans vs (all > 0) from decade to decade, a tick at each.
 func logAxis(vs []float64) axis {
-	lo, hi := 1.0, 10.0
-	if len(vs) > 0 {
-		lo, hi = vs[0], vs[0]
-		for _, v := range vs {
-			lo, hi = math.Min(lo, v), math.Max(hi, v)
-		}
-	}
+	lo, hi := span(vs, 1, 10)
 	a := axis{log: true, lo: math.Pow(10, math.Floor(math.Log10(lo))), hi: math.Pow(10, math.Ceil(math.Log10(hi)))}
 	if a.hi == a.lo {
 		a.hi *= 10
@@ -331,6 +319,18 @@ func logAxis(vs []float64) axis {
 		a.ticks = append(a.ticks, t)
 	}
 	return a
+}
+
+// span is the smallest and the largest of vs, or lo and hi for none.
+func span(vs []float64, lo, hi float64) (float64, float64) {
+	if len(vs) == 0 {
+		return lo, hi
+	}
+	lo, hi = vs[0], vs[0]
+	for _, v := range vs {
+		lo, hi = math.Min(lo, v), math.Max(hi, v)
+	}
+	return lo, hi
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
