@@ -88,7 +88,6 @@ type openRun struct {
 	targets      []string    // names, in the table's order
 	results      map[openKey][]openloop.Result
 	duration     map[int]time.Duration // pct → each point's measured duration
-	pointsPerRun int
 }
 
 // openSet is the open-loop targets among those started, with the upstream
@@ -127,7 +126,7 @@ func slowest(set []*target, runs map[string][]sample) (string, float64) {
 // lowest first, and at each rate every target once, in roundOrder.
 func measureOpen(ctx context.Context, w io.Writer, o options, set []*target, runs map[string][]sample) (*openRun, error) {
 	name, capacity := slowest(set, runs)
-	if name == "" || capacity < 4 {
+	if name == "" {
 		return nil, fmt.Errorf("open loop: no closed-loop capacity measured for %v", names(set))
 	}
 	or := &openRun{capacity: capacity, slowest: name, pcts: o.open.pcts, rates: map[int]int{}, duration: map[int]time.Duration{},
