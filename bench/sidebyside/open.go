@@ -81,13 +81,13 @@ type openKey struct {
 
 // openRun is the open-loop measurement's input and output.
 type openRun struct {
-	capacity     float64 // the slowest open-loop target's median rps, closed loop
-	slowest      string
-	pcts         []int
-	rates        map[int]int // pct → requests per second
-	targets      []string    // names, in the table's order
-	results      map[openKey][]openloop.Result
-	duration     map[int]time.Duration // pct → each point's measured duration
+	capacity float64 // the slowest open-loop target's median rps, closed loop
+	slowest  string
+	pcts     []int
+	rates    map[int]int // pct → requests per second
+	targets  []string    // names, in the table's order
+	results  map[openKey][]openloop.Result
+	duration map[int]time.Duration // pct → each point's measured duration
 }
 
 // openSet is the open-loop targets among those started, with the upstream
