@@ -121,7 +121,7 @@ func (o *options) check() error {
 }
 
 func run(ctx context.Context, o options) error {
-	if err := (&o).check(); err != nil {
+	if err := o.check(); err != nil {
 		return err
 	}
 	sel, err := selectSpecs(o.only)
