@@ -67,10 +67,12 @@ func parsePercents(s string) ([]int, error) {
 }
 
 // pointDuration is how long a point at rate lasts: at least minDuration,
-// long enough for samples requests, at most openMaxPoint.
+// long enough for samples requests and 1 % more (a point's edges may each
+// lose one), in tenths of a second, at most openMaxPoint.
 func (o openOptions) pointDuration(rate int) time.Duration {
-	need := time.Duration(math.Ceil(float64(o.samples) / float64(rate) * float64(time.Second)))
-	return min(max(o.minDuration, need.Round(100*time.Millisecond)), openMaxPoint)
+	tenths := math.Ceil(float64(o.samples) * 1.01 / float64(rate) * 10)
+	need := time.Duration(tenths) * 100 * time.Millisecond
+	return min(max(o.minDuration, need), openMaxPoint)
 }
 
 // openKey names one point.

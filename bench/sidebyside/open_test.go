@@ -166,8 +166,9 @@ func TestPointDuration(t *testing.T) {
 	o := openOptions{minDuration: 2 * time.Second, samples: 10000}
 	for rate, want := range map[int]time.Duration{
 		100000: 2 * time.Second,          // the minimum
-		880:    11400 * time.Millisecond, // 10,000 / 880 = 11.36 s, to 100 ms
-		2000:   5 * time.Second,
+		880:    11500 * time.Millisecond, // 10,100 / 880 = 11.48 s, up to 100 ms
+		2000:   5100 * time.Millisecond,  // 10,100 / 2,000 = 5.05 s: never a request short
+		601:    16900 * time.Millisecond, // 10,100 / 601 = 16.81 s (16.6 s would send 9,977)
 		10:     openMaxPoint, // capped
 	} {
 		if got := o.pointDuration(rate); got != want {
