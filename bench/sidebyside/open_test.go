@@ -169,7 +169,7 @@ func TestPointDuration(t *testing.T) {
 		880:    11500 * time.Millisecond, // 10,100 / 880 = 11.48 s, up to 100 ms
 		2000:   5100 * time.Millisecond,  // 10,100 / 2,000 = 5.05 s: never a request short
 		601:    16900 * time.Millisecond, // 10,100 / 601 = 16.81 s (16.6 s would send 9,977)
-		10:     openMaxPoint, // capped
+		10:     openMaxPoint,             // capped
 	} {
 		if got := o.pointDuration(rate); got != want {
 			t.Errorf("pointDuration(%d/s) = %v, want %v", rate, got, want)
