@@ -355,14 +355,15 @@ func openAnomalies(sums []openSummary, samples int) []string {
 	var out []string
 	for _, s := range sums {
 		at := fmt.Sprintf("open loop %s at %d%% (%d/s)", s.target, s.pct, s.rate)
-		if s.sentRatio < 0.95 {
-			out = append(out, fmt.Sprintf("%s: the generator sent %.0f%% of the rate in its slowest round: that point is partly closed loop", at, 100*s.sentRatio))
+		behind := s.sentRatio < 0.95
+		if behind {
+			out = append(out, fmt.Sprintf("%s: the generator sent %.0f%% of the rate in its slowest round (%d requests): that point is partly closed loop", at, 100*s.sentRatio, s.minRequests))
 		}
 		if s.non2xx+s.errors > 0 {
 			out = append(out, fmt.Sprintf("%s: %d non-2xx and %d failed requests, the first: %s", at, s.non2xx, s.errors, s.firstError))
 		}
-		if s.minRequests < samples {
-			out = append(out, fmt.Sprintf("%s: %d requests in a round, fewer than -open-samples %d (the point is capped at %v)", at, s.minRequests, samples, openMaxPoint))
+		if s.minRequests < samples && !behind {
+			out = append(out, fmt.Sprintf("%s: %d requests in a round, fewer than -open-samples %d (a point lasts at most %v)", at, s.minRequests, samples, openMaxPoint))
 		}
 		if s.target == tNginxLimitReq && s.pct == openGoalPct && s.addedOK && s.p99Added <= 0 {
 			out = append(out, fmt.Sprintf("%s: p99 added %sms, not above the upstream's: the open-loop ratios at %d%% are n/a", at, ms(s.p99Added), openGoalPct))

@@ -123,7 +123,7 @@ func TestOpenAnomalies(t *testing.T) {
 	warns := openAnomalies(summarizeOpen(testRun()), 5000)
 	joined := strings.Join(warns, "\n")
 	for _, want := range []string{
-		"open loop gateway-local at 50% (2000/s): the generator sent 90% of the rate in its slowest round",
+		"open loop gateway-local at 50% (2000/s): the generator sent 90% of the rate in its slowest round (9000 requests)",
 		"open loop gateway-local at 50% (2000/s): 3 non-2xx and 1 failed requests, the first: 429 Too Many Requests: overloaded",
 	} {
 		if !strings.Contains(joined, want) {
@@ -131,9 +131,11 @@ func TestOpenAnomalies(t *testing.T) {
 		}
 	}
 	// 5,000 requests a round at 25 %, 10,000 at 50 % but for the gateway's
-	// short round of 9,000: asking for 9,500 flags those three points.
-	if n := len(openAnomalies(summarizeOpen(testRun()), 9500)) - len(warns); n != 3 {
-		t.Errorf("%d more WARNs for points under -open-samples, want 3", n)
+	// short round of 9,000, whose generator fell behind: asking for 9,500
+	// flags the two points at 25 % (the gateway's already says why it is
+	// short).
+	if n := len(openAnomalies(summarizeOpen(testRun()), 9500)) - len(warns); n != 2 {
+		t.Errorf("%d more WARNs for points under -open-samples, want 2", n)
 	}
 }
 
