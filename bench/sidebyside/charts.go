@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/bench/plot"
@@ -54,7 +55,11 @@ func runCharts(sums []summary, open *openRun, openSums []openSummary) []chartFil
 		p50Added.Series = append(p50Added.Series, a50)
 		p99Added.Series = append(p99Added.Series, a99)
 	}
-	note := fmt.Sprintf(" (rates: %v%% of %s's %.0f/s)", open.pcts, open.slowest, open.capacity)
+	pcts := make([]string, len(open.pcts))
+	for i, p := range open.pcts {
+		pcts[i] = fmt.Sprint(p)
+	}
+	note := fmt.Sprintf(" (%s %% of %s's %.0f/s)", strings.Join(pcts, ", "), open.slowest, open.capacity)
 	p99Added.XLabel += note
 	p50Added.XLabel += note
 	return append(out, chartFile{suffix: "-openloop", charts: []plot.Chart{p99Added, p50Added}})

@@ -242,6 +242,9 @@ func TestRunCharts(t *testing.T) {
 	if c := counts(files[1].charts); c["polyline"] != 2 || c["circle"] != 6 {
 		t.Errorf("open-loop charts: %d polylines, %d markers; want 2 and 6", c["polyline"], c["circle"])
 	}
+	if l, ok := files[1].charts[0].(plot.Line); !ok || !strings.HasSuffix(l.XLabel, "(25, 50 % of gateway-local's 4000/s)") {
+		t.Errorf("open-loop x label does not name the rates: %+v", files[1].charts[0])
+	}
 	if files := runCharts(sums, nil, nil); len(files) != 1 {
 		t.Errorf("no open loop: %d chart files, want 1", len(files))
 	}
