@@ -349,8 +349,9 @@ func maxRounds(sums []openSummary) int {
 }
 
 // openAnomalies are the open loop's WARN lines: a generator that fell
-// behind its rate, failed requests, points too short for their p99, and a
-// nginx-limit_req that adds nothing measurable at the goal's rate.
+// behind its rate, failed requests, points too short for their p99, a
+// nginx-limit_req that adds nothing measurable at the goal's rate, and a
+// target whose p99 there is below the upstream's (noise).
 func openAnomalies(sums []openSummary, samples int) []string {
 	var out []string
 	for _, s := range sums {
@@ -365,8 +366,12 @@ func openAnomalies(sums []openSummary, samples int) []string {
 		if s.minRequests < samples && !behind {
 			out = append(out, fmt.Sprintf("%s: %d requests in a round, fewer than -open-samples %d (a point lasts at most %v)", at, s.minRequests, samples, openMaxPoint))
 		}
-		if s.target == tNginxLimitReq && s.pct == openGoalPct && s.addedOK && s.p99Added <= 0 {
+		switch {
+		case s.pct != openGoalPct || !s.addedOK:
+		case s.target == tNginxLimitReq && s.p99Added <= 0:
 			out = append(out, fmt.Sprintf("%s: p99 added %sms, not above the upstream's: the open-loop ratios at %d%% are n/a", at, ms(s.p99Added), openGoalPct))
+		case s.target != tUpstream && s.p99Added < 0:
+			out = append(out, fmt.Sprintf("%s: p99 added %sms, below the upstream's: the machine's noise is larger than what it adds, and its ratio is not a result", at, ms(s.p99Added)))
 		}
 	}
 	return out

@@ -117,6 +117,19 @@ func TestOpenRatiosAndTarget(t *testing.T) {
 	if !strings.Contains(warns, "nginx-limit_req at 50% (2000/s): p99 added -0.050ms, not above the upstream's") {
 		t.Errorf("no WARN for a nginx that adds nothing:\n%s", warns)
 	}
+
+	// A gateway p99 below the upstream's gives a negative ratio, which
+	// passes its TARGET: a WARN says it is noise.
+	or = testRun()
+	or.results[openKey{tGatewayLocal, 50}] = []openloop.Result{point(2000, 100, 420)}
+	sums = summarizeOpen(or)
+	warns = strings.Join(openAnomalies(sums, 10000), "\n")
+	if !strings.Contains(warns, "gateway-local at 50% (2000/s): p99 added -0.080ms, below the upstream's") {
+		t.Errorf("no WARN for a p99 below the upstream's:\n%s", warns)
+	}
+	if strings.Contains(warns, "nginx-limit_req at 50%") || strings.Contains(warns, "upstream at 50%") {
+		t.Errorf("WARN for a point that adds what it should:\n%s", warns)
+	}
 }
 
 func TestOpenAnomalies(t *testing.T) {
