@@ -3,170 +3,191 @@ package policies
 import (
 	"fmt"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/knadh/koanf/providers/env/v2"
 )
 
-// envOverlay applies GATEWAY_ variables on top of the file's settings.
+// envDelim separates the steps of the keys envOverlay hands koanf's env
+// provider. No variable name can hold it, so no step that a variable can
+// name holds it either, and policy names may contain ".".
+const envDelim = "\x00"
+
+// envOverlay resolves GATEWAY_ variables for koanf's env provider: its
+// transform turns each variable into a key path and a typed value, which
+// mergeEnv lays over the file's settings.
 //
 // Names are resolved against the Config schema rather than by replacing "_"
 // with ".", because keys themselves contain underscores
-// (GATEWAY_SERVER_TRUSTED_PROXIES is server.trusted_proxies). At a struct the
-// next tokens must spell a field's key; at a map (policies.<name>) they must
-// spell an existing entry, compared case-insensitively with "-" and "." read
-// as "_"; at a list of mappings (routes) the next token is an index of an
-// existing entry. Scalar lists take comma-separated values.
+// (GATEWAY_SERVER_TRUSTED_PROXIES is server.trusted_proxies). Every setting
+// the file can hold is spelled as a variable would name it, lower-cased:
+// struct keys as written, the entries of a map (policies.<name>) that the file
+// has with "-" and "." written as "_", the entries of a list of mappings
+// (routes) by index. A variable must spell exactly one setting. Scalar lists
+// take comma-separated values.
 type envOverlay struct {
-	source string
-	probs  *problems
+	probs *problems
+	file  map[string]any // the file's settings, which name map entries and list indices
+	// settings and sections hold the targets of each spelling, built on
+	// the first variable.
+	settings, sections map[string][]envTarget
 	// places maps each place set from the environment to its variable.
 	places map[string]string
 }
 
-// envStep is one step of a resolved path: a key of a mapping, or an index.
-type envStep struct {
-	key   string
-	index int // -1 for a key step
-}
-
+// envTarget is a setting, or a section of settings, that a variable can name.
 type envTarget struct {
-	steps []envStep
+	path  []string // keys and list indices, as koanf holds them
+	place string   // as errors name it: policies.per-ip.rate, routes[1].upstream
 	typ   reflect.Type
+	// blocked is the place on the way that the file holds as something
+	// other than a mapping; the setting cannot be made there.
+	blocked string
 }
 
-var durationType = reflect.TypeFor[time.Duration]()
+func newEnvOverlay(probs *problems, file map[string]any) *envOverlay {
+	return &envOverlay{probs: probs, file: file, places: map[string]string{}}
+}
 
-// merge is a koanf merge function: src holds the raw variables (name ->
-// value), dest the configuration read so far. Problems are recorded rather
-// than returned so that they are reported along with the file's own.
-func (o *envOverlay) merge(src, dest map[string]any) error {
-	names := make([]string, 0, len(src))
-	for name := range src {
-		names = append(names, name)
+// provider reads environ's GATEWAY_ variables, ordered by name so that
+// warnings come in a stable order and the last of a repeated setting wins.
+func (o *envOverlay) provider(environ []string) *env.Env {
+	sorted := slices.Clone(environ)
+	slices.SortStableFunc(sorted, func(a, b string) int {
+		an, _, _ := strings.Cut(a, "=")
+		bn, _, _ := strings.Cut(b, "=")
+		return strings.Compare(an, bn)
+	})
+	return env.Provider(envDelim, env.Opt{
+		Prefix:        EnvPrefix,
+		TransformFunc: o.transform,
+		EnvironFunc:   func() []string { return sorted },
+	})
+}
+
+// transform resolves one variable. Problems are recorded rather than
+// returned so that they are reported along with the file's own; a variable
+// that sets nothing is dropped by returning "".
+func (o *envOverlay) transform(name, value string) (string, any) {
+	if o.settings == nil {
+		o.settings, o.sections = map[string][]envTarget{}, map[string][]envTarget{}
+		o.index("", envTarget{typ: reflect.TypeFor[Config]()}, o.file)
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		value, _ := src[name].(string)
-		o.apply(name, value, dest)
+	spelled := strings.ToLower(strings.TrimPrefix(name, EnvPrefix))
+	targets := o.settings[spelled]
+	// A variable that names no setting is reported but not fatal: the
+	// prefix is not ours alone (Kubernetes sets GATEWAY_PORT,
+	// GATEWAY_SERVICE_HOST, ... for a Service named "gateway").
+	warn := func(msg string) {
+		o.probs.warnings = append(o.probs.warnings, &FieldError{File: "environment", Place: name, Message: msg})
+	}
+	fail := func(msg string) {
+		o.probs.list = append(o.probs.list, &FieldError{File: "environment", Place: name, Message: msg})
+	}
+	switch {
+	case len(targets) > 1:
+		places := make([]string, len(targets))
+		for i, t := range targets {
+			places[i] = t.place
+		}
+		slices.Sort(places)
+		fail("ambiguous: could set " + strings.Join(places, " or "))
+		return "", nil
+	case len(targets) == 0 && len(o.sections[spelled]) > 0:
+		warn(o.sections[spelled][0].place + " is a section, not a single setting; ignored (set one of its keys)")
+		return "", nil
+	case len(targets) == 0:
+		warn("matches no setting, ignored (policies, routes and tenant keys must exist in the file to be overridden)")
+		return "", nil
+	}
+	t := targets[0]
+	if t.blocked != "" {
+		fail(fmt.Sprintf("cannot set %s: %s is not a mapping", t.place, t.blocked))
+		return "", nil
+	}
+	o.places[t.place] = name
+	return strings.Join(t.path, envDelim), envValue(t.typ, value)
+}
+
+// index records every target below t, whose content in the file is data,
+// under its spelling.
+func (o *envOverlay) index(spelled string, t envTarget, data any) {
+	for t.typ.Kind() == reflect.Pointer {
+		t.typ = t.typ.Elem()
+	}
+	if isEnvLeaf(t.typ) {
+		o.settings[spelled] = append(o.settings[spelled], t)
+		return
+	}
+	if spelled != "" {
+		o.sections[spelled] = append(o.sections[spelled], t)
+	}
+	step := func(key, spelling, place string, typ reflect.Type, data any) {
+		if spelled != "" {
+			spelling = spelled + "_" + spelling
+		}
+		next := t
+		next.path, next.place, next.typ = append(slices.Clip(t.path), key), place, typ
+		o.index(spelling, next, data)
+	}
+	switch t.typ.Kind() {
+	case reflect.Struct:
+		m, isMap := data.(map[string]any)
+		if data != nil && !isMap && t.blocked == "" {
+			t.blocked = t.place
+		}
+		for i := range t.typ.NumField() {
+			f := t.typ.Field(i)
+			if key := f.Tag.Get("koanf"); key != "" {
+				step(key, key, keyPlace(t.place, key), f.Type, m[key])
+			}
+		}
+	case reflect.Map:
+		m, _ := data.(map[string]any)
+		for _, key := range sortedKeys(m) {
+			if !strings.Contains(key, envDelim) {
+				spelling := strings.ToLower(strings.NewReplacer("-", "_", ".", "_").Replace(key))
+				step(key, spelling, keyPlace(t.place, key), t.typ.Elem(), m[key])
+			}
+		}
+	case reflect.Slice:
+		list, _ := data.([]any)
+		for i, item := range list {
+			step(strconv.Itoa(i), strconv.Itoa(i), indexPlace(t.place, i), t.typ.Elem(), item)
+		}
+	}
+}
+
+// mergeEnv is koanf's merge that also steps into lists: a variable sets one
+// field of one route, where koanf's maps.Merge would replace the whole list
+// with a map keyed by index.
+func mergeEnv(src, dest map[string]any) error {
+	for key, v := range src {
+		dest[key] = mergeEnvValue(dest[key], v)
 	}
 	return nil
 }
 
-func (o *envOverlay) apply(name, value string, dest map[string]any) {
-	tokens := strings.Split(strings.ToLower(strings.TrimPrefix(name, EnvPrefix)), "_")
-	var settable, sections []envTarget
-	for _, t := range resolveEnv(tokens, reflect.TypeFor[Config](), dest) {
-		if isEnvLeaf(t.typ) {
-			settable = append(settable, t)
-		} else {
-			sections = append(sections, t)
-		}
+func mergeEnvValue(dest, src any) any {
+	sub, ok := src.(map[string]any)
+	if !ok {
+		return src
 	}
-	envErr := func(msg string) {
-		o.probs.list = append(o.probs.list, &FieldError{File: "environment", Place: name, Message: msg})
-	}
-	// A variable that names no setting is reported but not fatal: the
-	// prefix is not ours alone (Kubernetes sets GATEWAY_PORT,
-	// GATEWAY_SERVICE_HOST, ... for a Service named "gateway").
-	envWarn := func(msg string) {
-		o.probs.warnings = append(o.probs.warnings, &FieldError{File: "environment", Place: name, Message: msg})
-	}
-	switch {
-	case len(settable) > 1:
-		places := make([]string, len(settable))
-		for i, t := range settable {
-			places[i] = stepsPlace(t.steps)
-		}
-		sort.Strings(places)
-		envErr("ambiguous: could set " + strings.Join(places, " or "))
-		return
-	case len(settable) == 0 && len(sections) > 0:
-		envWarn(stepsPlace(sections[0].steps) + " is a section, not a single setting; ignored (set one of its keys)")
-		return
-	case len(settable) == 0:
-		envWarn("matches no setting, ignored (policies, routes and tenant keys must exist in the file to be overridden)")
-		return
-	}
-	target := settable[0]
-	place := stepsPlace(target.steps)
-	if err := setPath(dest, target.steps, envValue(target.typ, value)); err != nil {
-		envErr(fmt.Sprintf("cannot set %s: %v", place, err))
-		return
-	}
-	o.places[place] = name
-}
-
-// resolveEnv returns every way tokens can spell a path below a value of type
-// t whose current content is data.
-func resolveEnv(tokens []string, t reflect.Type, data any) []envTarget {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if len(tokens) == 0 {
-		return []envTarget{{typ: t}}
-	}
-	var out []envTarget
-	prepend := func(step envStep, subs []envTarget) {
-		for _, s := range subs {
-			s.steps = append([]envStep{step}, s.steps...)
-			out = append(out, s)
-		}
-	}
-	switch {
-	case t == durationType:
-		return nil
-	case t.Kind() == reflect.Struct:
-		m, _ := data.(map[string]any)
-		for i := range t.NumField() {
-			f := t.Field(i)
-			key := f.Tag.Get("koanf")
-			if key == "" {
-				continue
+	switch d := dest.(type) {
+	case map[string]any:
+		_ = mergeEnv(sub, d)
+		return d
+	case []any:
+		for key, v := range sub {
+			if i, err := strconv.Atoi(key); err == nil && i >= 0 && i < len(d) {
+				d[i] = mergeEnvValue(d[i], v)
 			}
-			n, ok := hasTokenPrefix(tokens, strings.Split(key, "_"))
-			if !ok {
-				continue
-			}
-			prepend(envStep{key: key, index: -1}, resolveEnv(tokens[n:], f.Type, m[key]))
 		}
-	case t.Kind() == reflect.Map:
-		m, _ := data.(map[string]any)
-		for key, v := range m {
-			n, ok := hasTokenPrefix(tokens, envTokens(key))
-			if !ok {
-				continue
-			}
-			prepend(envStep{key: key, index: -1}, resolveEnv(tokens[n:], t.Elem(), v))
-		}
-	case t.Kind() == reflect.Slice && !isScalar(t.Elem()):
-		list, _ := data.([]any)
-		i, err := strconv.Atoi(tokens[0])
-		if err != nil || i < 0 || i >= len(list) || strconv.Itoa(i) != tokens[0] {
-			return nil
-		}
-		prepend(envStep{index: i}, resolveEnv(tokens[1:], t.Elem(), list[i]))
+		return d
 	}
-	return out
-}
-
-// envTokens spells a map key the way an environment variable name can.
-func envTokens(key string) []string {
-	key = strings.ToLower(strings.NewReplacer("-", "_", ".", "_").Replace(key))
-	return strings.Split(key, "_")
-}
-
-func hasTokenPrefix(tokens, prefix []string) (int, bool) {
-	if len(prefix) > len(tokens) {
-		return 0, false
-	}
-	for i, p := range prefix {
-		if tokens[i] != p {
-			return 0, false
-		}
-	}
-	return len(prefix), true
+	return src // a section the file does not have
 }
 
 func isScalar(t reflect.Type) bool {
@@ -188,8 +209,7 @@ func isEnvLeaf(t reflect.Type) bool {
 // Text that does not convert is passed on as a string, and the strict check
 // then reports it with its place and variable.
 func envValue(t reflect.Type, s string) any {
-	switch {
-	case t.Kind() == reflect.Slice:
+	if t.Kind() == reflect.Slice {
 		out := []any{}
 		for _, part := range strings.Split(s, ",") {
 			if part = strings.TrimSpace(part); part != "" {
@@ -197,87 +217,29 @@ func envValue(t reflect.Type, s string) any {
 			}
 		}
 		return out
-	case t == durationType:
-		return strings.TrimSpace(s)
 	}
+	trimmed := strings.TrimSpace(s)
+	var v any
+	var err error
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64); err == nil {
-			return int(n)
+		if t == durationType {
+			return trimmed
 		}
+		var n int64
+		n, err = strconv.ParseInt(trimmed, 10, 64)
+		v = int(n)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64); err == nil {
-			return n
-		}
+		v, err = strconv.ParseUint(trimmed, 10, 64)
 	case reflect.Float32, reflect.Float64:
-		if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
-			return f
-		}
+		v, err = strconv.ParseFloat(trimmed, 64)
 	case reflect.Bool:
-		if b, err := strconv.ParseBool(strings.TrimSpace(s)); err == nil {
-			return b
-		}
+		v, err = strconv.ParseBool(trimmed)
+	default:
+		return s
 	}
-	return s
+	if err != nil {
+		return s
+	}
+	return v
 }
-
-// setPath stores v at steps below m, creating missing sections (a file
-// without "server:" can still get GATEWAY_SERVER_LISTEN).
-func setPath(m map[string]any, steps []envStep, v any) error {
-	var cur any = m
-	for i, st := range steps {
-		last := i == len(steps)-1
-		if st.index >= 0 {
-			list, ok := cur.([]any)
-			if !ok || st.index >= len(list) {
-				return fmt.Errorf("%s is not a list", stepsPlace(steps[:i]))
-			}
-			if last {
-				list[st.index] = v
-				return nil
-			}
-			if list[st.index] == nil {
-				list[st.index] = map[string]any{}
-			}
-			cur = list[st.index]
-			continue
-		}
-		mp, ok := cur.(map[string]any)
-		if !ok {
-			return fmt.Errorf("%s is not a mapping", stepsPlace(steps[:i]))
-		}
-		if last {
-			mp[st.key] = v
-			return nil
-		}
-		if mp[st.key] == nil {
-			mp[st.key] = map[string]any{}
-		}
-		cur = mp[st.key]
-	}
-	return nil
-}
-
-func stepsPlace(steps []envStep) string {
-	place := ""
-	for _, st := range steps {
-		if st.index >= 0 {
-			place = indexPlace(place, st.index)
-		} else {
-			place = keyPlace(place, st.key)
-		}
-	}
-	return place
-}
-
-func keyPlace(place, key string) string {
-	if place == "" {
-		return key
-	}
-	if place == "tenants.keys" {
-		key = keyEntryPlace(key)
-	}
-	return place + "." + key
-}
-
-func indexPlace(place string, i int) string { return place + "[" + strconv.Itoa(i) + "]" }

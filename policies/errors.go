@@ -3,6 +3,7 @@ package policies
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -162,3 +163,18 @@ func (p *problems) err() error {
 	}
 	return &ValidationError{Errors: p.list, Warnings: p.warnings}
 }
+
+// keyPlace names key below place: policies.per-ip, and a tenant key by its
+// digest, never its text.
+func keyPlace(place, key string) string {
+	if place == "" {
+		return key
+	}
+	if place == "tenants.keys" {
+		key = keyEntryPlace(key)
+	}
+	return place + "." + key
+}
+
+// indexPlace names item i of the list at place: routes[1].
+func indexPlace(place string, i int) string { return place + "[" + strconv.Itoa(i) + "]" }

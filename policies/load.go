@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/parsers/yaml"
-	"github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/v2"
 	"github.com/mitchellh/copystructure"
 )
@@ -137,12 +136,8 @@ func decode(source string, data []byte, environ []string) (*Config, *problems, e
 	}
 
 	probs := &problems{file: source}
-	ov := &envOverlay{source: source, probs: probs, places: map[string]string{}}
-	envProvider := env.Provider("", env.Opt{
-		Prefix:      EnvPrefix,
-		EnvironFunc: func() []string { return environ },
-	})
-	if err := k.Load(envProvider, nil, koanf.WithMergeFunc(ov.merge)); err != nil {
+	ov := newEnvOverlay(probs, k.Raw())
+	if err := k.Load(ov.provider(environ), nil, koanf.WithMergeFunc(mergeEnv)); err != nil {
 		return nil, nil, fmt.Errorf("%s: applying environment: %w", source, err)
 	}
 	probs.envPlaces = ov.places

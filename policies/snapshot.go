@@ -2,6 +2,12 @@
 // koanf (file + GATEWAY_ environment overrides), strict validation, compiling
 // it into an immutable Snapshot (routes, matchers, key functions, limits) and
 // watching the file for changes. It never touches the network.
+//
+// GATEWAY_ variables are read by koanf's env provider; its transform resolves
+// each name against the Config schema and the file (keys hold underscores, and
+// policies and routes are named by the file). The merge after it is the
+// package's own only because koanf's replaces a whole list, where a variable
+// sets one field of one route.
 package policies
 
 import (

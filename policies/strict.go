@@ -10,6 +10,8 @@ import (
 	"time"
 )
 
+var durationType = reflect.TypeFor[time.Duration]()
+
 // checkStrict walks the raw configuration (as koanf holds it after the file
 // and the environment) against the Config schema given by the koanf struct
 // tags. It reports every unknown key and every value of the wrong type with
