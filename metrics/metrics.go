@@ -18,6 +18,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
+	"github.com/ratelimit-gateway/gateway/proxy/h1"
+	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 )
 
 // Outcomes of a request (gateway_requests_total) and of one policy's
@@ -77,14 +82,14 @@ type Metrics struct {
 
 	llm    *llmCollector
 	config *configCollector
-	redis  *redisCollector
-	local  *localCollector
+	redis  *statsCollector[redislimit.Stats]
+	local  *statsCollector[limiter.LocalStats]
 	// idem is the in-process idempotency store's (see WatchIdempotency).
-	idem *idemCollector
+	idem *statsCollector[idempotency.LocalStats]
 	// evicting is each Redis node's maxmemory-policy as read at start.
 	evicting *prometheus.GaugeVec
 	// transport is the lean upstream transport's (see WatchTransport).
-	transport *transportCollector
+	transport *statsCollector[h1.Stats]
 }
 
 type requestKey struct{ route, outcome string }
