@@ -220,7 +220,7 @@ func checkKey(snap *policies.Snapshot, p *policies.Policy, key string) string {
 		}
 		return msg
 	case single && rd.APIKey && !rd.IP && !rd.Tenant:
-		if len(key) == 64 && strings.Trim(key, "0123456789abcdef") == "" {
+		if policies.IsAPIKeyPart(key) {
 			return ""
 		}
 		// The key itself is not repeated: it may be an API key pasted by mistake.
@@ -230,11 +230,6 @@ func checkKey(snap *policies.Snapshot, p *policies.Policy, key string) string {
 		if snap.Tenants.HasTenant(key) {
 			return ""
 		}
-		for _, t := range snap.Tenants.Digests {
-			if t.Name == key {
-				return ""
-			}
-		}
 		return fmt.Sprintf("policy %q keys on tenant: no API key in tenants.keys belongs to tenant %q", p.Name(), key)
 	}
 	return ""
@@ -243,27 +238,17 @@ func checkKey(snap *policies.Snapshot, p *policies.Policy, key string) string {
 // networkHint suggests the network of an address or a prefix given with
 // its host bits, grouped as id groups clients, or "".
 func networkHint(id policies.Identity, key string) string {
-	var addr netip.Addr
-	if pfx, err := netip.ParsePrefix(key); err == nil {
-		addr = pfx.Addr()
-	} else if a, err := netip.ParseAddr(key); err == nil {
-		addr = a
-	} else {
-		return ""
+	addr, err := netip.ParseAddr(key)
+	if pfx, perr := netip.ParsePrefix(key); perr == nil {
+		addr, err = pfx.Addr(), nil
 	}
-	addr = addr.Unmap()
-	bits := id.IPv4Prefix
-	if addr.Is6() {
-		bits = id.IPv6Prefix
-	}
-	if bits <= 0 {
-		return ""
-	}
-	pfx, err := addr.Prefix(min(bits, addr.BitLen()))
 	if err != nil {
 		return ""
 	}
-	return pfx.String()
+	if pfx := id.ClientNet(addr.Unmap()); pfx.IsValid() {
+		return pfx.String()
+	}
+	return ""
 }
 
 func algorithmOf(p *policies.Policy) string {

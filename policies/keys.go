@@ -172,8 +172,7 @@ func (p keyPart) value(r *http.Request, s *Subject) (string, bool) {
 		// up in logs, explain output and Redis, and the digest identifies the
 		// caller just as well.
 		if s != nil && s.APIKey != "" {
-			sum := sha256.Sum256([]byte(s.APIKey))
-			return hex.EncodeToString(sum[:]), true
+			return APIKeyPart(s.APIKey), true
 		}
 	case sourceTenant:
 		if s != nil && s.Tenant != nil && s.Tenant.Name != "" {
@@ -185,6 +184,18 @@ func (p keyPart) value(r *http.Request, s *Subject) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// APIKeyPart is what an api_key part of a key holds for an API key: its
+// SHA-256 in lower-case hex, 64 digits.
+func APIKeyPart(apiKey string) string {
+	sum := sha256.Sum256([]byte(apiKey))
+	return hex.EncodeToString(sum[:])
+}
+
+// IsAPIKeyPart reports whether s has the form APIKeyPart gives.
+func IsAPIKeyPart(s string) bool {
+	return len(s) == 2*sha256.Size && strings.Trim(s, "0123456789abcdef") == ""
 }
 
 // boundPart returns v unchanged when it is short and cannot be confused with

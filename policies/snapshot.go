@@ -11,6 +11,7 @@
 package policies
 
 import (
+	"cmp"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -85,6 +86,26 @@ type Identity struct {
 	// key (defaults 32 and 64: one bucket per IPv6 /64).
 	IPv4Prefix int
 	IPv6Prefix int
+}
+
+// ClientNet is the network a client address is keyed by (an ip key part):
+// a grouped by the prefix length of its family, the default where id has
+// none (one bucket per IPv4 address and per IPv6 /64: a /64 is what one
+// subscriber usually gets, so per-address IPv6 limits are trivial to dodge).
+// It is invalid for an invalid address.
+func (id Identity) ClientNet(a netip.Addr) netip.Prefix {
+	if !a.IsValid() {
+		return netip.Prefix{}
+	}
+	bits := cmp.Or(max(id.IPv4Prefix, 0), DefaultIPv4Prefix)
+	if a.Is6() {
+		bits = cmp.Or(max(id.IPv6Prefix, 0), DefaultIPv6Prefix)
+	}
+	p, err := a.Prefix(min(bits, a.BitLen()))
+	if err != nil {
+		return netip.Prefix{}
+	}
+	return p
 }
 
 // Tenant is who an API key belongs to.

@@ -11,15 +11,8 @@ import (
 	"github.com/ratelimit-gateway/gateway/policies"
 )
 
-// Default prefix lengths for grouping client addresses when the snapshot
-// leaves them at zero: one bucket per IPv4 address and per IPv6 /64 (a /64 is
-// what one subscriber usually gets, so per-address IPv6 limits are trivial to
-// dodge).
-const (
-	defaultIPv4Prefix = 32
-	defaultIPv6Prefix = 64
-	defaultKeyHeader  = "X-API-Key"
-)
+// defaultKeyHeader carries the API key when the snapshot names no header.
+const defaultKeyHeader = "X-API-Key"
 
 // Identify works out who is asking on route (nil for none): the client
 // address (see resolveClient), its network as configured by snap.Identity,
@@ -72,7 +65,7 @@ func newKeyHeaderLists(header string) *keyHeaderLists {
 // proxy (the forwarder then keeps the peer's X-Forwarded-For chain).
 func identify(r *http.Request, snap *policies.Snapshot, route *policies.Route) (s policies.Subject, peerTrusted bool) {
 	s.ClientIP, peerTrusted = resolveClient(r, snap.Identity)
-	s.ClientNet = clientNet(s.ClientIP, snap.Identity)
+	s.ClientNet = snap.Identity.ClientNet(s.ClientIP)
 	for _, h := range keyHeaders(snap, route) {
 		if s.APIKey = apiKey(r, h); s.APIKey != "" {
 			break
@@ -131,29 +124,6 @@ func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 		}
 	}
 	return false
-}
-
-// clientNet groups a by the configured prefix length for its family.
-func clientNet(a netip.Addr, id policies.Identity) netip.Prefix {
-	if !a.IsValid() {
-		return netip.Prefix{}
-	}
-	bits := id.IPv4Prefix
-	if bits <= 0 {
-		bits = defaultIPv4Prefix
-	}
-	if a.Is6() {
-		bits = id.IPv6Prefix
-		if bits <= 0 {
-			bits = defaultIPv6Prefix
-		}
-	}
-	bits = min(bits, a.BitLen())
-	p, err := a.Prefix(bits)
-	if err != nil {
-		return netip.Prefix{}
-	}
-	return p
 }
 
 // parseHop parses one hop of a forwarding chain or a RemoteAddr: "1.2.3.4",
