@@ -10,15 +10,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/ratelimit-gateway/gateway/internal/clocktest"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/metrics"
 	"github.com/ratelimit-gateway/gateway/policies"
 )
-
-// fakeClock is a settable instant (tests only).
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time { return c.t }
 
 // TestStatusNumbersAreTheMetrics: /admin/status's counts are
 // gateway_requests_total's, summed as the page shows them; the series
@@ -27,8 +23,8 @@ func (c *fakeClock) now() time.Time { return c.t }
 // what is left of their quotas.
 func TestStatusNumbersAreTheMetrics(t *testing.T) {
 	m := metrics.New()
-	clk := &fakeClock{t: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
-	hist, err := NewHistory(m.Registry(), clk.now, 10*time.Second, 3)
+	clk := clocktest.New(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
+	hist, err := NewHistory(m.Registry(), clk.Now, 10*time.Second, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,14 +37,14 @@ func TestStatusNumbersAreTheMetrics(t *testing.T) {
 	m.Request("api", metrics.OutcomeFailedOpen)
 	m.Request("api", metrics.OutcomeError)
 	m.Request("none", metrics.OutcomeInvalid)
-	clk.t = clk.t.Add(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	hist.Sample()
 	m.Request("api", metrics.OutcomeLimited)
 	m.Request("api", metrics.OutcomeFailedClosed)
 	m.LLMCharge("acme", "gpt-4o-mini", 120, 30)
 	m.LLMCharge("acme", "gpt-4o", 80, 70)
 	m.Reload(false)
-	clk.t = clk.t.Add(4 * time.Second)
+	clk.Advance(4 * time.Second)
 
 	snap := parse(t, baseYAML+`  tokens: {key: tenant, cost: tokens, rate: 1000, per: 24h}
 `)
@@ -86,7 +82,7 @@ func TestStatusNumbersAreTheMetrics(t *testing.T) {
 		t.Fatalf("series: got %+v, want 3 points (zero, one interval, partial)", v.Series)
 	}
 	pts := v.Series.Points
-	if pts[1].At != clk.t.Add(-4*time.Second).UnixMilli() || pts[2].At != clk.t.UnixMilli() {
+	if pts[1].At != clk.Now().Add(-4*time.Second).UnixMilli() || pts[2].At != clk.Now().UnixMilli() {
 		t.Errorf("instants: got %d, %d", pts[1].At, pts[2].At)
 	}
 	if got, want := pts[1].Routes["api"], (routeCounts{Allowed: 5, Limited: 1, Failed: 2}); got != want {
@@ -110,8 +106,8 @@ func TestStatusNumbersAreTheMetrics(t *testing.T) {
 // held; the series starts at zero from the oldest kept.
 func TestHistoryKeepsTheLastSamples(t *testing.T) {
 	m := metrics.New()
-	clk := &fakeClock{t: time.Unix(1000, 0)}
-	hist, err := NewHistory(m.Registry(), clk.now, time.Second, 2)
+	clk := clocktest.New(time.Unix(1000, 0))
+	hist, err := NewHistory(m.Registry(), clk.Now, time.Second, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,13 +116,13 @@ func TestHistoryKeepsTheLastSamples(t *testing.T) {
 			m.Request("api", metrics.OutcomeLimited)
 		}
 		hist.Sample()
-		clk.t = clk.t.Add(time.Second)
+		clk.Advance(time.Second)
 	}
 	s := hist.series(nil)
 	if len(s.Points) != 2 || s.Points[0].At != 1002000 || s.Points[1].Routes["api"].Limited != 4 {
 		t.Errorf("got %+v, want 2 points from t=1002s, the last with 4 limited", s.Points)
 	}
-	if _, err := NewHistory(nil, clk.now, time.Second, 2); err == nil {
+	if _, err := NewHistory(nil, clk.Now, time.Second, 2); err == nil {
 		t.Error("NewHistory(nil gatherer): got no error")
 	}
 	var _ prometheus.Gatherer = gathered{}

@@ -18,6 +18,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ratelimit-gateway/gateway/internal/clocktest"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
@@ -26,20 +27,11 @@ import (
 // t0 is the fixed instant the test limiter starts at.
 var t0 = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 
-// testClock is an injected limiter clock that tests move by hand.
-type testClock struct{ ns atomic.Int64 }
-
-func newTestClock() *testClock {
-	c := &testClock{}
-	c.ns.Store(t0.UnixNano())
-	return c
-}
-
-func (c *testClock) Now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
-func (c *testClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+// newTestClock is an injected limiter clock that tests move by hand.
+func newTestClock() *clocktest.Clock { return clocktest.New(t0) }
 
 // newEngine returns the real limiter (local buckets only) on clock.
-func newEngine(t *testing.T, clock *testClock) *limiter.Engine {
+func newEngine(t *testing.T, clock *clocktest.Clock) *limiter.Engine {
 	t.Helper()
 	e, err := limiter.NewEngine(clock.Now, limiter.NewLocal(0), nil)
 	if err != nil {

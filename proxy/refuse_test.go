@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/builtin"
+	"github.com/ratelimit-gateway/gateway/internal/clocktest"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
@@ -74,7 +75,7 @@ func chatCall(maxTokens int) string {
 // llmTestGateway serves yaml on the real engine over the OpenAI mock, whose
 // completions are as long as their cap (so usage is the reservation);
 // settled receives one value per settled call.
-func llmTestGateway(t *testing.T, yaml string) (url string, h *Handler, clock *testClock, settled chan struct{}) {
+func llmTestGateway(t *testing.T, yaml string) (url string, h *Handler, clock *clocktest.Clock, settled chan struct{}) {
 	t.Helper()
 	up := newUpstream(t, builtin.OpenAIMock(builtin.OpenAIMockConfig{CompletionTokens: 1 << 20}))
 	clock = newTestClock()

@@ -4,28 +4,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ratelimit-gateway/gateway/internal/clocktest"
 )
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 func TestBreakerAtFixedInstants(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	b := newBreaker(clock.Now, 3, 500*time.Millisecond)
 
 	type step struct {
@@ -89,7 +73,7 @@ func TestBreakerAtFixedInstants(t *testing.T) {
 }
 
 func TestBreakerOneProbeUnderConcurrency(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	b := newBreaker(clock.Now, 1, time.Second)
 	b.failure(false)
 	clock.Advance(time.Second)

@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-gateway/gateway/internal/clocktest"
 )
 
 func TestRedisLibraryLoggerThrottles(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	logs := &logCounter{}
 	l := NewLibraryLogger(slog.New(logs))
 	l.clock = clock.Now

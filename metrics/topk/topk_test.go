@@ -8,21 +8,16 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratelimit-gateway/gateway/internal/clocktest"
 )
 
-// clock is a settable instant, safe for concurrent use.
-type clock struct{ ns atomic.Int64 }
+// newClock is a settable instant, safe for concurrent use.
+func newClock() *clocktest.Clock { return clocktest.New(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)) }
 
-func newClock() *clock {
-	c := &clock{}
-	c.ns.Store(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-func (c *clock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
-func (c *clock) add(d time.Duration) { c.ns.Add(int64(d)) }
-func newSet(t testing.TB, cfg Config, c *clock) *Set {
+func newSet(t testing.TB, cfg Config, c *clocktest.Clock) *Set {
 	t.Helper()
-	s, err := New(cfg, c.now)
+	s, err := New(cfg, c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +121,7 @@ func TestWindowsRotate(t *testing.T) {
 	for range 5 {
 		s.Refused("p", "old")
 	}
-	c.add(time.Minute)
+	c.Advance(time.Minute)
 	for range 2 {
 		s.Refused("p", "old")
 		s.Refused("p", "new")
@@ -142,7 +137,7 @@ func TestWindowsRotate(t *testing.T) {
 		{59 * time.Minute, 0, 0}, // stale windows are never read back
 	}
 	for i, tt := range tests {
-		c.add(tt.after)
+		c.Advance(tt.after)
 		got := map[string]uint64{}
 		for _, e := range s.Top("p") {
 			got[e.Key] = e.Count

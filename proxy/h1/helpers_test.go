@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratelimit-gateway/gateway/internal/clocktest"
 )
 
 // countingServer is an httptest server that counts the connections it
@@ -95,17 +97,8 @@ func readRequest(br *bufio.Reader) (*http.Request, []byte, error) {
 	return r, b, err
 }
 
-// fakeClock is a settable clock for the idle timeout.
-type fakeClock struct{ ns atomic.Int64 }
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.ns.Store(time.Unix(1_700_000_000, 0).UnixNano())
-	return c
-}
-
-func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+// newFakeClock is a settable clock for the idle timeout.
+func newFakeClock() *clocktest.Clock { return clocktest.New(time.Unix(1_700_000_000, 0)) }
 
 // okServer is an upstream that reads each request's body and answers "ok".
 func okServer(t testing.TB) *countingServer {
