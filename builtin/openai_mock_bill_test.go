@@ -2,28 +2,18 @@ package builtin
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"image"
-	"image/png"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-)
 
-func pngDataURL(t *testing.T, w, h int) string {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := png.Encode(&buf, image.NewGray(image.Rect(0, 0, w, h))); err != nil {
-		t.Fatal(err)
-	}
-	return "data:image/png;base64," + base64.StdEncoding.EncodeToString(buf.Bytes())
-}
+	"github.com/ratelimit-gateway/gateway/internal/imagetest"
+)
 
 func wavBase64(byteRate, dataBytes int) string {
 	b := make([]byte, 44+dataBytes)
@@ -36,7 +26,7 @@ func wavBase64(byteRate, dataBytes int) string {
 // The mock bills non-text parts by the providers' published formulas, n
 // choices, and keeps its own count of what it billed.
 func TestOpenAIMockBillsLikeTheProviders(t *testing.T) {
-	img := pngDataURL(t, 1024, 1024)
+	img := imagetest.PNGDataURL(t, 1024, 1024)
 	pdf := "data:application/pdf;base64," + base64.StdEncoding.EncodeToString([]byte("%PDF-1.4 /Type /Pages /Type /Page /Type /Page"))
 	chat := func(model, part string) string {
 		return `{"model":"` + model + `","max_tokens":0,"messages":[{"role":"user","content":[` + part + `]}]}`

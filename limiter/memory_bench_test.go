@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/heaptest"
 	"github.com/ratelimit-gateway/gateway/limiter"
 )
 
@@ -98,10 +99,6 @@ func ipKey(buf []byte, i int) []byte {
 	return append(buf, "/32"...)
 }
 
-// liveHeap is the heap in use once garbage is collected.
-func liveHeap() int64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
-}
+// liveHeap is the heap in use once garbage is collected, signed so that
+// differences may be negative.
+func liveHeap() int64 { return int64(heaptest.Live()) }

@@ -1,14 +1,11 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"image"
-	"image/png"
 	"io"
 	"math"
 	"net/http"
@@ -18,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/builtin"
+	"github.com/ratelimit-gateway/gateway/internal/imagetest"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
@@ -97,7 +95,7 @@ func accountingCases(t *testing.T) []accountingCase {
 			return `{"model":"` + model + `","messages":[{"role":"user","content":[{"type":"text","text":"What is this?"},` + part(i) + `]}]` + extra + `}`
 		}
 	}
-	img := pngDataURL(t, 1024, 1024)
+	img := imagetest.PNGDataURL(t, 1024, 1024)
 	images := []string{
 		`{"type":"image_url","image_url":{"url":"` + img + `","detail":"low"}}`,
 		`{"type":"image_url","image_url":{"url":"` + img + `","detail":"high"}}`,
@@ -300,14 +298,4 @@ func accountingCall(client *http.Client, base, tenant string, c accountingCase, 
 	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode, err
-}
-
-// pngDataURL is a w×h PNG as a data URL.
-func pngDataURL(t *testing.T, w, h int) string {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := png.Encode(&buf, image.NewGray(image.Rect(0, 0, w, h))); err != nil {
-		t.Fatal(err)
-	}
-	return "data:image/png;base64," + base64.StdEncoding.EncodeToString(buf.Bytes())
 }

@@ -4,24 +4,15 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/heaptest"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 )
-
-// liveHeap is the heap in use after two collections.
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
 
 // Hundreds of 1 MiB responses through an idempotent route, each under its own
 // key: the live heap grows by no more than the in-process store's byte
@@ -59,7 +50,7 @@ routes:
 	srv, _ := newGateway(t, compileYAML(t, yaml), newEngine(t, newTestClock()), gatewayOpts{idem: store})
 	client := srv.Client()
 
-	before := liveHeap()
+	before := heaptest.Live()
 	keys := make(chan int, responses)
 	for i := range responses {
 		keys <- i
@@ -82,7 +73,7 @@ routes:
 		t.Fatalf("first requests: %s; want 201 with %d bytes", f, bodySize)
 	}
 	client.Transport.(*http.Transport).CloseIdleConnections()
-	after := liveHeap()
+	after := heaptest.Live()
 	grown := int64(after) - int64(before)
 	st := store.Stats()
 	t.Logf("%d responses of 1 MiB: live heap %d MiB -> %d MiB (+%d MiB); store %+v",

@@ -3,17 +3,10 @@ package main
 import (
 	"fmt"
 	"regexp"
-	"runtime/metrics"
 	"testing"
-)
 
-// gogc reads the GOGC in force without changing it.
-func gogc(t *testing.T) int {
-	t.Helper()
-	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-	metrics.Read(s)
-	return int(s[0].Value.Uint64())
-}
+	"github.com/ratelimit-gateway/gateway/internal/heaptest"
+)
 
 // server.min_heap_bytes raises GOGC while the gateway runs and gives it back
 // when it stops; -1 and a GOGC in the environment leave Go's own rule.
@@ -29,25 +22,25 @@ routes:
 		t.Helper()
 		g.stop()
 		<-g.done
-		if got := gogc(t); got != 100 {
+		if got := heaptest.GOGC(t); got != 100 {
 			t.Fatalf("GOGC %d once the gateway stopped, want 100", got)
 		}
 	}
-	if got := gogc(t); got != 100 {
+	if got := heaptest.GOGC(t); got != 100 {
 		t.Fatalf("test process runs with GOGC %d, want 100", got)
 	}
 
 	t.Run("floor", func(t *testing.T) {
 		g := startGateway(t, "gateway", config(t, "1073741824"))
 		// 1 GiB over a test process's few MB live: the cap, 1 GiB / 4 MB.
-		if got := gogc(t); got <= 100 {
+		if got := heaptest.GOGC(t); got <= 100 {
 			t.Fatalf("GOGC %d with a 1 GiB floor, want it raised", got)
 		}
 		stopped(t, g)
 	})
 	t.Run("off", func(t *testing.T) {
 		g := startGateway(t, "gateway", config(t, "-1"))
-		if got := gogc(t); got != 100 {
+		if got := heaptest.GOGC(t); got != 100 {
 			t.Fatalf("GOGC %d with min_heap_bytes -1, want 100", got)
 		}
 		stopped(t, g)
@@ -56,7 +49,7 @@ routes:
 		t.Setenv("GOGC", "100")
 		g := startGateway(t, "gateway", config(t, "1073741824"))
 		g.waitLog(t, 0, regexp.MustCompile(`GOGC is set: server.min_heap_bytes does not apply`))
-		if got := gogc(t); got != 100 {
+		if got := heaptest.GOGC(t); got != 100 {
 			t.Fatalf("GOGC %d with GOGC in the environment, want 100", got)
 		}
 		stopped(t, g)

@@ -3,9 +3,10 @@ package heapfloor
 import (
 	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"testing"
 	"time"
+
+	"github.com/ratelimit-gateway/gateway/internal/heaptest"
 )
 
 const mib = 1 << 20
@@ -45,17 +46,6 @@ func TestPercent(t *testing.T) {
 	}
 }
 
-// gogc reads the GOGC in force without changing it.
-func gogc(t *testing.T) int {
-	t.Helper()
-	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		t.Fatalf("runtime does not report /gc/gogc:percent")
-	}
-	return int(s[0].Value.Uint64())
-}
-
 // In a real process: Start sets the GOGC for the floor at once, the
 // finalizer follows the live heap across collections (a heap grown past
 // half the floor gets the base back, a freed one the floor again), and Stop
@@ -66,16 +56,16 @@ func TestFloorFollowsTheLiveHeap(t *testing.T) {
 	const floor = 64 * mib
 	f := Start(floor, 100)
 	defer f.Stop()
-	if got := gogc(t); got <= 100 || got != f.Percent() {
+	if got := heaptest.GOGC(t); got <= 100 || got != f.Percent() {
 		t.Fatalf("GOGC %d after Start (floor says %d), want it raised for a small live heap", got, f.Percent())
 	}
 
 	waitGOGC := func(what string, ok func(int) bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
-		for !ok(gogc(t)) {
+		for !ok(heaptest.GOGC(t)) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: GOGC still %d", what, gogc(t))
+				t.Fatalf("%s: GOGC still %d", what, heaptest.GOGC(t))
 			}
 			runtime.GC() // each collection runs the finalizer that adjusts
 			time.Sleep(time.Millisecond)
@@ -91,12 +81,12 @@ func TestFloorFollowsTheLiveHeap(t *testing.T) {
 	waitGOGC("ballast freed", func(p int) bool { return p > 100 })
 
 	f.Stop()
-	if got := gogc(t); got != 100 {
+	if got := heaptest.GOGC(t); got != 100 {
 		t.Fatalf("GOGC %d after Stop, want 100", got)
 	}
 	runtime.GC()
 	runtime.GC()
-	if got := gogc(t); got != 100 {
+	if got := heaptest.GOGC(t); got != 100 {
 		t.Fatalf("GOGC %d after Stop and two collections, want 100", got)
 	}
 }

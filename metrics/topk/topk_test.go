@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/internal/clocktest"
+	"github.com/ratelimit-gateway/gateway/internal/heaptest"
 )
 
 // newClock is a settable instant, safe for concurrent use.
@@ -91,9 +92,9 @@ func TestMemoryIsFlat(t *testing.T) {
 	}
 	flood(0, 100_000)
 	keys := s.Keys()
-	before := liveHeap()
+	before := heaptest.Live()
 	flood(100_000, 300_000)
-	after := liveHeap()
+	after := heaptest.Live()
 	if got := s.Keys(); got != keys {
 		t.Errorf("keys held: got %d after 300,000 more keys, want %d as before", got, keys)
 	}
@@ -103,14 +104,6 @@ func TestMemoryIsFlat(t *testing.T) {
 		t.Errorf("live heap: got %d bytes after 300,000 more keys, want at most %d (+256 KiB)", after, before)
 	}
 	runtime.KeepAlive(s)
-}
-
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
 
 // TestWindowsRotate: counts cover the last Windows windows; a key refused
