@@ -1,24 +1,21 @@
 package admin
 
 import (
-	"cmp"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 )
 
-// The view of /admin/config is built from the compiled snapshot field by
-// field, never by marshalling the decoded Config: a field added to the
-// Config later (a new secret) stays out until someone decides to show it.
-// Secrets are never shown: tenant API keys (only counts per plan), the Redis
-// and Sentinel passwords (only whether one is set), upstream_api_key (only
-// whether it is set), userinfo in any URL, the admin token, and the values
-// a route's match.headers compares with (a header equal to a shared secret
-// is a way to guard a route).
+// /admin/config shows the configuration in force. Routes and Redis are the
+// decoded config (defaults applied) as policies.Redacted renders it, so the
+// rule that keeps secrets out is declared once, on the config types: tenant
+// API keys, the Redis, Sentinel and admin credentials, upstream_api_key and
+// the values a route's match.headers compares with (a header equal to a
+// shared secret is a way to guard a route) are never shown, and no URL is
+// shown with its user info or query. Policies are shown as compiled (each
+// limit with its defaults and plan scaling), tenants as counts per plan.
 
 // configView is /admin/config's answer.
 type configView struct {
@@ -27,37 +24,10 @@ type configView struct {
 	// in hex ("" for one built in memory).
 	Digest   string                `json:"digest"`
 	Mode     string                `json:"mode,omitempty"`
-	Routes   []routeView           `json:"routes"`
+	Routes   []map[string]any      `json:"routes"`
 	Policies map[string]policyView `json:"policies"`
 	Tenants  tenantsView           `json:"tenants"`
-	Redis    *redisView            `json:"redis,omitempty"`
-}
-
-type routeView struct {
-	Name        string    `json:"name"`
-	Match       matchView `json:"match"`
-	Upstream    string    `json:"upstream"`
-	StripPrefix string    `json:"strip_prefix,omitempty"`
-	Timeout     string    `json:"timeout"`
-	// MaxBodyBytes is absent when bodies are not limited.
-	MaxBodyBytes     int64  `json:"max_body_bytes,omitempty"`
-	LLM              bool   `json:"llm,omitempty"`
-	DefaultMaxTokens int64  `json:"default_max_tokens,omitempty"`
-	ErrorFormat      string `json:"error_format"`
-	RateLimitHeaders string `json:"rate_limit_headers"`
-	// UpstreamAPIKeySet says that upstream_api_key replaces the client's
-	// key upstream; the key itself is never shown.
-	UpstreamAPIKeySet bool             `json:"upstream_api_key_set,omitempty"`
-	Idempotency       *idempotencyView `json:"idempotency,omitempty"`
-	Policies          []string         `json:"policies"`
-}
-
-type matchView struct {
-	Host       string            `json:"host,omitempty"`
-	Path       string            `json:"path,omitempty"`
-	PathPrefix string            `json:"path_prefix,omitempty"`
-	Methods    []string          `json:"methods,omitempty"`
-	Headers    []headerMatchView `json:"headers,omitempty"`
+	Redis    any                   `json:"redis,omitempty"`
 }
 
 // headerMatchView is one match.headers entry; Match is "present" or
@@ -65,20 +35,6 @@ type matchView struct {
 type headerMatchView struct {
 	Name  string `json:"name"`
 	Match string `json:"match"`
-}
-
-type idempotencyView struct {
-	Header           string   `json:"header"`
-	Methods          []string `json:"methods"`
-	Required         bool     `json:"required"`
-	LockTTL          string   `json:"lock_ttl"`
-	ReplayTTL        string   `json:"replay_ttl"`
-	MaxResponseBytes int64    `json:"max_response_bytes"`
-	ReplayHeaders    []string `json:"replay_headers"`
-	FencingHeader    string   `json:"fencing_header"`
-	OnConflict       string   `json:"on_conflict"`
-	MaxWait          string   `json:"max_wait,omitempty"`
-	OnRedisError     string   `json:"on_redis_error"`
 }
 
 type policyView struct {
@@ -152,12 +108,16 @@ func viewOf(snap *policies.Snapshot) configView {
 	v := configView{
 		Source:   snap.Source,
 		Digest:   digestHex(snap.Digest),
-		Routes:   make([]routeView, 0, len(snap.Routes)),
+		Routes:   make([]map[string]any, 0, len(snap.Routes)),
 		Policies: make(map[string]policyView, len(snap.Policies)),
 		Tenants:  tenantsOf(snap.Tenants),
 	}
-	for _, rt := range snap.Routes {
-		v.Routes = append(v.Routes, routeOf(rt))
+	for i, rt := range snap.Routes {
+		var rc policies.RouteConfig
+		if c := snap.Config; c != nil && i < len(c.Routes) {
+			rc = c.Routes[i]
+		}
+		v.Routes = append(v.Routes, routeOf(rt, rc))
 	}
 	for name, p := range snap.Policies {
 		v.Policies[name] = policyOf(p)
@@ -165,65 +125,46 @@ func viewOf(snap *policies.Snapshot) configView {
 	if c := snap.Config; c != nil {
 		v.Mode = c.Mode
 		if c.Redis.Enabled() {
-			v.Redis = redisOf(c.Redis)
+			v.Redis = policies.Redacted(c.Redis)
 		}
 	}
 	return v
 }
 
-func routeOf(rt *policies.Route) routeView {
-	v := routeView{
-		Name:              rt.Name,
-		Upstream:          redactURL(rt.Upstream),
-		StripPrefix:       rt.StripPrefix,
-		Timeout:           duration(rt.Timeout),
-		MaxBodyBytes:      rt.MaxBodyBytes,
-		LLM:               rt.LLM,
-		ErrorFormat:       "gateway",
-		RateLimitHeaders:  string(cmp.Or(rt.RateLimitHeaders, policies.RateLimitHeadersAll)),
-		UpstreamAPIKeySet: rt.UpstreamAPIKey != "",
-		Policies:          make([]string, 0, len(rt.Policies)),
-		Match: matchView{
-			Host:       rt.Match.Host,
-			Path:       rt.Match.Path,
-			PathPrefix: rt.Match.PathPrefix,
-			Methods:    rt.Match.Methods,
-		},
+// routeOf is rc as policies.Redacted renders it, with what the compiled
+// route rt knows better: whether it is an LLM route, its policies, and the
+// headers it matches on (by name only).
+func routeOf(rt *policies.Route, rc policies.RouteConfig) map[string]any {
+	v, _ := policies.Redacted(rc).(map[string]any)
+	if v == nil {
+		v = map[string]any{}
 	}
-	if rt.LLM {
-		v.DefaultMaxTokens = rt.DefaultMaxTokens
+	v["name"] = rt.Name
+	v["llm"] = rt.LLM
+	if !rt.LLM {
+		delete(v, "llm")
 	}
-	if rt.OpenAIErrors {
-		v.ErrorFormat = "openai"
+	names := make([]string, 0, len(rt.Policies))
+	for _, p := range rt.Policies {
+		names = append(names, p.Name())
 	}
-	if rt.AnthropicErrors {
-		v.ErrorFormat = "anthropic"
+	v["policies"] = names
+	match, _ := v["match"].(map[string]any)
+	if match == nil {
+		match = map[string]any{}
 	}
+	var headers []headerMatchView
 	for _, hm := range rt.Match.Headers {
 		m := "present"
 		if hm.Value != "" {
 			m = "equals a configured value (not shown)"
 		}
-		v.Match.Headers = append(v.Match.Headers, headerMatchView{Name: hm.Name, Match: m})
+		headers = append(headers, headerMatchView{Name: hm.Name, Match: m})
 	}
-	if id := rt.Idempotency; id != nil {
-		iv := &idempotencyView{
-			Header: id.Header, Methods: id.Methods, Required: id.Required,
-			LockTTL: duration(id.LockTTL), ReplayTTL: duration(id.ReplayTTL),
-			MaxResponseBytes: id.MaxResponseBytes, ReplayHeaders: id.ReplayHeaders,
-			FencingHeader: id.FencingHeader, OnConflict: "reject", OnRedisError: "deny",
-		}
-		if id.Wait {
-			iv.OnConflict, iv.MaxWait = "wait", duration(id.MaxWait)
-		}
-		if id.FailOpen {
-			iv.OnRedisError = "allow"
-		}
-		v.Idempotency = iv
+	if headers != nil {
+		match["headers"] = headers
 	}
-	for _, p := range rt.Policies {
-		v.Policies = append(v.Policies, p.Name())
-	}
+	v["match"] = match
 	return v
 }
 
@@ -297,48 +238,6 @@ func tenantsOf(t policies.Tenants) tenantsView {
 		v.Plans[plan] = pc
 	}
 	return v
-}
-
-func redisOf(c policies.RedisConfig) *redisView {
-	v := &redisView{UsernameSet: c.Username != "", PasswordSet: c.Password != "", TLS: c.TLS}
-	for _, a := range c.Addrs {
-		v.Addrs = append(v.Addrs, redactAddr(a))
-	}
-	if c.Sentinel.MasterName != "" {
-		sv := &sentinelView{MasterName: c.Sentinel.MasterName, PasswordSet: c.Sentinel.Password != ""}
-		for _, a := range c.Sentinel.Addrs {
-			sv.Addrs = append(sv.Addrs, redactAddr(a))
-		}
-		v.Sentinel = sv
-	}
-	return v
-}
-
-// redactURL renders u without userinfo, query or fragment.
-func redactURL(u *url.URL) string {
-	if u == nil {
-		return ""
-	}
-	c := *u
-	c.User, c.RawQuery, c.ForceQuery, c.Fragment, c.RawFragment = nil, "", false, "", ""
-	return c.String()
-}
-
-// redactAddr renders a Redis address ("host:port" or "redis://...")
-// without credentials: a URL keeps its scheme and host only, and anything
-// that does not parse is shown as its host part, or not at all.
-func redactAddr(a string) string {
-	if !strings.Contains(a, "://") {
-		if at := strings.LastIndexByte(a, '@'); at >= 0 {
-			return a[at+1:] // "user:pass@host:port" is no valid address, but never show it
-		}
-		return a
-	}
-	u, err := url.Parse(a)
-	if err != nil {
-		return "(unparsable address, not shown)"
-	}
-	return u.Scheme + "://" + u.Host
 }
 
 // duration renders d as the config spells durations ("30s", "1m", "1h").

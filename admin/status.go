@@ -155,7 +155,10 @@ func (g gathered) Gather() ([]*dto.MetricFamily, error) {
 // redisNodes reads the breaker and error metrics, per node when they carry
 // a node label, else as one entry for the whole backend.
 func redisNodes(snap *policies.Snapshot, fams map[string]*dto.MetricFamily) *redisStatus {
-	rs := &redisStatus{Addrs: redisOf(snap.Config.Redis).Addrs, Nodes: []nodeStatus{}}
+	rs := &redisStatus{Nodes: []nodeStatus{}}
+	for _, a := range snap.Config.Redis.Addrs {
+		rs.Addrs = append(rs.Addrs, policies.ShownURL(a))
+	}
 	nodes := map[string]*nodeStatus{}
 	node := func(m *dto.Metric) *nodeStatus {
 		name := label(m.GetLabel(), "node")

@@ -34,7 +34,7 @@ type AdminConfig struct {
 	// Token, when set, is required as "Authorization: Bearer <token>" by
 	// everything but /healthz and /readyz (keep it out of the file:
 	// GATEWAY_ADMIN_TOKEN). Without it the admin API is off.
-	Token string `koanf:"token"`
+	Token string `koanf:"token" redact:"set"`
 	// Pprof serves /debug/pprof/ (with the token).
 	Pprof bool `koanf:"pprof"`
 	// MetricsModels are models that get a model label of their own in
@@ -107,10 +107,10 @@ const (
 type RedisConfig struct {
 	// Addrs: one address is a standalone server, several are a Redis Cluster.
 	// "host:port", "redis://host:port" or "rediss://host:port" (TLS).
-	Addrs    []string       `koanf:"addrs"`
+	Addrs    []string       `koanf:"addrs" redact:"url"`
 	Sentinel SentinelConfig `koanf:"sentinel"`
-	Username string         `koanf:"username"`
-	Password string         `koanf:"password"`
+	Username string         `koanf:"username" redact:"set"`
+	Password string         `koanf:"password" redact:"set"`
 	TLS      bool           `koanf:"tls"`
 	PoolSize int            `koanf:"pool_size"` // default 10 per CPU (go-redis)
 	// Timeout bounds one decision's round trip (default 30ms). It starts once
@@ -133,8 +133,8 @@ type RedisConfig struct {
 // SentinelConfig selects a Redis master through Sentinel.
 type SentinelConfig struct {
 	MasterName string   `koanf:"master_name"`
-	Addrs      []string `koanf:"addrs"`
-	Password   string   `koanf:"password"`
+	Addrs      []string `koanf:"addrs" redact:"url"`
+	Password   string   `koanf:"password" redact:"set"`
 }
 
 // Enabled reports whether any Redis is configured.
@@ -145,7 +145,7 @@ type TenantsConfig struct {
 	Header string `koanf:"header"` // default X-API-Key
 	// Keys maps an API key, or its digest written "sha256:<hex>" (see
 	// KeyDigest), to its owner.
-	Keys map[string]TenantConfig `koanf:"keys"`
+	Keys map[string]TenantConfig `koanf:"keys" redact:"omit"`
 	// QuotaPath answers GET with the asking key's limits and what remains
 	// of them (default /v1/quota).
 	QuotaPath string `koanf:"quota_path"`
@@ -161,7 +161,7 @@ type TenantConfig struct {
 type RouteConfig struct {
 	Name         string        `koanf:"name"`
 	Match        MatchConfig   `koanf:"match"`
-	Upstream     string        `koanf:"upstream"` // http(s)://... or builtin:echo
+	Upstream     string        `koanf:"upstream" redact:"url"` // http(s)://... or builtin:echo
 	StripPrefix  string        `koanf:"strip_prefix"`
 	Timeout      time.Duration `koanf:"timeout"`        // default 30s
 	MaxBodyBytes int64         `koanf:"max_body_bytes"` // default 10 MiB; -1: no limit
@@ -189,7 +189,7 @@ type RouteConfig struct {
 	// upstream: "Authorization: Bearer <key>" and no x-api-key (llm:
 	// anthropic: "x-api-key: <key>" and no Authorization). Keep it out of the
 	// file: GATEWAY_ROUTES_<i>_UPSTREAM_API_KEY.
-	UpstreamAPIKey string `koanf:"upstream_api_key"`
+	UpstreamAPIKey string `koanf:"upstream_api_key" redact:"set"`
 	// ErrorFormat is how the gateway's own errors read on this route:
 	// "gateway" ({"code", "message", ...}), "openai" ({"error": {...}}) or
 	// "anthropic" ({"type": "error", "error": {...}}); default the llm
@@ -242,7 +242,7 @@ type MatchConfig struct {
 	Path       string            `koanf:"path"`
 	PathPrefix string            `koanf:"path_prefix"`
 	Methods    []string          `koanf:"methods"`
-	Headers    map[string]string `koanf:"headers"` // value "" or "*": present; otherwise equal
+	Headers    map[string]string `koanf:"headers" redact:"omit"` // value "" or "*": present; otherwise equal
 }
 
 // PolicyConfig is one entry of policies.

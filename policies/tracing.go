@@ -18,7 +18,7 @@ type TracingConfig struct {
 	// OTEL_EXPORTER_OTLP_ENDPOINT: http(s)://host:port, to which
 	// /v1/traces is added when it has no path. "" means the OTEL_*
 	// variables, then http://localhost:4318.
-	Endpoint string `koanf:"endpoint"`
+	Endpoint string `koanf:"endpoint" redact:"url"`
 	// SampleRatio is the share of new traces recorded, in [0, 1]. A trace
 	// continued from a trusted peer follows the peer's decision. Nil means
 	// OTEL_TRACES_SAMPLER_ARG (with a ratio sampler), then
