@@ -70,7 +70,9 @@ func TestLoadAtTheSizeBound(t *testing.T) {
 	yaml := minimalYAML + "#"
 	yaml += strings.Repeat("x", MaxConfigBytes-len(yaml)-1) + "\n"
 	path := newConfigFile(t, yaml)
-	if err := loadWithin(t, path); err != nil {
+	// A regular file cannot block a read: no hang guard here, whose bound
+	// a 4 MiB parse under -race on a busy machine can pass.
+	if _, err := Load(path, Options{}); err != nil {
 		t.Errorf("a file of exactly %d bytes: got %v, want it loaded", MaxConfigBytes, err)
 	}
 }
