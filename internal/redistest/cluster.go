@@ -18,6 +18,8 @@ type Cluster struct {
 	// Replicas are the replicas, Replicas[i] replicating Servers[i] (none
 	// unless ClusterOptions.Replicas).
 	Replicas []*Server
+
+	args []string // each node's cluster arguments
 }
 
 // ClusterOptions shapes StartClusterWith's Cluster. The zero value is
@@ -95,7 +97,7 @@ func StartClusterWith(t TB, o ClusterOptions) *Cluster {
 	for _, s := range all {
 		waitInfo(t, s, deadline, "CLUSTER", "INFO", "cluster_state:ok")
 	}
-	c := &Cluster{}
+	c := &Cluster{args: args}
 	for _, s := range all {
 		if info, _ := Do(s.Addr(), "INFO", "replication"); strings.Contains(info, "role:master") {
 			c.Servers = append(c.Servers, s)
@@ -155,6 +157,75 @@ func (c *Cluster) WaitPromoted(t TB, m *Server) *Server {
 		}
 	}
 	return r
+}
+
+// AddMaster starts one more cluster-enabled server, runs setup on it (to
+// give it users of its own, say) before it joins, joins it to the Cluster
+// and moves slots of the other masters to it (redis-cli --cluster
+// add-node, then reshard, which migrates their keys). It returns once every
+// master reports cluster_state:ok and sees the new one holding slots; the
+// new master is appended to Servers.
+func (c *Cluster) AddMaster(t TB, slots int, setup func(*Server)) *Server {
+	t.Helper()
+	s := start(t, serverArgs(c.args), true, nil)
+	if setup != nil {
+		setup(s)
+	}
+	seed := c.Servers[0].Addr()
+	if out, err := exec.Command("redis-cli", "--cluster", "add-node", s.Addr(), seed).CombinedOutput(); err != nil {
+		t.Fatalf("redistest: redis-cli --cluster add-node: %v\n%s", err, out)
+	}
+	id, err := Do(s.Addr(), "CLUSTER", "MYID")
+	if err != nil {
+		t.Fatalf("redistest: CLUSTER MYID: %v", err)
+	}
+	deadline := time.Now().Add(clusterTimeout)
+	// reshard needs every node to know the new one and to agree on the
+	// configuration first.
+	for _, m := range append(c.Servers[:len(c.Servers):len(c.Servers)], c.Replicas...) {
+		waitInfo(t, m, deadline, "CLUSTER", "NODES", id)
+	}
+	for {
+		out, err := exec.Command("redis-cli", "--cluster", "check", seed).CombinedOutput()
+		if err == nil && strings.Contains(string(out), strings.TrimSpace(id)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: the nodes do not agree within %s after add-node: %v\n%s", clusterTimeout, err, out)
+		}
+		time.Sleep(50 * time.Millisecond) // polling external processes
+	}
+	out, err := exec.Command("redis-cli", "--cluster", "reshard", seed, "--cluster-from", "all", "--cluster-to", id,
+		"--cluster-slots", strconv.Itoa(slots), "--cluster-yes").CombinedOutput()
+	if err != nil {
+		t.Fatalf("redistest: redis-cli --cluster reshard: %v\n%s", err, out)
+	}
+	c.Servers = append(c.Servers, s)
+	for _, m := range c.Servers {
+		waitInfo(t, m, deadline, "CLUSTER", "INFO", "cluster_state:ok")
+		for !holdsSlots(m, id) {
+			if time.Now().After(deadline) {
+				t.Fatalf("redistest: %s does not see %s holding slots within %s", m.Addr(), s.Addr(), clusterTimeout)
+			}
+			time.Sleep(20 * time.Millisecond) // polling external processes
+		}
+	}
+	return s
+}
+
+// holdsSlots reports whether m's CLUSTER NODES has node id holding slots.
+func holdsSlots(m *Server, id string) bool {
+	nodes, err := Do(m.Addr(), "CLUSTER", "NODES")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 8 && f[0] == id && f[7] == "connected" {
+			return true
+		}
+	}
+	return false
 }
 
 // Addrs returns the masters' addresses.

@@ -99,7 +99,14 @@ func (r *Limiter) discover(ctx context.Context) {
 		return nil
 	})
 	for _, n := range fresh {
-		if err := r.checkNodeAccess(ctx, n); err != nil && !errors.Is(err, errNoAnswer) {
+		err := r.checkNodeAccess(ctx, n)
+		switch {
+		case errors.Is(err, errNoAnswer):
+			// Not a verdict: a master that just joined may still be taking
+			// its slots (MOVED while they migrate) or be unreachable. It is
+			// checked again on the next listing.
+			n.accessChecked.Store(false)
+		case err != nil:
 			r.log.Error("redis limiter: a cluster master refuses the gateway's scripts; its keys fail in their failure modes",
 				"node", n.addr, "error", err)
 		}
