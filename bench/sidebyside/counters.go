@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -15,6 +16,12 @@ import (
 // roundTripsMetric counts the gateway's decisions that asked Redis.
 const roundTripsMetric = "gateway_redis_round_trips_total"
 
+// overloadedMetric counts the decisions the gateway answered 429 because
+// Redis did not answer them in time while it answered others (a round trip
+// past redis.timeout on a loaded machine, or no free slot within
+// redis.queue_timeout): what explains non-2xx where every request passes.
+const overloadedMetric = "gateway_redis_overloaded_total"
+
 // counters are read before and after a run of a Redis target; the run's
 // share is the difference.
 type counters struct {
@@ -27,14 +34,44 @@ type counters struct {
 	// ScriptUsec is the time Redis spent in EVALSHA and EVAL (the
 	// scripts' own commands included): its CPU for the decisions.
 	ScriptUsec int64
+	// Overloaded is the gateway's overloadedMetric.
+	Overloaded float64
+	// CPU is the Redis processes' CPU time (INFO cpu: used_cpu_user +
+	// used_cpu_sys), in seconds: all a server spent, reading and writing
+	// included, where ScriptUsec is the time inside the scripts, wall
+	// time that a loaded machine inflates whenever it preempts Redis.
+	CPU float64
+	// Nodes are the same, per Redis server.
+	Nodes map[string]*nodeCounters
+}
+
+// nodeCounters are one Redis server's INFO commandstats calls and usec by
+// command, and its CPU time in seconds.
+type nodeCounters struct {
+	Calls, Usec map[string]int64
+	CPU         float64
 }
 
 // sub is c - o.
 func (c counters) sub(o counters) counters {
-	d := counters{RoundTrips: c.RoundTrips - o.RoundTrips, Calls: map[string]int64{}, ScriptUsec: c.ScriptUsec - o.ScriptUsec}
-	for name, n := range c.Calls {
-		if n -= o.Calls[name]; n != 0 {
-			d.Calls[name] = n
+	d := counters{RoundTrips: c.RoundTrips - o.RoundTrips, Calls: subCounts(c.Calls, o.Calls), ScriptUsec: c.ScriptUsec - o.ScriptUsec,
+		Overloaded: c.Overloaded - o.Overloaded, CPU: c.CPU - o.CPU, Nodes: map[string]*nodeCounters{}}
+	for addr, n := range c.Nodes {
+		on := o.Nodes[addr]
+		if on == nil {
+			on = &nodeCounters{}
+		}
+		d.Nodes[addr] = &nodeCounters{Calls: subCounts(n.Calls, on.Calls), Usec: subCounts(n.Usec, on.Usec), CPU: n.CPU - on.CPU}
+	}
+	return d
+}
+
+// subCounts is a - b by name, leaving out the names whose count did not change.
+func subCounts(a, b map[string]int64) map[string]int64 {
+	d := map[string]int64{}
+	for name, n := range a {
+		if n -= b[name]; n != 0 {
+			d[name] = n
 		}
 	}
 	return d
@@ -44,12 +81,31 @@ func (c counters) sub(o counters) counters {
 func (c *counters) add(o counters) {
 	c.RoundTrips += o.RoundTrips
 	c.ScriptUsec += o.ScriptUsec
-	if c.Calls == nil {
-		c.Calls = map[string]int64{}
+	c.Overloaded += o.Overloaded
+	c.CPU += o.CPU
+	c.Calls = addCounts(c.Calls, o.Calls)
+	if c.Nodes == nil {
+		c.Nodes = map[string]*nodeCounters{}
 	}
-	for name, n := range o.Calls {
-		c.Calls[name] += n
+	for addr, on := range o.Nodes {
+		n := c.Nodes[addr]
+		if n == nil {
+			n = &nodeCounters{}
+			c.Nodes[addr] = n
+		}
+		n.Calls, n.Usec, n.CPU = addCounts(n.Calls, on.Calls), addCounts(n.Usec, on.Usec), n.CPU+on.CPU
 	}
+}
+
+// addCounts adds b to a, made if nil, and returns a.
+func addCounts(a, b map[string]int64) map[string]int64 {
+	if a == nil {
+		a = map[string]int64{}
+	}
+	for name, n := range b {
+		a[name] += n
+	}
+	return a
 }
 
 // commands is the total of Calls.
@@ -64,11 +120,11 @@ func (c counters) commands() int64 {
 // readCounters reads the gateway's metric and the commandstats of every
 // Redis (each master of a Cluster), summed.
 func readCounters(ctx context.Context, metricsURL string, redisAddrs []string) (counters, error) {
-	rt, err := scrapeMetric(ctx, metricsURL, roundTripsMetric)
+	ms, err := scrapeMetrics(ctx, metricsURL, roundTripsMetric, overloadedMetric)
 	if err != nil {
 		return counters{}, err
 	}
-	c := counters{RoundTrips: rt, Calls: map[string]int64{}}
+	c := counters{RoundTrips: ms[0], Overloaded: ms[1], Calls: map[string]int64{}, Nodes: map[string]*nodeCounters{}}
 	for _, a := range redisAddrs {
 		info, err := redistest.Do(a, "INFO", "commandstats")
 		if err != nil {
@@ -78,48 +134,63 @@ func readCounters(ctx context.Context, metricsURL string, redisAddrs []string) (
 		if err != nil {
 			return counters{}, err
 		}
-		delete(calls, "info") // the INFO calls that read these stats
-		for name, n := range calls {
-			c.Calls[name] += n
+		cpuInfo, err := redistest.Do(a, "INFO", "cpu")
+		if err != nil {
+			return counters{}, fmt.Errorf("INFO cpu on %s: %w", a, err)
 		}
-		c.ScriptUsec += scriptUsec(info)
+		delete(calls, "info") // the INFO calls that read these stats
+		usec, err := commandField(info, "usec")
+		if err != nil {
+			return counters{}, err
+		}
+		n := &nodeCounters{Calls: calls, Usec: usec, CPU: cpuSeconds(cpuInfo)}
+		delete(n.Usec, "info")
+		c.Nodes[a] = n
+		c.Calls = addCounts(c.Calls, calls)
+		c.ScriptUsec += n.Usec["evalsha"] + n.Usec["eval"]
+		c.CPU += n.CPU
 	}
 	return c, nil
 }
 
-// scriptUsec is the usec of INFO commandstats' evalsha and eval lines.
-func scriptUsec(info string) int64 {
-	var n int64
+// cpuSeconds is INFO cpu's used_cpu_user + used_cpu_sys.
+func cpuSeconds(info string) float64 {
+	var s float64
 	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
-			continue
-		}
-		for _, field := range strings.Split(rest, ",") {
-			if k, v, _ := strings.Cut(field, "="); k == "usec" {
-				u, _ := strconv.ParseInt(v, 10, 64)
-				n += u
-			}
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_user" || k == "used_cpu_sys" {
+			f, _ := strconv.ParseFloat(v, 64)
+			s += f
 		}
 	}
-	return n
+	return s
 }
 
-// scrapeMetric reads one unlabelled sample from a Prometheus text exposition.
-func scrapeMetric(ctx context.Context, url, name string) (float64, error) {
+// scrapeMetrics reads unlabelled samples from a Prometheus text exposition.
+func scrapeMetrics(ctx context.Context, url string, names ...string) ([]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("reading %s: %w", url, err)
+		return nil, fmt.Errorf("reading %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("reading %s: %s", url, resp.Status)
+		return nil, fmt.Errorf("reading %s: %s", url, resp.Status)
 	}
-	return findMetric(resp.Body, name)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", url, err)
+	}
+	out := make([]float64, len(names))
+	for i, name := range names {
+		if out[i], err = findMetric(bytes.NewReader(body), name); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // findMetric returns the value of the sample "name value" in r.
@@ -140,21 +211,27 @@ func findMetric(r io.Reader, name string) (float64, error) {
 
 // commandCalls reads INFO commandstats' lines "cmdstat_<name>:calls=N,...".
 func commandCalls(info string) (map[string]int64, error) {
-	calls := make(map[string]int64)
+	return commandField(info, "calls")
+}
+
+// commandField reads one integer field of every INFO commandstats line,
+// by command; a line without it is left out.
+func commandField(info, field string) (map[string]int64, error) {
+	out := make(map[string]int64)
 	for _, line := range strings.Split(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok || !strings.HasPrefix(name, "cmdstat_") {
 			continue
 		}
-		for _, field := range strings.Split(rest, ",") {
-			if k, v, _ := strings.Cut(field, "="); k == "calls" {
+		for _, f := range strings.Split(rest, ",") {
+			if k, v, _ := strings.Cut(f, "="); k == field {
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil {
 					return nil, fmt.Errorf("INFO commandstats: %q: %w", line, err)
 				}
-				calls[strings.TrimPrefix(name, "cmdstat_")] = n
+				out[strings.TrimPrefix(name, "cmdstat_")] = n
 			}
 		}
 	}
-	return calls, nil
+	return out, nil
 }

@@ -135,6 +135,7 @@ func ratios(by map[string]summary) []ratio {
 		rps(tGatewayLLM, tGatewayNone),
 		rps(tGatewayCluster, tGatewayUsers),
 		usecRatio(by, tGatewayCluster, tGatewayUsers),
+		cpuRatio(by, tGatewayCluster, tGatewayUsers),
 		rps(tGatewayTraced, tGatewayLocal),
 		rps(tGatewayTraceAll, tGatewayLocal),
 	)
@@ -250,7 +251,11 @@ func anomalies(sums []summary) []string {
 	for _, s := range sums {
 		switch {
 		case !s.deny && s.non2xx > 0:
-			out = append(out, fmt.Sprintf("%s: %d non-2xx responses in %d of %d runs, where none are expected", s.name, s.non2xx, s.non2xxRuns, s.rounds))
+			why := ""
+			if s.counted {
+				why = fmt.Sprintf(" (%.0f of them 429 overloaded: Redis answered others but not these within redis.timeout, or no slot within redis.queue_timeout)", s.delta.Overloaded)
+			}
+			out = append(out, fmt.Sprintf("%s: %d non-2xx responses in %d of %d runs, where none are expected%s", s.name, s.non2xx, s.non2xxRuns, s.rounds, why))
 		case s.deny && s.requests-s.non2xx > int64(s.rounds):
 			out = append(out, fmt.Sprintf("%s: %d of %d requests admitted in a flood that should admit about one a minute", s.name, s.requests-s.non2xx, s.requests))
 		}
@@ -264,7 +269,9 @@ func anomalies(sums []summary) []string {
 // writeRedis writes, for each target whose Redis counters were read, what
 // its runs cost Redis: round trips (the gateway's metric) and each command
 // (Redis's INFO commandstats), in all and per response; round trips also
-// per second of load (each run lasted runFor).
+// per second of load (each run lasted runFor). Then, per Redis server, each
+// command's calls, usec and usec a call, and the server's CPU time, so that
+// a Cluster's masters can be told apart.
 func writeRedis(w io.Writer, sums []summary, runFor time.Duration) {
 	for _, s := range sums {
 		if !s.counted {
@@ -272,15 +279,26 @@ func writeRedis(w io.Writer, sums []summary, runFor time.Duration) {
 		}
 		per := float64(s.requests)
 		secs := runFor.Seconds() * float64(s.rounds)
-		fmt.Fprintf(w, "%s: %d responses (%d non-2xx); round trips %.0f (%s per response, %s per second)", s.name, s.requests, s.non2xx,
-			s.delta.RoundTrips, fmtNum(s.delta.RoundTrips/per), fmtNum(s.delta.RoundTrips/secs))
+		admitted := float64(max(1, s.requests-s.non2xx))
+		fmt.Fprintf(w, "%s: %d responses (%d non-2xx, %.0f overloaded); round trips %.0f (%s per response, %s per second)", s.name, s.requests, s.non2xx,
+			s.delta.Overloaded, s.delta.RoundTrips, fmtNum(s.delta.RoundTrips/per), fmtNum(s.delta.RoundTrips/secs))
 		names := slices.Sorted(maps.Keys(s.delta.Calls))
 		for _, name := range names {
 			n := s.delta.Calls[name]
 			fmt.Fprintf(w, "; %s %d (%s)", name, n, fmtNum(float64(n)/per))
 		}
-		fmt.Fprintf(w, "; script usec %d (%s per 2xx)", s.delta.ScriptUsec, fmtNum(float64(s.delta.ScriptUsec)/float64(max(1, s.requests-s.non2xx))))
+		fmt.Fprintf(w, "; script usec %d (%s per 2xx); redis cpu %.0f ms (%s µs per 2xx)", s.delta.ScriptUsec, fmtNum(float64(s.delta.ScriptUsec)/admitted),
+			1e3*s.delta.CPU, fmtNum(1e6*s.delta.CPU/admitted))
 		fmt.Fprintln(w)
+		for _, addr := range slices.Sorted(maps.Keys(s.delta.Nodes)) {
+			n := s.delta.Nodes[addr]
+			fmt.Fprintf(w, "  %s: cpu %.0f ms", addr, 1e3*n.CPU)
+			for _, name := range slices.Sorted(maps.Keys(n.Calls)) {
+				calls, usec := n.Calls[name], n.Usec[name]
+				fmt.Fprintf(w, "; %s calls=%d usec=%d usec_per_call=%s", name, calls, usec, fmtNum(float64(usec)/float64(max(1, calls))))
+			}
+			fmt.Fprintln(w)
+		}
 	}
 }
 
@@ -313,14 +331,25 @@ func p99Noise(sums []summary) string {
 // that of b ("redis-usec-per-decision a/b"): what a decision costs Redis on
 // each, measured in the same run.
 func usecRatio(by map[string]summary, a, b string) ratio {
-	name := "redis-usec-per-decision " + a + "/" + b
+	return perDecisionRatio(by, "redis-usec-per-decision", a, b, func(c counters) float64 { return float64(c.ScriptUsec) })
+}
+
+// cpuRatio is usecRatio from the Redis processes' CPU time ("redis-cpu-per-
+// decision a/b"): everything Redis spent, not only inside the scripts, and
+// none of the time a loaded machine kept it waiting.
+func cpuRatio(by map[string]summary, a, b string) ratio {
+	return perDecisionRatio(by, "redis-cpu-per-decision", a, b, func(c counters) float64 { return c.CPU })
+}
+
+func perDecisionRatio(by map[string]summary, prefix, a, b string, cost func(counters) float64) ratio {
+	name := prefix + " " + a + "/" + b
 	sa, okA := by[a]
 	sb, okB := by[b]
 	if !okA || !okB || !sa.counted || !sb.counted {
 		return ratio{name: name}
 	}
-	pa := float64(sa.delta.ScriptUsec) / float64(max(1, sa.requests-sa.non2xx))
-	pb := float64(sb.delta.ScriptUsec) / float64(max(1, sb.requests-sb.non2xx))
+	pa := cost(sa.delta) / float64(max(1, sa.requests-sa.non2xx))
+	pb := cost(sb.delta) / float64(max(1, sb.requests-sb.non2xx))
 	if pb == 0 {
 		return ratio{name: name}
 	}
