@@ -25,7 +25,8 @@ type Cluster struct {
 // ClusterOptions shapes StartClusterWith's Cluster. The zero value is
 // StartCluster's: three masters, no replicas, cluster-node-timeout 2000.
 type ClusterOptions struct {
-	// Masters is how many masters hold the slots; zero means 3.
+	// Masters is how many masters hold the slots; zero means 3. One, without
+	// replicas, is a Cluster-mode server holding every slot.
 	Masters int
 	// Replicas gives each master one replica.
 	Replicas bool
@@ -89,8 +90,13 @@ func StartClusterWith(t TB, o ClusterOptions) *Cluster {
 		replicas = "1"
 	}
 	create = append(create, "--cluster-replicas", replicas, "--cluster-yes")
-	out, err := exec.Command("redis-cli", create...).CombinedOutput()
-	if err != nil {
+	if n == 1 {
+		// redis-cli creates Clusters of three masters or more; one node
+		// takes every slot itself.
+		if _, err := Do(all[0].Addr(), "CLUSTER", "ADDSLOTSRANGE", "0", "16383"); err != nil {
+			t.Fatalf("redistest: CLUSTER ADDSLOTSRANGE: %v", err)
+		}
+	} else if out, err := exec.Command("redis-cli", create...).CombinedOutput(); err != nil {
 		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
 	deadline := time.Now().Add(clusterTimeout)

@@ -159,3 +159,56 @@ func BenchmarkMergedScript(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNodeScriptBatch measures what Redis spends (INFO commandstats,
+// redis-µs/decision) on the script a Cluster master gets, by the number of
+// GCRA decisions merged into one call (a lone call unmerged, as sent), on a standalone server and on a
+// Cluster-mode server holding every slot: what a call costs whatever it
+// carries, what each decision adds, and what Cluster mode adds (each key a
+// script touches is checked against the node's slots). A 3-master Cluster
+// gives each master a third of an instance's decisions, so its batches are
+// a third as large at the same load: compare batch=16 on standalone with
+// batch=4 or 8 on cluster.
+func BenchmarkNodeScriptBatch(b *testing.B) {
+	ctx := context.Background()
+	check := limiter.Check{Rule: policy("nb-gcra", limiter.GCRA), Limit: limiter.Limit{Rate: 1 << 40, Period: time.Second}}
+	for _, server := range []struct {
+		name  string
+		start func(b *testing.B) *redistest.Server
+	}{
+		{"standalone", func(b *testing.B) *redistest.Server { return redistest.Start(b) }},
+		{"cluster", func(b *testing.B) *redistest.Server {
+			return redistest.StartClusterWith(b, redistest.ClusterOptions{Masters: 1}).Servers[0]
+		}},
+	} {
+		b.Run(server.name, func(b *testing.B) {
+			s := server.start(b)
+			c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+			b.Cleanup(func() { c.Close() })
+			for _, src := range []string{decideSrc, decideManyNodeSrc} {
+				if err := c.ScriptLoad(ctx, src).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for _, batch := range []int{1, 4, 8, 16} {
+				cmds := make([]*redis.Cmd, batch)
+				for i := range cmds {
+					cmds[i] = decideCall(b, strconv.Itoa(i*7919%1000), check)
+				}
+				// A lone call goes unmerged, as the gatherer sends it.
+				merged, _, _ := mergeNodeDecides(cmds)
+				args := merged[0].Args()
+				b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
+					redistest.ResetStats(b, s.Addr())
+					for b.Loop() {
+						if err := c.Do(ctx, args...).Err(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					st := redistest.CommandTime(b, s.Addr(), "evalsha")
+					b.ReportMetric(float64(st.Usec)/float64(st.Calls)/float64(batch), "redis-µs/decision")
+				})
+			}
+		})
+	}
+}
