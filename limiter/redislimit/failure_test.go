@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,8 +27,9 @@ const slack = 40 * time.Millisecond
 // logCounter is a slog handler that keeps the messages, to show that an
 // outage does not flood the log.
 type logCounter struct {
-	mu   sync.Mutex
-	msgs []string
+	mu    sync.Mutex
+	msgs  []string
+	lines []string // each record's message and attributes, "msg k=v ..."
 }
 
 func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
@@ -37,7 +39,20 @@ func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.msgs = append(l.msgs, r.Message)
+	line := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		line += " " + a.String()
+		return true
+	})
+	l.lines = append(l.lines, line)
 	return nil
+}
+
+// text is every record, one a line, with its attributes.
+func (l *logCounter) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
 }
 
 func (l *logCounter) messages() []string {

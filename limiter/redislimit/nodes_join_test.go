@@ -1,11 +1,9 @@
 package redislimit
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,24 +12,6 @@ import (
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
 )
-
-// logBuffer is a slog destination tests read while the limiter writes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // joinWithin bounds how long the background check takes to find a master
 // that joined: it lists the masters every discoverEvery; the slack is a
@@ -59,8 +39,8 @@ func TestClusterMasterThatJoinsIsCheckedAndHealthTracked(t *testing.T) {
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), Username: "gw", Password: "pw",
 		MaxRetries: -1, ReadTimeout: nodeTimeout, WriteTimeout: nodeTimeout})
 	t.Cleanup(func() { cc.Close() })
-	var logs logBuffer
-	r := newTestRedis(t, cc, Config{Timeout: nodeTimeout, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	logs := &logCounter{}
+	r := newTestRedis(t, cc, Config{Timeout: nodeTimeout, Logger: slog.New(logs)})
 	if err := r.CheckAccess(context.Background()); err != nil {
 		t.Fatalf("CheckAccess before any master joined: %v", err)
 	}
@@ -75,15 +55,15 @@ func TestClusterMasterThatJoinsIsCheckedAndHealthTracked(t *testing.T) {
 	joined := time.Now()
 
 	// The checks reach both new masters before any decision does.
-	for redistest.CommandCount(t, good.Addr(), "eval") == 0 || !strings.Contains(logs.String(), bad.Addr()) {
+	for redistest.CommandCount(t, good.Addr(), "eval") == 0 || !strings.Contains(logs.text(), bad.Addr()) {
 		if time.Since(joined) > joinWithin {
 			t.Fatalf("within %s of the join: %d EVALs on the good master (want the access check's), log %q (want the refusing master %s named)",
-				joinWithin, redistest.CommandCount(t, good.Addr(), "eval"), logs.String(), bad.Addr())
+				joinWithin, redistest.CommandCount(t, good.Addr(), "eval"), logs.text(), bad.Addr())
 		}
 		time.Sleep(20 * time.Millisecond) // polling the background check on the wall clock
 	}
 	t.Logf("both new masters checked %s after the join", time.Since(joined).Round(time.Millisecond))
-	if log := logs.String(); !strings.Contains(log, "refuses the gateway's scripts") || !strings.Contains(log, "NOPERM") ||
+	if log := logs.text(); !strings.Contains(log, "refuses the gateway's scripts") || !strings.Contains(log, "NOPERM") ||
 		strings.Contains(log, good.Addr()) {
 		t.Errorf("log %q: want the refusal (NOPERM) of %s alone", log, bad.Addr())
 	}
