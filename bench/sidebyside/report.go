@@ -253,7 +253,7 @@ func anomalies(sums []summary) []string {
 		case !s.deny && s.non2xx > 0:
 			why := ""
 			if s.counted {
-				why = fmt.Sprintf(" (%.0f of them 429 overloaded: Redis answered others but not these within redis.timeout, or no slot within redis.queue_timeout)", s.delta.Overloaded)
+				why = fmt.Sprintf(" (the gateway answered %.0f decisions 429 overloaded in those runs: Redis answered others but not these within redis.timeout, or no slot was free within redis.queue_timeout)", s.delta.Overloaded)
 			}
 			out = append(out, fmt.Sprintf("%s: %d non-2xx responses in %d of %d runs, where none are expected%s", s.name, s.non2xx, s.non2xxRuns, s.rounds, why))
 		case s.deny && s.requests-s.non2xx > int64(s.rounds):
