@@ -113,9 +113,9 @@ func BenchmarkProxy(b *testing.B) {
 // anchor, within one loop, so that a busy machine slows both alike, and
 // each is timed by its thread's CPU clock (on Linux), which a wait for a
 // core does not advance; N=1 takes turns with a route of none. It reports
-// each one's CPU ns/op and the
-// cost of each policy past the anchor's, in ns and as a fraction of the
-// anchor's request, (t(N)/t(anchor) − 1) / (N − anchor's N):
+// each one's CPU ns/op and the cost of each policy past the anchor's, in
+// ns and as a fraction of the anchor's request,
+// (t(N)/t(anchor) − 1) / (N − anchor's N):
 //
 //	go test -run '^$' -bench BenchmarkServePolicies ./proxy/
 func BenchmarkServePolicies(b *testing.B) {
@@ -194,4 +194,111 @@ func BenchmarkServePolicies(b *testing.B) {
 			b.ReportMetric((with/base-1)/float64(n-anchor), "per-policy/request")
 		})
 	}
+}
+
+// BenchmarkLLMCall prices a small chat call on an llm route (body read,
+// parsed and tokenized, tokens reserved, the usage read back from the
+// response and settled) against a plain request on a route without a
+// policy, the anchor, as gateway-llm and gateway-nopolicy of make bench do:
+// the same Handler path, upstreams answered in memory, blocks taking turns
+// within one loop, each timed by its thread's CPU clock. It reports each
+// one's CPU ns/op and llm/anchor:
+//
+//	go test -run '^$' -bench BenchmarkLLMCall ./proxy/
+func BenchmarkLLMCall(b *testing.B) {
+	engine, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	handler := func(cfg string, up http.RoundTripper) *Handler {
+		snap, err := policies.Parse("gateway.yaml", []byte(cfg), policies.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		holder := &snapshotHolder{}
+		holder.p.Store(snap)
+		h, err := New(Config{Snapshots: holder, Limiter: engine, Transport: up, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return h
+	}
+	nopolicy := handler("routes:\n  - {name: bench, match: {path_prefix: /}, upstream: http://127.0.0.1:1, policies: []}\n", memoryUpstream{})
+	llmRoute := handler(`routes:
+  - name: bench
+    match: {path_prefix: /v1/, methods: [POST]}
+    upstream: http://127.0.0.1:1
+    llm: openai
+    policies: [tokens]
+policies:
+  tokens: {key: ip, cost: tokens, rate: 1000000000, per: 1s}
+`, completionUpstream{})
+	const body = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello there, mock!"}],"max_tokens":16}`
+	serve := [2]func(){
+		func() {
+			req := httptest.NewRequest(http.MethodGet, "/bench", nil)
+			req.RemoteAddr = "10.1.2.3:4000"
+			rec := httptest.NewRecorder()
+			nopolicy.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				b.Fatalf("status: got %d, want 200", rec.Code)
+			}
+		},
+		func() {
+			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.RemoteAddr = "10.1.2.3:4000"
+			rec := httptest.NewRecorder()
+			llmRoute.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				b.Fatalf("status: got %d, want 200: %s", rec.Code, rec.Body)
+			}
+		},
+	}
+	for _, s := range serve { // the vocabulary built, the bucket made
+		s()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	clock := threadClock()
+	const block = 64
+	b.ReportAllocs()
+	var took [2]time.Duration
+	var count [2]int
+	i := 0
+	for b.Loop() {
+		which := (i / block) % 2
+		start := clock()
+		serve[which]()
+		took[which] += clock() - start
+		count[which]++
+		i++
+	}
+	if count[0] == 0 || count[1] == 0 {
+		return
+	}
+	base, with := float64(took[0])/float64(count[0]), float64(took[1])/float64(count[1])
+	b.ReportMetric(base, "anchor-ns/op")
+	b.ReportMetric(with, "llm-ns/op")
+	b.ReportMetric(with/base, "llm/anchor")
+}
+
+// completionUpstream answers every call with a finished chat completion
+// and its usage, as make bench's upstream does.
+type completionUpstream struct{}
+
+func (completionUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	const completion = `{"id":"chatcmpl-bench","object":"chat.completion","created":1764720000,"model":"gpt-4o-mini",` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et"},"finish_reason":"length"}],` +
+		`"usage":{"prompt_tokens":11,"completion_tokens":16,"total_tokens":27}}`
+	return &http.Response{
+		StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{"Content-Type": {"application/json"}},
+		Body:          io.NopCloser(strings.NewReader(completion)),
+		ContentLength: int64(len(completion)), Request: r,
+	}, nil
 }
