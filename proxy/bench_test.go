@@ -109,13 +109,10 @@ func BenchmarkProxy(b *testing.B) {
 // scheduler (most of a request's time, and most of its noise on a busy
 // machine) stay out of the measure: the fraction below is of the
 // gateway's own work, which overstates it as a fraction of a whole
-// request. Blocks of requests take turns with a route of one policy, the
-// anchor, within one loop, so that a busy machine slows both alike, and
-// each is timed by its thread's CPU clock (on Linux), which a wait for a
-// core does not advance; N=1 takes turns with a route of none. It reports
-// each one's CPU ns/op and the cost of each policy past the anchor's, in
-// ns and as a fraction of the anchor's request,
-// (t(N)/t(anchor) − 1) / (N − anchor's N):
+// request. It takes turns (see takeTurns) with a route of one policy, the
+// anchor; N=1 with a route of none. It reports each one's CPU ns/op and
+// the cost of each policy past the anchor's, in ns and as a fraction of
+// the anchor's request, (t(N)/t(anchor) − 1) / (N − anchor's N):
 //
 //	go test -run '^$' -bench BenchmarkServePolicies ./proxy/
 func BenchmarkServePolicies(b *testing.B) {
@@ -137,57 +134,27 @@ func BenchmarkServePolicies(b *testing.B) {
 		if n > 0 {
 			cfg += "policies:\n" + defs.String()
 		}
-		snap, err := policies.Parse("gateway.yaml", []byte(cfg), policies.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		holder := &snapshotHolder{}
-		holder.p.Store(snap)
-		h, err := New(Config{Snapshots: holder, Limiter: engine, Transport: memoryUpstream{}, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return h
+		return configHandler(b, cfg, engine, memoryUpstream{})
 	}
-	serve := func(h *Handler) {
-		req := httptest.NewRequest(http.MethodGet, "/bench", nil)
-		req.RemoteAddr = "10.1.2.3:4000"
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK {
-			b.Fatalf("status: got %d, want 200", rec.Code)
+	serve := func(h *Handler) func() {
+		return func() {
+			req := httptest.NewRequest(http.MethodGet, "/bench", nil)
+			req.RemoteAddr = "10.1.2.3:4000"
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				b.Fatalf("status: got %d, want 200", rec.Code)
+			}
 		}
 	}
-	const block = 64
 	for _, n := range []int{1, 2, 4, 8} {
 		anchor := 1
 		if n == 1 {
 			anchor = 0
 		}
-		hs := [2]*Handler{handler(anchor), handler(n)}
+		pair := [2]func(){serve(handler(anchor)), serve(handler(n))}
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			for _, h := range hs { // every bucket made
-				serve(h)
-			}
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			clock := threadClock()
-			b.ReportAllocs()
-			var took [2]time.Duration
-			var count [2]int
-			i := 0
-			for b.Loop() {
-				which := (i / block) % 2
-				start := clock()
-				serve(hs[which])
-				took[which] += clock() - start
-				count[which]++
-				i++
-			}
-			if count[0] == 0 || count[1] == 0 {
-				return
-			}
-			base, with := float64(took[0])/float64(count[0]), float64(took[1])/float64(count[1])
+			base, with := takeTurns(b, pair)
 			b.ReportMetric(base, "anchor-ns/op")
 			b.ReportMetric(with, "policies-ns/op")
 			b.ReportMetric((with-base)/float64(n-anchor), "ns/extra-policy")
@@ -200,9 +167,8 @@ func BenchmarkServePolicies(b *testing.B) {
 // parsed and tokenized, tokens reserved, the usage read back from the
 // response and settled) against a plain request on a route without a
 // policy, the anchor, as gateway-llm and gateway-nopolicy of make bench do:
-// the same Handler path, upstreams answered in memory, blocks taking turns
-// within one loop, each timed by its thread's CPU clock. It reports each
-// one's CPU ns/op and llm/anchor:
+// the same Handler path, upstreams answered in memory, taking turns (see
+// takeTurns). It reports each one's CPU ns/op and llm/anchor:
 //
 //	go test -run '^$' -bench BenchmarkLLMCall ./proxy/
 func BenchmarkLLMCall(b *testing.B) {
@@ -210,21 +176,9 @@ func BenchmarkLLMCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	handler := func(cfg string, up http.RoundTripper) *Handler {
-		snap, err := policies.Parse("gateway.yaml", []byte(cfg), policies.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		holder := &snapshotHolder{}
-		holder.p.Store(snap)
-		h, err := New(Config{Snapshots: holder, Limiter: engine, Transport: up, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return h
-	}
-	nopolicy := handler("routes:\n  - {name: bench, match: {path_prefix: /}, upstream: http://127.0.0.1:1, policies: []}\n", memoryUpstream{})
-	llmRoute := handler(`routes:
+	nopolicy := configHandler(b, "routes:\n  - {name: bench, match: {path_prefix: /}, upstream: http://127.0.0.1:1, policies: []}\n",
+		engine, memoryUpstream{})
+	llmRoute := configHandler(b, `routes:
   - name: bench
     match: {path_prefix: /v1/, methods: [POST]}
     upstream: http://127.0.0.1:1
@@ -232,9 +186,9 @@ func BenchmarkLLMCall(b *testing.B) {
     policies: [tokens]
 policies:
   tokens: {key: ip, cost: tokens, rate: 1000000000, per: 1s}
-`, completionUpstream{})
+`, engine, completionUpstream{})
 	const body = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello there, mock!"}],"max_tokens":16}`
-	serve := [2]func(){
+	base, with := takeTurns(b, [2]func(){
 		func() {
 			req := httptest.NewRequest(http.MethodGet, "/bench", nil)
 			req.RemoteAddr = "10.1.2.3:4000"
@@ -254,8 +208,34 @@ policies:
 				b.Fatalf("status: got %d, want 200: %s", rec.Code, rec.Body)
 			}
 		},
+	})
+	b.ReportMetric(base, "anchor-ns/op")
+	b.ReportMetric(with, "llm-ns/op")
+	b.ReportMetric(with/base, "llm/anchor")
+}
+
+// configHandler is a Handler over the configuration cfg (YAML).
+func configHandler(b *testing.B, cfg string, lim limiter.Limiter, up http.RoundTripper) *Handler {
+	b.Helper()
+	snap, err := policies.Parse("gateway.yaml", []byte(cfg), policies.Options{})
+	if err != nil {
+		b.Fatal(err)
 	}
-	for _, s := range serve { // the vocabulary built, the bucket made
+	holder := &snapshotHolder{}
+	holder.p.Store(snap)
+	h, err := New(Config{Snapshots: holder, Limiter: lim, Transport: up, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h
+}
+
+// takeTurns runs the two in blocks that take turns within one loop, so
+// that a busy machine slows both alike, each timed by its thread's CPU
+// clock (on Linux), which a wait for a core does not advance. It returns
+// each one's CPU ns per call; the first call of each is a warm-up.
+func takeTurns(b *testing.B, serve [2]func()) (first, second float64) {
+	for _, s := range serve {
 		s()
 	}
 	runtime.LockOSThread()
@@ -275,12 +255,9 @@ policies:
 		i++
 	}
 	if count[0] == 0 || count[1] == 0 {
-		return
+		return 0, 0
 	}
-	base, with := float64(took[0])/float64(count[0]), float64(took[1])/float64(count[1])
-	b.ReportMetric(base, "anchor-ns/op")
-	b.ReportMetric(with, "llm-ns/op")
-	b.ReportMetric(with/base, "llm/anchor")
+	return float64(took[0]) / float64(count[0]), float64(took[1]) / float64(count[1])
 }
 
 // completionUpstream answers every call with a finished chat completion

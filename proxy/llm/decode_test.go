@@ -54,28 +54,6 @@ func TestDecodeMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-// messagesOneByOne is how messages read an array before it decoded it at
-// once: item by item.
-func (c *counter) messagesOneByOne(field string, b json.RawMessage) error {
-	if len(b) == 0 || string(b) == "null" {
-		return nil
-	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(b, &items); err != nil {
-		return fmt.Errorf("%s must be an array", field)
-	}
-	for i, item := range items {
-		var m map[string]any
-		if err := json.Unmarshal(item, &m); err != nil || m == nil {
-			return fmt.Errorf("%s[%d] must be an object", field, i)
-		}
-		if err := c.message(m); err != nil {
-			return fmt.Errorf("%s[%d].%w", field, i, err)
-		}
-	}
-	return nil
-}
-
 // ParseUsage reads only the usage members, and gets what decoding the
 // whole body gets.
 func TestParseUsageMatchesEncodingJSON(t *testing.T) {

@@ -557,7 +557,7 @@ func (c *counter) messages(field string, b json.RawMessage) error {
 		return nil
 	}
 	// One decode of the whole array, into the generic values message
-	// reads; any error there is told apart item by item below.
+	// reads; an error there is told apart item by item.
 	var all []any
 	if err := json.Unmarshal(b, &all); err == nil {
 		for i, item := range all {
@@ -571,6 +571,13 @@ func (c *counter) messages(field string, b json.RawMessage) error {
 		}
 		return nil
 	}
+	return c.messagesOneByOne(field, b)
+}
+
+// messagesOneByOne is messages decoding the array item by item: slower,
+// and it tells which item is not an object (or holds a number a float64
+// does not).
+func (c *counter) messagesOneByOne(field string, b json.RawMessage) error {
 	var items []json.RawMessage
 	if err := json.Unmarshal(b, &items); err != nil {
 		return fmt.Errorf("%s must be an array", field)
