@@ -136,23 +136,12 @@ func BenchmarkServePolicies(b *testing.B) {
 		}
 		return configHandler(b, cfg, engine, memoryUpstream{})
 	}
-	serve := func(h *Handler) func() {
-		return func() {
-			req := httptest.NewRequest(http.MethodGet, "/bench", nil)
-			req.RemoteAddr = "10.1.2.3:4000"
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			if rec.Code != http.StatusOK {
-				b.Fatalf("status: got %d, want 200", rec.Code)
-			}
-		}
-	}
 	for _, n := range []int{1, 2, 4, 8} {
 		anchor := 1
 		if n == 1 {
 			anchor = 0
 		}
-		pair := [2]func(){serve(handler(anchor)), serve(handler(n))}
+		pair := [2]func(){plainGet(b, handler(anchor)), plainGet(b, handler(n))}
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			base, with := takeTurns(b, pair)
 			b.ReportMetric(base, "anchor-ns/op")
@@ -189,15 +178,7 @@ policies:
 `, engine, completionUpstream{})
 	const body = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello there, mock!"}],"max_tokens":16}`
 	base, with := takeTurns(b, [2]func(){
-		func() {
-			req := httptest.NewRequest(http.MethodGet, "/bench", nil)
-			req.RemoteAddr = "10.1.2.3:4000"
-			rec := httptest.NewRecorder()
-			nopolicy.ServeHTTP(rec, req)
-			if rec.Code != http.StatusOK {
-				b.Fatalf("status: got %d, want 200", rec.Code)
-			}
-		},
+		plainGet(b, nopolicy),
 		func() {
 			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
@@ -212,6 +193,19 @@ policies:
 	b.ReportMetric(base, "anchor-ns/op")
 	b.ReportMetric(with, "llm-ns/op")
 	b.ReportMetric(with/base, "llm/anchor")
+}
+
+// plainGet serves a GET through h, which must answer 200.
+func plainGet(b *testing.B, h *Handler) func() {
+	return func() {
+		req := httptest.NewRequest(http.MethodGet, "/bench", nil)
+		req.RemoteAddr = "10.1.2.3:4000"
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("status: got %d, want 200", rec.Code)
+		}
+	}
 }
 
 // configHandler is a Handler over the configuration cfg (YAML).
