@@ -44,6 +44,9 @@ func TestDecodeMatchesEncodingJSON(t *testing.T) {
 				if errSlow == nil && !reflect.DeepEqual(fast, slow) {
 					t.Fatalf("got %+v, want %+v", fast, slow)
 				}
+				if len(slow.Messages) == 0 || string(slow.Messages) == "null" {
+					return
+				}
 				var c1, c2 counter
 				e1, e2 := c1.messages("messages", fast.Messages), c2.messagesOneByOne("messages", slow.Messages)
 				if fmt.Sprint(e1) != fmt.Sprint(e2) || c1.n != c2.n {
