@@ -141,9 +141,9 @@ func BenchmarkServePolicies(b *testing.B) {
 		if n == 1 {
 			anchor = 0
 		}
-		pair := [2]func(){plainGet(b, handler(anchor)), plainGet(b, handler(n))}
+		hs := [2]*Handler{handler(anchor), handler(n)}
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			base, with := takeTurns(b, pair)
+			base, with := takeTurns(b, [2]func(){plainGet(b, hs[0]), plainGet(b, hs[1])})
 			b.ReportMetric(base, "anchor-ns/op")
 			b.ReportMetric(with, "policies-ns/op")
 			b.ReportMetric((with-base)/float64(n-anchor), "ns/extra-policy")
