@@ -1,11 +1,15 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,4 +100,176 @@ func BenchmarkProxy(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkServePolicies prices each extra local policy on a route. A
+// route with N token buckets keyed by the client IP (as a config gives
+// it, parsed from YAML, with the default rate-limit headers) is served by
+// the Handler, its upstream answered in memory so that sockets and the
+// scheduler (most of a request's time, and most of its noise on a busy
+// machine) stay out of the measure: the fraction below is of the
+// gateway's own work, which overstates it as a fraction of a whole
+// request. It takes turns (see takeTurns) with a route of one policy, the
+// anchor; N=1 with a route of none. It reports each one's CPU ns/op and
+// the cost of each policy past the anchor's, in ns and as a fraction of
+// the anchor's request, (t(N)/t(anchor) − 1) / (N − anchor's N):
+//
+//	go test -run '^$' -bench BenchmarkServePolicies ./proxy/
+func BenchmarkServePolicies(b *testing.B) {
+	engine, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	handler := func(n int) *Handler {
+		var names, defs strings.Builder
+		for i := range n {
+			if i > 0 {
+				names.WriteString(", ")
+			}
+			fmt.Fprintf(&names, "p%d", i)
+			fmt.Fprintf(&defs, "  p%d: {key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}\n", i)
+		}
+		cfg := "routes:\n  - name: bench\n    match: {path_prefix: /}\n    upstream: http://127.0.0.1:1\n" +
+			"    policies: [" + names.String() + "]\n"
+		if n > 0 {
+			cfg += "policies:\n" + defs.String()
+		}
+		return configHandler(b, cfg, engine, memoryUpstream{})
+	}
+	for _, n := range []int{1, 2, 4, 8} {
+		anchor := 1
+		if n == 1 {
+			anchor = 0
+		}
+		hs := [2]*Handler{handler(anchor), handler(n)}
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			base, with := takeTurns(b, [2]func(){plainGet(b, hs[0]), plainGet(b, hs[1])})
+			b.ReportMetric(base, "anchor-ns/op")
+			b.ReportMetric(with, "policies-ns/op")
+			b.ReportMetric((with-base)/float64(n-anchor), "ns/extra-policy")
+			b.ReportMetric((with/base-1)/float64(n-anchor), "per-policy/request")
+		})
+	}
+}
+
+// BenchmarkLLMCall prices a small chat call on an llm route (body read,
+// parsed and tokenized, tokens reserved, the usage read back from the
+// response and settled) against a plain request on a route without a
+// policy, the anchor, as gateway-llm and gateway-nopolicy of make bench do:
+// the same Handler path, upstreams answered in memory, taking turns (see
+// takeTurns). It reports each one's CPU ns/op and llm/anchor:
+//
+//	go test -run '^$' -bench BenchmarkLLMCall ./proxy/
+func BenchmarkLLMCall(b *testing.B) {
+	engine, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	nopolicy := configHandler(b, "routes:\n  - {name: bench, match: {path_prefix: /}, upstream: http://127.0.0.1:1, policies: []}\n",
+		engine, memoryUpstream{})
+	llmRoute := configHandler(b, `routes:
+  - name: bench
+    match: {path_prefix: /v1/, methods: [POST]}
+    upstream: http://127.0.0.1:1
+    llm: openai
+    policies: [tokens]
+policies:
+  tokens: {key: ip, cost: tokens, rate: 1000000000, per: 1s}
+`, engine, completionUpstream{})
+	const body = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello there, mock!"}],"max_tokens":16}`
+	base, with := takeTurns(b, [2]func(){
+		plainGet(b, nopolicy),
+		func() {
+			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.RemoteAddr = "10.1.2.3:4000"
+			rec := httptest.NewRecorder()
+			llmRoute.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				b.Fatalf("status: got %d, want 200: %s", rec.Code, rec.Body)
+			}
+		},
+	})
+	b.ReportMetric(base, "anchor-ns/op")
+	b.ReportMetric(with, "llm-ns/op")
+	b.ReportMetric(with/base, "llm/anchor")
+}
+
+// plainGet serves a GET through h, which must answer 200.
+func plainGet(b *testing.B, h *Handler) func() {
+	return func() {
+		req := httptest.NewRequest(http.MethodGet, "/bench", nil)
+		req.RemoteAddr = "10.1.2.3:4000"
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("status: got %d, want 200", rec.Code)
+		}
+	}
+}
+
+// configHandler is a Handler over the configuration cfg (YAML).
+func configHandler(b *testing.B, cfg string, lim limiter.Limiter, up http.RoundTripper) *Handler {
+	b.Helper()
+	snap, err := policies.Parse("gateway.yaml", []byte(cfg), policies.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	holder := &snapshotHolder{}
+	holder.p.Store(snap)
+	h, err := New(Config{Snapshots: holder, Limiter: lim, Transport: up, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h
+}
+
+// takeTurns runs the two in blocks that take turns within one loop, so
+// that a busy machine slows both alike, each timed by its thread's CPU
+// clock (on Linux), which a wait for a core does not advance. It returns
+// each one's CPU ns per call; the first call of each is a warm-up.
+func takeTurns(b *testing.B, serve [2]func()) (first, second float64) {
+	for _, s := range serve {
+		s()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	clock := threadClock()
+	const block = 64
+	b.ReportAllocs()
+	var took [2]time.Duration
+	var count [2]int
+	i := 0
+	for b.Loop() {
+		which := (i / block) % 2
+		start := clock()
+		serve[which]()
+		took[which] += clock() - start
+		count[which]++
+		i++
+	}
+	if count[0] == 0 || count[1] == 0 {
+		return 0, 0
+	}
+	return float64(took[0]) / float64(count[0]), float64(took[1]) / float64(count[1])
+}
+
+// completionUpstream answers every call with a finished chat completion
+// and its usage, as make bench's upstream does.
+type completionUpstream struct{}
+
+func (completionUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	const completion = `{"id":"chatcmpl-bench","object":"chat.completion","created":1764720000,"model":"gpt-4o-mini",` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et"},"finish_reason":"length"}],` +
+		`"usage":{"prompt_tokens":11,"completion_tokens":16,"total_tokens":27}}`
+	return &http.Response{
+		StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{"Content-Type": {"application/json"}},
+		Body:          io.NopCloser(strings.NewReader(completion)),
+		ContentLength: int64(len(completion)), Request: r,
+	}, nil
 }

@@ -258,6 +258,9 @@ func (c *llmCall) watch(resp *http.Response) {
 		return
 	}
 	c.tapped = &usageTap{ReadCloser: resp.Body}
+	if n := resp.ContentLength; n > 0 && n <= maxUsageBody {
+		c.tapped.buf.Grow(int(n)) // one allocation, not one per doubling
+	}
 	resp.Body = c.tapped
 }
 

@@ -81,15 +81,15 @@ func splice(b []byte, from, to int, s string) []byte {
 
 // member locates one key/value pair of a JSON object in its document.
 type member struct {
-	key      string
-	val, end int // the value is b[val:end]
+	key      []byte // unquoted; within the document unless it had escapes
+	val, end int    // the value is b[val:end]
 }
 
 // last returns the last member named key: like encoding/json and most
 // parsers upstream, a repeated key means its last value.
 func last(ms []member, key string) (member, bool) {
 	for i := len(ms) - 1; i >= 0; i-- {
-		if ms[i].key == key {
+		if string(ms[i].key) == key {
 			return ms[i], true
 		}
 	}
@@ -99,7 +99,12 @@ func last(ms []member, key string) (member, bool) {
 // members lists the members of the object that starts at b[open]. b must be valid JSON (checked by
 // the caller), which keeps this scanner small: it only skips values.
 func members(b []byte, open int) []member {
-	var ms []member
+	return appendMembers(make([]member, 0, 8), b, open)
+}
+
+// appendMembers is members appending to ms: a caller that lists the
+// members of every request passes a buffer on its stack.
+func appendMembers(ms []member, b []byte, open int) []member {
 	i := skipSpace(b, open+1)
 	for b[i] != '}' {
 		keyEnd := skipString(b, i)
@@ -116,15 +121,15 @@ func members(b []byte, open int) []member {
 	return ms
 }
 
-func unquote(q []byte) string {
+func unquote(q []byte) []byte {
 	if bytes.IndexByte(q, '\\') < 0 {
-		return string(q[1 : len(q)-1])
+		return q[1 : len(q)-1]
 	}
 	var s string
 	if err := json.Unmarshal(q, &s); err != nil {
-		return "" // unreachable for valid JSON
+		return nil // unreachable for valid JSON
 	}
-	return s
+	return []byte(s)
 }
 
 func skipSpace(b []byte, i int) int {

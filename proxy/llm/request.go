@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"unicode/utf8"
 )
 
 // Kind is the API a request or response belongs to; it decides which fields
@@ -142,20 +144,22 @@ type wireRequest struct {
 	System              json.RawMessage
 }
 
-// decode fills w from body. Keys are matched exactly, as the upstream
-// matches them: encoding/json's struct decoding folds case, so
-// {"max_tokens":4000,"MAX_TOKENS":1} would reserve for 1 token while the
-// upstream generates 4000. A repeated key means its last value, as in
-// encoding/json and Python's json.
-func (w *wireRequest) decode(kind Kind, body []byte) error {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
-		return err
+// wireField is one top-level field decode reads, and where it goes.
+type wireField struct {
+	name string
+	dst  any
+}
+
+// fields lists, in the order they are decoded (which decides the error a
+// body with several bad fields gets), the top-level fields of kind.
+func (w *wireRequest) fields(kind Kind) [18]wireField {
+	// On responses "prompt" is a stored prompt's reference; on
+	// completions it is the text.
+	prompt := &w.Prompt
+	if kind == Responses {
+		prompt = &w.StoredPrompt
 	}
-	fields := []struct {
-		name string
-		dst  any
-	}{
+	return [...]wireField{
 		{"model", &w.Model}, {"stream", &w.Stream},
 		{"max_tokens", &w.MaxTokens}, {"max_completion_tokens", &w.MaxCompletionTokens},
 		{"max_output_tokens", &w.MaxOutputTokens}, {"n", &w.N}, {"best_of", &w.BestOf},
@@ -163,22 +167,91 @@ func (w *wireRequest) decode(kind Kind, body []byte) error {
 		{"input", &w.Input}, {"instructions", &w.Instructions},
 		{"system", &w.System}, {"max_tool_calls", &w.MaxToolCalls},
 		{"previous_response_id", &w.PreviousResponseID}, {"conversation", &w.Conversation},
-		{"web_search_options", &w.WebSearchOptions},
+		{"web_search_options", &w.WebSearchOptions}, {"prompt", prompt},
 	}
-	if kind == Responses {
-		// On responses "prompt" is a stored prompt's reference; on
-		// completions it is the text.
-		fields = append(fields, struct {
-			name string
-			dst  any
-		}{"prompt", &w.StoredPrompt})
-	} else {
-		fields = append(fields, struct {
-			name string
-			dst  any
-		}{"prompt", &w.Prompt})
+}
+
+// decode fills w from body. Keys are matched exactly, as the upstream
+// matches them: encoding/json's struct decoding folds case, so
+// {"max_tokens":4000,"MAX_TOKENS":1} would reserve for 1 token while the
+// upstream generates 4000. A repeated key means its last value, as in
+// encoding/json and Python's json.
+//
+// Every call on an llm route runs it, so a valid body is walked in place
+// (members) and its plain values are read without reflection; an invalid
+// one takes encoding/json's path, whose error the client gets.
+func (w *wireRequest) decode(kind Kind, body []byte) error {
+	if !json.Valid(body) {
+		return w.decodeMap(kind, body)
 	}
-	for _, f := range fields {
+	var buf [16]member
+	top := appendMembers(buf[:0], body, bytes.IndexByte(body, '{'))
+	for _, f := range w.fields(kind) {
+		if m, ok := last(top, f.name); ok {
+			if err := decodeValue(body[m.val:m.end], f.dst); err != nil {
+				return fmt.Errorf("%s: %w", f.name, err)
+			}
+		}
+	}
+	m, ok := last(top, "stream_options")
+	if !ok || body[m.val] == 'n' { // absent or null
+		return nil
+	}
+	if body[m.val] != '{' {
+		return w.streamOptions(body[m.val:m.end])
+	}
+	if iu, ok := last(members(body, m.val), "include_usage"); ok {
+		if err := decodeValue(body[iu.val:iu.end], &w.IncludeUsage); err != nil {
+			return fmt.Errorf("stream_options.include_usage: %w", err)
+		}
+	}
+	return nil
+}
+
+// decodeValue stores the valid JSON value v in dst as json.Unmarshal
+// would, reading the plain cases (a string without escapes, a boolean, an
+// integer, null, a raw value) without it. A raw value aliases v.
+func decodeValue(v []byte, dst any) error {
+	switch d := dst.(type) {
+	case *json.RawMessage:
+		*d = v
+		return nil
+	case *string:
+		if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
+			*d = string(v[1 : len(v)-1])
+			return nil
+		}
+	case **bool:
+		switch string(v) {
+		case "null":
+			*d = nil
+			return nil
+		case "true", "false":
+			b := v[0] == 't'
+			*d = &b
+			return nil
+		}
+	case **int64:
+		if string(v) == "null" {
+			*d = nil
+			return nil
+		}
+		if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			*d = &n
+			return nil
+		}
+	}
+	return json.Unmarshal(v, dst)
+}
+
+// decodeMap is decode through encoding/json alone: what decode does with
+// a body that is not valid JSON, to fail as encoding/json fails.
+func (w *wireRequest) decodeMap(kind Kind, body []byte) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return err
+	}
+	for _, f := range w.fields(kind) {
 		if v, ok := top[f.name]; ok {
 			if err := json.Unmarshal(v, f.dst); err != nil {
 				return fmt.Errorf("%s: %w", f.name, err)
@@ -186,14 +259,20 @@ func (w *wireRequest) decode(kind Kind, body []byte) error {
 		}
 	}
 	if v := top["stream_options"]; len(v) > 0 && string(v) != "null" {
-		var opts map[string]json.RawMessage
-		if err := json.Unmarshal(v, &opts); err != nil {
-			return fmt.Errorf("stream_options: %w", err)
-		}
-		if u, ok := opts["include_usage"]; ok {
-			if err := json.Unmarshal(u, &w.IncludeUsage); err != nil {
-				return fmt.Errorf("stream_options.include_usage: %w", err)
-			}
+		return w.streamOptions(v)
+	}
+	return nil
+}
+
+// streamOptions reads the stream_options object v.
+func (w *wireRequest) streamOptions(v []byte) error {
+	var opts map[string]json.RawMessage
+	if err := json.Unmarshal(v, &opts); err != nil {
+		return fmt.Errorf("stream_options: %w", err)
+	}
+	if u, ok := opts["include_usage"]; ok {
+		if err := json.Unmarshal(u, &w.IncludeUsage); err != nil {
+			return fmt.Errorf("stream_options.include_usage: %w", err)
 		}
 	}
 	return nil
@@ -432,6 +511,7 @@ func (c *counter) prompt(kind Kind, w *wireRequest) error {
 // counter sums the estimate for one request.
 type counter struct {
 	model   string
+	enc     Encoding // model's, once a text is counted
 	family  Family
 	n       int64
 	unsized []string // item references found in the input
@@ -440,7 +520,12 @@ type counter struct {
 // add adds n tokens, saturating (see AddSat).
 func (c *counter) add(n int64) { c.n = AddSat(c.n, n) }
 
-func (c *counter) text(s string) { c.add(CountTokens(c.model, s)) }
+func (c *counter) text(s string) {
+	if c.enc == "" {
+		c.enc = EncodingFor(c.model)
+	}
+	c.add(countIn(c.enc, s))
+}
 
 func (c *counter) raw(b json.RawMessage) {
 	if len(b) > 0 && string(b) != "null" {
@@ -471,6 +556,28 @@ func (c *counter) messages(field string, b json.RawMessage) error {
 	if len(b) == 0 || string(b) == "null" {
 		return nil
 	}
+	// One decode of the whole array, into the generic values message
+	// reads; an error there is told apart item by item.
+	var all []any
+	if err := json.Unmarshal(b, &all); err == nil {
+		for i, item := range all {
+			m, ok := item.(map[string]any)
+			if !ok {
+				return fmt.Errorf("%s[%d] must be an object", field, i)
+			}
+			if err := c.message(m); err != nil {
+				return fmt.Errorf("%s[%d].%w", field, i, err)
+			}
+		}
+		return nil
+	}
+	return c.messagesOneByOne(field, b)
+}
+
+// messagesOneByOne is messages decoding the array item by item: slower,
+// and it tells which item is not an object (or holds a number a float64
+// does not).
+func (c *counter) messagesOneByOne(field string, b json.RawMessage) error {
 	var items []json.RawMessage
 	if err := json.Unmarshal(b, &items); err != nil {
 		return fmt.Errorf("%s must be an array", field)

@@ -55,12 +55,46 @@ func EncodingFor(model string) Encoding {
 
 // CountTokens returns the number of tokens text encodes to in model's
 // vocabulary (see EncodingFor). It is safe for concurrent use.
-func CountTokens(model, text string) int64 {
+func CountTokens(model, text string) int64 { return countIn(EncodingFor(model), text) }
+
+// roles are the message roles the APIs define. Every message counts its
+// role, and a short text costs the tokenizer a good part of what a long
+// one does (its matcher is set up per call), so each vocabulary counts
+// them once.
+var roles = [...]string{"system", "user", "assistant", "developer", "tool", "function"}
+
+var (
+	o200kRoles  = sync.OnceValue(func() [len(roles)]int64 { return countRoles(O200kBase) })
+	cl100kRoles = sync.OnceValue(func() [len(roles)]int64 { return countRoles(Cl100kBase) })
+)
+
+func countRoles(enc Encoding) [len(roles)]int64 {
+	var n [len(roles)]int64
+	for i, r := range roles {
+		n[i] = tokenize(enc, r)
+	}
+	return n
+}
+
+// countIn is CountTokens in the vocabulary enc.
+func countIn(enc Encoding, text string) int64 {
+	for i, r := range roles {
+		if text == r {
+			if enc == Cl100kBase {
+				return cl100kRoles()[i]
+			}
+			return o200kRoles()[i]
+		}
+	}
+	return tokenize(enc, text)
+}
+
+func tokenize(enc Encoding, text string) int64 {
 	if text == "" {
 		return 0
 	}
 	c := o200k()
-	if EncodingFor(model) == Cl100kBase {
+	if enc == Cl100kBase {
 		c = cl100k()
 	}
 	n, err := c.Count(text)

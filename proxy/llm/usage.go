@@ -1,6 +1,10 @@
 package llm
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
 
 // Usage is the token usage a provider reports for one response.
 type Usage struct {
@@ -83,11 +87,67 @@ func (w *wireUsage) usage(kind Kind) Usage {
 // of the wrong type: the caller then keeps its estimate. It is safe for
 // concurrent use.
 func ParseUsage(kind Kind, body []byte) (u Usage, ok bool) {
-	var resp struct {
-		Usage *wireUsage `json:"usage"`
+	w, ok := usageMember(body)
+	if !ok {
+		var resp struct {
+			Usage *wireUsage `json:"usage"`
+		}
+		if err := json.Unmarshal(body, &resp); err != nil {
+			return Usage{}, false
+		}
+		w = resp.Usage
 	}
-	if err := json.Unmarshal(body, &resp); err != nil || resp.Usage == nil {
+	if w == nil {
 		return Usage{}, false
 	}
-	return resp.Usage.usage(kind), true
+	return w.usage(kind), true
+}
+
+// usageMember decodes the usage of a valid JSON object as ParseUsage's
+// json.Unmarshal does, decoding only the "usage" members: a completion's
+// text is skipped, not decoded. Member names match as encoding/json
+// matches a field's, case folded; ok is false when a name is not plain
+// ASCII (encoding/json folds some other letters too) or body is not a
+// valid object, and ParseUsage then decodes it whole.
+func usageMember(body []byte) (w *wireUsage, ok bool) {
+	open := skipSpace(body, 0)
+	if open >= len(body) || body[open] != '{' || !json.Valid(body) {
+		return nil, false
+	}
+	var buf [16]member
+	for _, m := range appendMembers(buf[:0], body, open) {
+		if !plainASCII(m.key) {
+			return nil, false
+		}
+		if !bytes.EqualFold(m.key, usageKey) {
+			continue
+		}
+		v := body[m.val:m.end]
+		switch v[0] {
+		case 'n': // null
+			w = nil
+			continue
+		case '{':
+		default:
+			return nil, true // not an object: json.Unmarshal fails
+		}
+		if w == nil {
+			w = new(wireUsage)
+		}
+		if json.Unmarshal(v, w) != nil {
+			return nil, true
+		}
+	}
+	return w, true
+}
+
+var usageKey = []byte("usage")
+
+func plainASCII(s []byte) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }

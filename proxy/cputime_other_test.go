@@ -1,0 +1,11 @@
+//go:build !linux
+
+package proxy
+
+import "time"
+
+// threadClock is the wall clock where a thread's CPU time is not read.
+func threadClock() func() time.Duration {
+	start := time.Now()
+	return func() time.Duration { return time.Since(start) }
+}
