@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -112,5 +113,30 @@ func TestExplainIsThePlanServed(t *testing.T) {
 				tt.check(t, e)
 			}
 		})
+	}
+}
+
+// TestAccessLogOfARefusedPath: a request whose path cannot be made
+// canonical is answered 400 and logged as received, like every other
+// answer (the access log once read the canonical request, which such a
+// request does not have).
+func TestAccessLogOfARefusedPath(t *testing.T) {
+	snap := compileYAML(t, `
+log: {access: true}
+routes:
+  - {name: r, upstream: "http://127.0.0.1:9", match: {path_prefix: /}}
+`)
+	_, h := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+	var logBuf syncBuffer
+	h.access = slog.New(slog.NewJSONHandler(&logBuf, nil))
+	for _, target := range []string{"/a%2Fb", "/../x"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
+		if rec.Code != http.StatusBadRequest {
+			t.Fatalf("%s: got %d %s, want 400", target, rec.Code, rec.Body)
+		}
+	}
+	if n := logBuf.count(`"status":400`); n != 2 {
+		t.Fatalf("access lines with status 400: got %d, want 2", n)
 	}
 }
