@@ -74,6 +74,8 @@ const (
 // answer is the gateway's own answer to a request before its limiter
 // decides. The zero value is no answer.
 type answer struct {
+	// status and msg are the answer, in the route's error format;
+	// statusClientClosed (the client left) is the status alone.
 	status int
 	msg    string
 	// retry sets Retry-After: 1 (a moment's wait helps).
