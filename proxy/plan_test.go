@@ -12,18 +12,10 @@ import (
 // planYAML has an llm route whose calls a missing key condemns before their
 // body is read, and that takes idempotency keys.
 const planYAML = `
-tenants:
-  header: X-API-Key
-  keys:
-    ` + freeKey + `: {tenant: acme, plan: free}
+tenants: {header: X-API-Key, keys: {` + freeKey + `: {tenant: acme, plan: free}}}
 routes:
-  - name: llm
-    match: {path_prefix: /llm/, methods: [POST]}
-    upstream: UP
-    llm: openai
-    default_max_tokens: 100
-    idempotency: {required: true}
-    policies: [calls-by-ip, tokens-by-ip, tokens-by-tenant]
+  - {name: llm, match: {path_prefix: /llm/, methods: [POST]}, upstream: UP, llm: openai,
+     idempotency: {required: true}, policies: [calls-by-ip, tokens-by-ip, tokens-by-tenant]}
 policies:
   calls-by-ip: {key: ip, rate: 1000, per: 1m}
   tokens-by-ip: {key: ip, cost: tokens, rate: 100000, per: 1m}
