@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -25,7 +24,7 @@ const anthropicVersion = "2023-06-01"
 // forRoute fits an llm call to its route: an Anthropic prompt is reserved by
 // its byte bound (Claude's tokenizer is not public), and enforce: stream
 // meters a stream. A status other than 0 refuses the call with msg.
-func (c *llmCall) forRoute(r *http.Request, route *policies.Route, lim limiter.Limiter) (int, string) {
+func (c *llmCall) forRoute(r *http.Request, route *policies.Route, lim reserver) (int, string) {
 	if c.kind == llm.AnthropicMessages {
 		body, _ := r.Body.(heldBody)
 		p, err := llm.ParseAnthropicPrompt(body.b, c.req.Family)
@@ -48,18 +47,6 @@ func anthropicUpstream(out *http.Request, key string) {
 	if out.Header.Get("Anthropic-Version") == "" {
 		out.Header.Set("Anthropic-Version", anthropicVersion)
 	}
-}
-
-// anthropicKey marks a request whose errors read as Anthropic's.
-type anthropicKey struct{}
-
-func withAnthropicErrors(r *http.Request) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), anthropicKey{}, true))
-}
-
-func anthropicErrors(r *http.Request) bool {
-	v, _ := r.Context().Value(anthropicKey{}).(bool)
-	return v
 }
 
 // anthropicErrorJSON renders body as Anthropic would for status.

@@ -209,7 +209,7 @@ func plainGet(b *testing.B, h *Handler) func() {
 }
 
 // configHandler is a Handler over the configuration cfg (YAML).
-func configHandler(b *testing.B, cfg string, lim limiter.Limiter, up http.RoundTripper) *Handler {
+func configHandler(b *testing.B, cfg string, lim Limiter, up http.RoundTripper) *Handler {
 	b.Helper()
 	snap, err := policies.Parse("gateway.yaml", []byte(cfg), policies.Options{})
 	if err != nil {

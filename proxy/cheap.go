@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"runtime"
 	"slices"
@@ -27,35 +26,18 @@ import (
 // start wait while the vocabularies load (about 0.35 s each).
 const DefaultTokenizeWait = 10 * time.Second
 
-// preBody is what the gateway learned of a call before reading its body.
-type preBody struct {
-	// peeked holds the peek of every policy that keys without the body,
-	// for the headers of a later 429.
-	peeked []limiter.Decision
-}
-
-// beforeBody judges an llm call by its headers and reports whether it
-// answered.
-func (h *Handler) beforeBody(w http.ResponseWriter, r *http.Request, snap *policies.Snapshot, route *policies.Route, rep *report) (preBody, bool) {
-	s, _ := identify(r, snap, route)
-	if s.Tenant != nil {
-		rep.tenant = s.Tenant.Name
+// peekBeforeBody peeks at an llm call's checks as its headers give them
+// (the policies not keyed on the model, each taking one) and refuses the
+// call, writing the answer to w, when one of them would refuse it now
+// whatever its size. It returns what it peeked, for the headers of a later
+// 429.
+func (h *Handler) peekBeforeBody(w http.ResponseWriter, p *plan, rep *report, checks []limiter.Check, costs []policies.Cost) (peeked []limiter.Decision, refused bool) {
+	r, route := p.r, p.route
+	if p.subject.Tenant != nil {
+		rep.tenant = p.subject.Tenant.Name
 	}
-	pols := make([]*policies.Policy, 0, len(route.Policies))
-	for _, p := range route.Policies {
-		if !p.Reads.Model { // keyed by the model: known only from the body
-			pols = append(pols, p)
-		}
-	}
-	one := func(policies.Cost) int64 { return 1 }
-	checks, costs, rejectedBy := checksOf(r, pols, &s, one)
-	if rejectedBy != nil {
-		h.rejectBeforeBody(w, r, snap, route, rep, checks, costs, rejectedBy)
-		return preBody{}, true
-	}
-	p, ok := h.limiter.(peeker)
-	if !ok || len(checks) == 0 {
-		return preBody{}, false
+	if len(checks) == 0 {
+		return nil, false
 	}
 	all, allCosts := checks, costs
 	if r.ContentLength >= 0 && r.ContentLength <= peekSharedAbove {
@@ -64,14 +46,14 @@ func (h *Handler) beforeBody(w http.ResponseWriter, r *http.Request, snap *polic
 		// peeked (for free).
 		checks, costs = localChecks(checks, costs)
 		if len(checks) == 0 {
-			return preBody{}, false
+			return nil, false
 		}
 	}
 	start := time.Now()
-	pb := preBody{peeked: p.Peek(r.Context(), checks)}
+	peeked = h.limiter.Peek(r.Context(), checks)
 	took := time.Since(start)
 	provider := openAIErrors(r)
-	for i, d := range pb.peeked {
+	for i, d := range peeked {
 		if i >= len(checks) || d.Allowed || checks[i].Rule.Shadow || !refusing(d.Reason) {
 			continue
 		}
@@ -84,12 +66,12 @@ func (h *Handler) beforeBody(w http.ResponseWriter, r *http.Request, snap *polic
 		if costs[i] != policies.CostRequests && !finalRefusal(d, provider) {
 			continue
 		}
-		v := limiter.Verdict{Denied: i, Decisions: pb.peeked}
+		v := limiter.Verdict{Denied: i, Decisions: peeked}
 		// The report counts the refusing policy only: the others were read,
 		// not decided.
-		counted := limiter.Verdict{Denied: i, Decisions: make([]limiter.Decision, len(pb.peeked))}
-		for j := range pb.peeked {
-			counted.Decisions[j] = pb.peeked[j]
+		counted := limiter.Verdict{Denied: i, Decisions: make([]limiter.Decision, len(peeked))}
+		for j := range peeked {
+			counted.Decisions[j] = peeked[j]
 			if j != i {
 				counted.Decisions[j].Reason = limiter.ReasonNotAsked
 			}
@@ -98,43 +80,9 @@ func (h *Handler) beforeBody(w http.ResponseWriter, r *http.Request, snap *polic
 		hv, hcosts := h.withUnpeeked(r.Context(), v, costs, checks, all, allCosts)
 		setLLMHeaders(route, w.Header(), hv, hcosts, nil)
 		h.refuse(w, r, route, v)
-		return pb, true
+		return peeked, true
 	}
-	return pb, false
-}
-
-// rejectBeforeBody answers a call whose key is missing or unknown: the
-// policies that count requests decide it (each guess costs its share, as
-// on any route), then 401, or 429 when one of them refused.
-func (h *Handler) rejectBeforeBody(w http.ResponseWriter, r *http.Request, snap *policies.Snapshot, route *policies.Route, rep *report,
-	checks []limiter.Check, costs []policies.Cost, rejectedBy *policies.Policy) {
-	var rc []limiter.Check
-	var rcost []policies.Cost
-	for i, c := range checks {
-		if costs[i] == policies.CostRequests {
-			rc, rcost = append(rc, c), append(rcost, costs[i])
-		}
-	}
-	dec, err := h.decide(r, route, rc, rcost, false)
-	rep.recordDecision(route, dec, err)
-	rep.unauthorized = err == nil && dec.verdict.Allowed
-	if err != nil {
-		h.writeError(w, r, http.StatusInternalServerError, errorBody{Message: "the rate limiter failed; see the gateway log"},
-			slog.String("route", route.Name), slog.Any("err", err))
-		return
-	}
-	if !dec.verdict.Allowed {
-		if r.Context().Err() != nil {
-			h.logAnswer(r.Context(), r, statusClientClosed, "client left while waiting for its turn", slog.String("route", route.Name))
-			w.WriteHeader(statusClientClosed)
-			return
-		}
-		setLLMHeaders(route, w.Header(), dec.verdict, dec.costs, nil)
-		h.refuse(w, r, route, dec.verdict)
-		return
-	}
-	setRateLimitHeaders(w.Header(), dec.verdict, route.RateLimitHeaders)
-	h.writeUnauthorized(w, r, snap, route, rejectedBy)
+	return peeked, false
 }
 
 // peekSharedAbove is the body size from which a call's shared policies are
@@ -157,11 +105,10 @@ func (h *Handler) withUnpeeked(ctx context.Context, v limiter.Verdict, costs []p
 			left, leftCosts = append(left, c), append(leftCosts, allCosts[i])
 		}
 	}
-	p, ok := h.limiter.(peeker)
-	if !ok || len(left) == 0 || !h.headerPeeks.Allow() {
+	if len(left) == 0 || !h.headerPeeks.Allow() {
 		return v, costs
 	}
-	v.Decisions = append(slices.Clone(v.Decisions), p.Peek(ctx, left)...)
+	v.Decisions = append(slices.Clone(v.Decisions), h.limiter.Peek(ctx, left)...)
 	return v, append(slices.Clone(costs), leftCosts...)
 }
 
@@ -176,10 +123,6 @@ const headerPeeksPerSecond = 100
 // body. So a 429 on an llm route carries every set that applies with its
 // true remaining, for one read of Redis on such a refusal.
 func (h *Handler) peekUnread(ctx context.Context, checks []limiter.Check, costs []policies.Cost, v limiter.Verdict, peeked []limiter.Decision) []limiter.Decision {
-	p, ok := h.limiter.(peeker)
-	if !ok {
-		return peeked
-	}
 	var unread []limiter.Check
 	for i := range v.Decisions {
 		d := &v.Decisions[i]
@@ -193,7 +136,7 @@ func (h *Handler) peekUnread(ctx context.Context, checks []limiter.Check, costs 
 	if len(unread) == 0 || !h.headerPeeks.Allow() {
 		return peeked
 	}
-	return append(slices.Clone(peeked), p.Peek(ctx, unread)...)
+	return append(slices.Clone(peeked), h.limiter.Peek(ctx, unread)...)
 }
 
 // localChecks returns the checks (and their costs) decided in-process.

@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -31,8 +29,8 @@ type decision struct {
 	took time.Duration
 }
 
-// decideChecks asks the limiter about checks: with Reserve when the request holds
-// something until it ends (reserve), with Decide otherwise.
+// decideChecks asks the limiter about p's checks: with Reserve when the
+// request holds something until it ends (p.reserve), with Decide otherwise.
 //
 // A denial by a shadow policy is not enforced: it is recorded, and the
 // request is decided again without that check. The limiter counts a denied
@@ -41,30 +39,21 @@ type decision struct {
 // waits for the key's turn (its RetryAfter) and asks again, for at most the
 // policy's max_delay in all and with at most max_waiters waiting per key;
 // past either bound the denial stands.
-func (h *Handler) decideChecks(r *http.Request, route *policies.Route, checks []limiter.Check, costs []policies.Cost, reserve bool) (decision, error) {
-	out := decision{backend: "local"}
-	for _, c := range checks {
-		if c.Rule.Algorithm.Shared() {
-			out.backend = "redis"
-			break
-		}
-	}
+func (h *Handler) decideChecks(ctx context.Context, p *plan) (decision, error) {
+	route, checks, costs := p.route, p.checks, p.costs
+	out := decision{backend: backendOf(checks)}
 	if len(checks) == 0 {
 		out.verdict = limiter.Verdict{Allowed: true, Denied: -1}
 		return out, nil
-	}
-	rv, canReserve := h.limiter.(reserver)
-	if reserve && !canReserve {
-		return out, errors.New("the limiter cannot hold in-flight slots or tokens (it has no Reserve)")
 	}
 	copied := false
 	for {
 		start := time.Now()
 		var err error
-		if reserve {
-			out.verdict, out.res, err = rv.Reserve(r.Context(), checks)
+		if p.reserve {
+			out.verdict, out.res, err = h.limiter.Reserve(ctx, checks)
 		} else {
-			out.verdict, err = h.limiter.Decide(r.Context(), checks)
+			out.verdict, err = h.limiter.Decide(ctx, checks)
 		}
 		out.took += time.Since(start)
 		if err != nil || out.verdict.Allowed {
@@ -91,7 +80,7 @@ func (h *Handler) decideChecks(r *http.Request, route *policies.Route, checks []
 			}
 			continue
 		}
-		if !h.waitTurn(r.Context(), route, c, d, &out.delayed) {
+		if !h.waitTurn(ctx, route, c, d, &out.delayed) {
 			h.noteRefusal(c, d)
 			out.costs = costs
 			markShadow(out.verdict, checks)

@@ -192,8 +192,12 @@ type ExplainedLLM struct {
 	API  string `json:"api"`
 	// BodyRead says whether the body was read; without it the tokens below
 	// are unknown (0).
-	BodyRead bool   `json:"body_read"`
-	Model    string `json:"model"`
+	BodyRead bool `json:"body_read"`
+	// BeforeBody is true for a call that lacks a key a policy needs: it is
+	// answered before its body is read (401, or 429 from a policy that
+	// counts requests), so its body is never read.
+	BeforeBody bool   `json:"before_body"`
+	Model      string `json:"model"`
 	// PromptTokens and MaxOutput are what the call reserves: its prompt, and
 	// its output cap or the cap it is given (the route's DefaultMaxTokens,
 	// 0: its model family's).
@@ -231,132 +235,71 @@ type ExplainedIdempotency struct {
 	FailOpen bool `json:"fail_open"`
 }
 
-// Explain runs, for r under snap, the steps ServeHTTP takes before the
-// limiter decides, in the same order and with the same functions: header
-// size, canonical request, quota path, route match, key inputs, body size,
-// the llm call and idempotency key (bodies only with opts.ReadBody),
-// identity, the checks. It decides nothing, takes nothing from any bucket,
-// asks no store and forwards nothing. It may read r's body (ReadBody).
-// It is safe for concurrent use.
+// Explain renders the plan ServeHTTP makes of r under snap, built by the
+// same function (see plan): header size, canonical request, quota path,
+// route match, key inputs, body size, the llm call and idempotency key
+// (bodies only with opts.ReadBody), identity, the checks, and for each
+// check what the limiter would read. It decides nothing, takes nothing
+// from any bucket, asks no store and forwards nothing: the peek a served
+// llm call gets before its body is read is the one step it leaves out. It
+// may read r's body (ReadBody). It is safe for concurrent use.
 func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Explanation {
 	e := Explanation{
 		Request:  ExplainedRequest{Method: r.Method, Host: r.Host, Target: r.RequestURI, Peer: r.RemoteAddr, RemovedHeaders: []string{}},
 		Policies: []ExplainedPolicy{},
-	}
-	if snap == nil {
-		return e.answer(http.StatusServiceUnavailable, "the gateway has no configuration loaded")
 	}
 	if !opts.ReadBody || r.Body == nil {
 		noBody := *r
 		noBody.Body = http.NoBody // ContentLength stays: max_body_bytes still meets it
 		r = &noBody
 	}
-	if limit := headerLimit(snap); limit > 0 && headerTooLarge(r, limit) {
-		return e.answer(http.StatusRequestHeaderFieldsTooLarge, "request headers exceed "+strconv.Itoa(limit)+" bytes")
+	pl := planner{readBody: opts.ReadBody}
+	if snap != nil {
+		pl.maxHeaderBytes = headerLimit(snap)
 	}
-	r0 := r
-	r, bad := canonicalRequest(r, snap)
-	if bad != "" {
-		return e.answer(http.StatusBadRequest, bad)
-	}
-	e.Request.Path, e.Request.Query = r.URL.EscapedPath(), r.URL.RawQuery
-	for name := range r0.Header {
-		if _, kept := r.Header[name]; !kept {
-			e.Request.RemovedHeaders = append(e.Request.RemovedHeaders, name)
+	p, early := pl.plan(snap, r)
+	if p.reached >= stepCanonical {
+		e.Request.Path, e.Request.Query = p.r.URL.EscapedPath(), p.r.URL.RawQuery
+		for name := range p.in.Header {
+			if _, kept := p.r.Header[name]; !kept {
+				e.Request.RemovedHeaders = append(e.Request.RemovedHeaders, name)
+			}
 		}
+		slices.Sort(e.Request.RemovedHeaders)
 	}
-	slices.Sort(e.Request.RemovedHeaders)
-	if r.Method == http.MethodGet && snap.Tenants.QuotaPath != "" && r.URL.Path == snap.Tenants.QuotaPath {
+	if early.quota {
 		// serveQuota reads the key where any client SDK sends it.
-		if s, _ := identify(r, snap, &policies.Route{LLM: true}); s.Tenant == nil {
+		if s, _ := identify(p.r, snap, &policies.Route{LLM: true}); s.Tenant == nil {
 			return e.answer(http.StatusUnauthorized, "the quota report needs a known API key (Authorization: Bearer, or "+keyHeaders(snap, nil)[0]+")")
 		}
 		return e.answer(http.StatusOK, "tenants.quota_path: the gateway answers with the tenant's quota report itself, taking nothing")
 	}
-	route := snap.Match(r)
-	if route == nil {
-		return e.answer(http.StatusNotFound, "no route matches this request")
+	route := p.route
+	if route != nil {
+		e.Route = explainRoute(p.r, route)
 	}
-	e.Route = explainRoute(r, route)
-	if route.Upstream == nil {
-		return e.answer(http.StatusInternalServerError, "the matched route has no upstream; see the gateway log")
+	if route != nil && route.LLM && p.reached >= stepBody {
+		e.LLM = explainLLM(p, opts.ReadBody)
 	}
-	if msg := keyInputProblem(r, route, keyHeaders(snap, route)); msg != "" {
-		return e.answer(http.StatusBadRequest, msg)
+	if route != nil && route.Idempotency != nil && p.reached >= stepCall {
+		e.Idempotency = explainIdempotency(p, route.Idempotency)
 	}
-	if route.MaxBodyBytes > 0 && r.ContentLength > route.MaxBodyBytes {
-		return e.answer(http.StatusRequestEntityTooLarge, "request body exceeds this route's limit of "+strconv.FormatInt(route.MaxBodyBytes, 10)+" bytes")
+	if early.given() {
+		return e.answer(early.status, early.msg)
 	}
-
-	var call *llmCall
-	bodyUnknown := false // an llm call whose body was not read
-	if route.LLM {
-		e.LLM = &ExplainedLLM{DefaultMaxTokens: route.DefaultMaxTokens, BodyRead: opts.ReadBody}
-		kind, isCall := llmKind(r)
-		e.LLM.Call = isCall
-		switch {
-		case !isCall:
-			e.LLM.Note = "not an llm call (only POSTs to completions, responses, embeddings or messages paths cost tokens): each policy takes 1"
-		case keylessCall(r, snap, route):
-			// ServeHTTP answers it before reading its body (cheap before costly).
-			e.LLM.API = kind.String()
-			e.LLM.Note = "a call without the key a policy needs is answered before its body is read: the policies that count requests decide it, then 401"
-			bodyUnknown = true
-		case !opts.ReadBody:
-			e.LLM.API = kind.String()
-			e.LLM.Note = "token costs and the model come from the body, which was not read: the call reserves its prompt's tokens plus its output cap (or the cap it is given: default_max_tokens, or the model family's)"
-			bodyUnknown = true
-		default:
-			e.LLM.API = kind.String()
-			read, c, status, msg := readLLMCall(nil, r, route, snap.Prices)
-			if status != 0 {
-				return e.answer(status, msg)
-			}
-			r, call = read, c
-			if status, msg := call.forRoute(r, route, nil); status != 0 {
-				return e.answer(status, msg)
-			}
-			e.LLM.Model, e.LLM.PromptTokens, e.LLM.MaxOutput = call.req.Model, call.req.PromptTokens, call.maxOutput
-		}
-	}
-	var idem *idemRequest
-	if cfg := route.Idempotency; cfg != nil {
-		e.Idempotency = explainIdempotency(r, cfg)
-		read, ir, status, msg := readIdempotency(nil, r, route)
-		if status != 0 {
-			return e.answer(status, msg)
-		}
-		r, idem = read, ir
-	}
-
-	subject, peerTrusted := identify(r, snap, route)
-	if call != nil {
-		subject.Model = call.req.Model
-	}
-	if idem != nil {
-		idem.scope(route, r, &subject)
-		e.Idempotency.Present, e.Idempotency.Key = true, idem.clientKey
-		e.Idempotency.Scope = "route:" + route.Name + " " + idem.who
-		e.Idempotency.NeedsAPIKey = idem.needsKey(&subject)
-		e.Idempotency.ScopedKey = strings.ReplaceAll(idem.key, "\x00", " ")
-	}
-	var cost func(policies.Cost) int64
-	if call != nil {
-		cost = call.costFor()
-	}
-	checks, _, _ := buildChecks(r, route, &subject, cost)
 
 	e.ReachesLimiter = true
-	e.Identity = explainIdentity(r, snap, route, &subject, peerTrusted)
-	secrets := credentials(r, snap, route, &subject)
+	e.Identity = explainIdentity(p)
+	secrets := credentials(p)
+	bodyUnknown := p.headersOnly || p.bodyUnread
 	next := 0
-	for _, p := range route.Policies {
+	for _, pol := range route.Policies {
 		var check *limiter.Check
-		if next < len(checks) && checks[next].Rule == p.Rule { // buildChecks keeps the policies' order
-			check = &checks[next]
+		if next < len(p.checks) && p.checks[next].Rule == pol.Rule { // buildChecks keeps the policies' order
+			check = &p.checks[next]
 			next++
 		}
-		ep := explainPolicy(p, check, &subject, secrets, bodyUnknown, opts.RedisKeys)
+		ep := explainPolicy(pol, check, p, secrets, bodyUnknown, opts.RedisKeys)
 		if ep.Outcome == OutcomeRejects && e.RejectedBy == "" {
 			e.RejectedBy = ep.Name
 		}
@@ -365,22 +308,24 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 	return e
 }
 
-// keylessCall reports whether an llm call lacks a key that a policy not
-// keyed on the model rejects without: known from its headers alone.
-func keylessCall(r *http.Request, snap *policies.Snapshot, route *policies.Route) bool {
-	s, _ := identify(r, snap, route)
-	for _, p := range route.Policies {
-		if p.Reads.Model || p.OnMissingKey != policies.MissingReject {
-			continue
-		}
-		if p.Key == nil {
-			return true
-		}
-		if _, ok := p.Key(r, &s); !ok {
-			return true
-		}
+// explainLLM is what an llm route does with the plan's request.
+func explainLLM(p *plan, bodyRead bool) *ExplainedLLM {
+	el := &ExplainedLLM{DefaultMaxTokens: p.route.DefaultMaxTokens, BodyRead: bodyRead, Call: p.isCall}
+	if p.isCall {
+		el.API = p.kind.String()
 	}
-	return false
+	switch {
+	case !p.isCall:
+		el.Note = "not an llm call (only POSTs to completions, responses, embeddings or messages paths cost tokens): each policy takes 1"
+	case p.headersOnly:
+		el.BeforeBody = true
+		el.Note = "a call without the key a policy needs is answered before its body is read: the policies that count requests decide it, then 401"
+	case p.bodyUnread:
+		el.Note = "token costs and the model come from the body, which was not read: the call reserves its prompt's tokens plus its output cap (or the cap it is given: default_max_tokens, or the model family's)"
+	case p.call != nil:
+		el.Model, el.PromptTokens, el.MaxOutput = p.call.req.Model, p.call.req.PromptTokens, p.call.maxOutput
+	}
+	return el
 }
 
 func (e Explanation) answer(status int, reason string) Explanation {
@@ -406,15 +351,9 @@ func explainRoute(r *http.Request, route *policies.Route) *ExplainedRoute {
 		Name:         route.Name,
 		StripPrefix:  route.StripPrefix,
 		LLM:          route.LLM,
-		ErrorFormat:  "gateway",
+		ErrorFormat:  routeErrorFormat(route).String(),
 		MaxBodyBytes: route.MaxBodyBytes,
 		Timeout:      route.Timeout.String(),
-	}
-	if route.OpenAIErrors {
-		er.ErrorFormat = "openai"
-	}
-	if route.AnthropicErrors {
-		er.ErrorFormat = "anthropic"
 	}
 	if route.Upstream == nil {
 		return er
@@ -431,13 +370,15 @@ func explainRoute(r *http.Request, route *policies.Route) *ExplainedRoute {
 	return er
 }
 
-func explainIdempotency(r *http.Request, cfg *policies.Idempotency) *ExplainedIdempotency {
+// explainIdempotency is the route's idempotency-key handling of the plan's
+// request (cfg is its route's).
+func explainIdempotency(p *plan, cfg *policies.Idempotency) *ExplainedIdempotency {
 	ei := &ExplainedIdempotency{
 		Header:        cfg.Header,
 		Methods:       cfg.Methods,
 		Required:      cfg.Required,
 		RequireAPIKey: cfg.RequireAPIKey,
-		Applies:       cfg.Applies(r.Method),
+		Applies:       cfg.Applies(p.r.Method),
 		OnConflict:    "reject",
 		ReplayTTL:     cfg.ReplayTTL.String(),
 		FailOpen:      cfg.FailOpen,
@@ -445,27 +386,34 @@ func explainIdempotency(r *http.Request, cfg *policies.Idempotency) *ExplainedId
 	if cfg.Wait {
 		ei.OnConflict, ei.MaxWait = "wait", cfg.MaxWait.String()
 	}
+	if idem := p.idem; idem != nil && p.reached >= stepChecks {
+		ei.Present, ei.Key = true, idem.clientKey
+		ei.Scope = "route:" + p.route.Name + " " + idem.who
+		ei.NeedsAPIKey = idem.needsKey(&p.subject)
+		ei.ScopedKey = strings.ReplaceAll(idem.key, "\x00", " ")
+	}
 	return ei
 }
 
-func explainIdentity(r *http.Request, snap *policies.Snapshot, route *policies.Route, s *policies.Subject, peerTrusted bool) *ExplainedIdentity {
-	ei := &ExplainedIdentity{PeerTrusted: peerTrusted, Model: s.Model}
+func explainIdentity(p *plan) *ExplainedIdentity {
+	s := &p.subject
+	ei := &ExplainedIdentity{PeerTrusted: p.peerTrusted, Model: s.Model}
 	if s.ClientIP.IsValid() {
 		ei.ClientIP = s.ClientIP.String()
 	}
 	if s.ClientNet.IsValid() {
 		ei.ClientNet = s.ClientNet.String()
 	}
-	if peerTrusted {
+	if p.peerTrusted {
 		ei.ChainHeader = "X-Forwarded-For"
-		if snap.Identity.UseForwarded {
+		if p.snap.Identity.UseForwarded {
 			ei.ChainHeader = "Forwarded"
 		}
 	}
 	if s.APIKey != "" {
 		ei.APIKeyPresented = true
-		for _, h := range keyHeaders(snap, route) {
-			if apiKey(r, h) == s.APIKey {
+		for _, h := range keyHeaders(p.snap, p.route) {
+			if apiKey(p.r, h) == s.APIKey {
 				ei.APIKeyHeader = h
 				break
 			}
@@ -481,20 +429,21 @@ func explainIdentity(r *http.Request, snap *policies.Snapshot, route *policies.R
 
 // credentials are the values a shown key must not carry in clear: the API
 // key and the headers that carry keys or credentials.
-func credentials(r *http.Request, snap *policies.Snapshot, route *policies.Route, s *policies.Subject) []string {
+func credentials(p *plan) []string {
 	var vs []string
-	if s.APIKey != "" {
-		vs = append(vs, s.APIKey)
+	if p.subject.APIKey != "" {
+		vs = append(vs, p.subject.APIKey)
 	}
-	for _, h := range append(keyHeaders(snap, route), "Authorization", "X-Api-Key", "Cookie") {
-		if v := strings.TrimSpace(r.Header.Get(h)); v != "" {
+	for _, h := range append(keyHeaders(p.snap, p.route), "Authorization", "X-Api-Key", "Cookie") {
+		if v := strings.TrimSpace(p.r.Header.Get(h)); v != "" {
 			vs = append(vs, v)
 		}
 	}
 	return vs
 }
 
-func explainPolicy(p *policies.Policy, check *limiter.Check, s *policies.Subject, secrets []string, bodyUnknown bool, redisKeys func(*limiter.Rule, string) []string) ExplainedPolicy {
+func explainPolicy(p *policies.Policy, check *limiter.Check, pl *plan, secrets []string, bodyUnknown bool, redisKeys func(*limiter.Rule, string) []string) ExplainedPolicy {
+	s := &pl.subject
 	rule := p.Rule
 	ep := ExplainedPolicy{
 		Name:         p.Name(),
@@ -532,6 +481,9 @@ func explainPolicy(p *policies.Policy, check *limiter.Check, s *policies.Subject
 		ep.Note = "the key has the llm call's model, read from the body"
 	case check == nil && p.OnMissingKey == policies.MissingReject:
 		ep.Outcome = OutcomeRejects
+	case check == nil && pl.headersOnly:
+		ep.Outcome = OutcomeSkipped
+		ep.Note = "not decided: the call lacks a key, and is answered before its body is read by the policies that count requests"
 	case check == nil:
 		ep.Outcome = OutcomeSkipped
 	case check.Key == anonymousKey:

@@ -28,21 +28,41 @@ var errUpstreamTimeout = errors.New("proxy: upstream timed out")
 var longAgo = time.Unix(1, 0)
 
 // stateKey carries a *requestState in the outbound request's context: the one
-// ReverseProxy is shared by all routes, so the route travels with the request.
+// ReverseProxy is shared by all routes, so the request's plan travels with it.
 type stateKey struct{}
 
-// requestState is what the forwarder needs to know about one allowed request.
-// It is also the outbound request's context, the one that carries it (see
-// Value), and it holds the route deadline and the client trace that extends
-// it: forwarding allocates one object for all of them, not one each.
+// requestState is one allowed request on its way upstream and back: its plan
+// and the verdict that let it through (what ReverseProxy's hooks, rewrite,
+// modifyResponse and proxyError, read), what the exchange keeps (the
+// idempotency key held, the upload, the report), and the route deadline.
+// It is the outbound request's context itself (see Value), and the
+// deadline's owner and client trace's holder too, so that forwarding a
+// request allocates one object for all of them rather than one each: the
+// shared ReverseProxy hands its hooks nothing but the request.
 type requestState struct {
 	context.Context
-	route       *policies.Route
-	verdict     limiter.Verdict
-	peerTrusted bool
-	// inbound is the client request's own context: when it is done the client
-	// went away (as opposed to the route timeout cancelling the outbound one).
-	inbound context.Context
+	p       *plan
+	verdict limiter.Verdict
+	// costs holds each decision's policy cost (for the providers' headers).
+	costs []policies.Cost
+	// idem is the request's idempotency key, held; nil when none.
+	idem *idemState
+	// rep is told the upstream's status and how long its headers took.
+	rep  *report
+	sent time.Time
+	// w answers the client: the rate-limit headers go on it, and expire
+	// uses it to end a read of the body.
+	w http.ResponseWriter
+	// body is the outbound request body when the gateway streams it; nil
+	// when there is none or it is held (held: the body the gateway read
+	// whole, an llm call's or an idempotent request's).
+	body *uploadBody
+	held []byte
+	routeTimer
+}
+
+// routeTimer is the route timeout of one exchange (see timeUpstream).
+type routeTimer struct {
 	// deadline cancels the outbound request when the upstream keeps the
 	// gateway waiting longer than the route timeout before the response
 	// headers; nil when the route has no timeout or leanTimeout, else &dl.
@@ -54,25 +74,14 @@ type requestState struct {
 	trace       httptrace.ClientTrace
 	// cancel ends the outbound context (the route timeout fired).
 	cancel context.CancelFunc
-	// w answers the client: the rate-limit headers go on it, and expire
-	// uses it to end a read of the body.
-	w http.ResponseWriter
-	// body is the outbound request body when the gateway streams it; nil
-	// when there is none or it is held.
-	body *uploadBody
-	// held is the body the gateway read whole (an llm call's, an
-	// idempotent request's); nil when there is none or it streams.
-	held []byte
-	// llm is the call on an llm route, nil elsewhere.
-	llm *llmCall
-	// costs holds each decision's policy cost (for OpenAI's headers).
-	costs []policies.Cost
-	// idem is the request's idempotency key, held; nil when none.
-	idem *idemState
-	// rep is told the upstream's status and how long its headers took.
-	rep  *report
-	sent time.Time
 }
+
+// route is the request's route.
+func (st *requestState) route() *policies.Route { return st.p.route }
+
+// inbound is the client request's own context: when it is done the client
+// went away (as opposed to the route timeout cancelling the outbound one).
+func (st *requestState) inbound() context.Context { return st.p.r.Context() }
 
 // Value makes a requestState the context that carries it, and, when the
 // lean transport times the exchange, the h1.Timeout it reads.
@@ -132,26 +141,28 @@ func (h *Handler) newReverseProxy(transport http.RoundTripper) *httputil.Reverse
 	}
 }
 
-// forward sends an allowed request upstream. The route timeout bounds how
-// long the upstream keeps the gateway waiting (see routeDeadline): an upload
-// that moves and a stream that has started are never cut by it.
+// forward sends an allowed request upstream: p as dec let it through. The
+// route timeout bounds how long the upstream keeps the gateway waiting (see
+// routeDeadline): an upload that moves and a stream that has started are
+// never cut by it.
 //
-// res, when not nil, is held until ReverseProxy.ServeHTTP returns: the
-// response was copied (streamed or not), the client went away, or the
-// upstream failed. Its leases are renewed meanwhile; then an llm call settles
-// to what it cost, any other request to what it reserved, and in-flight
-// slots come back either way.
+// What dec reserved (dec.res), when anything, is held until
+// ReverseProxy.ServeHTTP returns: the response was copied (streamed or
+// not), the client went away, or the upstream failed. Its leases are
+// renewed meanwhile; then an llm call settles to what it cost, any other
+// request to what it reserved, and in-flight slots come back either way.
 //
 // idem, when not nil, is the request's idempotency key, held until the same
 // point; then the response is stored for its duplicates, or the key is
 // released without one when the upstream failed.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, costs []policies.Cost, peerTrusted bool, call *llmCall, res *limiter.Reservation, idem *idemState, rep *report) {
-	st := &requestState{route: route, verdict: v, costs: costs, peerTrusted: peerTrusted, inbound: r.Context(), llm: call, idem: idem, rep: rep, w: w, sent: time.Now()}
+func (h *Handler) forward(w http.ResponseWriter, p *plan, dec decision, idem *idemState, rep *report) {
+	r, route := p.r, p.route
+	st := &requestState{p: p, verdict: dec.verdict, costs: dec.costs, idem: idem, rep: rep, w: w, sent: time.Now()}
 	rep.upstream.forwarded = true
 	if idem != nil {
 		defer idem.finish(r.Context(), h.log, route.Name)
 	}
-	if call != nil || res != nil {
+	if res := dec.res; p.call != nil || res != nil {
 		stop := func() {}
 		if res != nil {
 			stop = res.KeepAlive(r.Context())
@@ -162,8 +173,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policie
 		defer func() {
 			stop()
 			var err error
-			if call != nil {
-				err = call.settle(r.Context())
+			if p.call != nil {
+				err = p.call.settle(r.Context())
 			} else {
 				err = res.Done(context.WithoutCancel(r.Context()))
 			}
@@ -210,7 +221,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, route *policie
 // Otherwise the route deadline (a timer, the context it cancels, the trace
 // that extends it) does.
 func (h *Handler) timeUpstream(st *requestState, out *http.Request) *http.Request {
-	if st.route.Timeout <= 0 {
+	timeout := st.route().Timeout
+	if timeout <= 0 {
 		return out
 	}
 	if h.leanTransport && h1.Lean(out) {
@@ -218,9 +230,9 @@ func (h *Handler) timeUpstream(st *requestState, out *http.Request) *http.Reques
 		return out
 	}
 	// out's context is st: from here on its Done is the route deadline's.
-	st.Context, st.cancel = context.WithCancel(st.inbound)
+	st.Context, st.cancel = context.WithCancel(st.inbound())
 	st.deadline = &st.dl
-	st.deadline.arm(h.afterFunc, st.route.Timeout, st)
+	st.deadline.arm(h.afterFunc, timeout, st)
 	if st.body != nil {
 		st.body.deadline = st.deadline
 	}
@@ -240,7 +252,7 @@ func (st *requestState) endDeadline() {
 }
 
 // UpstreamTimeout is the route timeout, for the lean transport (h1.Timeout).
-func (st *requestState) UpstreamTimeout() time.Duration { return st.route.Timeout }
+func (st *requestState) UpstreamTimeout() time.Duration { return st.route().Timeout }
 
 // rewrite is the ReverseProxy's Rewrite hook. ReverseProxy has already
 // removed hop-by-hop headers (including any a client named in Connection) and
@@ -251,10 +263,11 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	if st == nil { // cannot happen: forward always sets it
 		return
 	}
-	if st.route.StripPrefix != "" {
-		stripPrefix(pr.Out.URL, st.route.StripPrefix)
+	route := st.route()
+	if route.StripPrefix != "" {
+		stripPrefix(pr.Out.URL, route.StripPrefix)
 	}
-	pr.SetURL(st.route.Upstream) // also points Host at the upstream
+	pr.SetURL(route.Upstream) // also points Host at the upstream
 	if len(st.held) > 0 {
 		// ReverseProxy wraps every body in a reader of its own, which
 		// net/http cannot tell is in memory, so it flushes the headers in a
@@ -267,7 +280,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.Body = io.NopCloser(bytes.NewReader(st.held))
 		pr.Out.GetBody = st.heldAgain
 	}
-	if id := st.route.Idempotency; id != nil {
+	if id := route.Idempotency; id != nil {
 		// Only the gateway speaks for the fencing token: a client's own
 		// never reaches the upstream.
 		pr.Out.Header.Del(id.FencingHeader)
@@ -275,15 +288,15 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 			pr.Out.Header[id.FencingHeader] = []string{strconv.FormatInt(st.idem.hold.Fence(), 10)}
 		}
 	}
-	if st.route.Anthropic {
-		anthropicUpstream(pr.Out, st.route.UpstreamAPIKey)
-	} else if key := st.route.UpstreamAPIKey; key != "" {
+	if route.Anthropic {
+		anthropicUpstream(pr.Out, route.UpstreamAPIKey)
+	} else if key := route.UpstreamAPIKey; key != "" {
 		// The tenant's key identifies it to the gateway only; the upstream
 		// sees the gateway's own.
 		pr.Out.Header.Del("X-Api-Key")
 		pr.Out.Header.Set("Authorization", "Bearer "+key)
 	}
-	if st.peerTrusted {
+	if st.p.peerTrusted {
 		// The chain is only worth passing on when a proxy we trust built it;
 		// SetXForwarded appends the peer to it.
 		if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 {
@@ -294,7 +307,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	pr.SetXForwarded()
-	if st.peerTrusted {
+	if st.p.peerTrusted {
 		// A trusted proxy in front (a TLS-terminating load balancer) knows the
 		// original scheme and host better than our socket does.
 		for _, name := range []string{"X-Forwarded-Proto", "X-Forwarded-Host"} {
@@ -317,6 +330,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	if st == nil {
 		return nil
 	}
+	route := st.route()
 	if st.deadline != nil && !st.deadline.stop() {
 		// The timer fired (or is firing) as the headers arrived; the outbound
 		// context is cancelled, so the body cannot be read anyway.
@@ -327,8 +341,8 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	// are, and the upstream's own under those names are dropped. (Set on
 	// resp.Header, ReverseProxy would copy each once more, and five more
 	// names push a small response's header map into a bigger table.)
-	if setRateLimitHeaders(st.w.Header(), st.verdict, st.route.RateLimitHeaders) {
-		dropRateLimitHeaders(resp.Header, st.route.RateLimitHeaders)
+	if setRateLimitHeaders(st.w.Header(), st.verdict, route.RateLimitHeaders) {
+		dropRateLimitHeaders(resp.Header, route.RateLimitHeaders)
 	}
 	// The response's Date is the gateway's, stamped by net/http as it
 	// writes, as nginx's proxy does: the clock that computed the rate-limit
@@ -336,11 +350,11 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	// header names a Go header map holds before it grows into a table,
 	// which measured a tenth of the throughput of a small proxied response.
 	delete(resp.Header, "Date")
-	if st.route.LLM {
-		setLLMHeaders(st.route, resp.Header, st.verdict, st.costs, nil)
+	if route.LLM {
+		setLLMHeaders(route, resp.Header, st.verdict, st.costs, nil)
 	}
-	if st.llm != nil {
-		st.llm.watch(resp)
+	if st.p.call != nil {
+		st.p.call.watch(resp)
 	}
 	if st.idem != nil {
 		st.idem.capture(resp)
@@ -364,10 +378,11 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		h.writeError(w, r, http.StatusBadGateway, errorBody{Message: "the upstream failed to answer"}, logErr)
 		return
 	}
-	if st.llm != nil {
-		st.llm.upstreamErr = err // whether the provider may have billed
+	if st.p.call != nil {
+		st.p.call.upstreamErr = err // whether the provider may have billed
 	}
-	route := slog.String("route", st.route.Name)
+	rt := st.route()
+	route := slog.String("route", rt.Name)
 	if st.body != nil && !st.body.eof.Load() {
 		// The client may still be sending a body nobody will read. Without
 		// this, Go's server would read up to 256 KiB of it before answering,
@@ -377,24 +392,24 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.Is(err, errUpstreamTimeout) || errors.Is(err, h1.ErrTimeout) || st.deadline.timedOut():
-		setRateLimitHeaders(w.Header(), st.verdict, st.route.RateLimitHeaders)
+		setRateLimitHeaders(w.Header(), st.verdict, rt.RateLimitHeaders)
 		h.writeError(w, r, http.StatusGatewayTimeout, errorBody{
-			Message: fmt.Sprintf("the upstream did not answer within %s", st.route.Timeout),
-		}, route, slog.String("upstream", policies.RedactURL(st.route.Upstream.String())))
+			Message: fmt.Sprintf("the upstream did not answer within %s", rt.Timeout),
+		}, route, slog.String("upstream", policies.RedactURL(rt.Upstream.String())))
 	case errors.As(err, &tooLarge):
-		setRateLimitHeaders(w.Header(), st.verdict, st.route.RateLimitHeaders)
+		setRateLimitHeaders(w.Header(), st.verdict, rt.RateLimitHeaders)
 		h.writeError(w, r, http.StatusRequestEntityTooLarge, errorBody{
 			Message: fmt.Sprintf("request body exceeds this route's limit of %d bytes", tooLarge.Limit),
 		}, route)
-	case st.inbound.Err() != nil:
+	case st.inbound().Err() != nil:
 		// The client went away; nobody will read an answer.
 		h.logAnswer(r.Context(), r, statusClientClosed, "client closed the request before the upstream answered",
 			route, logErr)
 		w.WriteHeader(statusClientClosed)
 	default:
-		setRateLimitHeaders(w.Header(), st.verdict, st.route.RateLimitHeaders)
+		setRateLimitHeaders(w.Header(), st.verdict, rt.RateLimitHeaders)
 		h.writeError(w, r, http.StatusBadGateway, errorBody{Message: "the upstream could not be reached or failed to answer"},
-			route, slog.String("upstream", policies.RedactURL(st.route.Upstream.String())), logErr)
+			route, slog.String("upstream", policies.RedactURL(rt.Upstream.String())), logErr)
 	}
 }
 

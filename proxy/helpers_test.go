@@ -162,7 +162,7 @@ type closingTransport interface {
 func timerTransport() *http.Transport { return &http.Transport{DisableCompression: true} }
 
 // newGateway serves a Handler over snap and lim on a loopback httptest server.
-func newGateway(t testing.TB, snap *policies.Snapshot, lim limiter.Limiter, o gatewayOpts) (*httptest.Server, *Handler) {
+func newGateway(t testing.TB, snap *policies.Snapshot, lim Limiter, o gatewayOpts) (*httptest.Server, *Handler) {
 	t.Helper()
 	holder := &snapshotHolder{}
 	holder.p.Store(snap)
@@ -294,6 +294,14 @@ type fakeLimiter struct {
 func (f fakeLimiter) Decide(context.Context, []limiter.Check) (limiter.Verdict, error) {
 	return f.verdict, f.err
 }
+
+// Reserve is Decide holding nothing.
+func (f fakeLimiter) Reserve(context.Context, []limiter.Check) (limiter.Verdict, *limiter.Reservation, error) {
+	return f.verdict, nil, f.err
+}
+
+// Peek reads nothing.
+func (fakeLimiter) Peek(context.Context, []limiter.Check) []limiter.Decision { return nil }
 
 // logRecorder is a slog.Handler that hands every record's message and status
 // to a channel, so a test can wait for a log line instead of sleeping.

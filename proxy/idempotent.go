@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -207,7 +206,7 @@ type idemState struct {
 	// arrived.
 	status int
 	header http.Header
-	body   *captureBody
+	body   *teeBody
 }
 
 // capture keeps resp's status, chosen headers and (through its body, up to
@@ -224,9 +223,9 @@ func (s *idemState) capture(resp *http.Response) {
 	case resp.StatusCode == http.StatusSwitchingProtocols:
 		// The body is a connection: nothing to keep.
 	case resp.Body == nil || resp.Body == http.NoBody:
-		s.body = &captureBody{eof: true}
+		s.body = &teeBody{eof: true}
 	default:
-		s.body = &captureBody{ReadCloser: resp.Body, max: s.req.cfg.MaxResponseBytes}
+		s.body = &teeBody{ReadCloser: resp.Body, max: s.req.cfg.MaxResponseBytes}
 		resp.Body = s.body
 	}
 }
@@ -258,30 +257,3 @@ func (s *idemState) finish(ctx context.Context, log *slog.Logger, route string) 
 		log.Warn("storing an idempotent response", "route", route, "err", err)
 	}
 }
-
-// captureBody copies what is read through it, up to max bytes.
-type captureBody struct {
-	io.ReadCloser
-	max  int64
-	buf  []byte
-	over bool // more than max bytes passed: buf was dropped
-	eof  bool
-}
-
-func (c *captureBody) Read(p []byte) (int, error) {
-	n, err := c.ReadCloser.Read(p)
-	if !c.over {
-		if int64(len(c.buf)+n) > c.max {
-			c.over, c.buf = true, nil
-		} else {
-			c.buf = append(c.buf, p[:n]...)
-		}
-	}
-	if err == io.EOF {
-		c.eof = true
-	}
-	return n, err
-}
-
-// complete reports whether the whole body passed and was kept.
-func (c *captureBody) complete() bool { return c.eof && !c.over }

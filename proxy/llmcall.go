@@ -1,11 +1,9 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"mime"
@@ -36,8 +34,8 @@ import (
 // stands.
 const maxUsageBody = 4 << 20
 
-// reserver is the limiter an llm route needs: one that can settle later.
-// *limiter.Engine is one.
+// reserver is what an enforced stream's meter needs of the limiter: its
+// later windows are reserved as the output passes (see Limiter).
 type reserver interface {
 	Reserve(ctx context.Context, checks []limiter.Check) (limiter.Verdict, *limiter.Reservation, error)
 }
@@ -66,7 +64,7 @@ type llmCall struct {
 
 	status  int                // the upstream's, 0 when it never answered
 	stream  *llm.StreamWatcher // an SSE response
-	tapped  *usageTap          // a JSON response
+	tapped  *teeBody           // a JSON response, its first maxUsageBody bytes
 	settled bool
 	// charged says the call was settled; chargedTokens and chargedMicroUSD
 	// are what it cost (for metrics), whatever its policies count.
@@ -257,9 +255,9 @@ func (c *llmCall) watch(resp *http.Response) {
 		resp.Body = c.stream
 		return
 	}
-	c.tapped = &usageTap{ReadCloser: resp.Body}
+	c.tapped = &teeBody{ReadCloser: resp.Body, max: maxUsageBody}
 	if n := resp.ContentLength; n > 0 && n <= maxUsageBody {
-		c.tapped.buf.Grow(int(n)) // one allocation, not one per doubling
+		c.tapped.buf = make([]byte, 0, n) // one allocation, not one per doubling
 	}
 	resp.Body = c.tapped
 }
@@ -328,7 +326,7 @@ func (c *llmCall) actual(delivered bool) usage {
 	case c.stream != nil:
 		u, ok = c.stream.Usage()
 	case c.tapped != nil && c.tapped.complete():
-		u, ok = llm.ParseUsage(c.kind, c.tapped.buf.Bytes())
+		u, ok = llm.ParseUsage(c.kind, c.tapped.buf)
 	}
 	if ok {
 		in, out := max(u.Input, 0), max(u.Output, 0)
@@ -364,30 +362,6 @@ func refuseUpgrade(r *http.Request, route *policies.Route) string {
 	}
 	return "this route caps tokens, and what a " + r.Header.Get("Upgrade") + " session (such as the Realtime API) bills cannot be bounded: use the HTTP endpoints"
 }
-
-// usageTap passes a JSON response through and keeps its first maxUsageBody
-// bytes, to read the usage once it has passed.
-type usageTap struct {
-	io.ReadCloser
-	buf  bytes.Buffer
-	eof  bool
-	over bool
-}
-
-func (t *usageTap) Read(p []byte) (int, error) {
-	n, err := t.ReadCloser.Read(p)
-	if t.buf.Len()+n <= maxUsageBody {
-		t.buf.Write(p[:n])
-	} else {
-		t.over = true
-	}
-	if err == io.EOF {
-		t.eof = true
-	}
-	return n, err
-}
-
-func (t *usageTap) complete() bool { return t.eof && !t.over }
 
 // modelWarnings logs, once per model, that a model the price table does not
 // name was priced at prices.default. Models are the client's to choose, so

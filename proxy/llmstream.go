@@ -45,13 +45,12 @@ type meterWindow struct {
 // one window of output instead of its cap, and meter the rest as it flows.
 // Without a limiter that can reserve (explain) the call reserves as it
 // would, and a window past the first is never granted.
-func (c *llmCall) enforceStream(ctx context.Context, route *policies.Route, lim limiter.Limiter) {
-	rv, _ := lim.(reserver)
+func (c *llmCall) enforceStream(ctx context.Context, route *policies.Route, lim reserver) {
 	if route.StreamWindow <= 0 || !c.req.Stream || c.kind == llm.Embeddings {
 		return
 	}
 	c.meter = &streamMeter{
-		ctx: ctx, lim: rv, call: c, window: route.StreamWindow,
+		ctx: ctx, lim: lim, call: c, window: route.StreamWindow,
 		first:     min(c.maxOutput, route.StreamWindow),
 		reasoning: c.meterReasoning || c.req.Family.Reasoning,
 	}

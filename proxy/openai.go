@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,18 +14,6 @@ import (
 // the official SDKs understand it: errors in OpenAI's shape (the SDKs raise
 // their RateLimitError on a 429 and back off by themselves), and OpenAI's
 // x-ratelimit-*-requests / -tokens headers beside the IETF fields.
-
-// openAIKey marks a request on an llm route in its context.
-type openAIKey struct{}
-
-func withOpenAIErrors(r *http.Request) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), openAIKey{}, true))
-}
-
-func openAIErrors(r *http.Request) bool {
-	v, _ := r.Context().Value(openAIKey{}).(bool)
-	return v
-}
 
 // openAIError is OpenAI's error body.
 type openAIError struct {

@@ -1,8 +1,3 @@
-// Package proxy is the gateway's http.Handler: for each request it reads one
-// policies.Snapshot, matches a route, identifies the client, asks the limiter,
-// and either answers (404, 413, 431, 401, 429, 503, 500 as JSON) or forwards
-// the request upstream through one shared httputil.ReverseProxy. Every
-// rate-limit header and the 429 body are rendered from the limiter's Verdict.
 package proxy
 
 import (
@@ -36,13 +31,30 @@ type Snapshots interface {
 	Load() *policies.Snapshot
 }
 
+// Limiter is what the Handler asks of the limiter; *limiter.Engine is one.
+// Its methods are called on the request path and must be safe for
+// concurrent use.
+type Limiter interface {
+	// Decide decides a request's checks, all or nothing.
+	Decide(ctx context.Context, checks []limiter.Check) (limiter.Verdict, error)
+	// Reserve decides like Decide and holds what an admitted request takes
+	// until it ends: an llm call's tokens, settled to what it cost, and
+	// in-flight slots, given back.
+	Reserve(ctx context.Context, checks []limiter.Check) (limiter.Verdict, *limiter.Reservation, error)
+	// Peek reads what each check would be told, taking nothing: the
+	// check of an llm call before its body is read, the quota report.
+	Peek(ctx context.Context, checks []limiter.Check) []limiter.Decision
+}
+
+var _ Limiter = (*limiter.Engine)(nil)
+
 // Config holds a Handler's dependencies. Snapshots, Limiter, Transport and
 // Logger are required.
 type Config struct {
 	// Snapshots yields the configuration each request uses.
 	Snapshots Snapshots
 	// Limiter decides every request's checks.
-	Limiter limiter.Limiter
+	Limiter Limiter
 	// Transport carries requests upstream. It is a process-lifetime resource
 	// (see NewTransport), shared across reloads so its connection pool is.
 	Transport http.RoundTripper
@@ -87,7 +99,7 @@ type Handler struct {
 	// leanTransport: the transport is h1's, which times lean exchanges by
 	// itself (see timeUpstream).
 	leanTransport  bool
-	limiter        limiter.Limiter
+	limiter        Limiter
 	log            *slog.Logger
 	maxHeaderBytes int
 	rp             *httputil.ReverseProxy
@@ -169,215 +181,111 @@ func New(cfg Config) (*Handler, error) {
 	return h, nil
 }
 
-// ServeHTTP answers r or forwards it upstream.
+// ServeHTTP answers r or forwards it upstream: plan, decide, then (an
+// idempotency key claimed, a turn waited for) forward. See the package doc.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	snap := h.snapshots.Load()
 	if h.tracer != nil {
 		r = h.startSpan(r, snap)
 	}
-	r0 := r
 	w, rep, done := h.observe(w, snap)
 	defer func() { done(r, snap) }()
-	if snap == nil {
-		h.writeError(w, r, http.StatusServiceUnavailable, errorBody{Message: "the gateway has no configuration loaded"})
+	pl := planner{h: h, w: w, rep: rep, maxHeaderBytes: h.maxHeaderBytes, readBody: true}
+	p, early := pl.plan(snap, r)
+	r = p.r // what the access log and the span report
+	if early.given() {
+		h.answerEarly(w, p, early)
 		return
 	}
-	if h.maxHeaderBytes > 0 && headerTooLarge(r, h.maxHeaderBytes) {
-		h.writeError(w, r, http.StatusRequestHeaderFieldsTooLarge, errorBody{
-			Message: fmt.Sprintf("request headers exceed %d bytes", h.maxHeaderBytes),
-		})
+	if p.subject.Tenant != nil {
+		rep.tenant = p.subject.Tenant.Name
+	}
+	rep.route, rep.llm = p.route, p.call
+	dec, err := h.decide(p)
+	if p.call != nil {
+		p.call.res, p.call.costs = dec.res, dec.costs
+	}
+	rep.recordDecision(p.route, dec, err)
+	if !h.admitted(w, p, dec, err, rep) {
 		return
 	}
-	// One canonical request from here on: what is matched, keyed, stripped
-	// and forwarded is the same request.
-	r, bad := canonicalRequest(r, snap)
-	if bad != "" {
-		h.writeError(w, r0, http.StatusBadRequest, errorBody{Message: bad})
-		return
-	}
-	if r.Method == http.MethodGet && snap.Tenants.QuotaPath != "" && r.URL.Path == snap.Tenants.QuotaPath {
-		h.serveQuota(w, r, snap)
-		return
-	}
-	route := snap.Match(r)
-	if route == nil {
-		h.writeError(w, r, http.StatusNotFound, errorBody{Message: "no route matches this request"})
-		return
-	}
-	if route.Upstream == nil { // the compiler never builds one; do not panic in SetURL if it did
-		h.writeError(w, r, http.StatusInternalServerError, errorBody{Message: "the matched route has no upstream; see the gateway log"},
-			slog.String("route", route.Name))
-		return
-	}
-	if route.OpenAIErrors {
-		r = withOpenAIErrors(r) // errors in the shape the provider's SDKs read
-	}
-	if route.AnthropicErrors {
-		r = withAnthropicErrors(r)
-	}
-	if msg := keyInputProblem(r, route, keyHeaders(snap, route)); msg != "" {
-		h.writeError(w, r, http.StatusBadRequest, errorBody{Message: msg}, slog.String("route", route.Name))
-		return
-	}
-	if route.MaxBodyBytes > 0 && r.ContentLength > route.MaxBodyBytes {
-		h.writeError(w, r, http.StatusRequestEntityTooLarge, errorBody{
-			Message: fmt.Sprintf("request body exceeds this route's limit of %d bytes", route.MaxBodyBytes),
-		}, slog.String("route", route.Name))
-		return
-	}
-
-	var call *llmCall
-	var pre preBody
-	if msg := refuseUpgrade(r, route); route.LLM && msg != "" {
-		h.writeError(w, r, http.StatusBadRequest, errorBody{Message: msg}, slog.String("route", route.Name))
-		return
-	}
-	if _, costly := llmKind(r); route.LLM && costly {
-		var answered bool
-		if pre, answered = h.beforeBody(w, r, snap, route, rep); answered {
-			return
-		}
-		if call, r = h.readLLMCall(w, r, route, snap); call == nil {
-			return
-		}
-		if status, msg := call.forRoute(r, route, h.limiter); status != 0 {
-			h.writeError(w, r, status, errorBody{Message: msg}, slog.String("route", route.Name))
-			return
-		}
-	}
-	var idem *idemRequest
-	if route.Idempotency != nil {
-		var status int
-		var msg string
-		rq := r
-		if r, idem, status, msg = readIdempotency(w, r, route); status != 0 {
-			h.writeError(w, rq, status, errorBody{Message: msg}, slog.String("route", route.Name))
-			return
-		}
-	}
-
-	subject, peerTrusted := identify(r, snap, route)
-	if subject.Tenant != nil {
-		rep.tenant = subject.Tenant.Name
-	}
-	rep.route, rep.llm = route, call
-	if call != nil {
-		subject.Model = call.req.Model
-	}
-	if idem != nil {
-		idem.scope(route, r, &subject)
-	}
-	// A policy that needs a key the request lacks answers 401, but only after
-	// the policies that can judge the request have: each guess costs its
-	// per-IP tokens, so keys cannot be guessed without limit.
-	var cost func(policies.Cost) int64
-	if call != nil {
-		cost = call.costFor()
-	}
-	checks, costs, rejectedBy := buildChecks(r, route, &subject, cost)
-	// res is what an admitted request holds until it ends: an llm call's
-	// tokens, settled to its real cost, and the slots of in-flight policies.
-	dec, err := h.decide(r, route, checks, costs, call != nil || route.InFlight)
-	verdict, res := dec.verdict, dec.res
-	if call != nil {
-		call.res, call.costs = res, dec.costs
-	}
-	costs = dec.costs
-	rep.recordDecision(route, dec, err)
-	if err != nil {
-		h.writeError(w, r, http.StatusInternalServerError, errorBody{Message: "the rate limiter failed; see the gateway log"},
-			slog.String("route", route.Name), slog.Any("err", err))
-		return
-	}
-	if !verdict.Allowed {
-		if r.Context().Err() != nil { // left while waiting for its turn
-			h.logAnswer(r.Context(), r, statusClientClosed, "client left while waiting for its turn", slog.String("route", route.Name))
-			w.WriteHeader(statusClientClosed)
-			return
-		}
-		if route.LLM {
-			setLLMHeaders(route, w.Header(), verdict, costs, h.peekUnread(r.Context(), checks, costs, verdict, pre.peeked))
-		}
-		h.refuse(w, r, route, verdict)
-		return
-	}
-	if rejectedBy != nil {
-		rep.unauthorized = true
-		h.unreserve(r, route, call, res) // the guess still costs its tokens, as with Decide
-		setRateLimitHeaders(w.Header(), verdict, route.RateLimitHeaders)
-		h.writeUnauthorized(w, r, snap, route, rejectedBy)
-		return
-	}
-	if idem != nil && idem.needsKey(&subject) {
-		h.unreserve(r, route, call, res)
-		setRateLimitHeaders(w.Header(), verdict, route.RateLimitHeaders)
-		h.writeIdempotencyUnauthorized(w, r, snap, route, idem)
-		return
-	}
-	var hold idempotency.Hold
-	if idem != nil {
-		var answered bool
-		if hold, answered = h.claimIdempotency(w, r, route, verdict, idem); answered {
+	var idem *idemState
+	if p.idem != nil {
+		hold, answered := h.claimIdempotency(w, r, p.route, dec.verdict, p.idem)
+		if answered {
 			// A duplicate: its rate tokens are spent, its reservation
 			// (tokens of an llm call, in-flight slots) goes back.
-			h.unreserve(r, route, call, res)
+			h.unreserve(p, dec.res)
 			return
 		}
+		if hold != nil {
+			idem = &idemState{req: p.idem, hold: hold}
+		}
 	}
-	var is *idemState
-	if hold != nil {
-		is = &idemState{req: idem, hold: hold}
-	}
-	h.forward(w, r, route, verdict, costs, peerTrusted, call, res, is, rep)
+	h.forward(w, p, dec, idem, rep)
 }
 
-// readLLMCall reads an llm call's body and counts its tokens, at most
-// h.tokenize's slots at a time. It returns the call and the request to
-// forward, or a nil call when it answered. Its errors take the route's
-// error format.
-func (h *Handler) readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, snap *policies.Snapshot) (*llmCall, *http.Request) {
-	rq, _, status, msg := readBody(w, r, route)
-	if status != 0 {
-		h.writeError(w, r, status, errorBody{Message: msg}, slog.String("route", route.Name))
-		return nil, r
-	}
-	release, ok := h.tokenize.enter(r.Context())
-	if !ok {
-		if r.Context().Err() != nil {
-			w.WriteHeader(statusClientClosed)
-			return nil, r
+// answerEarly gives the answer a plan stopped at.
+func (h *Handler) answerEarly(w http.ResponseWriter, p *plan, a answer) {
+	switch {
+	case a.written:
+	case a.quota:
+		h.serveQuota(w, p.r, p.snap)
+	case a.status == statusClientClosed:
+		w.WriteHeader(statusClientClosed)
+	case p.route == nil:
+		h.writeError(w, p.r, a.status, errorBody{Message: a.msg})
+	default:
+		if a.retry {
+			w.Header()[hdrRetryAfter] = []string{"1"}
 		}
-		w.Header()[hdrRetryAfter] = []string{"1"}
-		h.writeError(w, r, http.StatusServiceUnavailable, errorBody{
-			Message: fmt.Sprintf("the gateway is counting the tokens of %d other calls and none finished within %s; retry shortly",
-				cap(h.tokenize.slots), h.tokenize.wait),
-		}, slog.String("route", route.Name))
-		return nil, r
+		h.writeError(w, p.r, a.status, errorBody{Message: a.msg}, slog.String("route", p.route.Name))
 	}
-	out, call, status, msg := func() (*http.Request, *llmCall, int, string) {
-		defer release()
-		return readLLMCall(w, rq, route, snap.Prices)
-	}()
-	if status != 0 {
-		h.writeError(w, r, status, errorBody{Message: msg}, slog.String("route", route.Name))
-		return nil, r
+}
+
+// admitted answers a request its decision does not let through: the
+// limiter failed (500), refused (429, 503), or let through a request that
+// lacks a key its route needs (401: the guess still cost its tokens). It
+// reports whether the request goes on.
+func (h *Handler) admitted(w http.ResponseWriter, p *plan, dec decision, err error, rep *report) bool {
+	r, route := p.r, p.route
+	switch {
+	case err != nil:
+		h.writeError(w, r, http.StatusInternalServerError, errorBody{Message: "the rate limiter failed; see the gateway log"},
+			slog.String("route", route.Name), slog.Any("err", err))
+	case !dec.verdict.Allowed && r.Context().Err() != nil: // left while waiting for its turn
+		h.logAnswer(r.Context(), r, statusClientClosed, "client left while waiting for its turn", slog.String("route", route.Name))
+		w.WriteHeader(statusClientClosed)
+	case !dec.verdict.Allowed:
+		if route.LLM {
+			setLLMHeaders(route, w.Header(), dec.verdict, dec.costs, h.peekUnread(r.Context(), p.checks, dec.costs, dec.verdict, p.peeked))
+		}
+		h.refuse(w, r, route, dec.verdict)
+	case p.rejectedBy != nil:
+		rep.unauthorized = true
+		h.unreserve(p, dec.res) // the guess still costs its tokens, as with Decide
+		setRateLimitHeaders(w.Header(), dec.verdict, route.RateLimitHeaders)
+		h.writeUnauthorized(w, r, p.snap, route, p.rejectedBy)
+	case p.idem != nil && p.idem.needsKey(&p.subject):
+		h.unreserve(p, dec.res)
+		setRateLimitHeaders(w.Header(), dec.verdict, route.RateLimitHeaders)
+		h.writeIdempotencyUnauthorized(w, r, p.snap, route, p.idem)
+	default:
+		return true
 	}
-	if call.unpriced {
-		h.unpriced.warn(h.log, call.req.Model)
-	}
-	return call, out
+	return false
 }
 
 // unreserve gives back what an admitted request reserved but that was never
 // forwarded: an llm call's tokens, in-flight slots.
-func (h *Handler) unreserve(r *http.Request, route *policies.Route, call *llmCall, res *limiter.Reservation) {
+func (h *Handler) unreserve(p *plan, res *limiter.Reservation) {
 	switch {
-	case call != nil:
-		call.settle(r.Context())
+	case p.call != nil:
+		p.call.settle(p.r.Context())
 		h.afterSettle()
 	case res != nil:
-		if err := res.Done(context.WithoutCancel(r.Context())); err != nil {
-			h.log.Error("settling a reservation", "route", route.Name, "err", err)
+		if err := res.Done(context.WithoutCancel(p.r.Context())); err != nil {
+			h.log.Error("settling a reservation", "route", p.route.Name, "err", err)
 		}
 	}
 }

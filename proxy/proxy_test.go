@@ -520,7 +520,7 @@ func TestAnswerLogLevels(t *testing.T) {
 	closed.Close() // nothing listens there any more: 502
 	tests := []struct {
 		name   string
-		lim    limiter.Limiter
+		lim    Limiter
 		status int
 		level  slog.Level
 	}{

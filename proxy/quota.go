@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -13,11 +12,6 @@ import (
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 )
-
-// peeker is the limiter a quota report needs. *limiter.Engine is one.
-type peeker interface {
-	Peek(ctx context.Context, checks []limiter.Check) []limiter.Decision
-}
 
 // quotaReport is what GET tenants.quota_path answers: the asking key's
 // tenant; whether a call of the asked size would pass now, and if not when;
@@ -74,7 +68,7 @@ type quotaPolicy struct {
 // taking anything: every policy whose key is the tenant or its API key (with
 // the asking client's address where a key also has ip), read with Peek.
 func (h *Handler) serveQuota(w http.ResponseWriter, r *http.Request, snap *policies.Snapshot) {
-	r = withOpenAIErrors(r)
+	r = withErrorFormat(r, formatOpenAI)
 	call, msg := quotaCallOf(r)
 	if msg != "" {
 		h.writeError(w, r, http.StatusBadRequest, errorBody{Message: msg})
@@ -84,11 +78,6 @@ func (h *Handler) serveQuota(w http.ResponseWriter, r *http.Request, snap *polic
 	if s.Tenant == nil {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		h.writeError(w, r, http.StatusUnauthorized, errorBody{Message: "the quota report needs a known API key (Authorization: Bearer, or " + keyHeaders(snap, nil)[0] + ")"})
-		return
-	}
-	p, ok := h.limiter.(peeker)
-	if !ok {
-		h.writeError(w, r, http.StatusInternalServerError, errorBody{Message: "this limiter cannot report quotas; see the gateway log"})
 		return
 	}
 	names := make([]string, 0, len(snap.Policies))
@@ -111,7 +100,7 @@ func (h *Handler) serveQuota(w http.ResponseWriter, r *http.Request, snap *polic
 		pols = append(pols, pol)
 	}
 	rep := quotaReport{Tenant: s.Tenant.Name, Plan: s.Tenant.Plan, Call: call, Allowed: true, Policies: []quotaPolicy{}}
-	for i, d := range p.Peek(r.Context(), checks) {
+	for i, d := range h.limiter.Peek(r.Context(), checks) {
 		rem, _ := stateRemaining(d)
 		q := quotaPolicy{
 			Policy: d.Policy, Cost: string(pols[i].Cost), Algorithm: string(pols[i].Rule.Algorithm),

@@ -54,7 +54,7 @@ func TestRefusalsRecordTheDenyingPolicysKey(t *testing.T) {
 	}
 }
 
-func newHandler(t testing.TB, snap *policies.Snapshot, lim limiter.Limiter, refusals Refusals) *Handler {
+func newHandler(t testing.TB, snap *policies.Snapshot, lim Limiter, refusals Refusals) *Handler {
 	t.Helper()
 	holder := &snapshotHolder{}
 	holder.p.Store(snap)

@@ -9,7 +9,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 )
 
@@ -132,12 +131,13 @@ func noteAnswer(ctx context.Context, status int, msg string) {
 // decide is decideChecks in a span of its own when the request is
 // recorded: the wait for the decision, on Redis the round trip that carries
 // it (whose span links to this one, see tracing.RedisHook).
-func (h *Handler) decide(r *http.Request, route *policies.Route, checks []limiter.Check, costs []policies.Cost, reserve bool) (decision, error) {
-	if h.tracer == nil || !trace.SpanFromContext(r.Context()).IsRecording() {
-		return h.decideChecks(r, route, checks, costs, reserve)
+func (h *Handler) decide(p *plan) (decision, error) {
+	ctx := p.r.Context()
+	if h.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
+		return h.decideChecks(ctx, p)
 	}
-	ctx, span := h.tracer.Start(r.Context(), "ratelimit decide", trace.WithAttributes(attrRoute.String(route.Name)))
-	dec, err := h.decideChecks(r.WithContext(ctx), route, checks, costs, reserve)
+	ctx, span := h.tracer.Start(ctx, "ratelimit decide", trace.WithAttributes(attrRoute.String(p.route.Name)))
+	dec, err := h.decideChecks(ctx, p)
 	attrs := []attribute.KeyValue{attrBackend.String(dec.backend), attrAllowed.Bool(err == nil && dec.verdict.Allowed)}
 	if d, ok := dec.verdict.Deciding(); ok {
 		attrs = append(attrs, attrPolicy.String(d.Policy), attrReason.String(d.Reason.String()))
@@ -160,10 +160,11 @@ func (h *Handler) startUpstream(st *requestState) (end func()) {
 	if !trace.SpanFromContext(st.Context).IsRecording() {
 		return func() {}
 	}
-	u := st.route.Upstream
+	route := st.route()
+	u := route.Upstream
 	var span trace.Span
-	st.Context, span = h.tracer.Start(st.Context, "upstream "+st.route.Name, clientSpan,
-		trace.WithAttributes(attrRoute.String(st.route.Name), attribute.String("server.address", u.Hostname()),
+	st.Context, span = h.tracer.Start(st.Context, "upstream "+route.Name, clientSpan,
+		trace.WithAttributes(attrRoute.String(route.Name), attribute.String("server.address", u.Hostname()),
 			attribute.String("url.full", u.Redacted())))
 	return func() {
 		if status := st.rep.upstream.status; status != 0 {

@@ -369,6 +369,8 @@ func printLLM(line lineFunc, l *proxy.ExplainedLLM) {
 	switch {
 	case !l.Call:
 		line("llm", "%s", l.Note)
+	case l.BeforeBody:
+		line("llm", "%s call: %s", l.API, l.Note)
 	case !l.BodyRead:
 		given := "the model family's default"
 		if l.DefaultMaxTokens > 0 {
@@ -413,7 +415,11 @@ func printPolicy(line lineFunc, pol *policies.Policy, p proxy.ExplainedPolicy) {
 	case proxy.OutcomeAnonymous:
 		line("  key", "%s: missing, counted in the one anonymous bucket", p.KeySpec)
 	case proxy.OutcomeSkipped:
-		line("  key", "%s: missing, the policy does not apply", p.KeySpec)
+		why := "missing, the policy does not apply"
+		if p.Note != "" {
+			why = p.Note
+		}
+		line("  key", "%s: %s", p.KeySpec, why)
 	case proxy.OutcomeRejects:
 		line("  key", "%s: missing, 401 once the others counted the request", p.KeySpec)
 	default:
@@ -451,7 +457,7 @@ func printPolicy(line lineFunc, pol *policies.Policy, p proxy.ExplainedPolicy) {
 			line("  redis keys", "%s", strings.Join(p.RedisKeys, " "))
 		}
 	}
-	if p.Note != "" && p.Outcome != proxy.OutcomeUnknown {
+	if p.Note != "" && p.Outcome != proxy.OutcomeUnknown && p.Outcome != proxy.OutcomeSkipped {
 		line("  note", "%s", p.Note)
 	}
 }

@@ -60,36 +60,21 @@ func (w *StreamWatcher) Metered() int64 {
 // readEnforced is Read under a Meter: events pass whole, each once the
 // output it takes the stream to is granted.
 func (w *StreamWatcher) readEnforced(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	for {
-		if w.outOff < len(w.out) {
-			n := copy(p, w.out[w.outOff:])
-			w.outOff += n
-			if w.outOff == len(w.out) {
-				w.out, w.outOff = w.out[:0], 0
-			}
-			return n, nil
-		}
-		if w.err != nil {
-			return 0, w.err
-		}
-		if cap(w.scratch) < 32<<10 {
-			w.scratch = make([]byte, 32<<10)
-		}
-		buf := w.scratch[:32<<10]
-		n, err := w.r.Read(buf)
-		w.enf.pending = append(w.enf.pending, buf[:n]...)
-		w.takeEvents()
-		if err != nil && w.err == nil {
-			// The upstream ended inside an event: a client's parser
-			// drops it unfinished, so it passes as it is.
-			w.scan(w.enf.pending)
-			w.out = append(w.out, w.enf.pending...)
-			w.enf.pending = nil
-			w.err = err
-		}
+	return w.passOut(p, w.fillEnforced)
+}
+
+// fillEnforced is passOut's fill under a Meter.
+func (w *StreamWatcher) fillEnforced([]byte) {
+	b, err := w.readUp(32 << 10)
+	w.enf.pending = append(w.enf.pending, b...)
+	w.takeEvents()
+	if err != nil && w.err == nil {
+		// The upstream ended inside an event: a client's parser drops it
+		// unfinished, so it passes as it is.
+		w.scan(w.enf.pending)
+		w.out = append(w.out, w.enf.pending...)
+		w.enf.pending = nil
+		w.err = err
 	}
 }
 

@@ -152,6 +152,12 @@ func (w *StreamWatcher) Read(p []byte) (int, error) {
 		w.scan(p[:n])
 		return n, err
 	}
+	return w.passOut(p, w.fillDropping)
+}
+
+// passOut hands p what waits to be passed (w.out), calling fill to read more
+// from upstream until something waits or the stream has ended (w.err).
+func (w *StreamWatcher) passOut(p []byte, fill func(p []byte)) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -167,21 +173,31 @@ func (w *StreamWatcher) Read(p []byte) (int, error) {
 		if w.err != nil {
 			return 0, w.err
 		}
-		// Read no more than p holds, so that what is passed fits p at
-		// once unless a held line is released with it.
-		size := min(len(p), 32<<10)
-		if cap(w.scratch) < size {
-			w.scratch = make([]byte, size)
-		}
-		buf := w.scratch[:size]
-		n, err := w.r.Read(buf)
-		w.scan(buf[:n])
-		if err != nil {
-			// The stream ends mid-line: what was held is the client's.
-			w.out = append(w.out, w.hold...)
-			w.hold = w.hold[:0]
-			w.err = err
-		}
+		fill(p)
+	}
+}
+
+// readUp reads at most size bytes from upstream into the watcher's scratch
+// buffer.
+func (w *StreamWatcher) readUp(size int) ([]byte, error) {
+	if cap(w.scratch) < size {
+		w.scratch = make([]byte, size)
+	}
+	n, err := w.r.Read(w.scratch[:size])
+	return w.scratch[:n], err
+}
+
+// fillDropping is passOut's fill in drop mode.
+func (w *StreamWatcher) fillDropping(p []byte) {
+	// Read no more than p holds, so that what is passed fits p at once
+	// unless a held line is released with it.
+	b, err := w.readUp(min(len(p), 32<<10))
+	w.scan(b)
+	if err != nil {
+		// The stream ends mid-line: what was held is the client's.
+		w.out = append(w.out, w.hold...)
+		w.hold = w.hold[:0]
+		w.err = err
 	}
 }
 

@@ -1,0 +1,283 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/policies"
+	"github.com/ratelimit-gateway/gateway/proxy/llm"
+)
+
+// plan is everything the gateway works out about one request before its
+// limiter decides: the canonical request, its route, who is asking, an llm
+// call with its body read and its tokens counted, its idempotency key, and
+// the checks the limiter is asked. One function builds it (planner.plan),
+// for serving and for Explain alike, so what is served and what is
+// explained are one thing.
+type plan struct {
+	snap *policies.Snapshot
+	// in is the request as received; r the one every later step reads and
+	// forwards: canonical, in its route's error format, its body held once
+	// it was read.
+	in, r *http.Request
+	// reached is the last step the plan completed (an early answer stops
+	// it); Explain renders what it reached.
+	reached planStep
+	route   *policies.Route
+	// subject is who asks; peerTrusted says the socket peer is a trusted
+	// proxy, whose forwarding headers are passed on.
+	subject     policies.Subject
+	peerTrusted bool
+	// kind is an llm call's API; isCall says the request costs tokens.
+	kind   llm.Kind
+	isCall bool
+	// call is the llm call, its body read; nil on other routes, for a
+	// request that costs no tokens, and for one whose body is unread.
+	call *llmCall
+	// headersOnly: an llm call that lacks a key a policy rejects without
+	// is judged by its headers alone, its body never read: only the
+	// policies that count requests decide it, then 401.
+	headersOnly bool
+	// bodyUnread: an llm call whose body was not read (Explain without a
+	// body); what its costs and a model key are is unknown.
+	bodyUnread bool
+	// peeked is what the body-free peek of an llm call saw, for the
+	// headers of a later 429.
+	peeked []limiter.Decision
+	// idem is the request's idempotency key; nil when none applies.
+	idem *idemRequest
+	// checks are what the limiter is asked, with each one's policy cost;
+	// rejectedBy is the first policy whose key the request lacks under
+	// on_missing_key: reject (401 once the others let it through).
+	checks     []limiter.Check
+	costs      []policies.Cost
+	rejectedBy *policies.Policy
+	// reserve: the decision holds what it takes until the request ends (an
+	// llm call's tokens, in-flight slots), settled then.
+	reserve bool
+}
+
+// planStep names how far a plan got.
+type planStep int
+
+const (
+	stepStarted   planStep = iota
+	stepCanonical          // the request is canonical
+	stepRoute              // a route matched, with an upstream
+	stepBody               // the key inputs and the body's size pass
+	stepCall               // the llm call is read (or judged without its body)
+	stepChecks             // idempotency read, the checks built: the limiter decides
+)
+
+// answer is the gateway's own answer to a request before its limiter
+// decides. The zero value is no answer.
+type answer struct {
+	// status and msg are the answer, in the route's error format;
+	// statusClientClosed (the client left) is the status alone.
+	status int
+	msg    string
+	// retry sets Retry-After: 1 (a moment's wait helps).
+	retry bool
+	// quota: the request is the tenants' quota report.
+	quota bool
+	// written: the answer was written already (a peek refused the call).
+	written bool
+}
+
+func (a answer) given() bool { return a.status != 0 || a.quota || a.written }
+
+// planner builds plans. Serving gives it the Handler, whose slots bound
+// token counting and whose limiter peeks at an llm call before its body is
+// read, and the client's ResponseWriter, which bounds body reads; Explain
+// gives it neither and reads a body only when asked.
+type planner struct {
+	h   *Handler
+	w   http.ResponseWriter
+	rep *report
+	// maxHeaderBytes bounds the request line and headers (≤ 0: none).
+	maxHeaderBytes int
+	// readBody reads an llm call's body (always, when serving).
+	readBody bool
+}
+
+// plan works out r under snap, step by step, and stops at the first step
+// that answers. It may read r's body; it sends nothing to Redis or the
+// upstream. The one exception is the cheap check before an llm call's body
+// (cheap.go), which the serving planner asks of its Handler: a peek that
+// takes nothing, and that refuses a call its headers already condemn.
+func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer) {
+	p := &plan{snap: snap, in: r, r: r}
+	if snap == nil {
+		return p, answer{status: http.StatusServiceUnavailable, msg: "the gateway has no configuration loaded"}
+	}
+	if pl.maxHeaderBytes > 0 && headerTooLarge(r, pl.maxHeaderBytes) {
+		return p, answer{status: http.StatusRequestHeaderFieldsTooLarge, msg: "request headers exceed " + strconv.Itoa(pl.maxHeaderBytes) + " bytes"}
+	}
+	// One canonical request from here on: what is matched, keyed, stripped
+	// and forwarded is the same request.
+	cr, bad := canonicalRequest(r, snap)
+	if bad != "" {
+		return p, answer{status: http.StatusBadRequest, msg: bad}
+	}
+	p.r, p.reached = cr, stepCanonical
+	r = cr
+	if r.Method == http.MethodGet && snap.Tenants.QuotaPath != "" && r.URL.Path == snap.Tenants.QuotaPath {
+		return p, answer{quota: true}
+	}
+	route := snap.Match(r)
+	if route == nil {
+		return p, answer{status: http.StatusNotFound, msg: "no route matches this request"}
+	}
+	p.route = route
+	if route.Upstream == nil { // the compiler never builds one; do not panic in SetURL if it did
+		return p, answer{status: http.StatusInternalServerError, msg: "the matched route has no upstream; see the gateway log"}
+	}
+	p.reached = stepRoute
+	if f := routeErrorFormat(route); f != formatGateway {
+		r = withErrorFormat(r, f) // errors in the shape the provider's SDKs read
+		p.r = r
+	}
+	if msg := keyInputProblem(r, route, keyHeaders(snap, route)); msg != "" {
+		return p, answer{status: http.StatusBadRequest, msg: msg}
+	}
+	if route.MaxBodyBytes > 0 && r.ContentLength > route.MaxBodyBytes {
+		return p, answer{status: http.StatusRequestEntityTooLarge, msg: tooLargeMessage(route.MaxBodyBytes)}
+	}
+	p.reached = stepBody
+	p.subject, p.peerTrusted = identify(r, snap, route)
+	if route.LLM {
+		if a := pl.llmCall(p); a.given() {
+			return p, a
+		}
+	}
+	p.reached = stepCall
+	if p.headersOnly {
+		p.reached = stepChecks
+		return p, answer{}
+	}
+	if route.Idempotency != nil {
+		read, idem, status, msg := readIdempotency(pl.w, p.r, route)
+		if status != 0 {
+			return p, answer{status: status, msg: msg}
+		}
+		p.r, p.idem = read, idem
+	}
+	if p.call != nil {
+		p.subject.Model = p.call.req.Model
+	}
+	if p.idem != nil {
+		p.idem.scope(route, p.r, &p.subject)
+	}
+	// A policy that needs a key the request lacks answers 401, but only
+	// after the policies that can judge the request have: each guess costs
+	// its per-IP tokens, so keys cannot be guessed without limit.
+	var cost func(policies.Cost) int64
+	if p.call != nil {
+		cost = p.call.costFor()
+	}
+	p.checks, p.costs, p.rejectedBy = buildChecks(p.r, route, &p.subject, cost)
+	p.reserve = p.call != nil || route.InFlight
+	p.reached = stepChecks
+	return p, answer{}
+}
+
+// llmCall is the plan's llm step: an upgrade refused on a route that counts
+// tokens, and for a call (cheap before costly) first what its headers
+// decide, then its body read and its tokens counted.
+func (pl *planner) llmCall(p *plan) answer {
+	r, route := p.r, p.route
+	if msg := refuseUpgrade(r, route); msg != "" {
+		return answer{status: http.StatusBadRequest, msg: msg}
+	}
+	p.kind, p.isCall = llmKind(r)
+	if !p.isCall {
+		return answer{}
+	}
+	// Judged by its headers: the policies not keyed on the model, each
+	// taking one.
+	pols := make([]*policies.Policy, 0, len(route.Policies))
+	for _, pol := range route.Policies {
+		if !pol.Reads.Model { // keyed by the model: known only from the body
+			pols = append(pols, pol)
+		}
+	}
+	one := func(policies.Cost) int64 { return 1 }
+	checks, costs, rejectedBy := checksOf(r, pols, &p.subject, one)
+	if rejectedBy != nil {
+		// A missing or unknown key: the policies that count requests decide
+		// it (each guess costs its share, as on any route), then 401, or 429
+		// when one of them refused. Its body is never read.
+		p.headersOnly, p.rejectedBy = true, rejectedBy
+		p.checks, p.costs = requestChecks(checks, costs)
+		return answer{}
+	}
+	if pl.h != nil {
+		var refused bool
+		if p.peeked, refused = pl.h.peekBeforeBody(pl.w, p, pl.rep, checks, costs); refused {
+			return answer{written: true}
+		}
+	}
+	if !pl.readBody {
+		p.bodyUnread = true
+		return answer{}
+	}
+	return pl.readCall(p)
+}
+
+// readCall reads an llm call's body and counts its tokens, at most the
+// Handler's slots at a time (Explain counts at once), and fits the call to
+// its route (see forRoute).
+func (pl *planner) readCall(p *plan) answer {
+	rq, _, status, msg := readBody(pl.w, p.r, p.route)
+	if status != 0 {
+		return answer{status: status, msg: msg}
+	}
+	var lim reserver // none in Explain: a stream's later windows are never granted
+	release := func() {}
+	if h := pl.h; h != nil {
+		var ok bool
+		if release, ok = h.tokenize.enter(p.r.Context()); !ok {
+			if p.r.Context().Err() != nil {
+				return answer{status: statusClientClosed}
+			}
+			return answer{status: http.StatusServiceUnavailable, retry: true,
+				msg: fmt.Sprintf("the gateway is counting the tokens of %d other calls and none finished within %s; retry shortly",
+					cap(h.tokenize.slots), h.tokenize.wait)}
+		}
+		lim = h.limiter
+	}
+	out, call, status, msg := func() (*http.Request, *llmCall, int, string) {
+		defer release()
+		return readLLMCall(pl.w, rq, p.route, p.snap.Prices)
+	}()
+	if status != 0 {
+		return answer{status: status, msg: msg}
+	}
+	if pl.h != nil && call.unpriced {
+		pl.h.unpriced.warn(pl.h.log, call.req.Model)
+	}
+	if status, msg := call.forRoute(out, p.route, lim); status != 0 {
+		return answer{status: status, msg: msg}
+	}
+	p.r, p.call = out, call
+	return answer{}
+}
+
+// requestChecks returns the checks (and their costs) of the policies that
+// count requests.
+func requestChecks(checks []limiter.Check, costs []policies.Cost) ([]limiter.Check, []policies.Cost) {
+	var rc []limiter.Check
+	var rcost []policies.Cost
+	for i, c := range checks {
+		if costs[i] == policies.CostRequests {
+			rc, rcost = append(rc, c), append(rcost, costs[i])
+		}
+	}
+	return rc, rcost
+}
+
+func tooLargeMessage(limit int64) string {
+	return "request body exceeds this route's limit of " + strconv.FormatInt(limit, 10) + " bytes"
+}
