@@ -146,6 +146,11 @@ type TenantsConfig struct {
 	// Keys maps an API key, or its digest written "sha256:<hex>" (see
 	// KeyDigest), to its owner.
 	Keys map[string]TenantConfig `koanf:"keys" redact:"omit"`
+	// KeysFile names a file of API key digests, one a line, or a directory
+	// of such files (docs/keys.md): for more keys than a config file holds,
+	// kept apart from it (a Secret). Relative to the config file's
+	// directory; reloaded with the config.
+	KeysFile string `koanf:"keys_file"`
 	// QuotaPath answers GET with the asking key's limits and what remains
 	// of them (default /v1/quota).
 	QuotaPath string `koanf:"quota_path"`

@@ -31,6 +31,11 @@ type Options struct {
 	// placeholder URLs (http://builtin.NAME.invalid), which is what
 	// "gateway check" needs; a non-nil map accepts only its own names.
 	Builtins map[string]*url.URL
+
+	// keys is the keys file as the watcher already read it; the load uses
+	// it when the config names the same path, so what was compared is what
+	// is in force.
+	keys *keysSource
 }
 
 // BuiltinNames are the built-in upstreams the gateway ships.
@@ -87,7 +92,7 @@ func Parse(source string, data []byte, opts Options) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap.Digest = sha256.Sum256(data)
+	snap.Digest = sourceDigest(sha256.Sum256(data), snap.keys)
 	return snap, nil
 }
 
@@ -114,12 +119,25 @@ func build(cfg *Config, probs *problems, opts Options) (*Snapshot, error) {
 	decoded := len(probs.list)
 	validate(probs, cfg, opts.Builtins)
 	probs.dropShadowed(decoded)
+	var keys *keysSource
+	var fileKeys map[[32]byte]Tenant
+	if cfg.Tenants.KeysFile != "" && len(probs.list) == 0 {
+		keys, fileKeys = loadKeys(probs, resolveKeysPath(probs.file, cfg.Tenants.KeysFile), opts.keys, yamlDigestSet(cfg.Tenants.Keys))
+	}
 	if err := probs.err(); err != nil {
 		return nil, err
 	}
 	snap, err := compile(cfg, opts.Builtins)
 	if err != nil {
 		return nil, fmt.Errorf("%s: compiling config: %w", probs.file, err)
+	}
+	if keys != nil {
+		// The path and digest only: the file's bytes are not kept.
+		snap.Tenants.KeysFile, snap.keys = keys.path, &keysSource{path: keys.path, digest: keys.digest}
+		for sum, tn := range snap.Tenants.Digests {
+			fileKeys[sum] = tn
+		}
+		snap.Tenants.Digests = fileKeys
 	}
 	snap.Source = probs.file
 	snap.Warnings = probs.warnings

@@ -18,8 +18,11 @@ const MaxConfigBytes = 4 << 20
 // configFile is what one read of the configuration file saw.
 type configFile struct {
 	data    []byte
-	digest  [32]byte
+	digest  [32]byte // of data, and of keys when read
 	modTime time.Time
+	// keys is the keys file of the snapshot in force, as read along with
+	// the config by the watcher; nil otherwise.
+	keys *keysSource
 }
 
 // sameAs reports whether two reads saw the same file: same bytes, and not

@@ -30,8 +30,9 @@ type Snapshot struct {
 	// Config is the decoded configuration the snapshot was compiled from.
 	// Server and Redis settings in it take effect only at start.
 	Config *Config
-	// Digest is the SHA-256 of the bytes the snapshot was parsed from (zero
-	// when built with Compile). The watcher skips content it has seen.
+	// Digest is the SHA-256 of the bytes the snapshot was parsed from, and
+	// of the keys file's when the config names one (zero when built with
+	// Compile). The watcher skips content it has seen.
 	Digest [32]byte
 	// Warnings are problems that do not stop the configuration from loading
 	// (a GATEWAY_ variable that names no setting, a trusted_proxies entry
@@ -54,6 +55,10 @@ type Snapshot struct {
 	// Models are the model families llm calls are bounded by: the
 	// built-in ones as the file's models changed them.
 	Models llm.Models
+
+	// keys is the keys file's path and digest, for the watcher; nil
+	// without one.
+	keys *keysSource
 }
 
 // ModelNames are the models the config names: the price table's entries
@@ -122,8 +127,12 @@ type Tenants struct {
 	// Keys are the entries written as the key itself.
 	Keys map[string]Tenant
 	// Digests are the entries written as the key's digest
-	// ("sha256:<hex>"), by SHA-256.
+	// ("sha256:<hex>"), by SHA-256: those of tenants.keys and of the keys
+	// file.
 	Digests map[[32]byte]Tenant
+	// KeysFile is the keys file (or directory) read, as resolved; "" for
+	// none.
+	KeysFile string
 	// QuotaPath is where a tenant reads its limits (GET); "" for none.
 	QuotaPath string
 }

@@ -151,6 +151,9 @@ func validateTenants(p *problems, t *TenantsConfig) {
 	} else {
 		canonicalConfigPath(p, "tenants.quota_path", t.QuotaPath)
 	}
+	if t.KeysFile != "" && strings.TrimSpace(t.KeysFile) != t.KeysFile {
+		p.addf("tenants.keys_file", "must be a path without surrounding spaces, got %q", t.KeysFile)
+	}
 	plain := 0
 	seen := map[string]bool{} // hex digests
 	for _, key := range sortedKeys(t.Keys) {

@@ -2,9 +2,11 @@ package policies
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -174,11 +176,33 @@ func (w *Watcher) Ready() <-chan struct{} { return w.ready }
 func (w *Watcher) Reload() error {
 	w.reloadMu.Lock()
 	defer w.reloadMu.Unlock()
-	f, err := readConfig(w.path)
+	f, err := w.read()
 	if err != nil {
 		return w.report(w.readFailed(err))
 	}
 	return w.report(w.attempt(f))
+}
+
+// read reads the config file and the keys file of the snapshot in force,
+// whose digests together say whether anything changed. A keys file that
+// cannot be read now is left for the load to read again: it names the
+// error, unless the new config names no keys file. reloadMu is held.
+func (w *Watcher) read() (configFile, error) {
+	f, err := readConfig(w.path)
+	if err != nil {
+		return f, err
+	}
+	path := w.current.Load().Tenants.KeysFile
+	if path == "" {
+		return f, nil
+	}
+	keys, err := readKeys(path)
+	if err != nil {
+		f.digest = sha256.Sum256(append(f.digest[:], err.Error()...))
+		return f, nil
+	}
+	f.keys, f.digest = keys, sourceDigest(f.digest, keys)
+	return f, nil
 }
 
 // report hands ev to the hooks and returns its error. reloadMu is held.
@@ -222,12 +246,15 @@ func (w *Watcher) attempt(f configFile) ReloadEvent {
 	}
 	// Remember rejected content too: parsing it again would fail again.
 	w.lastDigest = f.digest
-	snap, err := w.cfg.Loader.Parse(f.data)
+	snap, err := Parse(w.cfg.Loader.Path, f.data, Options{Env: w.cfg.Loader.Env, Builtins: w.cfg.Loader.Builtins, keys: f.keys})
 	if err != nil {
 		ev.Err = err
 		w.fail(err)
 		return ev
 	}
+	// The same as f.digest, unless the config now names another keys
+	// file, which the load read itself.
+	w.lastDigest = snap.Digest
 	ev.Snapshot = snap
 	ev.RestartRequired = RestartRequired(prev.Config, snap.Config)
 	w.current.Store(snap)
@@ -263,7 +290,7 @@ type pendingChange struct {
 func (w *Watcher) check(pending *pendingChange) (time.Duration, *pendingChange) {
 	w.reloadMu.Lock()
 	defer w.reloadMu.Unlock()
-	f, err := readConfig(w.path)
+	f, err := w.read()
 	if err != nil {
 		_ = w.report(w.readFailed(err)) // logged and counted
 		return 0, nil
@@ -318,6 +345,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	watched := map[string]bool{dir: true}
 	target := w.followTarget(fw, watched, "")
+	keys := w.followKeys(fw, watched)
 	w.logger.Info("watching config for changes", "file", w.path, "debounce", w.cfg.Debounce, "settle", w.cfg.Settle)
 	w.readyOnce.Do(func() { close(w.ready) })
 
@@ -334,7 +362,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if !ok {
 				return errors.New("watching config: event stream closed")
 			}
-			if !w.relevant(ev.Name, target) {
+			if !w.relevant(ev.Name, target) && !keys.relevant(ev.Name) {
 				continue
 			}
 			now := w.now()
@@ -355,6 +383,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 				timer.Reset(wait)
 			}
 			target = w.followTarget(fw, watched, target)
+			keys = w.followKeys(fw, watched)
 		}
 	}
 }
@@ -380,6 +409,58 @@ func (w *Watcher) followTarget(fw *fsnotify.Watcher, watched map[string]bool, ol
 		}
 	}
 	return target
+}
+
+// keysWatch is what Run watches of the keys file in force: its path and
+// the path it resolves to, each a file or a directory.
+type keysWatch struct {
+	paths []string
+}
+
+// followKeys watches the directory of the keys file in force (the
+// directory itself when it is one) and that of the path it resolves to.
+// Directories watched before stay watched: an event there is only read.
+func (w *Watcher) followKeys(fw *fsnotify.Watcher, watched map[string]bool) keysWatch {
+	path := w.current.Load().Tenants.KeysFile
+	if path == "" {
+		return keysWatch{}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return keysWatch{}
+	}
+	kw := keysWatch{paths: []string{abs}}
+	if target, err := filepath.EvalSymlinks(abs); err == nil && target != abs {
+		kw.paths = append(kw.paths, target)
+	}
+	for _, p := range kw.paths {
+		dirs := []string{filepath.Dir(p)}
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			dirs = append(dirs, p)
+		}
+		for _, d := range dirs {
+			if watched[d] {
+				continue
+			}
+			if err := fw.Add(d); err != nil {
+				w.logger.Warn("watching keys file directory", "dir", d, "error", err.Error())
+				continue
+			}
+			watched[d] = true
+		}
+	}
+	return kw
+}
+
+// relevant reports whether a change to name may change the keys: the keys
+// file, or anything inside the keys directory.
+func (kw keysWatch) relevant(name string) bool {
+	for _, p := range kw.paths {
+		if name == p || filepath.Base(name) == filepath.Base(p) || filepath.Dir(name) == p {
+			return true
+		}
+	}
+	return false
 }
 
 // relevant reports whether a change to name may change the configuration:

@@ -1,0 +1,287 @@
+package policies
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// MaxKeysFileBytes bounds what tenants.keys_file holds: the file, or all the
+// files of the directory together. At about 90 bytes an entry it is room for
+// some 700,000 keys; the bound is what keeps a path replaced by something
+// endless from growing the process until it dies.
+const MaxKeysFileBytes = 64 << 20
+
+// maxKeysLineBytes bounds one line of a keys file: a digest, a tenant and a
+// plan of maxKeysNameBytes each, with room for spaces and a comment.
+const maxKeysLineBytes = 1024
+
+// maxKeysNameBytes bounds a tenant or plan name in a keys file.
+const maxKeysNameBytes = 128
+
+// keysSource is what one read of tenants.keys_file saw: its files in name
+// order (one when the path is a file).
+type keysSource struct {
+	path   string // as resolved, for messages and the watcher
+	files  []keysPart
+	digest [32]byte // of every file's name and content, in order
+}
+
+// keysPart is one file of a keys source.
+type keysPart struct {
+	name    string // the path shown in messages
+	data    []byte
+	modTime time.Time
+}
+
+// resolveKeysPath returns tenants.keys_file as a path: a relative one is
+// relative to the directory of the configuration file that names it.
+func resolveKeysPath(configSource, keysFile string) string {
+	if filepath.IsAbs(keysFile) || configSource == "" {
+		return keysFile
+	}
+	return filepath.Join(filepath.Dir(configSource), keysFile)
+}
+
+// readKeys reads the keys file at path, or every regular file of the
+// directory at path whose name does not start with "." (a Kubernetes
+// volume's own entries do), in name order. Symlinks are followed, as a
+// Secret mount is made of them. A FIFO or a device is refused without
+// reading; all together it holds at most MaxKeysFileBytes.
+func readKeys(path string) (*keysSource, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	src := &keysSource{path: path}
+	names := []string{path}
+	if info.IsDir() {
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return nil, err
+		}
+		names = names[:0]
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".") {
+				continue
+			}
+			full := filepath.Join(path, e.Name())
+			if fi, err := os.Stat(full); err == nil && fi.IsDir() {
+				continue // a directory inside is not a keys file
+			}
+			names = append(names, full)
+		}
+		if len(names) == 0 {
+			return nil, fmt.Errorf("%s: the directory holds no keys file", path)
+		}
+	}
+	h := sha256.New()
+	left := int64(MaxKeysFileBytes)
+	for _, name := range names {
+		part, err := readKeysPart(name, left)
+		if err != nil {
+			return nil, err
+		}
+		left -= int64(len(part.data))
+		src.files = append(src.files, part)
+		fmt.Fprintf(h, "%d:%s%d:", len(name), name, len(part.data))
+		h.Write(part.data)
+	}
+	h.Sum(src.digest[:0])
+	return src, nil
+}
+
+// readKeysPart reads one keys file of at most left bytes, opened as
+// readConfig opens a config file (O_NONBLOCK, the type from the open file).
+func readKeysPart(name string, left int64) (keysPart, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return keysPart{}, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return keysPart{}, err
+	}
+	if !info.Mode().IsRegular() {
+		return keysPart{}, fmt.Errorf("%s: is %s, not a regular file", name, describeFileType(info.Mode()))
+	}
+	tooLarge := fmt.Errorf("%s: keys files hold more than %d MiB together, their bound", name, MaxKeysFileBytes>>20)
+	if info.Size() > left {
+		return keysPart{}, tooLarge
+	}
+	data, err := io.ReadAll(io.LimitReader(f, left+1))
+	if err != nil {
+		return keysPart{}, fmt.Errorf("reading %s: %w", name, err)
+	}
+	if int64(len(data)) > left {
+		return keysPart{}, tooLarge
+	}
+	return keysPart{name: name, data: data, modTime: info.ModTime()}, nil
+}
+
+// keysEntry is where a digest was first seen, for the message about a
+// second one.
+type keysEntry struct {
+	file string
+	line int
+}
+
+// parseKeys reads every line of src into a map of digests, adding a problem
+// (file, line) for each line it refuses. A line is
+//
+//	sha256:<64 hex digits> TENANT [PLAN]   # a comment
+//
+// with the fields apart by spaces or tabs; blank lines and comments are
+// skipped. Only digests are accepted: a keys file grants access without
+// holding any key. yamlDigests are the digests tenants.keys already lists,
+// which a keys file must not list again.
+func parseKeys(p *problems, src *keysSource, yamlDigests map[[32]byte]bool) map[[32]byte]Tenant {
+	lines := 0
+	for _, f := range src.files {
+		lines += bytes.Count(f.data, []byte{'\n'}) + 1
+	}
+	out := make(map[[32]byte]Tenant, lines)
+	// Tenants and plans are few beside keys: each name is kept once, and
+	// apart from the file's bytes, which are dropped after the load.
+	names := map[string]string{}
+	intern := func(b string) string {
+		if s, ok := names[b]; ok {
+			return s
+		}
+		s := strings.Clone(b)
+		names[s] = s
+		return s
+	}
+	seen := make(map[[32]byte]keysEntry, lines)
+	for _, f := range src.files {
+		data := f.data
+		for n := 1; len(data) > 0; n++ {
+			var line []byte
+			if i := bytes.IndexByte(data, '\n'); i >= 0 {
+				line, data = data[:i], data[i+1:]
+			} else {
+				line, data = data, nil
+			}
+			sum, tn, msg := parseKeysLine(line, intern)
+			switch {
+			case msg != "":
+				p.list = append(p.list, &FieldError{File: f.name, Place: fmt.Sprintf("line %d", n), Message: msg})
+				continue
+			case tn.Name == "":
+				continue // blank or a comment
+			case yamlDigests[sum]:
+				p.list = append(p.list, &FieldError{File: f.name, Place: fmt.Sprintf("line %d", n),
+					Message: fmt.Sprintf("the key %s%x is also in tenants.keys of %s", DigestPrefix, sum, p.file)})
+				continue
+			}
+			if first, dup := seen[sum]; dup {
+				p.list = append(p.list, &FieldError{File: f.name, Place: fmt.Sprintf("line %d", n),
+					Message: fmt.Sprintf("the key %s%x is listed twice (also %s line %d)", DigestPrefix, sum, first.file, first.line)})
+				continue
+			}
+			seen[sum] = keysEntry{file: f.name, line: n}
+			out[sum] = tn
+		}
+	}
+	return out
+}
+
+// parseKeysLine reads one line. A zero Tenant and no message is a line
+// with no entry. Messages never quote the line: a plain key written there by
+// mistake is a secret.
+func parseKeysLine(line []byte, intern func(string) string) (sum [32]byte, tn Tenant, msg string) {
+	line = bytes.TrimSuffix(line, []byte{'\r'})
+	if len(line) > maxKeysLineBytes {
+		return sum, tn, fmt.Sprintf("longer than %d bytes", maxKeysLineBytes)
+	}
+	for i, c := range line {
+		if c != '\t' && (c < 0x20 || c > 0x7e) {
+			return sum, tn, fmt.Sprintf("byte 0x%02x at column %d: a keys file is printable ASCII, tabs and spaces", c, i+1)
+		}
+	}
+	if i := bytes.IndexByte(line, '#'); i >= 0 {
+		line = line[:i]
+	}
+	fields := strings.FieldsFunc(string(line), func(r rune) bool { return r == ' ' || r == '\t' })
+	if len(fields) == 0 {
+		return sum, tn, ""
+	}
+	d, isDigest := strings.CutPrefix(fields[0], DigestPrefix)
+	switch {
+	case !isDigest:
+		return sum, tn, fmt.Sprintf("the first field must be a key's digest, %s<64 hex digits> (gateway key-digest KEY prints it); "+
+			"a keys file holds no key itself", DigestPrefix)
+	case !validDigestHex(d):
+		return sum, tn, fmt.Sprintf("the digest is not %s and 64 hex digits", DigestPrefix)
+	case len(fields) < 2:
+		return sum, tn, "a tenant is required after the digest"
+	case len(fields) > 3:
+		return sum, tn, fmt.Sprintf("%d fields; a line is a digest, a tenant and an optional plan (a comment starts with #)", len(fields))
+	}
+	for _, f := range fields[1:] {
+		if len(f) > maxKeysNameBytes {
+			return sum, tn, fmt.Sprintf("a tenant or plan name is at most %d bytes", maxKeysNameBytes)
+		}
+	}
+	if _, err := hex.Decode(sum[:], []byte(d)); err != nil {
+		return sum, tn, fmt.Sprintf("the digest is not %s and 64 hex digits", DigestPrefix)
+	}
+	tn.Name = intern(fields[1])
+	if len(fields) == 3 {
+		tn.Plan = intern(fields[2])
+	}
+	return sum, tn, ""
+}
+
+// loadKeys reads (unless pre holds the same path, already read) and parses
+// tenants.keys_file into snap, adding problems to p. It returns the source
+// that was parsed, or nil when the file could not be read.
+func loadKeys(p *problems, path string, pre *keysSource, yaml map[[32]byte]bool) (*keysSource, map[[32]byte]Tenant) {
+	src := pre
+	if src == nil || src.path != path {
+		var err error
+		if src, err = readKeys(path); err != nil {
+			p.addf("tenants.keys_file", "%v", err)
+			return nil, nil
+		}
+	}
+	return src, parseKeys(p, src, yaml)
+}
+
+// yamlDigestSet returns the digests of the tenants.keys entries, written
+// either way; entries validation refused are left out.
+func yamlDigestSet(keys map[string]TenantConfig) map[[32]byte]bool {
+	out := make(map[[32]byte]bool, len(keys))
+	for key := range keys {
+		d, isDigest := digestEntry(key)
+		if !isDigest {
+			out[sha256.Sum256([]byte(key))] = true
+			continue
+		}
+		var sum [32]byte
+		if validDigestHex(d) {
+			if _, err := hex.Decode(sum[:], []byte(d)); err == nil {
+				out[sum] = true
+			}
+		}
+	}
+	return out
+}
+
+// sourceDigest is what the watcher compares: the config's bytes alone, or
+// with the keys file's.
+func sourceDigest(config [32]byte, keys *keysSource) [32]byte {
+	if keys == nil {
+		return config
+	}
+	return sha256.Sum256(slices.Concat(config[:], keys.digest[:]))
+}
