@@ -81,6 +81,9 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 		rt.Models = snap.Models
 		snap.Routes = append(snap.Routes, rt)
 	}
+	if len(snap.Routes) >= minIndexedRoutes {
+		snap.routes = newRouteIndex(snap.Routes)
+	}
 	return snap, nil
 }
 

@@ -8,8 +8,17 @@ import (
 
 // Match returns the first route that takes r, or nil. It compares r.URL.Path
 // as it is: the proxy makes the path canonical (dot segments, repeated
-// slashes, escapes) before it asks.
+// slashes, escapes) before it asks. A compiled snapshot looks its routes up
+// in an index (routeIndex); one built by hand is scanned in order.
 func (s *Snapshot) Match(r *http.Request) *Route {
+	if s.routes != nil {
+		return s.routes.match(s.Routes, r)
+	}
+	return s.scan(r)
+}
+
+// scan tries every route in file order: what the index must agree with.
+func (s *Snapshot) scan(r *http.Request) *Route {
 	for _, rt := range s.Routes {
 		if rt.Match.Matches(r) {
 			return rt

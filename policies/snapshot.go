@@ -56,6 +56,9 @@ type Snapshot struct {
 	// built-in ones as the file's models changed them.
 	Models llm.Models
 
+	// routes finds the first route that takes a request without trying
+	// each; nil (a snapshot built by hand) scans Routes in order.
+	routes *routeIndex
 	// keys is the keys file's path and digest, for the watcher; nil
 	// without one.
 	keys *keysSource
