@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: test vet unit redis-server node openai-sdk anthropic-sdk chromium build run docker-check bench bench-go clean
+.PHONY: test vet unit redis-server node openai-sdk anthropic-sdk chromium build run docker-check bench bench-curves bench-go clean
 
 test: redis-server openai-sdk anthropic-sdk chromium vet unit docker-check
 
@@ -86,6 +86,13 @@ docker-check:
 # Flags through BENCHFLAGS, e.g. make bench BENCHFLAGS='-rounds 3 -duration 2s'.
 bench:
 	$(GO) run ./bench/sidebyside -go $(GO) $(BENCHFLAGS)
+
+# How cost grows with the work (docs/scaling.md): policies on a route, routes,
+# API keys, distinct client keys, prompt size; each point a ratio to its
+# curve's first in the same run. Writes bench/results/curves/<date>-<N>cpu.txt
+# and one SVG per curve beside it. Flags through BENCHFLAGS.
+bench-curves:
+	$(GO) run ./bench/sidebyside -go $(GO) -curves -rounds 3 $(BENCHFLAGS)
 
 # The in-process Go benchmarks, each against its anchor.
 bench-go:

@@ -39,6 +39,7 @@ type options struct {
 	goBin      string
 	memory     bool
 	cheap      bool
+	curves     bool
 	keep       bool
 	open       openOptions
 	openRates  string
@@ -60,6 +61,7 @@ func main() {
 	flag.StringVar(&o.goBin, "go", "go", "the go command used to build and to run the memory benchmark")
 	flag.BoolVar(&o.memory, "memory", true, "run the local key memory microbenchmark too")
 	flag.BoolVar(&o.cheap, "cheap", true, "measure an admitted small llm call's p99 idle and with keyless 1 MiB prompts in flight")
+	flag.BoolVar(&o.curves, "curves", false, "measure how cost grows with the work instead (docs/scaling.md): policies, routes, API keys, client keys, prompt size")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs, logs) and print its path")
 	flag.IntVar(&o.open.rounds, "open-rounds", 3, "open-loop rounds over every open-loop target at every rate (0: no open loop)")
 	flag.StringVar(&o.openRates, "open-rates", "25,50,75", "open-loop rates, in percent of the slowest open-loop target's closed-loop median rps")
@@ -134,6 +136,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := ensureTools(ctx, os.Stderr); err != nil {
 		return err
+	}
+	if o.curves {
+		return runCurves(ctx, o, root)
 	}
 	tmp, err := os.MkdirTemp("", "sidebyside-")
 	if err != nil {

@@ -27,15 +27,24 @@ func (m memoryResult) metric(sub, unit string) (float64, bool) {
 
 // runMemoryBench runs memoryBench once (it fills a million keys per case).
 func runMemoryBench(ctx context.Context, goBin, root string) (memoryResult, error) {
-	args := []string{"test", "-run", "^$", "-bench", "^" + memoryBench + "$", "-benchtime", "1x", "-count", "1", "./limiter/"}
+	out, err := goTest(ctx, goBin, root, "-run", "^$", "-bench", "^"+memoryBench+"$", "-benchtime", "1x", "-count", "1", "./limiter/")
+	if err != nil {
+		return memoryResult{}, err
+	}
+	return parseBenchOutput(out)
+}
+
+// goTest runs "go test args..." in root and returns its output.
+func goTest(ctx context.Context, goBin, root string, args ...string) (string, error) {
+	args = append([]string{"test"}, args...)
 	cmd := exec.CommandContext(ctx, goBin, args...)
 	cmd.Dir = root
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return memoryResult{}, fmt.Errorf("%s %s: %w: %s", goBin, strings.Join(args, " "), err, out.String())
+		return "", fmt.Errorf("%s %s: %w: %s", goBin, strings.Join(args, " "), err, out.String())
 	}
-	return parseBenchOutput(out.String())
+	return out.String(), nil
 }
 
 // parseBenchOutput reads `go test -bench` result lines of memoryBench:
