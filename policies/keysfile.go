@@ -118,21 +118,16 @@ func readKeysPart(name string, left int64) (keysPart, error) {
 	if info.Size() > left {
 		return keysPart{}, tooLarge
 	}
-	data, err := io.ReadAll(io.LimitReader(f, left+1))
-	if err != nil {
+	// Sized from Stat, so that a large file is read without regrowing; the
+	// read is bounded as well, as the file may grow in between.
+	buf := bytes.NewBuffer(make([]byte, 0, info.Size()+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(f, left+1)); err != nil {
 		return keysPart{}, fmt.Errorf("reading %s: %w", name, err)
 	}
-	if int64(len(data)) > left {
+	if int64(buf.Len()) > left {
 		return keysPart{}, tooLarge
 	}
-	return keysPart{name: name, data: data, modTime: info.ModTime()}, nil
-}
-
-// keysEntry is where a digest was first seen, for the message about a
-// second one.
-type keysEntry struct {
-	file string
-	line int
+	return keysPart{name: name, data: buf.Bytes(), modTime: info.ModTime()}, nil
 }
 
 // parseKeys reads every line of src into a map of digests, adding a problem
@@ -153,15 +148,14 @@ func parseKeys(p *problems, src *keysSource, yamlDigests map[[32]byte]bool) map[
 	// Tenants and plans are few beside keys: each name is kept once, and
 	// apart from the file's bytes, which are dropped after the load.
 	names := map[string]string{}
-	intern := func(b string) string {
-		if s, ok := names[b]; ok {
+	intern := func(b []byte) string {
+		if s, ok := names[string(b)]; ok { // no allocation for the lookup
 			return s
 		}
-		s := strings.Clone(b)
+		s := string(b)
 		names[s] = s
 		return s
 	}
-	seen := make(map[[32]byte]keysEntry, lines)
 	for _, f := range src.files {
 		data := f.data
 		for n := 1; len(data) > 0; n++ {
@@ -172,34 +166,50 @@ func parseKeys(p *problems, src *keysSource, yamlDigests map[[32]byte]bool) map[
 				line, data = data, nil
 			}
 			sum, tn, msg := parseKeysLine(line, intern)
+			place := func() string { return fmt.Sprintf("line %d", n) }
 			switch {
 			case msg != "":
-				p.list = append(p.list, &FieldError{File: f.name, Place: fmt.Sprintf("line %d", n), Message: msg})
+				p.list = append(p.list, &FieldError{File: f.name, Place: place(), Message: msg})
 				continue
 			case tn.Name == "":
 				continue // blank or a comment
 			case yamlDigests[sum]:
-				p.list = append(p.list, &FieldError{File: f.name, Place: fmt.Sprintf("line %d", n),
+				p.list = append(p.list, &FieldError{File: f.name, Place: place(),
 					Message: fmt.Sprintf("the key %s%x is also in tenants.keys of %s", DigestPrefix, sum, p.file)})
 				continue
 			}
-			if first, dup := seen[sum]; dup {
-				p.list = append(p.list, &FieldError{File: f.name, Place: fmt.Sprintf("line %d", n),
-					Message: fmt.Sprintf("the key %s%x is listed twice (also %s line %d)", DigestPrefix, sum, first.file, first.line)})
+			if _, dup := out[sum]; dup {
+				file, line := firstKeysLine(src, sum)
+				p.list = append(p.list, &FieldError{File: f.name, Place: place(),
+					Message: fmt.Sprintf("the key %s%x is listed twice (also %s line %d)", DigestPrefix, sum, file, line)})
 				continue
 			}
-			seen[sum] = keysEntry{file: f.name, line: n}
 			out[sum] = tn
 		}
 	}
 	return out
 }
 
+// firstKeysLine finds the first line of src that holds sum: where a
+// duplicate was first listed. Only an error takes this second pass.
+func firstKeysLine(src *keysSource, sum [32]byte) (string, int) {
+	for _, f := range src.files {
+		for n, line := range bytes.Split(f.data, []byte{'\n'}) {
+			if s, tn, msg := parseKeysLine(line, func(b []byte) string { return "x" }); msg == "" && tn.Name != "" && s == sum {
+				return f.name, n + 1
+			}
+		}
+	}
+	return "?", 0
+}
+
 // parseKeysLine reads one line. A zero Tenant and no message is a line
 // with no entry. Messages never quote the line: a plain key written there by
-// mistake is a secret.
-func parseKeysLine(line []byte, intern func(string) string) (sum [32]byte, tn Tenant, msg string) {
-	line = bytes.TrimSuffix(line, []byte{'\r'})
+// mistake is a secret. It allocates nothing but what intern keeps.
+func parseKeysLine(line []byte, intern func([]byte) string) (sum [32]byte, tn Tenant, msg string) {
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
 	if len(line) > maxKeysLineBytes {
 		return sum, tn, fmt.Sprintf("longer than %d bytes", maxKeysLineBytes)
 	}
@@ -211,32 +221,48 @@ func parseKeysLine(line []byte, intern func(string) string) (sum [32]byte, tn Te
 	if i := bytes.IndexByte(line, '#'); i >= 0 {
 		line = line[:i]
 	}
-	fields := strings.FieldsFunc(string(line), func(r rune) bool { return r == ' ' || r == '\t' })
-	if len(fields) == 0 {
+	var fields [4][]byte
+	n := 0
+	for len(line) > 0 {
+		line = bytes.TrimLeft(line, " \t")
+		if len(line) == 0 {
+			break
+		}
+		end := bytes.IndexAny(line, " \t")
+		if end < 0 {
+			end = len(line)
+		}
+		if n < len(fields) {
+			fields[n] = line[:end]
+		}
+		n++
+		line = line[end:]
+	}
+	if n == 0 {
 		return sum, tn, ""
 	}
-	d, isDigest := strings.CutPrefix(fields[0], DigestPrefix)
+	d, isDigest := bytes.CutPrefix(fields[0], []byte(DigestPrefix))
 	switch {
 	case !isDigest:
 		return sum, tn, fmt.Sprintf("the first field must be a key's digest, %s<64 hex digits> (gateway key-digest KEY prints it); "+
 			"a keys file holds no key itself", DigestPrefix)
-	case !validDigestHex(d):
+	case len(d) != hex.EncodedLen(len(sum)):
 		return sum, tn, fmt.Sprintf("the digest is not %s and 64 hex digits", DigestPrefix)
-	case len(fields) < 2:
+	case n < 2:
 		return sum, tn, "a tenant is required after the digest"
-	case len(fields) > 3:
-		return sum, tn, fmt.Sprintf("%d fields; a line is a digest, a tenant and an optional plan (a comment starts with #)", len(fields))
+	case n > 3:
+		return sum, tn, fmt.Sprintf("%d fields; a line is a digest, a tenant and an optional plan (a comment starts with #)", n)
 	}
-	for _, f := range fields[1:] {
+	if _, err := hex.Decode(sum[:], d); err != nil {
+		return [32]byte{}, tn, fmt.Sprintf("the digest is not %s and 64 hex digits", DigestPrefix)
+	}
+	for _, f := range fields[1:n] {
 		if len(f) > maxKeysNameBytes {
-			return sum, tn, fmt.Sprintf("a tenant or plan name is at most %d bytes", maxKeysNameBytes)
+			return [32]byte{}, tn, fmt.Sprintf("a tenant or plan name is at most %d bytes", maxKeysNameBytes)
 		}
 	}
-	if _, err := hex.Decode(sum[:], []byte(d)); err != nil {
-		return sum, tn, fmt.Sprintf("the digest is not %s and 64 hex digits", DigestPrefix)
-	}
 	tn.Name = intern(fields[1])
-	if len(fields) == 3 {
+	if n == 3 {
 		tn.Plan = intern(fields[2])
 	}
 	return sum, tn, ""

@@ -316,7 +316,7 @@ func policiesConfig(name string, n int, backend, upstream, redis string) string 
 
 // promptLoadFlooders are the large prompts kept in flight, keyed, so that
 // each is read and counted.
-var promptLoadFlooders = []int{0, 1, 2, 4}
+var promptLoadFlooders = []int{0, 1, 2}
 
 // measurePromptLoad times an admitted small llm call one at a time, idle
 // and while flooders keep 1 MiB prompts of a known key in flight (each
@@ -342,7 +342,9 @@ func (l *lab) measurePromptLoad(ctx context.Context, w io.Writer, c *curves) err
 	url := "http://" + listen + "/v1/chat/completions"
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 60 * time.Second}
 	defer client.CloseIdleConnections()
-	big := promptBody(promptText(1 << 20))
+	// Just under 1 MiB with its JSON: the upstream nginx refuses a body
+	// over its client_max_body_size of 1m.
+	big := promptBody(promptText(1<<20 - 256))
 	fmt.Fprintf(w, "\n## Admitted small llm call while 1 MiB prompts of a known key are counted (%d calls one at a time per point)\n\n", cheapCalls)
 	for _, n := range promptLoadFlooders {
 		floodCtx, stop := context.WithCancel(ctx)
@@ -376,7 +378,12 @@ func (l *lab) measurePromptLoad(ctx context.Context, w io.Writer, c *curves) err
 		stop()
 		wg.Wait()
 		if err != nil {
-			return err
+			// Reported, not fatal: a small call that cannot finish within
+			// the phase is itself the finding.
+			fmt.Fprintf(w, "large prompts in flight %d: %v\n", n, err)
+			nan := math.NaN()
+			c.promptLoad = append(c.promptLoad, curvePoint{x: float64(n), label: fmt.Sprint(n), values: map[string]float64{"p50_ms": nan, "p99_ms": nan}})
+			continue
 		}
 		c.promptLoad = append(c.promptLoad, curvePoint{x: float64(n), label: fmt.Sprint(n), values: map[string]float64{
 			"p50_ms": ms64(p50(lat)), "p99_ms": ms64(p99(lat)), "large_per_s": float64(counted.Load()) / took.Seconds(), "large_other": float64(other.Load())}})
