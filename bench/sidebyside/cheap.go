@@ -120,22 +120,31 @@ func smallCallLatencies(ctx context.Context, client *http.Client, url string) ([
 	defer cancel()
 	out := make([]time.Duration, 0, cheapCalls)
 	for range cheapCalls {
-		req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(llmBody))
-		req.Header.Set("Authorization", "Bearer sk-bench")
-		req.Header.Set("Content-Type", "application/json")
-		start := time.Now()
-		resp, err := client.Do(req)
+		d, err := smallCall(ctx, client, url)
 		if err != nil {
-			return nil, fmt.Errorf("cheap-before-costly: small call: %w", err)
+			return nil, fmt.Errorf("cheap-before-costly: %w", err)
 		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("cheap-before-costly: small call answered %d", resp.StatusCode)
-		}
-		out = append(out, time.Since(start))
+		out = append(out, d)
 	}
 	return out, nil
+}
+
+// smallCall times one admitted small llm call of the tenant sk-bench.
+func smallCall(ctx context.Context, client *http.Client, url string) (time.Duration, error) {
+	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(llmBody))
+	req.Header.Set("Authorization", "Bearer sk-bench")
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("small call: %w", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("small call answered %d", resp.StatusCode)
+	}
+	return time.Since(start), nil
 }
 
 func p99(ds []time.Duration) time.Duration { return quantile(ds, 0.99) }
