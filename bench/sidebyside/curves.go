@@ -38,6 +38,7 @@ type curveTarget struct {
 	label string
 	// startup is from exec to accepting connections (keys curve).
 	startup time.Duration
+	pid     int // the gateway process, whose CPU time each run reads
 }
 
 // runCurves runs every curve, prints the report, writes it to
@@ -94,17 +95,13 @@ func runCurves(ctx context.Context, o options, root string) error {
 	if c.http, err = l.startCurveTargets(ctx); err != nil {
 		return err
 	}
-	targets := make([]*target, len(c.http))
-	for i, ct := range c.http {
-		targets[i] = ct.target
-	}
-	runs, err := measure(ctx, w, o, targets)
+	runs, err := c.measureHTTP(ctx, w, o)
 	if err != nil {
 		return err
 	}
 	c.sums = map[string]summary{}
-	for _, t := range targets {
-		c.sums[t.name] = summarize(t, runs[t.name])
+	for _, ct := range c.http {
+		c.sums[ct.name] = summarize(ct.target, runs[ct.name])
 	}
 	if err := l.measurePromptLoad(ctx, w, &c); err != nil {
 		return err
@@ -150,7 +147,85 @@ type curves struct {
 	// promptLoad is the admitted small call's latency, idle and with
 	// large prompts being counted.
 	promptLoad []curvePoint
+	// cpuPerReq is each HTTP target's median over the rounds of its
+	// gateway's CPU time per response.
+	cpuPerReq map[string]time.Duration
 }
+
+// measureHTTP warms every HTTP curve target, then runs the rounds as
+// measure does (the order changing from round to round), reading each
+// gateway's CPU time around each run: CPU time per response is what a
+// request costs the gateway whatever else the machine runs, where rps on
+// a shared machine also measures the others.
+func (c *curves) measureHTTP(ctx context.Context, w io.Writer, o options) (map[string][]sample, error) {
+	targets := make([]*target, len(c.http))
+	pid := map[string]int{}
+	for i, ct := range c.http {
+		targets[i], pid[ct.name] = ct.target, ct.pid
+	}
+	if o.warmup > 0 {
+		fmt.Fprintf(w, "\n## Warm-up (%v each, not measured)\n\n", o.warmup)
+		for _, t := range targets {
+			if _, _, err := wrk(ctx, o.load, o.pin.generator, o.warmup, t); err != nil {
+				return nil, err
+			}
+		}
+	}
+	fmt.Fprintf(w, "\n## Runs (wrk -t%d -c%d -d%s --latency, %d rounds)\n\n", o.threads, o.connections, wrkDuration(o.duration), o.rounds)
+	runs := map[string][]sample{}
+	cpu := map[string][]time.Duration{}
+	for round := range o.rounds {
+		for _, t := range roundOrder(targets, round) {
+			before, err := procCPU(pid[t.name])
+			if err != nil {
+				return nil, err
+			}
+			r, _, err := wrk(ctx, o.load, o.pin.generator, o.duration, t)
+			if err != nil {
+				return nil, err
+			}
+			after, err := procCPU(pid[t.name])
+			if err != nil {
+				return nil, err
+			}
+			perReq := (after - before) / time.Duration(max(r.Requests, 1))
+			runs[t.name] = append(runs[t.name], r)
+			cpu[t.name] = append(cpu[t.name], perReq)
+			fmt.Fprintf(w, "round %d/%d  %-22s rps=%-8.0f p99=%sms cpu/req=%.1fus non2xx=%d requests=%d errors=%d\n",
+				round+1, o.rounds, t.name, r.RPS, ms(r.P99), usec(perReq), r.Non2xx, r.Requests, r.Errors)
+		}
+	}
+	c.cpuPerReq = map[string]time.Duration{}
+	for name, ds := range cpu {
+		c.cpuPerReq[name] = median(ds)
+	}
+	return runs, nil
+}
+
+// procCPU is the CPU time (user and system, every thread) process pid has
+// used, from /proc/<pid>/stat in clock ticks of 1/100 s (Linux's USER_HZ).
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces: fields are counted after its ")".
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	var utime, stime int64
+	if _, err := fmt.Sscan(f[11], &utime); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat utime: %w", pid, err)
+	}
+	if _, err := fmt.Sscan(f[12], &stime); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat stime: %w", pid, err)
+	}
+	return time.Duration(utime+stime) * (time.Second / 100), nil
+}
+
+func usec(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 func (c *curves) inProcess(ctx context.Context, w io.Writer, o options, root, tmp string) error {
 	var err error
@@ -255,7 +330,8 @@ func (l *lab) startCurveTargets(ctx context.Context) ([]curveTarget, error) {
 		if err := p.waitTCP(ctx, listen); err != nil {
 			return err
 		}
-		ct := curveTarget{target: &target{name: name, url: "http://" + listen + path, script: script}, curve: curve, x: x, label: label, startup: time.Since(began)}
+		ct := curveTarget{target: &target{name: name, url: "http://" + listen + path, script: script}, curve: curve, x: x, label: label,
+			startup: time.Since(began), pid: p.cmd.Process.Pid}
 		out = append(out, ct)
 		return nil
 	}
@@ -419,6 +495,11 @@ func (c *curves) curveRatio(ct curveTarget, base string) (rps, p99 float64) {
 	return s.rps / b.rps, float64(s.p99) / float64(b.p99)
 }
 
+// cpuRatio is a target's CPU time per response over base's.
+func (c *curves) cpuRatio(name, base string) float64 {
+	return float64(c.cpuPerReq[name]) / float64(c.cpuPerReq[base])
+}
+
 // base is the first point's target of a curve.
 func (c *curves) base(curve string) string {
 	if curve == "routes-first" {
@@ -434,7 +515,7 @@ func (c *curves) base(curve string) string {
 
 func (c *curves) writeHTTP(w io.Writer) {
 	fmt.Fprintf(w, "\n## HTTP curves (medians of the rounds; ratios to the curve's first point)\n\n")
-	fmt.Fprintf(w, "%-22s %-12s %10s %10s %10s %10s %10s %12s\n", "target", "point", "rps", "p50 ms", "p99 ms", "rps/first", "p99/first", "start ms")
+	fmt.Fprintf(w, "%-22s %-12s %10s %10s %10s %12s %10s %10s %13s %10s\n", "target", "point", "rps", "p50 ms", "p99 ms", "cpu us/req", "rps/first", "p99/first", "cpu/req/first", "start ms")
 	for _, ct := range c.http {
 		s := c.sums[ct.name]
 		r, p := c.curveRatio(ct, c.base(ct.curve))
@@ -442,7 +523,8 @@ func (c *curves) writeHTTP(w io.Writer) {
 		if ct.startup > 0 {
 			start = fmt.Sprintf("%.0f", ms64(ct.startup))
 		}
-		fmt.Fprintf(w, "%-22s %-12s %10.0f %10s %10s %10.3f %10.3f %12s\n", ct.name, ct.label, s.rps, ms(s.p50), ms(s.p99), r, p, start)
+		fmt.Fprintf(w, "%-22s %-12s %10.0f %10s %10s %12.1f %10.3f %10.3f %13.3f %10s\n", ct.name, ct.label, s.rps, ms(s.p50), ms(s.p99),
+			usec(c.cpuPerReq[ct.name]), r, p, c.cpuRatio(ct.name, c.base(ct.curve)), start)
 	}
 	fmt.Fprintln(w, "\nrps by round:")
 	writeRounds(w, c.summaries())
@@ -466,12 +548,12 @@ func (c *curves) writeTargets(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	for _, backend := range []string{"local", "redis"} {
-		b1, b8 := c.sums["policies-"+backend+"-1"], c.sums["policies-"+backend+"-8"]
-		// A request with 8 policies costs 1/rps8; with 1, 1/rps1: each of
-		// the 7 extra policies costs (rps1/rps8 - 1)/7 of a request.
-		extra := (b1.rps/b8.rps - 1) / 7
-		fmt.Fprintf(w, "RATIO policies-%s-8/policies-%s-1 %.3f\n", backend, backend, b8.rps/b1.rps)
-		fmt.Fprintf(w, "RATIO %s-extra-policy-cost %.4f (of a request, from 1 to 8 policies)\n", backend, extra)
+		one, eight := "policies-"+backend+"-1", "policies-"+backend+"-8"
+		// Each of the 7 policies beyond the first adds (cpu8/cpu1 - 1)/7
+		// of a one-policy request's CPU time.
+		extra := (c.cpuRatio(eight, one) - 1) / 7
+		fmt.Fprintf(w, "RATIO %s/%s rps %.3f, cpu/req %.3f\n", eight, one, c.sums[eight].rps/c.sums[one].rps, c.cpuRatio(eight, one))
+		fmt.Fprintf(w, "RATIO %s-extra-policy-cost %.4f (of a request's CPU time, from 1 to 8 policies)\n", backend, extra)
 		set(backend+"-extra-policy-cost", extra)
 	}
 	last, first := c.sums["routes-1000"], c.sums["routes-1000-first"]
@@ -485,8 +567,10 @@ func (c *curves) writeTargets(w io.Writer) {
 	k := find(c.keys, "100000")
 	fmt.Fprintf(w, "RATIO apikeys-100000-start-cpu-ms %.0f, reload-cpu-ms %.0f (CPU time of the process; the TARGETs below are wall time)\n", k.values["start_cpu_ms"], k.values["reload_cpu_ms"])
 	k100, k100k := c.sums["apikeys-100"], c.sums["apikeys-100000"]
-	set("apikeys-100000/apikeys-100", k100k.rps/k100.rps)
-	fmt.Fprintf(w, "RATIO apikeys-100000/apikeys-100 %.3f (HTTP rps)\n", k100k.rps/k100.rps)
+	// Flat is a request with 100,000 keys costing what one with 100 does.
+	set("apikeys-100-cpu/apikeys-100000-cpu", c.cpuRatio("apikeys-100", "apikeys-100000"))
+	fmt.Fprintf(w, "RATIO apikeys-100000/apikeys-100 rps %.3f, cpu/req %.3f\n", k100k.rps/k100.rps, c.cpuRatio("apikeys-100000", "apikeys-100"))
+	fmt.Fprintf(w, "RATIO route-1000-last/first-cpu %.3f (CPU per request, first over last)\n", c.cpuRatio("routes-1000-first", "routes-1000"))
 	kp := find(c.keys, "100000")
 	set("apikeys-100000-start-ms", kp.values["start_ms"])
 	set("apikeys-100000-reload-ms", kp.values["reload_ms"])
@@ -509,7 +593,7 @@ func (c *curves) writeTargets(w io.Writer) {
 	}{
 		{"local-extra-policy-cost", "<=", 0.02},
 		{"route-1000-last/first", ">=", 0.95},
-		{"apikeys-100000/apikeys-100", ">=", 0.95},
+		{"apikeys-100-cpu/apikeys-100000-cpu", ">=", 0.95},
 		{"apikeys-100000-start-ms", "<=", 1000},
 		{"apikeys-100000-reload-ms", "<=", 1000},
 		{"apikeys-bytes-per-key", "<=", 200},
@@ -541,6 +625,15 @@ func (c *curves) saveCharts(base string) ([]string, error) {
 		}
 		return s
 	}
+	cpuSeries := func(curve, name string) plot.Series {
+		s := plot.Series{Name: name}
+		for _, ct := range c.http {
+			if ct.curve == curve {
+				s.X, s.Y = append(s.X, ct.x), append(s.Y, c.cpuRatio(ct.name, c.base(curve)))
+			}
+		}
+		return s
+	}
 	inproc := func(pts []curvePoint, metric, name string) plot.Series {
 		s := plot.Series{Name: name}
 		for _, p := range pts {
@@ -553,13 +646,14 @@ func (c *curves) saveCharts(base string) ([]string, error) {
 	}
 	charts := map[string][]plot.Chart{
 		"policies": {plot.Line{Title: "policies on a route", XLabel: "policies", YLabel: "relative to 1 policy",
-			Series: []plot.Series{httpSeries("policies-local", "rps, local", false), httpSeries("policies-redis", "rps, Redis", false),
+			Series: []plot.Series{cpuSeries("policies-local", "CPU per request, local"), cpuSeries("policies-redis", "CPU per request, Redis"),
+				httpSeries("policies-local", "rps, local", false), httpSeries("policies-redis", "rps, Redis", false),
 				httpSeries("policies-local", "p99, local", true), httpSeries("policies-redis", "p99, Redis", true)}}},
 		"routes": {plot.Line{Title: "routes in the config, match on the last", XLabel: "routes", YLabel: "relative to the first point", LogX: true,
-			Series: []plot.Series{httpSeries("routes", "rps (HTTP, vs 1 route)", false), httpSeries("routes", "p99 (HTTP, vs 1 route)", true),
+			Series: []plot.Series{cpuSeries("routes", "CPU per request (vs 1 route)"), httpSeries("routes", "rps (HTTP, vs 1 route)", false), httpSeries("routes", "p99 (HTTP, vs 1 route)", true),
 				inproc(c.routeMatch, "match_last_ns", "Match ns, last (vs 10 routes)")}}},
 		"apikeys": {plot.Line{Title: "API keys in the keys file", XLabel: "keys", YLabel: "relative to 100 keys", LogX: true,
-			Series: []plot.Series{httpSeries("apikeys", "rps (HTTP)", false), httpSeries("apikeys", "p99 (HTTP)", true),
+			Series: []plot.Series{cpuSeries("apikeys", "CPU per request"), httpSeries("apikeys", "rps (HTTP)", false), httpSeries("apikeys", "p99 (HTTP)", true),
 				inproc(c.keys, "lookup_ns", "Lookup ns"), inproc(c.keys, "bytes_per_key", "bytes per key")}},
 			plot.Line{Title: "API keys: start and reload", XLabel: "keys", YLabel: "ms", LogX: true,
 				Series: []plot.Series{absSeries(c.keys, "start_ms", "start (Load)"), absSeries(c.keys, "reload_ms", "reload")}}},
