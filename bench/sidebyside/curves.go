@@ -355,7 +355,7 @@ func (l *lab) startCurveTargets(ctx context.Context) ([]curveTarget, error) {
 	last := out[len(out)-1]
 	first := *last.target
 	first.name, first.url = "routes-1000-first", strings.Replace(last.url, "/svc/999/", "/svc/0/", 1)
-	out = append(out, curveTarget{target: &first, curve: "routes-first", x: last.x, label: "1000, first"})
+	out = append(out, curveTarget{target: &first, curve: "routes-first", x: last.x, label: "1000, first", pid: last.pid})
 	for _, n := range keysCounts {
 		name := fmt.Sprintf("apikeys-%d", n)
 		script := filepath.Join(l.dir, name+".lua")
