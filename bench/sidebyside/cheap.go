@@ -76,15 +76,36 @@ func (l *lab) measureCheap(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	big := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("lorem ipsum ", cheapPromptSize/12) + `"}]}`)
-	floodCtx, stopFlood := context.WithCancel(ctx)
+	stopFlood := flood(ctx, client, url, big, "", cheapFlooders, http.StatusUnauthorized)
+	loaded, err := smallCallLatencies(ctx, client, url)
+	answered, other := stopFlood()
+	if err != nil {
+		return err
+	}
+	pi, pl := p99(idle), p99(loaded)
+	fmt.Fprintf(w, "idle                           p50=%sms p99=%sms\n", ms(p50(idle)), ms(pi))
+	fmt.Fprintf(w, "with %d keyless 1 MiB prompts  p50=%sms p99=%sms (keyless answered 401: %d, other: %d)\n",
+		cheapFlooders, ms(p50(loaded)), ms(pl), answered, other)
+	fmt.Fprintf(w, "RATIO cheap-before-costly p99 loaded/idle = %.2f\n", float64(pl)/float64(max(pi, 1)))
+	return nil // stopped with the others (procs.stopAll)
+}
+
+// flood keeps n POSTs of body to url in flight until stop is called, each
+// with key as its bearer token ("" for none). stop waits for them and says
+// how many were answered want and how many otherwise.
+func flood(ctx context.Context, client *http.Client, url string, body []byte, key string, n, want int) (stop func() (wanted, other int64)) {
+	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	var answered, other atomic.Int64
-	for range cheapFlooders {
+	var got, rest atomic.Int64
+	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for floodCtx.Err() == nil {
-				req, _ := http.NewRequestWithContext(floodCtx, "POST", url, bytes.NewReader(big))
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(body))
+				if key != "" {
+					req.Header.Set("Authorization", "Bearer "+key)
+				}
 				req.Header.Set("Content-Type", "application/json")
 				resp, err := client.Do(req)
 				if err != nil {
@@ -92,26 +113,19 @@ func (l *lab) measureCheap(ctx context.Context, w io.Writer) error {
 				}
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
-				if resp.StatusCode == http.StatusUnauthorized {
-					answered.Add(1)
+				if resp.StatusCode == want {
+					got.Add(1)
 				} else {
-					other.Add(1)
+					rest.Add(1)
 				}
 			}
 		}()
 	}
-	loaded, err := smallCallLatencies(ctx, client, url)
-	stopFlood()
-	wg.Wait()
-	if err != nil {
-		return err
+	return func() (int64, int64) {
+		cancel()
+		wg.Wait()
+		return got.Load(), rest.Load()
 	}
-	pi, pl := p99(idle), p99(loaded)
-	fmt.Fprintf(w, "idle                           p50=%sms p99=%sms\n", ms(p50(idle)), ms(pi))
-	fmt.Fprintf(w, "with %d keyless 1 MiB prompts  p50=%sms p99=%sms (keyless answered 401: %d, other: %d)\n",
-		cheapFlooders, ms(p50(loaded)), ms(pl), answered.Load(), other.Load())
-	fmt.Fprintf(w, "RATIO cheap-before-costly p99 loaded/idle = %.2f\n", float64(pl)/float64(max(pi, 1)))
-	return nil // stopped with the others (procs.stopAll)
 }
 
 // smallCallLatencies times cheapCalls admitted small calls, one at a time.

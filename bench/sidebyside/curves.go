@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/bench/plot"
@@ -44,15 +42,11 @@ type curveTarget struct {
 // runCurves runs every curve, prints the report, writes it to
 // <results>/curves/ and one SVG per curve beside it.
 func runCurves(ctx context.Context, o options, root string) error {
-	tmp, err := os.MkdirTemp("", "curves-")
+	tmp, cleanup, err := workDir("curves-", o.keep)
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		fmt.Fprintf(os.Stderr, "configs and logs: %s\n", tmp)
-	} else {
-		defer os.RemoveAll(tmp)
-	}
+	defer cleanup()
 	var report bytes.Buffer
 	w := io.MultiWriter(os.Stdout, &report)
 	start := time.Now()
@@ -427,31 +421,7 @@ func (l *lab) measurePromptLoad(ctx context.Context, w io.Writer, c *curves) err
 	big := promptBody(promptText(1<<20 - 256))
 	fmt.Fprintf(w, "\n## Admitted small llm call while 1 MiB prompts of a known key are counted (up to %d calls one at a time, at most %v, per point)\n\n", cheapCalls, promptLoadPhase)
 	for _, n := range promptLoadFlooders {
-		floodCtx, stop := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		var counted, other atomic.Int64
-		for range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for floodCtx.Err() == nil {
-					req, _ := http.NewRequestWithContext(floodCtx, "POST", url, bytes.NewReader(big))
-					req.Header.Set("Authorization", "Bearer sk-bench")
-					req.Header.Set("Content-Type", "application/json")
-					resp, err := client.Do(req)
-					if err != nil {
-						continue
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode == http.StatusOK {
-						counted.Add(1)
-					} else {
-						other.Add(1)
-					}
-				}
-			}()
-		}
+		stop := flood(ctx, client, url, big, "sk-bench", n, http.StatusOK)
 		// Small calls one at a time for the phase's time (at most
 		// cheapCalls), so that a phase where they wait long still ends.
 		var lat []time.Duration
@@ -464,18 +434,16 @@ func (l *lab) measurePromptLoad(ctx context.Context, w io.Writer, c *curves) err
 				}
 				done()
 				stop()
-				wg.Wait()
 				return fmt.Errorf("prompt load: %w", err)
 			}
 			lat = append(lat, d)
 		}
 		done()
-		stop()
-		wg.Wait()
+		counted, other := stop()
 		c.promptLoad = append(c.promptLoad, curvePoint{x: float64(n), label: fmt.Sprint(n), values: map[string]float64{
-			"p50_ms": ms64(p50(lat)), "p99_ms": ms64(p99(lat)), "calls": float64(len(lat)), "large_done": float64(counted.Load())}})
+			"p50_ms": ms64(p50(lat)), "p99_ms": ms64(p99(lat)), "calls": float64(len(lat)), "large_done": float64(counted)}})
 		fmt.Fprintf(w, "large prompts in flight %d: %d small calls p50=%sms p99=%sms; large prompts answered 200: %d (other answers %d)\n",
-			n, len(lat), ms(p50(lat)), ms(p99(lat)), counted.Load(), other.Load())
+			n, len(lat), ms(p50(lat)), ms(p99(lat)), counted, other)
 	}
 	return nil
 }
@@ -586,27 +554,18 @@ func (c *curves) writeTargets(w io.Writer) {
 	fmt.Fprintf(w, "RATIO tokens-per-second-per-core-1MiB %.0f (beside: Count alone on the same text %.0f; the library's BenchmarkLongPiece above)\n",
 		mb.values["tokens_per_s"], c.tokenizer["count-1MiB-text_tokens_per_s"])
 	fmt.Fprintln(w)
-	for _, g := range []struct {
-		name      string
-		op        string
-		threshold float64
-	}{
-		{"local-extra-policy-cost", "<=", 0.02},
-		{"route-1000-last/first", ">=", 0.95},
-		{"apikeys-100-cpu/apikeys-100000-cpu", ">=", 0.95},
-		{"apikeys-100000-start-ms", "<=", 1000},
-		{"apikeys-100000-reload-ms", "<=", 1000},
-		{"apikeys-bytes-per-key", "<=", 200},
-		{"small-call-p99-large-load/idle", "<=", 2.0},
-	} {
-		v := values[g.name]
-		pass := v.ok && ((g.op == "<=" && v.value <= g.threshold) || (g.op == ">=" && v.value >= g.threshold))
-		verdict := "MISS"
-		if pass {
-			verdict = "PASS"
-		}
-		fmt.Fprintf(w, "TARGET %s %s %s %s %s\n", g.name, fmtRatio(v), g.op, fmtNum(g.threshold), verdict)
-	}
+	checkGoalsOf(w, curveGoals, values)
+}
+
+// curveGoals are the curves' TARGET lines.
+var curveGoals = []goal{
+	{"local-extra-policy-cost", false, 0.02},
+	{"route-1000-last/first", true, 0.95},
+	{"apikeys-100-cpu/apikeys-100000-cpu", true, 0.95},
+	{"apikeys-100000-start-ms", false, 1000},
+	{"apikeys-100000-reload-ms", false, 1000},
+	{"apikeys-bytes-per-key", false, 200},
+	{"small-call-p99-large-load/idle", false, 2.0},
 }
 
 // saveCharts writes one SVG per curve, named base-<curve>.svg.

@@ -140,15 +140,11 @@ func run(ctx context.Context, o options) error {
 	if o.curves {
 		return runCurves(ctx, o, root)
 	}
-	tmp, err := os.MkdirTemp("", "sidebyside-")
+	tmp, cleanup, err := workDir("sidebyside-", o.keep)
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		fmt.Fprintf(os.Stderr, "configs and logs: %s\n", tmp)
-	} else {
-		defer os.RemoveAll(tmp)
-	}
+	defer cleanup()
 
 	var report bytes.Buffer
 	w := io.MultiWriter(os.Stdout, &report)
@@ -230,6 +226,20 @@ func run(ctx context.Context, o options) error {
 		fmt.Printf("chart: %s\n", svg)
 	}
 	return nil
+}
+
+// workDir makes the run's temp dir (configs, logs, binaries); cleanup
+// removes it, unless keep, when its path is printed instead.
+func workDir(prefix string, keep bool) (dir string, cleanup func(), err error) {
+	dir, err = os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	if keep {
+		fmt.Fprintf(os.Stderr, "configs and logs: %s\n", dir)
+		return dir, func() {}, nil
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
 }
 
 // measure warms every target, then runs the rounds: each round runs every
