@@ -5,12 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -99,35 +97,15 @@ func readKeys(path string) (*keysSource, error) {
 	return src, nil
 }
 
-// readKeysPart reads one keys file of at most left bytes, opened as
-// readConfig opens a config file (O_NONBLOCK, the type from the open file).
+// readKeysPart reads one keys file of at most left bytes, as readConfig
+// reads a config file.
 func readKeysPart(name string, left int64) (keysPart, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	data, modTime, err := readRegular(name, left,
+		fmt.Errorf("%s: keys files hold more than %d MiB together, their bound", name, MaxKeysFileBytes>>20))
 	if err != nil {
 		return keysPart{}, err
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return keysPart{}, err
-	}
-	if !info.Mode().IsRegular() {
-		return keysPart{}, fmt.Errorf("%s: is %s, not a regular file", name, describeFileType(info.Mode()))
-	}
-	tooLarge := fmt.Errorf("%s: keys files hold more than %d MiB together, their bound", name, MaxKeysFileBytes>>20)
-	if info.Size() > left {
-		return keysPart{}, tooLarge
-	}
-	// Sized from Stat, so that a large file is read without regrowing; the
-	// read is bounded as well, as the file may grow in between.
-	buf := bytes.NewBuffer(make([]byte, 0, info.Size()+bytes.MinRead))
-	if _, err := buf.ReadFrom(io.LimitReader(f, left+1)); err != nil {
-		return keysPart{}, fmt.Errorf("reading %s: %w", name, err)
-	}
-	if int64(buf.Len()) > left {
-		return keysPart{}, tooLarge
-	}
-	return keysPart{name: name, data: buf.Bytes(), modTime: info.ModTime()}, nil
+	return keysPart{name: name, data: data, modTime: modTime}, nil
 }
 
 // parseKeys reads every line of src into a map of digests, adding a problem

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -187,14 +186,7 @@ func TestKeysFileDirectory(t *testing.T) {
 
 func TestKeysFileRefusesWhatIsNotAKeysFile(t *testing.T) {
 	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	zero := filepath.Join(dir, "zero")
-	if err := os.Symlink("/dev/zero", zero); err != nil {
-		t.Fatal(err)
-	}
+	fifo, zero := specialFiles(t, dir, "")
 	// Sparse: its size is over the bound without writing it.
 	big := filepath.Join(dir, "big")
 	writeFile(t, big, "")

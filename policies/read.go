@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -33,37 +34,48 @@ func (f configFile) sameAs(o configFile) bool {
 
 // readConfig reads the file at path (symlinks followed: a ConfigMap mount is
 // a chain of them) if it is a regular file of at most MaxConfigBytes.
+func readConfig(path string) (configFile, error) {
+	data, modTime, err := readRegular(path, MaxConfigBytes,
+		fmt.Errorf("%s: is larger than %d MiB, the bound on a config file", path, MaxConfigBytes>>20))
+	if err != nil {
+		return configFile{}, err
+	}
+	return configFile{data: data, digest: sha256.Sum256(data), modTime: modTime}, nil
+}
+
+// readRegular reads the file at path if it is a regular file of at most
+// limit bytes, and returns tooLarge if it is larger.
 //
 // It opens with O_NONBLOCK because open(2) of a FIFO blocks until a writer
 // comes, and a reload stuck there would hold up shutdown; on a regular file
 // the flag changes nothing. What the path is, is then read from the open
 // file (fstat), so nothing can be swapped in between the check and the read.
-func readConfig(path string) (configFile, error) {
+func readRegular(path string, limit int64, tooLarge error) ([]byte, time.Time, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return configFile{}, err
+		return nil, time.Time{}, err
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return configFile{}, err
+		return nil, time.Time{}, err
 	}
 	if !info.Mode().IsRegular() {
-		return configFile{}, fmt.Errorf("%s: is %s, not a regular file", path, describeFileType(info.Mode()))
+		return nil, time.Time{}, fmt.Errorf("%s: is %s, not a regular file", path, describeFileType(info.Mode()))
 	}
-	tooLarge := fmt.Errorf("%s: is larger than %d MiB, the bound on a config file", path, MaxConfigBytes>>20)
-	if info.Size() > MaxConfigBytes {
-		return configFile{}, tooLarge
+	if info.Size() > limit {
+		return nil, time.Time{}, tooLarge
 	}
-	// The file may grow between Stat and the read: the read is bounded too.
-	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
-	if err != nil {
-		return configFile{}, fmt.Errorf("reading %s: %w", path, err)
+	// Sized from Stat, so that a large file is read without regrowing; the
+	// read is bounded as well, as the file may grow in between.
+	buf := bytes.NewBuffer(make([]byte, 0, info.Size()+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
+		return nil, time.Time{}, fmt.Errorf("reading %s: %w", path, err)
 	}
-	if len(data) > MaxConfigBytes {
-		return configFile{}, tooLarge
+	if int64(buf.Len()) > limit {
+		return nil, time.Time{}, tooLarge
 	}
-	return configFile{data: data, digest: sha256.Sum256(data), modTime: info.ModTime()}, nil
+	return buf.Bytes(), info.ModTime(), nil
 }
 
 func describeFileType(m fs.FileMode) string {

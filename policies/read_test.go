@@ -34,14 +34,7 @@ func loadWithin(t *testing.T, path string) error {
 func nonRegularConfigs(t *testing.T) []struct{ name, path, want string } {
 	t.Helper()
 	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo.yaml")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	zero := filepath.Join(dir, "zero.yaml")
-	if err := os.Symlink("/dev/zero", zero); err != nil {
-		t.Fatal(err)
-	}
+	fifo, zero := specialFiles(t, dir, ".yaml")
 	big := filepath.Join(dir, "big.yaml")
 	// Valid YAML all the way (a comment), so only the size can refuse it.
 	if err := os.WriteFile(big, []byte("#"+strings.Repeat("x", MaxConfigBytes)+"\n"), 0o644); err != nil {
@@ -53,6 +46,22 @@ func nonRegularConfigs(t *testing.T) []struct{ name, path, want string } {
 		{"directory", dir, dir + ": is a directory, not a regular file"},
 		{"over the size bound", big, big + ": is larger than 4 MiB, the bound on a config file"},
 	}
+}
+
+// specialFiles makes a FIFO and a symlink to /dev/zero in dir, named
+// fifo<ext> and zero<ext>: what a path can be replaced with that must be
+// refused without reading.
+func specialFiles(t *testing.T, dir, ext string) (fifo, zero string) {
+	t.Helper()
+	fifo = filepath.Join(dir, "fifo"+ext)
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	zero = filepath.Join(dir, "zero"+ext)
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	return fifo, zero
 }
 
 func TestLoadRefusesWhatIsNotAConfigFile(t *testing.T) {
