@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -243,7 +244,7 @@ func (c *curves) inProcess(ctx context.Context, w io.Writer, o options, root, tm
 		return fmt.Errorf("prompt curve: %w", err)
 	}
 	writePoints(w, c.prompts, "tokens", "parse_ms", "tokens_per_s", "mb_per_s")
-	for _, k := range sortedNames(c.tokenizer) {
+	for _, k := range slices.Sorted(maps.Keys(c.tokenizer)) {
 		fmt.Fprintf(w, "tokenizer %-36s %.0f\n", k, c.tokenizer[k])
 	}
 	c.libraryBench, err = runLibraryBench(ctx, o.goBin, root)
@@ -626,7 +627,7 @@ func (c *curves) saveCharts(base string) ([]string, error) {
 				Series: []plot.Series{inproc(c.promptLoad, "p99_ms", "p99"), inproc(c.promptLoad, "p50_ms", "p50")}}},
 	}
 	var out []string
-	for _, name := range sortedNames(charts) {
+	for _, name := range slices.Sorted(maps.Keys(charts)) {
 		path := base + "-" + name + ".svg"
 		if err := plot.SaveSVG(path, charts[name]...); err != nil {
 			return nil, err
@@ -646,13 +647,4 @@ func absSeries(pts []curvePoint, metric, name string) plot.Series {
 		s.X, s.Y = append(s.X, p.x), append(s.Y, p.values[metric])
 	}
 	return s
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
