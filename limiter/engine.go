@@ -103,7 +103,7 @@ func (e *Engine) decideLocal(checks []Check) (Verdict, bool) {
 			return Verdict{}, false
 		}
 	}
-	v := Verdict{Allowed: true, Denied: -1, Decisions: make([]Decision, len(checks))}
+	v := Verdict{Allowed: true, Decisions: make([]Decision, len(checks))}
 	for i, c := range checks {
 		v.Decisions[i] = notAsked(c)
 	}
@@ -119,7 +119,7 @@ func (e *Engine) decideLocal(checks []Check) (Verdict, bool) {
 				idx = append(idx, j)
 			}
 			v.refunded(checks, idx)
-			v.Allowed, v.Denied = false, i
+			v.deny(i)
 			return v, true
 		}
 	}
@@ -131,7 +131,7 @@ func (e *Engine) decideLocal(checks []Check) (Verdict, bool) {
 // nil unless the request was admitted, settles what they took once the real
 // cost is known.
 func (e *Engine) Reserve(ctx context.Context, checks []Check) (Verdict, *Reservation, error) {
-	v := Verdict{Allowed: true, Denied: -1, Decisions: make([]Decision, len(checks))}
+	v := Verdict{Allowed: true, Decisions: make([]Decision, len(checks))}
 	for i, c := range checks {
 		if c.Rule == nil {
 			return Verdict{}, nil, errors.New("limiter: check without policy")
@@ -151,7 +151,7 @@ func (e *Engine) Reserve(ctx context.Context, checks []Check) (Verdict, *Reserva
 		if !d.Allowed {
 			res.release()
 			v.refunded(checks, held)
-			v.Allowed, v.Denied = false, i
+			v.deny(i)
 			return v, nil, nil
 		}
 		res.holds[i] = h
@@ -174,7 +174,7 @@ func (e *Engine) Reserve(ctx context.Context, checks []Check) (Verdict, *Reserva
 	for j, i := range res.sharedIdx {
 		v.Decisions[i] = ds[j]
 		if !ds[j].Allowed && v.Allowed && ds[j].Reason != ReasonNotAsked {
-			v.Allowed, v.Denied = false, i
+			v.deny(i)
 		}
 	}
 	if !v.Allowed {

@@ -84,10 +84,10 @@ func (h *Handler) beforeBody(w http.ResponseWriter, r *http.Request, snap *polic
 		if costs[i] != policies.CostRequests && !finalRefusal(d, provider) {
 			continue
 		}
-		v := limiter.Verdict{Denied: i, Decisions: pb.peeked}
+		v := limiter.DeniedBy(i, pb.peeked)
 		// The report counts the refusing policy only: the others were read,
 		// not decided.
-		counted := limiter.Verdict{Denied: i, Decisions: make([]limiter.Decision, len(pb.peeked))}
+		counted := limiter.DeniedBy(i, make([]limiter.Decision, len(pb.peeked)))
 		for j := range pb.peeked {
 			counted.Decisions[j] = pb.peeked[j]
 			if j != i {

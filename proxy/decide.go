@@ -50,7 +50,7 @@ func (h *Handler) decideChecks(r *http.Request, route *policies.Route, checks []
 		}
 	}
 	if len(checks) == 0 {
-		out.verdict = limiter.Verdict{Allowed: true, Denied: -1}
+		out.verdict = limiter.Verdict{Allowed: true}
 		return out, nil
 	}
 	rv, canReserve := h.limiter.(reserver)
@@ -72,8 +72,8 @@ func (h *Handler) decideChecks(r *http.Request, route *policies.Route, checks []
 			markShadow(out.verdict, checks)
 			return out, err
 		}
-		i := out.verdict.Denied
-		if i < 0 || i >= len(checks) {
+		i, denied := out.verdict.DeniedBy()
+		if !denied || i >= len(checks) {
 			out.costs = costs
 			return out, nil
 		}
@@ -86,7 +86,7 @@ func (h *Handler) decideChecks(r *http.Request, route *policies.Route, checks []
 			}
 			checks, costs = slices.Delete(checks, i, i+1), slices.Delete(costs, i, i+1)
 			if len(checks) == 0 {
-				out.verdict, out.res, out.costs = limiter.Verdict{Allowed: true, Denied: -1}, nil, nil
+				out.verdict, out.res, out.costs = limiter.Verdict{Allowed: true}, nil, nil
 				return out, nil
 			}
 			continue

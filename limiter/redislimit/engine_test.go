@@ -56,8 +56,8 @@ func runConsumesNothing(t *testing.T, c redis.UniversalClient) {
 					denied++
 					// A check left unasked (no reason) before the denier must
 					// not be taken for it.
-					if v.Denied != deniedIndex {
-						t.Fatalf("got Denied=%d, want %d (the per-second policy): %+v", v.Denied, deniedIndex, v.Decisions)
+					if i, denied := v.DeniedBy(); !denied || i != deniedIndex {
+						t.Fatalf("got DeniedBy=%d (%v), want %d (the per-second policy): %+v", i, denied, deniedIndex, v.Decisions)
 					}
 					if d := v.Decisions[deniedIndex]; d.Allowed || d.Reason == limiter.ReasonNone {
 						t.Fatalf("got per-second decision %+v, want it to deny with a reason", d)

@@ -146,7 +146,11 @@ func floodUntil(e *limiter.Engine, checks []limiter.Check, workers int, d time.D
 					}
 					continue
 				}
-				o := outcome{sent: sent.UnixNano(), recv: recv.UnixNano(), allowed: v.Allowed, denied: int8(v.Denied)}
+				i, denied := v.DeniedBy()
+				o := outcome{sent: sent.UnixNano(), recv: recv.UnixNano(), allowed: v.Allowed, denied: -1}
+				if denied {
+					o.denied = int8(i)
+				}
 				if d, ok := v.Deciding(); ok {
 					o.reason, o.retryAfter = d.Reason, d.RetryAfter
 				}
@@ -161,11 +165,11 @@ func floodUntil(e *limiter.Engine, checks []limiter.Check, workers int, d time.D
 				sp.add(o)
 				requests++
 				why[o.reason]++
-				if o.allowed || o.failed() || v.Denied < 0 || v.Denied >= len(denials) {
+				if o.allowed || o.failed() || !denied || i >= len(denials) {
 					kept = append(kept, o)
 					continue
 				}
-				denials[v.Denied].add(o, retryLimit)
+				denials[i].add(o, retryLimit)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -421,6 +425,12 @@ func decideOnce(t *testing.T, e *limiter.Engine, checks ...limiter.Check) limite
 		t.Fatalf("Decide: %v", err)
 	}
 	return v
+}
+
+// deniedBy reports whether check i denied v.
+func deniedBy(v limiter.Verdict, i int) bool {
+	j, ok := v.DeniedBy()
+	return ok && j == i
 }
 
 // reasonCounts names a flood's reason counts, for the log.
