@@ -263,8 +263,9 @@ func fillTime(lim Limit) time.Duration {
 // bucket is one key's token bucket, kept as GCRA state: tat is the instant
 // at which the bucket is full again, so taking n tokens moves it forward by n
 // emissions and giving them back moves it back by as much, exactly, whatever
-// happened in between. (x/time/rate's reservations cannot do that: CancelAt
-// restores less once later reservations exist, and nothing after their time.)
+// happened in between. It is hand-written because x/time/rate cannot give
+// tokens back exactly: its CancelAt restores less once later reservations
+// exist, and nothing after their time.
 // mu guards tat and last.
 type bucket struct {
 	mu       sync.Mutex

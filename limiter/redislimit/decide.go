@@ -243,8 +243,9 @@ func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *held, sent t
 // op. It reports whether the ops were recorded (all admitted) and the error
 // of the first failed call, if any.
 //
-// One GCRA check alone goes through redis_rate's AllowN, one command. Any
-// other request is one decideScript call covering all its checks, all or
+// One GCRA check alone with gathering off (Config.Pipelines < 0) goes through
+// redis_rate's AllowN, one command. Any other request is one decideScript
+// call covering all its checks, all or
 // nothing, on a standalone server or Sentinel's master. On a Cluster the
 // checks of one request live in different slots, which no script can span:
 // they are decided one call at a time, shortest period first, stopping at
