@@ -45,7 +45,7 @@ var DefaultMaxInFlight = 10 * runtime.GOMAXPROCS(0)
 // default.
 type Config struct {
 	// Timeout bounds one decision's round trip, NOSCRIPT reload included;
-	// zero means DefaultRedisTimeout. Past it the checks' failure modes apply.
+	// zero means DefaultTimeout. Past it the checks' failure modes apply.
 	Timeout time.Duration
 	// BreakerFailures is how many consecutive failed round trips open the
 	// circuit breaker; zero means DefaultBreakerFailures.
