@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 )
@@ -88,7 +89,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&s.MinHeapBytes, DefaultMinHeapBytes)
 
 	r := &c.Redis
-	setDefault(&r.Timeout, redislimit.DefaultTimeout)
+	setDefault(&r.Timeout, redisclient.DefaultTimeout)
 	setDefault(&r.QueueTimeout, redislimit.DefaultQueueTimeout)
 	setDefault(&r.BreakerFailures, redislimit.DefaultBreakerFailures)
 	setDefault(&r.BreakerCooldown, redislimit.DefaultBreakerCooldown)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 	"github.com/ratelimit-gateway/gateway/metrics"
@@ -26,7 +27,7 @@ const startupPingTimeout = 2 * time.Second
 func newRedis(cfg policies.RedisConfig, local *limiter.Local, log *slog.Logger) (redis.UniversalClient, *redislimit.Limiter, error) {
 	// go-redis logs each failed dial; while Redis is down that is a flood.
 	redis.SetLogger(redislimit.NewLibraryLogger(log))
-	client, err := redislimit.NewClient(redisClientOptions(cfg))
+	client, err := redisclient.New(redisClientOptions(cfg))
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting to redis: %w", err)
 	}
@@ -49,8 +50,8 @@ func newRedis(cfg policies.RedisConfig, local *limiter.Local, log *slog.Logger) 
 	return client, shared, nil
 }
 
-func redisClientOptions(cfg policies.RedisConfig) redislimit.ClientOptions {
-	return redislimit.ClientOptions{
+func redisClientOptions(cfg policies.RedisConfig) redisclient.Options {
+	return redisclient.Options{
 		Addrs:              cfg.Addrs,
 		SentinelMasterName: cfg.Sentinel.MasterName,
 		SentinelAddrs:      cfg.Sentinel.Addrs,
@@ -81,7 +82,7 @@ func checkRedis(ctx context.Context, source string, cfg policies.RedisConfig, lo
 	opts := redisClientOptions(cfg)
 	opts.Timeout = startupPingTimeout
 	opts.PoolSize = 1
-	client, err := redislimit.NewClient(opts)
+	client, err := redisclient.New(opts)
 	if err != nil {
 		return fmt.Errorf("connecting to redis: %w", err)
 	}

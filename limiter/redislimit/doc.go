@@ -10,8 +10,10 @@
 // telling a hung Redis from a starved gateway); node.go keeps that health
 // per Redis server (each Cluster master apart) and routes each call to its
 // key's master; health.go is the background check (Run), readiness's
-// view (Health) and the rights check at start (CheckAccess); client.go
-// builds the go-redis client; keys.go names the keys.
+// view (Health) and the rights check at start (CheckAccess); keys.go names
+// the keys. The go-redis client it decides through is built by
+// internal/redisclient and handed in: the process has one, shared with the
+// idempotency store.
 //
 // All the checks of one request are decided by one script call, all or
 // nothing, timed by Redis's clock: a request that one policy denies takes

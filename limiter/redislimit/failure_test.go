@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/limiter"
 
 	"go.uber.org/goleak"
@@ -283,7 +284,7 @@ func TestRedisRestartedEnforcementResumes(t *testing.T) {
 func TestLongOutageDoesNotDelayRecovery(t *testing.T) {
 	s := redistest.Start(t)
 	leaks := goleak.IgnoreCurrent()
-	c, err := NewClient(ClientOptions{Addrs: []string{s.Addr()}, Timeout: failTimeout, PoolSize: 2})
+	c, err := redisclient.New(redisclient.Options{Addrs: []string{s.Addr()}, Timeout: failTimeout, PoolSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

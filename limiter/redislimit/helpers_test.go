@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/limiter"
 
 	"github.com/redis/go-redis/v9"
@@ -19,7 +20,7 @@ const semanticsTimeout = 2 * time.Second
 // closes the client when the test ends.
 func newTestClient(t testing.TB, timeout time.Duration, addrs ...string) redis.UniversalClient {
 	t.Helper()
-	c, err := NewClient(ClientOptions{Addrs: addrs, Timeout: timeout})
+	c, err := redisclient.New(redisclient.Options{Addrs: addrs, Timeout: timeout})
 	if err != nil {
 		t.Fatalf("NewRedisClient: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 
 	"github.com/redis/go-redis/v9"
@@ -386,7 +387,7 @@ func avoidHourEdge(t *testing.T, need time.Duration) {
 // (zero: the gateway's default, 30ms), closed when the test ends.
 func newClient(t *testing.T, timeout time.Duration, addrs ...string) redis.UniversalClient {
 	t.Helper()
-	c, err := redislimit.NewClient(redislimit.ClientOptions{Addrs: addrs, Timeout: timeout})
+	c, err := redisclient.New(redisclient.Options{Addrs: addrs, Timeout: timeout})
 	if err != nil {
 		t.Fatalf("NewRedisClient: %v", err)
 	}

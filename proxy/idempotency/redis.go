@@ -9,12 +9,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-gateway/gateway/limiter/redislock"
+	"github.com/ratelimit-gateway/gateway/redislock"
 )
 
 // RedisClient is the part of a go-redis client the Redis store uses.
 // *redis.Client and *redis.ClusterClient satisfy it; build it with
-// ContextTimeoutEnabled (redislimit.NewClient does).
+// ContextTimeoutEnabled (redisclient.New does).
 type RedisClient interface {
 	redis.Scripter
 	Get(ctx context.Context, key string) *redis.StringCmd

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
-	"github.com/ratelimit-gateway/gateway/limiter/redislock"
+	"github.com/ratelimit-gateway/gateway/redislock"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 )
 
