@@ -209,7 +209,7 @@ func redisEngine(t *testing.T, addr string) (*limiter.Engine, redis.UniversalCli
 	}
 	t.Cleanup(func() { client.Close() })
 	local := limiter.NewLocal(0)
-	shared, err := redislimit.New(client, redislimit.Config{Timeout: 2 * time.Second, Local: local})
+	shared, err := redislimit.New(client, redislimit.Config{Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

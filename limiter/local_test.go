@@ -69,7 +69,7 @@ func TestLocalUndoGivesTokensBack(t *testing.T) {
 	if !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("got allowed=%v remaining=%d, want allowed with 0 left", d.Allowed, d.Remaining)
 	}
-	undo.Release()
+	undo.Release(t.Context())
 	d, _ = l.Reserve(t0, BucketGroup{Policy: "p", Limit: lim}, "k", 1)
 	if !d.Allowed || d.Remaining != 1 {
 		t.Fatalf("after undo got allowed=%v remaining=%d, want allowed with 1 left", d.Allowed, d.Remaining)

@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-gateway/gateway/internal/redisclient"
-	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 	"github.com/ratelimit-gateway/gateway/metrics"
 	"github.com/ratelimit-gateway/gateway/policies"
@@ -24,7 +23,7 @@ const startupPingTimeout = 2 * time.Second
 
 // newRedis builds the one Redis client of the process and the shared limiter
 // on it. The client outlives reloads; the caller closes it once.
-func newRedis(cfg policies.RedisConfig, local *limiter.Local, log *slog.Logger) (redis.UniversalClient, *redislimit.Limiter, error) {
+func newRedis(cfg policies.RedisConfig, log *slog.Logger) (redis.UniversalClient, *redislimit.Limiter, error) {
 	// go-redis logs each failed dial; while Redis is down that is a flood.
 	redis.SetLogger(redislimit.NewLibraryLogger(log))
 	client, err := redisclient.New(redisClientOptions(cfg))
@@ -41,7 +40,6 @@ func newRedis(cfg policies.RedisConfig, local *limiter.Local, log *slog.Logger) 
 		Pipelines:       cfg.Pipelines,
 		Clock:           time.Now,
 		Logger:          log,
-		Local:           local,
 	})
 	if err != nil {
 		client.Close()

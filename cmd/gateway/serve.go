@@ -193,7 +193,7 @@ func (p *process) newLimiter(ctx context.Context) (*limiter.Local, *limiter.Engi
 	p.metrics.WatchLocal(local.Stats)
 	var shared limiter.Backend
 	if cfg.Redis.Enabled() {
-		client, rl, err := newRedis(cfg.Redis, local, p.log)
+		client, rl, err := newRedis(cfg.Redis, p.log)
 		if err != nil {
 			return nil, nil, err
 		}

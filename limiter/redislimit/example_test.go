@@ -40,7 +40,7 @@ func ExampleNew() {
 	defer client.Close()
 
 	local := limiter.NewLocal(0)
-	shared, err := redislimit.New(client, redislimit.Config{Local: local, Logger: slog.Default()})
+	shared, err := redislimit.New(client, redislimit.Config{Logger: slog.Default()})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -65,7 +65,7 @@ func (l *logCounter) messages() []string {
 // timed runs one decision and measures it.
 func timed(r *Limiter, checks ...limiter.Check) ([]limiter.Decision, time.Duration) {
 	start := time.Now()
-	ds, _ := r.Decide(context.Background(), checks)
+	ds, _ := r.Decide(context.Background(), checks, nil)
 	return ds, time.Since(start)
 }
 
@@ -96,13 +96,22 @@ func TestFailureModesWithRedisKilled(t *testing.T) {
 		t.Run(string(tt.mode), func(t *testing.T) {
 			// A fresh Redis per mode: a closed breaker, so the first
 			// decisions really try the dead server.
-			r := newTestRedis(t, c, Config{Timeout: failTimeout, Local: local, Logger: slog.New(&logCounter{})})
+			r := newTestRedis(t, c, Config{Timeout: failTimeout, Logger: slog.New(&logCounter{})})
+			e, err := limiter.NewEngine(time.Now, local, r) // the engine owns the fallback share
+			if err != nil {
+				t.Fatal(err)
+			}
 			chk := limiter.Check{Rule: &limiter.Rule{Name: "p-" + string(tt.mode), Algorithm: limiter.GCRA, OnRedisError: tt.mode, LocalShare: 0.34}, Limit: lim, Key: "10.0.0.1"}
 			allowed := 0
 			var tried, failFast []time.Duration
 			for i := 0; i < 15; i++ {
-				ds, took := timed(r, chk)
-				d := ds[0]
+				start := time.Now()
+				v, err := e.Decide(context.Background(), []limiter.Check{chk})
+				took := time.Since(start)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := v.Decisions[0]
 				if d.Allowed {
 					allowed++
 				}

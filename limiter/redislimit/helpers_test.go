@@ -87,11 +87,11 @@ func waitRedisTime(t testing.TB, c redis.UniversalClient, at time.Time) {
 // holds anything, an undo that gives it all back (Adjust to zeros).
 func decide(t testing.TB, r *Limiter, checks ...limiter.Check) ([]limiter.Decision, func(context.Context)) {
 	t.Helper()
-	ds, held := r.Decide(context.Background(), checks)
+	ds, held := r.Decide(context.Background(), checks, nil)
 	if held == nil {
 		return ds, nil
 	}
-	return ds, func(ctx context.Context) { held.Adjust(ctx, make([]int64, len(checks))) }
+	return ds, func(ctx context.Context) { held.Settle(ctx, make([]int64, len(checks))) }
 }
 
 // decideOne runs one check.

@@ -82,10 +82,6 @@ type Config struct {
 	// negative turns gathering off (every decision its own round trip, a
 	// lone GCRA check through redis_rate's AllowN).
 	Pipelines int
-	// Local holds the in-process buckets of the "local" failure mode (in
-	// groups marked Fallback); nil means private buckets with the default
-	// cap. Pass the Engine's so one Retain call covers both.
-	Local *limiter.Local
 }
 
 // Limiter decides checks on Redis for every gateway instance at once: GCRA,
@@ -114,7 +110,6 @@ type Limiter struct {
 	slots        slots
 	clock        func() time.Time
 	log          *slog.Logger
-	local        *limiter.Local
 	denials      *denialCache
 
 	breakerFailures int
@@ -172,7 +167,6 @@ func New(client Client, cfg Config) (*Limiter, error) {
 		cooldown:      cmp.Or(cfg.BreakerCooldown, DefaultBreakerCooldown),
 		clock:         cfg.Clock,
 		log:           cfg.Logger,
-		local:         cfg.Local,
 		denials:       newDenialCache(cfg.DenialCacheSize, cmp.Or(cfg.Timeout, redisclient.DefaultTimeout)),
 	}
 	if r.clock == nil {
@@ -181,9 +175,6 @@ func New(client Client, cfg Config) (*Limiter, error) {
 	r.cc, r.cluster = client.(*redis.ClusterClient)
 	if r.log == nil {
 		r.log = slog.Default()
-	}
-	if r.local == nil {
-		r.local = limiter.NewLocal(0)
 	}
 	r.breakerFailures = cmp.Or(cfg.BreakerFailures, DefaultBreakerFailures)
 	r.pipelines = cfg.Pipelines

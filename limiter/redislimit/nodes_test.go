@@ -73,7 +73,7 @@ func nodeFlood(t *testing.T, r *Limiter, hotKey string, d, event time.Duration, 
 					c = limiter.Check{Rule: nodeHot, Limit: nodeHotLim, Key: hotKey}
 				}
 				o.sent = time.Since(start)
-				ds, _ := r.Decide(context.Background(), []limiter.Check{c})
+				ds, _ := r.Decide(context.Background(), []limiter.Check{c}, nil)
 				o.recv = time.Since(start)
 				o.allowed, o.reason = ds[0].Allowed, ds[0].Reason
 				out = append(out, o)

@@ -400,7 +400,6 @@ func newClient(t *testing.T, timeout time.Duration, addrs ...string) redis.Unive
 func newRedisEngine(t *testing.T, c redis.UniversalClient, cfg redislimit.Config) (*limiter.Engine, *redislimit.Limiter) {
 	t.Helper()
 	local := limiter.NewLocal(0)
-	cfg.Local = local
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
