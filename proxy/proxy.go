@@ -314,7 +314,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeIdempotencyUnauthorized(w, r, snap, route, idem)
 		return
 	}
-	var hold idempotency.Hold
+	var hold idempotency.Owner
 	if idem != nil {
 		var answered bool
 		if hold, answered = h.claimIdempotency(w, r, route, verdict, idem); answered {
