@@ -62,11 +62,12 @@ func (l *logCounter) messages() []string {
 	return slices.Clone(l.msgs)
 }
 
-// timed runs one decision and measures it.
-func timed(r *Limiter, checks ...limiter.Check) ([]limiter.Decision, time.Duration) {
+// timed runs one decision through e, the Engine that owns the fallback
+// shares, and measures it.
+func timed(e *limiter.Engine, checks ...limiter.Check) ([]limiter.Decision, time.Duration) {
 	start := time.Now()
-	ds, _ := r.Decide(context.Background(), checks, nil)
-	return ds, time.Since(start)
+	v, _ := e.Decide(context.Background(), checks)
+	return v.Decisions, time.Since(start)
 }
 
 func TestFailureModesWithRedisKilled(t *testing.T) {
@@ -151,6 +152,7 @@ func TestRedisHungDecisionsBoundedAndRecover(t *testing.T) {
 	c := newTestClient(t, failTimeout, s.Addr())
 	logs := &logCounter{}
 	r := newTestRedis(t, c, Config{Timeout: failTimeout, Logger: slog.New(logs)})
+	e := newTestEngine(t, r)
 	lim := limiter.Limit{Rate: 1000, Period: time.Minute}
 	modes := []struct {
 		mode   limiter.FailureMode
@@ -159,7 +161,7 @@ func TestRedisHungDecisionsBoundedAndRecover(t *testing.T) {
 	checks := make([]limiter.Check, len(modes))
 	for i, m := range modes {
 		checks[i] = limiter.Check{Rule: &limiter.Rule{Name: "hung-" + string(m.mode), Algorithm: limiter.SlidingWindow, OnRedisError: m.mode, LocalShare: 0.5}, Limit: lim, Key: "k"}
-		if ds, _ := timed(r, checks[i]); !ds[0].Allowed || ds[0].Reason != limiter.ReasonNone {
+		if ds, _ := timed(e, checks[i]); !ds[0].Allowed || ds[0].Reason != limiter.ReasonNone {
 			t.Fatalf("before the hang: got allowed=%v reason %d, want admitted by redis", ds[0].Allowed, ds[0].Reason)
 		}
 	}
@@ -172,7 +174,7 @@ func TestRedisHungDecisionsBoundedAndRecover(t *testing.T) {
 	for n := 0; time.Since(hungAt) < 1200*time.Millisecond; n++ {
 		i := n % len(modes)
 		opened := r.Stats().BreakerOpens > 0 // before the decision: the breaker opens in the background
-		ds, took := timed(r, checks[i])
+		ds, took := timed(e, checks[i])
 		switch got := ds[0].Reason; {
 		case got == modes[i].reason:
 		case got == limiter.ReasonOverloaded && modes[i].mode == limiter.FailAllow && !opened:
@@ -235,7 +237,7 @@ func TestRedisHungDecisionsBoundedAndRecover(t *testing.T) {
 func waitEnforced(t *testing.T, r *Limiter, chk limiter.Check, from time.Time) time.Duration {
 	t.Helper()
 	for time.Since(from) < 5*time.Second {
-		ds, _ := timed(r, chk)
+		ds, _ := r.Decide(context.Background(), []limiter.Check{chk}, nil)
 		if ds[0].Reason == limiter.ReasonNone || ds[0].Reason == limiter.ReasonLimited {
 			return time.Since(from)
 		}
@@ -250,6 +252,7 @@ func TestRedisRestartedEnforcementResumes(t *testing.T) {
 	leaks := goleak.IgnoreCurrent()
 	c := newTestClient(t, failTimeout, s.Addr())
 	r := newTestRedis(t, c, Config{Timeout: failTimeout, Logger: slog.New(&logCounter{})})
+	e := newTestEngine(t, r)
 	chk := limiter.Check{Rule: &limiter.Rule{Name: "restart", Algorithm: limiter.GCRA, OnRedisError: limiter.FailAllow}, Limit: limiter.Limit{Rate: 5, Period: time.Minute}, Key: "k"}
 	if d := decideOne(t, r, chk); !d.Allowed {
 		t.Fatalf("before the restart: got denied (reason %d), want admitted", d.Reason)
@@ -258,7 +261,7 @@ func TestRedisRestartedEnforcementResumes(t *testing.T) {
 	s.Kill()
 	downAt := time.Now()
 	for time.Since(downAt) < 700*time.Millisecond {
-		if ds, _ := timed(r, chk); ds[0].Reason != limiter.ReasonFailedOpen {
+		if ds, _ := timed(e, chk); ds[0].Reason != limiter.ReasonFailedOpen {
 			t.Fatalf("while down: got reason %d, want ReasonFailedOpen", ds[0].Reason)
 		}
 		<-time.After(2 * time.Millisecond)
@@ -299,6 +302,7 @@ func TestLongOutageDoesNotDelayRecovery(t *testing.T) {
 	}
 	const cooldown = 20 * time.Millisecond
 	r := newTestRedis(t, c, Config{Timeout: failTimeout, BreakerCooldown: cooldown, Logger: slog.New(&logCounter{})})
+	e := newTestEngine(t, r)
 	chk := limiter.Check{Rule: &limiter.Rule{Name: "long-outage", Algorithm: limiter.GCRA, OnRedisError: limiter.FailAllow}, Limit: limiter.Limit{Rate: 1000, Period: time.Second}, Key: "k"}
 	if d := decideOne(t, r, chk); !d.Allowed {
 		t.Fatalf("before the outage: got denied (reason %d), want admitted", d.Reason)
@@ -307,7 +311,7 @@ func TestLongOutageDoesNotDelayRecovery(t *testing.T) {
 	s.Kill()
 	downAt := time.Now()
 	for time.Since(downAt) < 500*time.Millisecond { // ~25 probes: far over the pool size of 2
-		if ds, _ := timed(r, chk); ds[0].Reason != limiter.ReasonFailedOpen {
+		if ds, _ := timed(e, chk); ds[0].Reason != limiter.ReasonFailedOpen {
 			t.Fatalf("while down: got reason %d, want ReasonFailedOpen", ds[0].Reason)
 		}
 		<-time.After(2 * time.Millisecond)
