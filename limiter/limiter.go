@@ -7,7 +7,10 @@
 // in-process token buckets (Local, the short path for a library user:
 // Local.Allow(key, limit, cost)), and the Engine that decides a request's
 // checks, local ones first, then the shared ones through a Backend (package
-// limiter/redislimit). It imports no Redis client.
+// limiter/redislimit), and alone keeps the in-process share a FailLocal
+// policy falls back to while Redis cannot answer. What an admitted request
+// took is one Reservation, settled once its real cost is known. It imports
+// no Redis client.
 package limiter
 
 import (

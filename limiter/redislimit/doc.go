@@ -6,8 +6,9 @@
 // checks from the denial cache to Redis and back; gcra.go, sliding.go and
 // fixed.go each hold one algorithm (its Lua, its refund); script.go puts the
 // algorithms together into the one script a request calls; failure.go is
-// what happens when Redis does not answer (failure modes, the breaker, and
-// telling a hung Redis from a starved gateway); node.go keeps that health
+// what happens when Redis does not answer (failure modes, whose local share
+// the Engine's fallback decides, the breaker, and telling a hung Redis from
+// a starved gateway); held.go settles what Redis recorded; node.go keeps that health
 // per Redis server (each Cluster master apart) and routes each call to its
 // key's master; health.go is the background check (Run), readiness's
 // view (Health) and the rights check at start (CheckAccess); keys.go names
