@@ -8,7 +8,7 @@
 // algorithms together into the one script a request calls; failure.go is
 // what happens when Redis does not answer (failure modes, whose local share
 // the Engine's fallback decides, the breaker, and telling a hung Redis from
-// a starved gateway); held.go settles what Redis recorded; node.go keeps that health
+// a starved gateway); settle.go settles what Redis recorded; node.go keeps that health
 // per Redis server (each Cluster master apart) and routes each call to its
 // key's master; health.go is the background check (Run), readiness's
 // view (Health) and the rights check at start (CheckAccess); keys.go names
