@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
@@ -202,13 +203,13 @@ policies:
 // redisEngine connects an engine to the real Redis at addr, as cmd does.
 func redisEngine(t *testing.T, addr string) (*limiter.Engine, redis.UniversalClient) {
 	t.Helper()
-	client, err := redislimit.NewClient(redislimit.ClientOptions{Addrs: []string{addr}, Timeout: 2 * time.Second})
+	client, err := redisclient.New(redisclient.Options{Addrs: []string{addr}, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
 	local := limiter.NewLocal(0)
-	shared, err := redislimit.New(client, redislimit.Config{Timeout: 2 * time.Second, Local: local})
+	shared, err := redislimit.New(client, redislimit.Config{Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

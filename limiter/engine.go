@@ -11,13 +11,22 @@ import (
 
 // Backend decides checks whose state is shared (see redislimit). It returns
 // one decision per check. When one of them denies, none of the checks
-// consumed anything and held is nil; otherwise held, when not nil, settles
-// what the request took. Failure modes are the implementation's business: it
-// never returns an error for an unreachable Redis, only decisions with the
-// matching Reason.
+// consumed anything and shared is nil; otherwise shared, when not nil,
+// settles what Redis recorded for the request. It never returns an error for
+// an unreachable Redis, only decisions with the matching Reason: it answers
+// FailAllow and FailDeny itself, and hands a FailLocal check to fallback,
+// which the Engine owns.
 type Backend interface {
-	Decide(ctx context.Context, checks []Check) (decisions []Decision, held Held)
+	Decide(ctx context.Context, checks []Check, fallback Fallback) (decisions []Decision, shared Settler)
 }
+
+// Fallback decides check i of a Backend's Decide in-process, at the share of
+// its limit that FailLocal enforces, when Redis could not answer it. The
+// Engine passes one with every Decide and keeps what it takes in the
+// request's Reservation; the Backend calls it from Decide's goroutine, before
+// Decide returns, at most once per check. A nil Fallback answers such a check
+// ReasonUnavailable, as FailDeny would.
+type Fallback func(i int) Decision
 
 // Peeker is a Backend that can report checks' state without taking
 // anything (redislimit's can).
@@ -25,19 +34,20 @@ type Peeker interface {
 	Peek(ctx context.Context, checks []Check) []Decision
 }
 
-// Held is what an admitted request holds in a Backend.
-type Held interface {
-	// Adjust makes check i hold units[i] (its real cost): what was taken
+// Settler is the shared part of a Reservation: what a Backend recorded for
+// an admitted request.
+type Settler interface {
+	// Settle makes check i hold units[i] (its real cost): what was taken
 	// beyond it goes back, what it cost beyond is taken, past the limit if
 	// need be. All zeros give everything back.
-	Adjust(ctx context.Context, units []int64)
+	Settle(ctx context.Context, units []int64)
 }
 
-// Renewer is a Held whose slots (SharedConcurrency) are leases that lapse
+// Renewer is a Settler whose slots (SharedConcurrency) are leases that lapse
 // unless renewed while the request runs (see Reservation.KeepAlive).
 type Renewer interface {
 	// RenewEvery is how often Renew must run to keep the leases; zero when
-	// the Held holds none.
+	// the Settler holds none.
 	RenewEvery() time.Duration
 	// Renew extends every lease still held by a full lease from now.
 	Renew(ctx context.Context)
@@ -45,8 +55,9 @@ type Renewer interface {
 
 // Engine is the Limiter used by the proxy: in-process token buckets for local
 // policies and, when configured, a Backend for the shared ones. Local checks
-// run first, so a request they deny never reaches Redis. Engine is safe for
-// concurrent use.
+// run first, so a request they deny never reaches Redis. It alone owns the
+// in-process buckets, the fallback shares of FailLocal policies among them
+// (see Fallback). Engine is safe for concurrent use.
 type Engine struct {
 	clock  func() time.Time
 	local  *Local
@@ -92,7 +103,7 @@ const maxFastChecks = 8
 
 // decideLocal is Decide for the common request whose checks are all local
 // rate checks: the same decisions, with nothing allocated but the verdict's
-// decisions (no Reservation, no Holds on the heap). ok is false when it
+// decisions (no Reservation, its takes on the stack). ok is false when it
 // does not apply.
 func (e *Engine) decideLocal(checks []Check) (Verdict, bool) {
 	if len(checks) > maxFastChecks {
@@ -103,23 +114,23 @@ func (e *Engine) decideLocal(checks []Check) (Verdict, bool) {
 			return Verdict{}, false
 		}
 	}
-	v := Verdict{Allowed: true, Denied: -1, Decisions: make([]Decision, len(checks))}
+	v := Verdict{Allowed: true, Decisions: make([]Decision, len(checks))}
 	for i, c := range checks {
 		v.Decisions[i] = notAsked(c)
 	}
-	var holds [maxFastChecks]Hold
+	var takes [maxFastChecks]localTake
 	now := e.clock()
 	for i, c := range checks {
-		d, ok := e.local.take(now, c.group(), c.Key, c.Units(), &holds[i])
+		d, ok := e.local.take(now, c.group(), c.Key, c.Units(), &takes[i])
 		v.Decisions[i] = d
 		if !ok {
 			idx := make([]int, 0, i)
 			for j := range i {
-				holds[j].Release()
+				takes[j].release()
 				idx = append(idx, j)
 			}
 			v.refunded(checks, idx)
-			v.Allowed, v.Denied = false, i
+			v.deny(i)
 			return v, true
 		}
 	}
@@ -131,31 +142,30 @@ func (e *Engine) decideLocal(checks []Check) (Verdict, bool) {
 // nil unless the request was admitted, settles what they took once the real
 // cost is known.
 func (e *Engine) Reserve(ctx context.Context, checks []Check) (Verdict, *Reservation, error) {
-	v := Verdict{Allowed: true, Denied: -1, Decisions: make([]Decision, len(checks))}
+	v := Verdict{Allowed: true, Decisions: make([]Decision, len(checks))}
 	for i, c := range checks {
 		if c.Rule == nil {
 			return Verdict{}, nil, errors.New("limiter: check without policy")
 		}
 		v.Decisions[i] = notAsked(c)
 	}
-	res := &Reservation{clock: e.clock, checks: checks, holds: make([]*Hold, len(checks))}
+	res := &Reservation{clock: e.clock, checks: checks, local: make([]localTake, len(checks))}
 	now := e.clock()
-	var held []int // local decisions to correct when their tokens go back
+	var taken []int // local decisions to correct when their tokens go back
 	for i, c := range checks {
 		if c.Rule.Algorithm.Shared() {
 			res.sharedIdx = append(res.sharedIdx, i)
 			continue
 		}
-		d, h := e.local.Reserve(now, c.group(), c.Key, c.Units())
+		d := e.local.reserve(now, c.group(), c.Key, c.Units(), &res.local[i])
 		v.Decisions[i] = d
 		if !d.Allowed {
 			res.release()
-			v.refunded(checks, held)
-			v.Allowed, v.Denied = false, i
+			v.refunded(checks, taken)
+			v.deny(i)
 			return v, nil, nil
 		}
-		res.holds[i] = h
-		held = append(held, i)
+		taken = append(taken, i)
 	}
 	if len(res.sharedIdx) == 0 {
 		return v, res, nil
@@ -170,20 +180,53 @@ func (e *Engine) Reserve(ctx context.Context, checks []Check) (Verdict, *Reserva
 		sc[j] = checks[i]
 	}
 	// Shared checks come last, so nothing after them can deny the request.
-	ds, sharedHeld := e.shared.Decide(ctx, sc)
+	ds, shared := e.shared.Decide(ctx, sc, func(j int) Decision {
+		i := res.sharedIdx[j]
+		return e.fallback(checks[i], &res.local[i])
+	})
 	for j, i := range res.sharedIdx {
 		v.Decisions[i] = ds[j]
 		if !ds[j].Allowed && v.Allowed && ds[j].Reason != ReasonNotAsked {
-			v.Allowed, v.Denied = false, i
+			v.deny(i)
 		}
 	}
 	if !v.Allowed {
 		res.release()
-		v.refunded(checks, held)
+		v.refunded(checks, taken)
 		return v, nil, nil
 	}
-	res.shared = sharedHeld
+	res.shared = shared
 	return v, res, nil
+}
+
+// fallback decides c, a shared check that Redis could not answer, at the
+// share of its limit this instance enforces alone (FailLocal), in buckets
+// or slots of their own (BucketGroup.Fallback); what it takes goes into t.
+func (e *Engine) fallback(c Check, t *localTake) Decision {
+	d := e.local.reserve(e.clock(), fallbackGroup(c), c.Key, c.Units(), t)
+	d.Policy = c.Rule.Name
+	if d.Reason == ReasonNone || d.Reason == ReasonLimited {
+		d.Reason = ReasonLocalFallback
+	}
+	return d
+}
+
+// fallbackGroup is where c's fallback share is kept.
+func fallbackGroup(c Check) BucketGroup {
+	return BucketGroup{Policy: c.Rule.Name, Limit: fallbackLimit(c), Fallback: true, Algorithm: c.Rule.Algorithm}
+}
+
+// fallbackLimit is the share of c's limit one instance enforces alone while
+// Redis cannot answer (FailLocal): rate and quota scaled by LocalShare (zero
+// means 1), at least 1 each.
+func fallbackLimit(c Check) Limit {
+	share := c.Rule.LocalShare
+	if share <= 0 {
+		share = 1
+	}
+	// The epsilon keeps 100 * 0.29 (28.999999999999996) at 29.
+	scale := func(n int64) int64 { return max(1, int64(float64(n)*share+1e-9)) }
+	return Limit{Rate: scale(c.Limit.Rate), Period: c.Limit.Period, Burst: scale(c.Limit.Quota())}
 }
 
 // Peek reports every check's state (what remains, when it resets, whether
@@ -221,14 +264,17 @@ func (e *Engine) Peek(ctx context.Context, checks []Check) []Decision {
 	return ds
 }
 
-// Reservation is what an admitted request took from each of its policies,
-// to be settled once its real cost is known. It belongs to one request.
+// Reservation is what an admitted request took from each of its policies
+// (tokens of local buckets, slots, fallback shares, and what Redis
+// recorded), to be settled once its real cost is known: Settle to the real
+// cost, Done at the cost reserved, Release for nothing. It belongs to one
+// request.
 type Reservation struct {
 	clock     func() time.Time
 	checks    []Check
-	holds     []*Hold // by check; nil for shared checks
-	sharedIdx []int   // the shared checks, in order
-	shared    Held    // nil when no shared check holds anything
+	local     []localTake // by check: a local check's take, or a shared one's fallback share
+	sharedIdx []int       // the shared checks, in order
+	shared    Settler     // nil when Redis recorded nothing
 }
 
 // Settle makes check i hold actual[i] units (values below 0 count as 0):
@@ -248,19 +294,23 @@ func (r *Reservation) Settle(ctx context.Context, actual []int64) error {
 		}
 	}
 	now := r.clock()
-	for i, h := range r.holds {
-		if h != nil {
-			h.Adjust(now, actual[i])
-		}
+	for i := range r.local {
+		r.local[i].adjust(now, actual[i])
 	}
 	if r.shared != nil {
 		units := make([]int64, len(r.sharedIdx))
 		for j, i := range r.sharedIdx {
 			units[j] = max(actual[i], 0)
 		}
-		r.shared.Adjust(ctx, units)
+		r.shared.Settle(ctx, units)
 	}
 	return nil
+}
+
+// Release gives back everything the request took: it settles with zeros,
+// for a request that never reached the upstream.
+func (r *Reservation) Release(ctx context.Context) error {
+	return r.Settle(ctx, make([]int64, len(r.checks)))
 }
 
 // Done settles a request whose cost was what it reserved: each check keeps
@@ -323,12 +373,11 @@ func (r *Reservation) inFlight() bool {
 	return false
 }
 
-// release gives back what the local checks took.
+// release gives back what was taken in-process (the local checks and the
+// fallback shares) from a request that is denied: Redis recorded nothing.
 func (r *Reservation) release() {
-	for _, h := range r.holds {
-		if h != nil {
-			h.Release()
-		}
+	for i := range r.local {
+		r.local[i].release()
 	}
 }
 

@@ -7,7 +7,10 @@
 // in-process token buckets (Local, the short path for a library user:
 // Local.Allow(key, limit, cost)), and the Engine that decides a request's
 // checks, local ones first, then the shared ones through a Backend (package
-// limiter/redislimit). It imports no Redis client.
+// limiter/redislimit), and alone keeps the in-process share a FailLocal
+// policy falls back to while Redis cannot answer. What an admitted request
+// took is one Reservation, settled once its real cost is known. It imports
+// no Redis client.
 package limiter
 
 import (
@@ -252,7 +255,9 @@ type Decision struct {
 	Shadow bool
 }
 
-// Verdict is the outcome of all checks of one request.
+// Verdict is the outcome of all checks of one request. The zero value
+// denies with no check named; Verdict{Allowed: true} admits with no checks.
+// A denial by one check is built with DeniedBy.
 type Verdict struct {
 	// Allowed is true when every check allowed the request.
 	Allowed bool
@@ -260,16 +265,32 @@ type Verdict struct {
 	// When a check denied, the checks after it may not have been asked and
 	// carry only their Policy and Limit.
 	Decisions []Decision
-	// Denied indexes the decision that denied the request, or is -1.
-	Denied int
+	// deniedBy is one more than the index of the check that denied the
+	// request, so that zero means none.
+	deniedBy int
+}
+
+// DeniedBy returns the verdict of a request that check i denied, with one
+// decision per check.
+func DeniedBy(i int, decisions []Decision) Verdict {
+	return Verdict{Decisions: decisions, deniedBy: i + 1}
+}
+
+// deny marks v denied by check i.
+func (v *Verdict) deny(i int) { v.Allowed, v.deniedBy = false, i+1 }
+
+// DeniedBy returns the index of the check that denied the request; ok is
+// false when none did (the request was allowed, or refused without a check).
+func (v Verdict) DeniedBy() (i int, ok bool) {
+	return v.deniedBy - 1, v.deniedBy > 0
 }
 
 // Deciding returns the decision that denied the request or, when allowed, the
 // most restrictive one (fewest remaining units) that is not Shadow. ok is
 // false when there is none.
 func (v Verdict) Deciding() (d Decision, ok bool) {
-	if v.Denied >= 0 && v.Denied < len(v.Decisions) {
-		return v.Decisions[v.Denied], true
+	if i, denied := v.DeniedBy(); denied && i < len(v.Decisions) {
+		return v.Decisions[i], true
 	}
 	// Shadow decisions are reports, not limits: they never decide.
 	for _, c := range v.Decisions {

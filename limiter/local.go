@@ -134,41 +134,50 @@ func (l *Local) Allow(key string, lim Limit, cost int64) Decision {
 // AllowAt takes cost units (at least 1) from key's bucket under lim at now.
 // Keys of different limits never share a bucket.
 func (l *Local) AllowAt(now time.Time, key string, lim Limit, cost int64) Decision {
-	d, _ := l.Reserve(now, BucketGroup{Limit: lim}, key, cost)
-	return d
+	var t localTake
+	return l.reserve(now, BucketGroup{Limit: lim}, key, cost, &t)
 }
 
 // Reserve takes cost units (at least 1) from key's bucket in g at now. When
-// allowed, the Hold settles them later: given back exactly when another
-// policy denies the same request, or adjusted to the request's real cost. A
-// denied request changes nothing, and its Hold is nil.
+// allowed, the Reservation settles them later (at time.Now): given back
+// exactly by Release when another policy denies the same request, or settled
+// to the request's real cost. A denied request changes nothing, and its
+// Reservation is nil. The Reservation has one check, of g's policy,
+// algorithm and limit.
 //
 // For an InFlight group it takes one slot of key (cost is ignored), denied
 // with ReasonLimited and SlotRetryAfter when all Limit.Quota() are taken;
-// the Hold gives it back when adjusted to 0 (Release).
-func (l *Local) Reserve(now time.Time, g BucketGroup, key string, cost int64) (Decision, *Hold) {
+// Release gives it back.
+func (l *Local) Reserve(now time.Time, g BucketGroup, key string, cost int64) (Decision, *Reservation) {
+	c := Check{Rule: &Rule{Name: g.Policy, Algorithm: g.Algorithm}, Limit: g.Limit, Key: key, Cost: cost}
+	res := &Reservation{clock: time.Now, checks: []Check{c}, local: make([]localTake, 1)}
+	d := l.reserve(now, g, key, cost, &res.local[0])
+	if !d.Allowed {
+		return d, nil
+	}
+	return d, res
+}
+
+// reserve is Reserve filling t, which must have taken nothing, instead of
+// allocating a Reservation; t holds what an allowed decision took.
+func (l *Local) reserve(now time.Time, g BucketGroup, key string, cost int64, t *localTake) Decision {
 	cost = max(cost, 1)
 	if g.Algorithm.InFlight() {
 		cost = 1
 	}
 	if reason := g.Limit.refusal(cost); reason != ReasonNone {
-		return staticDenial(g.Policy, g.Limit, reason), nil
+		return staticDenial(g.Policy, g.Limit, reason)
 	}
 	if g.Algorithm.InFlight() {
-		return l.acquireSlot(now, g, key)
+		return l.acquireSlot(now, g, key, t)
 	}
-	h := new(Hold)
-	d, ok := l.take(now, g, key, cost, h)
-	if !ok {
-		return d, nil
-	}
-	return d, h
+	d, _ := l.take(now, g, key, cost, t)
+	return d
 }
 
-// take is Reserve for a rate group (not InFlight) that fills h instead of
-// allocating a Hold; it reports whether the request was allowed (h is then
-// what settles it).
-func (l *Local) take(now time.Time, g BucketGroup, key string, cost int64, h *Hold) (Decision, bool) {
+// take is reserve for a rate group (not InFlight); it reports whether the
+// request was allowed (t is then what settles it).
+func (l *Local) take(now time.Time, g BucketGroup, key string, cost int64, t *localTake) (Decision, bool) {
 	cost = max(cost, 1)
 	if reason := g.Limit.refusal(cost); reason != ReasonNone {
 		return staticDenial(g.Policy, g.Limit, reason), false
@@ -180,7 +189,7 @@ func (l *Local) take(now time.Time, g BucketGroup, key string, cost int64, h *Ho
 		d.Reason = ReasonLimited // Remaining stays: what is left, too little for cost
 		return d, false
 	}
-	*h = Hold{b: b, lim: g.Limit, units: cost}
+	t.b, t.lim, t.units = b, g.Limit, cost
 	return d, true
 }
 
@@ -220,37 +229,46 @@ func (l *Local) PeekN(now time.Time, g BucketGroup, key string, cost int64) Deci
 	return d
 }
 
-// Hold is what one admitted decision took from a local bucket, or the slot
-// it holds. Its methods are safe for concurrent use with the bucket's other
-// users, but one Hold belongs to one request.
-type Hold struct {
+// localTake is what one admitted check took in-process: tokens of a
+// bucket, or a slot; the zero value took nothing. It is a Reservation's part
+// for one check. Its methods are safe for concurrent use with the bucket's
+// other users, but one localTake belongs to one request.
+type localTake struct {
 	b     *bucket
-	slot  *slotHold // an InFlight group's slot, instead of b
-	lim   Limit
-	units int64
+	slot  *slotCount // an InFlight group's slot, instead of b
+	slots *slotStore // where slot is counted
+	key   string     // slot's key
+	// released makes a slot's release happen once, whoever settles the
+	// request and however often.
+	released atomic.Bool
+	lim      Limit
+	units    int64
 }
 
-// Adjust makes the hold units (the request's real cost) at now: the bucket
+// adjust makes t hold units (the request's real cost) at now: the bucket
 // gives back what was taken beyond it, or takes what it cost beyond what
 // was reserved, even past empty (later requests then wait for the debt).
 // A slot is given back, once, by units 0; other values keep it.
-func (h *Hold) Adjust(now time.Time, units int64) {
-	if h.slot != nil {
-		if units <= 0 {
-			h.slot.release()
+func (t *localTake) adjust(now time.Time, units int64) {
+	if t.slot != nil {
+		if units <= 0 && t.released.CompareAndSwap(false, true) {
+			t.slots.release(t.key, t.slot)
 		}
 		return
 	}
-	delta := max(units, 0) - h.units
+	if t.b == nil {
+		return
+	}
+	delta := max(units, 0) - t.units
 	if delta == 0 {
 		return
 	}
-	h.b.adjust(now, saturatingNanos(h.lim.emission()*float64(delta)))
-	h.units += delta
+	t.b.adjust(now, saturatingNanos(t.lim.emission()*float64(delta)))
+	t.units += delta
 }
 
-// Release gives everything back.
-func (h *Hold) Release() { h.Adjust(time.Time{}, 0) }
+// release gives everything back.
+func (t *localTake) release() { t.adjust(time.Time{}, 0) }
 
 // emission is the time one token takes to come back, in nanoseconds.
 func (l Limit) emission() float64 { return float64(l.Period) / float64(l.Rate) }
@@ -263,8 +281,9 @@ func fillTime(lim Limit) time.Duration {
 // bucket is one key's token bucket, kept as GCRA state: tat is the instant
 // at which the bucket is full again, so taking n tokens moves it forward by n
 // emissions and giving them back moves it back by as much, exactly, whatever
-// happened in between. (x/time/rate's reservations cannot do that: CancelAt
-// restores less once later reservations exist, and nothing after their time.)
+// happened in between. It is hand-written because x/time/rate cannot give
+// tokens back exactly: its CancelAt restores less once later reservations
+// exist, and nothing after their time.
 // mu guards tat and last.
 type bucket struct {
 	mu       sync.Mutex

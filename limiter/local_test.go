@@ -69,7 +69,7 @@ func TestLocalUndoGivesTokensBack(t *testing.T) {
 	if !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("got allowed=%v remaining=%d, want allowed with 0 left", d.Allowed, d.Remaining)
 	}
-	undo.Release()
+	undo.Release(t.Context())
 	d, _ = l.Reserve(t0, BucketGroup{Policy: "p", Limit: lim}, "k", 1)
 	if !d.Allowed || d.Remaining != 1 {
 		t.Fatalf("after undo got allowed=%v remaining=%d, want allowed with 1 left", d.Allowed, d.Remaining)
@@ -151,8 +151,8 @@ func TestEngineDeniedRequestConsumesNothingElsewhere(t *testing.T) {
 		}
 		if v.Allowed {
 			allowed++
-		} else if v.Denied != 1 {
-			t.Fatalf("got denied by check %d, want 1 (strict)", v.Denied)
+		} else if i, denied := v.DeniedBy(); !denied || i != 1 {
+			t.Fatalf("got denied by check %d (%v), want 1 (strict)", i, denied)
 		} else if got, want := v.Decisions[0].Remaining, int64(100-allowed); got != want {
 			t.Fatalf("denied verdict shows hourly remaining %d, want %d (its token went back)", got, want)
 		}
@@ -175,7 +175,7 @@ func TestEngineSharedWithoutBackend(t *testing.T) {
 }
 
 func TestVerdictDeciding(t *testing.T) {
-	v := Verdict{Allowed: true, Denied: -1, Decisions: []Decision{
+	v := Verdict{Allowed: true, Decisions: []Decision{
 		{Policy: "a", Allowed: true, Remaining: 9},
 		{Policy: "b", Allowed: true, Remaining: 2},
 		{Policy: "c", Allowed: true, Remaining: 5},
@@ -183,7 +183,7 @@ func TestVerdictDeciding(t *testing.T) {
 	if d, ok := v.Deciding(); !ok || d.Policy != "b" {
 		t.Fatalf("got %q, want the most restrictive policy b", d.Policy)
 	}
-	v = Verdict{Denied: 2, Decisions: append(v.Decisions[:2:2], Decision{Policy: "c", Reason: ReasonUnavailable})}
+	v = DeniedBy(2, append(v.Decisions[:2:2], Decision{Policy: "c", Reason: ReasonUnavailable}))
 	if d, _ := v.Deciding(); d.Policy != "c" || !v.Unavailable() {
 		t.Fatalf("got %q unavailable=%v, want c and unavailable", d.Policy, v.Unavailable())
 	}

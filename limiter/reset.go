@@ -11,7 +11,7 @@ import (
 // Resetter is a Backend that can forget one key's state, so that the key
 // starts afresh (redislimit's can). Reset must forget whatever the backend
 // keeps for the check's policy and key: its shared state and anything it
-// remembers about it in-process.
+// remembers about it in-process. (The Engine resets the fallback share.)
 type Resetter interface {
 	Reset(ctx context.Context, c Check) error
 }
@@ -57,8 +57,10 @@ func deleteKey[V any](m *shardmap.Map[string, V], key string) {
 
 // Reset makes c's key start afresh under c's policy at c's limit: the local
 // bucket or in-flight count (see Local.Reset) for a local algorithm, the
-// shared backend's state (see Resetter) for a shared one. Only c.Rule, its
-// Algorithm, c.Limit and c.Key matter. Local buckets are kept per limit, so
+// shared backend's state (see Resetter) for a shared one, and then, for a
+// FailLocal policy, the key's in-process fallback share at c.Limit, even
+// when Redis could not be reset. Only c.Rule, its Algorithm, OnRedisError,
+// LocalShare, c.Limit and c.Key matter. Local buckets are kept per limit, so
 // a policy with plans is reset once per limit to reset the key everywhere.
 func (e *Engine) Reset(ctx context.Context, c Check) error {
 	if c.Rule == nil {
@@ -75,7 +77,11 @@ func (e *Engine) Reset(ctx context.Context, c Check) error {
 	if !ok {
 		return ErrNoReset
 	}
-	if err := r.Reset(ctx, c); err != nil {
+	err := r.Reset(ctx, c)
+	if c.Rule.OnRedisError == FailLocal {
+		e.local.Reset(fallbackGroup(c), c.Key)
+	}
+	if err != nil {
 		return fmt.Errorf("resetting policy %q: %w", c.Rule.Name, err)
 	}
 	return nil

@@ -15,7 +15,7 @@ func TestLocalReset(t *testing.T) {
 		t.Run(string(alg), func(t *testing.T) {
 			l := NewLocal(0)
 			g := BucketGroup{Policy: "p", Limit: lim, Algorithm: alg}
-			var holds []*Hold
+			var holds []*Reservation
 			for _, key := range []string{"k", "neighbour"} {
 				for range 3 {
 					d, h := l.Reserve(t0, g, key, 1)
@@ -45,7 +45,7 @@ func TestLocalReset(t *testing.T) {
 				t.Fatalf("first request after Reset: got %+v, want admitted with 4 left", d)
 			}
 			for _, h := range holds {
-				h.Release()
+				h.Release(t.Context())
 			}
 			if got := remaining("k"); got != 4 {
 				t.Fatalf("after the old holds were released: got %d left, want 4", got)
@@ -92,7 +92,7 @@ type resetBackend struct {
 	err   error
 }
 
-func (b *resetBackend) Decide(_ context.Context, checks []Check) ([]Decision, Held) {
+func (b *resetBackend) Decide(_ context.Context, checks []Check, _ Fallback) ([]Decision, Settler) {
 	return make([]Decision, len(checks)), nil
 }
 
@@ -104,7 +104,7 @@ func (b *resetBackend) Reset(_ context.Context, c Check) error {
 // peekOnlyBackend can peek but not reset.
 type peekOnlyBackend struct{}
 
-func (peekOnlyBackend) Decide(_ context.Context, checks []Check) ([]Decision, Held) {
+func (peekOnlyBackend) Decide(_ context.Context, checks []Check, _ Fallback) ([]Decision, Settler) {
 	return make([]Decision, len(checks)), nil
 }
 

@@ -110,18 +110,19 @@ func (l *Local) slots(g BucketGroup) *slotStore {
 	return s
 }
 
-// acquireSlot is Reserve for an InFlight group: one of the limit's Quota
-// slots, held until the Hold is released.
-func (l *Local) acquireSlot(now time.Time, g BucketGroup, key string) (Decision, *Hold) {
+// acquireSlot is reserve for an InFlight group: one of the limit's Quota
+// slots, held until t is released.
+func (l *Local) acquireSlot(now time.Time, g BucketGroup, key string, t *localTake) Decision {
 	limit := g.Limit.Quota()
 	s := l.slots(g)
 	c, held, ok := s.acquire(key, limit, now)
 	d := Decision{Policy: g.Policy, Limit: g.Limit, Allowed: ok, Remaining: max(limit-held, 0)}
 	if !ok {
 		d.Reason, d.RetryAfter, d.Remaining = ReasonLimited, SlotRetryAfter, 0
-		return d, nil
+		return d
 	}
-	return d, &Hold{slot: &slotHold{store: s, key: key, count: c}, lim: g.Limit, units: 1}
+	t.slot, t.slots, t.key, t.lim, t.units = c, s, key, g.Limit, 1
+	return d
 }
 
 // peekSlot reports key's free slots in g.
@@ -133,19 +134,4 @@ func (l *Local) peekSlot(g BucketGroup, key string) Decision {
 		d.Reason, d.RetryAfter = ReasonLimited, SlotRetryAfter
 	}
 	return d
-}
-
-// slotHold is one request's slot. released makes the release happen once,
-// whoever settles the request and however often.
-type slotHold struct {
-	store    *slotStore
-	key      string
-	count    *slotCount
-	released atomic.Bool
-}
-
-func (h *slotHold) release() {
-	if h.released.CompareAndSwap(false, true) {
-		h.store.release(h.key, h.count)
-	}
 }

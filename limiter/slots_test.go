@@ -88,8 +88,8 @@ func TestConcurrencySlotFreedWhenAnotherPolicyDenies(t *testing.T) {
 		t.Fatalf("remaining slots: got %d, want 1", got)
 	}
 	v, _, err = e.Reserve(ctx, []Check{slots, rate})
-	if err != nil || v.Allowed || v.Denied != 1 {
-		t.Fatalf("second: got allowed=%v denied=%d err=%v, want denied by the rate policy", v.Allowed, v.Denied, err)
+	if i, denied := v.DeniedBy(); err != nil || v.Allowed || !denied || i != 1 {
+		t.Fatalf("second: got allowed=%v denied=%d (%v) err=%v, want denied by the rate policy", v.Allowed, i, denied, err)
 	}
 	if got := v.Decisions[0].Remaining; got != 1 {
 		t.Fatalf("remaining slots shown on the denial: got %d, want 1", got)

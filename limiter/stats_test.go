@@ -60,7 +60,7 @@ func TestLocalStats(t *testing.T) {
 	t.Run("slots", func(t *testing.T) {
 		l := NewLocal(64)
 		g := BucketGroup{Policy: "streams", Limit: Limit{Rate: 2, Period: time.Second}, Algorithm: Concurrency}
-		var holds []*Hold
+		var holds []*Reservation
 		for i := range 100 {
 			d, h := l.Reserve(at(time.Duration(i)), g, fmt.Sprintf("k%d", i), 1)
 			if !d.Allowed {
@@ -73,7 +73,7 @@ func TestLocalStats(t *testing.T) {
 			t.Fatalf("got %+v, want at most 64 keys in flight, the other of 100 evicted", st)
 		}
 		for _, h := range holds {
-			h.Release()
+			h.Release(t.Context())
 		}
 		if st := l.Stats(); st.SlotKeys != 0 {
 			t.Fatalf("after release: got %d keys in flight, want 0", st.SlotKeys)

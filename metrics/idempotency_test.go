@@ -22,10 +22,10 @@ func TestWatchIdempotency(t *testing.T) {
 	terms := idempotency.Terms{LockTTL: time.Second, ReplayTTL: time.Hour}
 	for i := range 4 { // 4 × 32 KiB into 64 KiB: some responses become markers
 		c, err := s.Begin(ctx, fmt.Sprint("k", i), terms)
-		if err != nil || c.Hold == nil {
+		if err != nil || c.Owner == nil {
 			t.Fatalf("Begin(k%d): %+v, %v", i, c, err)
 		}
-		if err := c.Hold.Complete(ctx, &idempotency.Record{Status: 201, Body: make([]byte, 32<<10)}); err != nil {
+		if err := c.Owner.Complete(ctx, &idempotency.Record{Status: 201, Body: make([]byte, 32<<10)}); err != nil {
 			t.Fatal(err)
 		}
 	}

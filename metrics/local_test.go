@@ -71,7 +71,7 @@ func TestWatchLocal(t *testing.T) {
 		m := New()
 		m.WatchLocal(local.Stats)
 		g := limiter.BucketGroup{Policy: "streams", Limit: limiter.Limit{Rate: 2, Period: time.Second}, Algorithm: limiter.Concurrency}
-		var holds []*limiter.Hold
+		var holds []*limiter.Reservation
 		for _, key := range []string{"acme", "acme", "globex"} {
 			d, h := local.Reserve(time.Now(), g, key, 1)
 			if !d.Allowed {
@@ -83,7 +83,7 @@ func TestWatchLocal(t *testing.T) {
 			t.Fatalf("got %v keys in flight, want 2", got)
 		}
 		for _, h := range holds {
-			h.Release()
+			h.Release(t.Context())
 		}
 		if got := scrape(t, m).value(t, "gateway_local_inflight_keys", ""); got != 0 {
 			t.Fatalf("after release: got %v keys in flight, want 0", got)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
@@ -20,7 +21,7 @@ const redisTimeout = 50 * time.Millisecond
 // test ends, the limiter before the client.
 func newRedisEngine(t *testing.T, addr string) (*redislimit.Limiter, *limiter.Engine) {
 	t.Helper()
-	client, err := redislimit.NewClient(redislimit.ClientOptions{Addrs: []string{addr}, Timeout: redisTimeout})
+	client, err := redisclient.New(redisclient.Options{Addrs: []string{addr}, Timeout: redisTimeout})
 	if err != nil {
 		t.Fatalf("NewClient: %v", err)
 	}

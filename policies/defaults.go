@@ -5,10 +5,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 )
 
-// The defaults of settings left empty (zero) in the file.
+// The defaults of settings left empty (zero) in the file. The limiter's and
+// the Redis backend's settings take their defaults from the packages that
+// own them (limiter, redislimit), where zero already means the default:
+// ApplyDefaults fills them in only so that the loaded config shows them.
 const (
 	DefaultListen             = "127.0.0.1:8080"
 	DefaultReadHeaderTimeout  = 5 * time.Second
@@ -20,7 +25,6 @@ const (
 	DefaultForwardedHeader    = "x-forwarded-for"
 	DefaultPathParameters     = PathParametersReject
 	DefaultUpstreamTransport  = UpstreamTransportLean
-	DefaultMaxKeysPerPolicy   = 100_000
 	DefaultMinHeapBytes       = 64 << 20
 	DefaultTenantHeader       = "X-API-Key"
 	DefaultRouteTimeout       = 30 * time.Second
@@ -32,12 +36,6 @@ const (
 	DefaultQuotaPath          = "/v1/quota"
 	DefaultPer                = time.Second
 	DefaultLease              = 30 * time.Second
-	DefaultRedisTimeout       = 30 * time.Millisecond
-	DefaultQueueTimeout       = 250 * time.Millisecond
-	DefaultBreakerFailures    = 3
-	DefaultBreakerCooldown    = 500 * time.Millisecond
-	DefaultDenialCacheSize    = 100_000
-	DefaultPipelines          = 4
 
 	DefaultAdminListen          = "127.0.0.1:9090"
 	DefaultLogFormat            = "text"
@@ -86,17 +84,17 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&s.UpstreamTransport, DefaultUpstreamTransport)
 	setDefault(&s.IPv4Prefix, DefaultIPv4Prefix)
 	setDefault(&s.IPv6Prefix, DefaultIPv6Prefix)
-	setDefault(&s.MaxKeysPerPolicy, DefaultMaxKeysPerPolicy)
+	setDefault(&s.MaxKeysPerPolicy, limiter.DefaultMaxKeys)
 	setDefault(&s.IdempotencyMaxBytes, DefaultIdempotencyMaxBytes)
 	setDefault(&s.MinHeapBytes, DefaultMinHeapBytes)
 
 	r := &c.Redis
-	setDefault(&r.Timeout, DefaultRedisTimeout)
-	setDefault(&r.QueueTimeout, DefaultQueueTimeout)
-	setDefault(&r.BreakerFailures, DefaultBreakerFailures)
-	setDefault(&r.BreakerCooldown, DefaultBreakerCooldown)
-	setDefault(&r.DenialCacheSize, DefaultDenialCacheSize)
-	setDefault(&r.Pipelines, DefaultPipelines)
+	setDefault(&r.Timeout, redisclient.DefaultTimeout)
+	setDefault(&r.QueueTimeout, redislimit.DefaultQueueTimeout)
+	setDefault(&r.BreakerFailures, redislimit.DefaultBreakerFailures)
+	setDefault(&r.BreakerCooldown, redislimit.DefaultBreakerCooldown)
+	setDefault(&r.DenialCacheSize, redislimit.DefaultDenialCacheSize)
+	setDefault(&r.Pipelines, redislimit.DefaultPipelines)
 
 	setDefault(&c.Mode, "enforce")
 	if c.Admin.Listen == nil {

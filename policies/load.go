@@ -27,7 +27,7 @@ type Options struct {
 	// independent of the machine's environment.
 	Env []string
 	// Builtins maps a built-in upstream's name ("echo") to the loopback URL
-	// it serves on. Nil accepts the names in BuiltinNames and resolves them to
+	// it serves on. Nil accepts the names in builtin.Names and resolves them to
 	// placeholder URLs (http://builtin.NAME.invalid), which is what
 	// "gateway check" needs; a non-nil map accepts only its own names.
 	Builtins map[string]*url.URL
@@ -37,9 +37,6 @@ type Options struct {
 	// is in force.
 	keys *keysSource
 }
-
-// BuiltinNames are the built-in upstreams the gateway ships.
-var BuiltinNames = []string{"echo", "openai-mock", "anthropic-mock"}
 
 // DefaultOptions returns Options reading the process environment and with
 // no built-in upstreams started (placeholders).

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/ratelimit-gateway/gateway/builtin"
 )
 
 // builtinPrefix selects an upstream the gateway serves itself.
@@ -19,8 +21,8 @@ var errUpstreamForm = errors.New(`must be http(s)://host or builtin:NAME`)
 func resolveUpstream(s string, builtins map[string]*url.URL) (*url.URL, error) {
 	if name, ok := strings.CutPrefix(s, builtinPrefix); ok {
 		if builtins == nil {
-			if !slices.Contains(BuiltinNames, name) {
-				return nil, fmt.Errorf("unknown builtin upstream %q (known: %s)", name, strings.Join(BuiltinNames, ", "))
+			if known := builtin.Names(); !slices.Contains(known, name) {
+				return nil, fmt.Errorf("unknown builtin upstream %q (known: %s)", name, strings.Join(known, ", "))
 			}
 			return &url.URL{Scheme: "http", Host: "builtin." + name + ".invalid"}, nil
 		}

@@ -16,9 +16,9 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/builtin"
 	"github.com/ratelimit-gateway/gateway/internal/imagetest"
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 	"github.com/ratelimit-gateway/gateway/proxy/llm"
 )
 
@@ -176,7 +176,7 @@ func TestAccountingBilledNeverPassesTheQuota(t *testing.T) {
 				engines = []*limiter.Engine{newEngine(t, newTestClock())}
 			} else {
 				s := redistest.Start(t)
-				client, err := redislimit.NewClient(redislimit.ClientOptions{Addrs: []string{s.Addr()}, Timeout: 2 * time.Second})
+				client, err := redisclient.New(redisclient.Options{Addrs: []string{s.Addr()}, Timeout: 2 * time.Second})
 				if err != nil {
 					t.Fatal(err)
 				}

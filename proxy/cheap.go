@@ -66,10 +66,10 @@ func (h *Handler) peekBeforeBody(w http.ResponseWriter, p *plan, rep *report, ch
 		if costs[i] != policies.CostRequests && !finalRefusal(d, provider) {
 			continue
 		}
-		v := limiter.Verdict{Denied: i, Decisions: peeked}
+		v := limiter.DeniedBy(i, peeked)
 		// The report counts the refusing policy only: the others were read,
 		// not decided.
-		counted := limiter.Verdict{Denied: i, Decisions: make([]limiter.Decision, len(peeked))}
+		counted := limiter.DeniedBy(i, make([]limiter.Decision, len(peeked)))
 		for j := range peeked {
 			counted.Decisions[j] = peeked[j]
 			if j != i {

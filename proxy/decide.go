@@ -43,7 +43,7 @@ func (h *Handler) decideChecks(ctx context.Context, p *plan) (decision, error) {
 	route, checks, costs := p.route, p.checks, p.costs
 	out := decision{backend: backendOf(checks)}
 	if len(checks) == 0 {
-		out.verdict = limiter.Verdict{Allowed: true, Denied: -1}
+		out.verdict = limiter.Verdict{Allowed: true}
 		return out, nil
 	}
 	copied := false
@@ -61,8 +61,8 @@ func (h *Handler) decideChecks(ctx context.Context, p *plan) (decision, error) {
 			markShadow(out.verdict, checks)
 			return out, err
 		}
-		i := out.verdict.Denied
-		if i < 0 || i >= len(checks) {
+		i, denied := out.verdict.DeniedBy()
+		if !denied || i >= len(checks) {
 			out.costs = costs
 			return out, nil
 		}
@@ -75,7 +75,7 @@ func (h *Handler) decideChecks(ctx context.Context, p *plan) (decision, error) {
 			}
 			checks, costs = slices.Delete(checks, i, i+1), slices.Delete(costs, i, i+1)
 			if len(checks) == 0 {
-				out.verdict, out.res, out.costs = limiter.Verdict{Allowed: true, Denied: -1}, nil, nil
+				out.verdict, out.res, out.costs = limiter.Verdict{Allowed: true}, nil, nil
 				return out, nil
 			}
 			continue

@@ -20,14 +20,14 @@ func TestSetRateLimitHeaders(t *testing.T) {
 	}{
 		{
 			name:    "no decisions leaves headers alone",
-			verdict: limiter.Verdict{Allowed: true, Denied: -1},
+			verdict: limiter.Verdict{Allowed: true},
 			want: map[string]string{
 				"RateLimit-Policy": "upstream", "RateLimit": "upstream", "X-RateLimit-Limit": "upstream",
 			},
 		},
 		{
 			name: "one allowed, quota is the burst, reset rounded up",
-			verdict: limiter.Verdict{Allowed: true, Denied: -1, Decisions: []limiter.Decision{
+			verdict: limiter.Verdict{Allowed: true, Decisions: []limiter.Decision{
 				{Policy: "p", Allowed: true, Limit: lim, Remaining: 17, ResetAfter: 8*time.Second + time.Nanosecond},
 			}},
 			want: map[string]string{
@@ -37,7 +37,7 @@ func TestSetRateLimitHeaders(t *testing.T) {
 		},
 		{
 			name: "no burst: quota is the rate, window rounded up",
-			verdict: limiter.Verdict{Allowed: true, Denied: -1, Decisions: []limiter.Decision{
+			verdict: limiter.Verdict{Allowed: true, Decisions: []limiter.Decision{
 				{Policy: "p", Allowed: true, Limit: noBurst, Remaining: 6, ResetAfter: 200 * time.Millisecond},
 			}},
 			want: map[string]string{
@@ -47,11 +47,11 @@ func TestSetRateLimitHeaders(t *testing.T) {
 		},
 		{
 			name: "denied item: r=0 and t is the retry wait; unasked checks render nothing",
-			verdict: limiter.Verdict{Denied: 1, Decisions: []limiter.Decision{
+			verdict: limiter.DeniedBy(1, []limiter.Decision{
 				{Policy: "a", Allowed: true, Limit: lim, Remaining: 5, ResetAfter: 45 * time.Second},
 				{Policy: "b", Limit: noBurst, Reason: limiter.ReasonLimited, Remaining: 3, RetryAfter: 2100 * time.Millisecond, ResetAfter: time.Minute},
 				{Policy: "c", Limit: lim, Reason: limiter.ReasonNotAsked},
-			}},
+			}),
 			want: map[string]string{
 				"RateLimit-Policy": `"a";q=20;w=60, "b";q=7;w=2`, "RateLimit": `"a";r=5;t=45, "b";r=0;t=3`,
 				"X-RateLimit-Limit": "7", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "3",
@@ -59,7 +59,7 @@ func TestSetRateLimitHeaders(t *testing.T) {
 		},
 		{
 			name: "failed open and local fallback still render",
-			verdict: limiter.Verdict{Allowed: true, Denied: -1, Decisions: []limiter.Decision{
+			verdict: limiter.Verdict{Allowed: true, Decisions: []limiter.Decision{
 				{Policy: "open", Allowed: true, Limit: lim, Remaining: 20, Reason: limiter.ReasonFailedOpen},
 				{Policy: "fallback", Allowed: true, Limit: lim, Remaining: 4, ResetAfter: time.Second, Reason: limiter.ReasonLocalFallback},
 			}},
@@ -70,7 +70,7 @@ func TestSetRateLimitHeaders(t *testing.T) {
 		},
 		{
 			name: "names are escaped as structured-field strings",
-			verdict: limiter.Verdict{Allowed: true, Denied: -1, Decisions: []limiter.Decision{
+			verdict: limiter.Verdict{Allowed: true, Decisions: []limiter.Decision{
 				{Policy: `we"ird\é`, Allowed: true, Limit: lim, Remaining: 1},
 			}},
 			want: map[string]string{

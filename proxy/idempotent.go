@@ -110,7 +110,7 @@ func (idem *idemRequest) needsKey(s *policies.Subject) bool {
 // be forwarded (nil with FailOpen when the store failed); otherwise it has
 // answered r (a replay, 409, 422, 503, or nothing to a client gone) and
 // returns answered.
-func (h *Handler) claimIdempotency(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, idem *idemRequest) (hold idempotency.Hold, answered bool) {
+func (h *Handler) claimIdempotency(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, idem *idemRequest) (hold idempotency.Owner, answered bool) {
 	cfg := idem.cfg
 	terms := idempotency.Terms{LockTTL: cfg.LockTTL, ReplayTTL: cfg.ReplayTTL}
 	claim, err := h.idempotency.Begin(r.Context(), idem.key, terms)
@@ -133,8 +133,8 @@ func (h *Handler) claimIdempotency(w http.ResponseWriter, r *http.Request, route
 			Message: fmt.Sprintf("the %s of this request cannot be checked right now; try again shortly", cfg.Header),
 		}, routeAttr, slog.Any("err", err))
 		return nil, true
-	case claim.Hold != nil:
-		return claim.Hold, false
+	case claim.Owner != nil:
+		return claim.Owner, false
 	case claim.Record == nil: // busy
 		setRateLimitHeaders(w.Header(), v, route.RateLimitHeaders)
 		w.Header()[hdrRetryAfter] = []string{"1"}
@@ -201,7 +201,7 @@ func replay(w http.ResponseWriter, rec *idempotency.Record, v limiter.Verdict, s
 // the response as it passes.
 type idemState struct {
 	req  *idemRequest
-	hold idempotency.Hold
+	hold idempotency.Owner
 	// status and header are the upstream response's; status is 0 until one
 	// arrived.
 	status int

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
-	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 )
 
 // Two gateway instances on one Redis hold one limit of requests in flight:
@@ -19,7 +19,7 @@ import (
 // that hangs up frees its lease for the other instance.
 func TestSharedInFlightAcrossGateways(t *testing.T) {
 	s := redistest.Start(t)
-	client, err := redislimit.NewClient(redislimit.ClientOptions{Addrs: []string{s.Addr()}, Timeout: 2 * time.Second})
+	client, err := redisclient.New(redisclient.Options{Addrs: []string{s.Addr()}, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,6 +82,7 @@ func setOpenAIHeaders(h http.Header, v limiter.Verdict, costs []policies.Cost) {
 // denied first, denied without reading its state) shows the peek's
 // remaining, so a 429 carries every set that applies with its true values.
 func setOpenAIHeadersWith(h http.Header, v limiter.Verdict, costs []policies.Cost, peeked []limiter.Decision) {
+	deniedBy, denied := v.DeniedBy()
 	for _, set := range rateSets {
 		var best limiter.Decision
 		var bestRemaining int64
@@ -107,7 +108,7 @@ func setOpenAIHeadersWith(h http.Header, v limiter.Verdict, costs []policies.Cos
 					}
 				}
 			}
-			denies := i == v.Denied
+			denies := i == deniedBy && denied
 			if !found || denies || (!bestDenies && rem < bestRemaining) {
 				best, bestRemaining, found, bestDenies = d, rem, true, denies
 			}

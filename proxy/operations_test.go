@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-gateway/gateway/builtin"
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
@@ -80,7 +81,7 @@ func (o *recordingObserver) get(m map[string]int, key string) int {
 func sharedEngine(t *testing.T) *limiter.Engine {
 	t.Helper()
 	s := redistest.Start(t)
-	client, err := redislimit.NewClient(redislimit.ClientOptions{Addrs: []string{s.Addr()}, Timeout: 2 * time.Second})
+	client, err := redisclient.New(redisclient.Options{Addrs: []string{s.Addr()}, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

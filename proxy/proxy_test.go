@@ -264,9 +264,9 @@ func TestVerdictRendering(t *testing.T) {
 	}{
 		{
 			name: "fail closed is 503",
-			lim: fakeLimiter{verdict: limiter.Verdict{Denied: 0, Decisions: []limiter.Decision{
+			lim: fakeLimiter{verdict: limiter.DeniedBy(0, []limiter.Decision{
 				{Policy: "shared", Limit: lim, Reason: limiter.ReasonUnavailable, RetryAfter: 500 * time.Millisecond},
-			}}},
+			})},
 			wantStatus: 503, wantPolicy: "shared", wantInMsg: "fails closed", wantRetry: "1",
 		},
 		{
@@ -276,21 +276,21 @@ func TestVerdictRendering(t *testing.T) {
 		},
 		{
 			name:       "denied without decisions is 500",
-			lim:        fakeLimiter{verdict: limiter.Verdict{Denied: -1}},
+			lim:        fakeLimiter{verdict: limiter.Verdict{}},
 			wantStatus: 500, wantInMsg: "without a decision",
 		},
 		{
 			name: "cost too high",
-			lim: fakeLimiter{verdict: limiter.Verdict{Denied: 0, Decisions: []limiter.Decision{
+			lim: fakeLimiter{verdict: limiter.DeniedBy(0, []limiter.Decision{
 				{Policy: "shared", Limit: lim, Reason: limiter.ReasonCostTooHigh, RetryAfter: time.Minute},
-			}}},
+			})},
 			wantStatus: 429, wantPolicy: "shared", wantInMsg: "more than policy \"shared\" allows at once (burst 10)", wantRetry: "60",
 		},
 		{
 			name: "denial cache renders as limited",
-			lim: fakeLimiter{verdict: limiter.Verdict{Denied: 0, Decisions: []limiter.Decision{
+			lim: fakeLimiter{verdict: limiter.DeniedBy(0, []limiter.Decision{
 				{Policy: "shared", Limit: lim, Reason: limiter.ReasonDenialCached, RetryAfter: 1500 * time.Millisecond},
-			}}},
+			})},
 			wantStatus: 429, wantPolicy: "shared", wantInMsg: "retry in 2s", wantRetry: "2",
 		},
 	}
@@ -524,10 +524,10 @@ func TestAnswerLogLevels(t *testing.T) {
 		status int
 		level  slog.Level
 	}{
-		{"fail closed 503 at debug", fakeLimiter{verdict: limiter.Verdict{Denied: 0, Decisions: []limiter.Decision{
+		{"fail closed 503 at debug", fakeLimiter{verdict: limiter.DeniedBy(0, []limiter.Decision{
 			{Policy: "shared", Limit: lim, Reason: limiter.ReasonUnavailable, RetryAfter: time.Second},
-		}}}, http.StatusServiceUnavailable, slog.LevelDebug},
-		{"upstream 502 at warn", fakeLimiter{verdict: limiter.Verdict{Allowed: true, Denied: -1, Decisions: []limiter.Decision{
+		})}, http.StatusServiceUnavailable, slog.LevelDebug},
+		{"upstream 502 at warn", fakeLimiter{verdict: limiter.Verdict{Allowed: true, Decisions: []limiter.Decision{
 			{Policy: "shared", Allowed: true, Limit: lim, Remaining: 9},
 		}}}, http.StatusBadGateway, slog.LevelWarn},
 		{"limiter failure 500 at error", fakeLimiter{err: errors.New("boom")}, http.StatusInternalServerError, slog.LevelError},

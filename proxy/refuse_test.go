@@ -16,9 +16,9 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/builtin"
 	"github.com/ratelimit-gateway/gateway/internal/clocktest"
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 	"github.com/ratelimit-gateway/gateway/proxy/llm"
 )
 
@@ -724,7 +724,7 @@ policies:
   tpm: {key: tenant, cost: tokens, algorithm: gcra, rate: 100000, per: 24h, on_missing_key: reject}
 `)
 	rs := redistest.Start(t)
-	client, err := redislimit.NewClient(redislimit.ClientOptions{Addrs: []string{rs.Addr()}, Timeout: 2 * time.Second})
+	client, err := redisclient.New(redisclient.Options{Addrs: []string{rs.Addr()}, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/builtin"
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
-	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 )
 
 // A policy that caps spend stays a cap while Redis is down: by default a
@@ -19,7 +19,7 @@ import (
 // spend routes.
 func TestSpendPoliciesFailClosedWhenRedisIsDown(t *testing.T) {
 	s := redistest.Start(t)
-	client, err := redislimit.NewClient(redislimit.ClientOptions{Addrs: []string{s.Addr()}, Timeout: 200 * time.Millisecond})
+	client, err := redisclient.New(redisclient.Options{Addrs: []string{s.Addr()}, Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ func checkPipelineSpans(t *testing.T, client redis.UniversalClient, nodes []stri
 					recorded[span.SpanContext().SpanID().String()] = true
 					mu.Unlock()
 				}
-				ds, _ := rl.Decide(ctx, []limiter.Check{{Rule: rule, Limit: lim, Key: fmt.Sprintf("k%d-%d", round, w)}})
+				ds, _ := rl.Decide(ctx, []limiter.Check{{Rule: rule, Limit: lim, Key: fmt.Sprintf("k%d-%d", round, w)}}, nil)
 				if len(ds) != 1 || !ds[0].Allowed {
 					t.Errorf("decision: got %+v, want allowed", ds)
 				}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 	"github.com/ratelimit-gateway/gateway/metrics"
 	"github.com/ratelimit-gateway/gateway/policies"
@@ -23,10 +23,10 @@ const startupPingTimeout = 2 * time.Second
 
 // newRedis builds the one Redis client of the process and the shared limiter
 // on it. The client outlives reloads; the caller closes it once.
-func newRedis(cfg policies.RedisConfig, local *limiter.Local, log *slog.Logger) (redis.UniversalClient, *redislimit.Limiter, error) {
+func newRedis(cfg policies.RedisConfig, log *slog.Logger) (redis.UniversalClient, *redislimit.Limiter, error) {
 	// go-redis logs each failed dial; while Redis is down that is a flood.
 	redis.SetLogger(redislimit.NewLibraryLogger(log))
-	client, err := redislimit.NewClient(redisClientOptions(cfg))
+	client, err := redisclient.New(redisClientOptions(cfg))
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting to redis: %w", err)
 	}
@@ -40,7 +40,6 @@ func newRedis(cfg policies.RedisConfig, local *limiter.Local, log *slog.Logger) 
 		Pipelines:       cfg.Pipelines,
 		Clock:           time.Now,
 		Logger:          log,
-		Local:           local,
 	})
 	if err != nil {
 		client.Close()
@@ -49,8 +48,8 @@ func newRedis(cfg policies.RedisConfig, local *limiter.Local, log *slog.Logger) 
 	return client, shared, nil
 }
 
-func redisClientOptions(cfg policies.RedisConfig) redislimit.ClientOptions {
-	return redislimit.ClientOptions{
+func redisClientOptions(cfg policies.RedisConfig) redisclient.Options {
+	return redisclient.Options{
 		Addrs:              cfg.Addrs,
 		SentinelMasterName: cfg.Sentinel.MasterName,
 		SentinelAddrs:      cfg.Sentinel.Addrs,
@@ -81,7 +80,7 @@ func checkRedis(ctx context.Context, source string, cfg policies.RedisConfig, lo
 	opts := redisClientOptions(cfg)
 	opts.Timeout = startupPingTimeout
 	opts.PoolSize = 1
-	client, err := redislimit.NewClient(opts)
+	client, err := redisclient.New(opts)
 	if err != nil {
 		return fmt.Errorf("connecting to redis: %w", err)
 	}

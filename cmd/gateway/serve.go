@@ -171,13 +171,7 @@ type builtinServer struct {
 // addresses for the config. They listen on loopback so that even the
 // default route goes through the real proxy path.
 func (p *process) listenBuiltins() (map[string]*url.URL, error) {
-	handlers := map[string]http.Handler{
-		"echo": builtin.Echo(),
-		// Long enough completions, streamed fast, that the README tour can
-		// watch a free tenant use its tokens up in a few calls.
-		"openai-mock":    builtin.OpenAIMock(builtin.OpenAIMockConfig{CompletionTokens: 200, TokensPerSecond: 1000}),
-		"anthropic-mock": builtin.NewAnthropicMock(builtin.AnthropicMockConfig{CompletionTokens: 200, TokensPerSecond: 1000}),
-	}
+	handlers := builtin.Upstreams()
 	urls := make(map[string]*url.URL, len(handlers))
 	for name, h := range handlers {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -199,7 +193,7 @@ func (p *process) newLimiter(ctx context.Context) (*limiter.Local, *limiter.Engi
 	p.metrics.WatchLocal(local.Stats)
 	var shared limiter.Backend
 	if cfg.Redis.Enabled() {
-		client, rl, err := newRedis(cfg.Redis, local, p.log)
+		client, rl, err := newRedis(cfg.Redis, p.log)
 		if err != nil {
 			return nil, nil, err
 		}

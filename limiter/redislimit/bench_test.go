@@ -82,11 +82,11 @@ func BenchmarkRedisDecide(b *testing.B) {
 	for _, bc := range cases {
 		b.Run(bc.name, func(b *testing.B) {
 			r := newTestRedis(b, c, Config{})
-			r.Decide(context.Background(), bc.checks(0)) // load scripts
+			r.Decide(context.Background(), bc.checks(0), nil) // load scripts
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
-				r.Decide(context.Background(), bc.checks(i))
+				r.Decide(context.Background(), bc.checks(i), nil)
 			}
 			b.StopTimer()
 			if st := r.Stats(); st.Errors > 0 {

@@ -29,7 +29,9 @@ func (s breakerState) String() string {
 // breaker stops paying the Redis timeout while Redis is down: after threshold
 // consecutive failed round trips it opens; after cooldown one caller probes
 // while the others keep failing fast; a success closes it, a failed probe
-// opens it for another cooldown. Time comes from clock.
+// opens it for another cooldown. Time comes from clock. It is hand-written
+// because a library breaker cannot tell a hung Redis from a starved gateway
+// (see classify) nor settle a timed-out probe by a direct check.
 //
 // A breaker is safe for concurrent use. In the closed state a decision costs
 // two atomic loads; mu serializes the transitions and guards openUntil.

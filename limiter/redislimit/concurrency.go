@@ -69,10 +69,10 @@ return 1
 
 var concurrencyRenewScript = redis.NewScript(concurrencyRenewSrc)
 
-var _ limiter.Renewer = (*held)(nil)
+var _ limiter.Renewer = (*recorded)(nil)
 
 // leases returns the ops of h that hold a lease.
-func (h *held) leases() []*sharedOp {
+func (h *recorded) leases() []*sharedOp {
 	var ls []*sharedOp
 	for _, op := range h.ops {
 		if op.taken && op.check.Rule.Algorithm == limiter.SharedConcurrency {
@@ -84,7 +84,7 @@ func (h *held) leases() []*sharedOp {
 
 // RenewEvery implements limiter.Renewer: a third of the shortest lease, so
 // that two renewals may fail before a lease lapses.
-func (h *held) RenewEvery() time.Duration {
+func (h *recorded) RenewEvery() time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var every time.Duration
@@ -101,7 +101,7 @@ func (h *held) RenewEvery() time.Duration {
 // logged and counted (Stats.LeasesLost): its slot may already be another
 // request's, so the key may briefly have one more request in flight than
 // its limit.
-func (h *held) Renew(ctx context.Context) {
+func (h *recorded) Renew(ctx context.Context) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ls := h.leases()

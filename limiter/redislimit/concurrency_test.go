@@ -261,8 +261,8 @@ func TestSharedConcurrencyClusterRefund(t *testing.T) {
 		t.Fatalf("first: got allowed=%v err=%v, want admitted", v.Allowed, err)
 	}
 	v, _, err = es[0].Reserve(ctx, checks)
-	if err != nil || v.Allowed || v.Denied != 1 {
-		t.Fatalf("second: got allowed=%v denied=%d err=%v, want denied by hourly", v.Allowed, v.Denied, err)
+	if i, denied := v.DeniedBy(); err != nil || v.Allowed || !denied || i != 1 {
+		t.Fatalf("second: got allowed=%v denied=%d (%v) err=%v, want denied by hourly", v.Allowed, i, denied, err)
 	}
 	if got := zcard(t, c, leaseKey("tenant-a")); got != 1 {
 		t.Fatalf("leases after the denial: got %d, want 1 (the first request's)", got)

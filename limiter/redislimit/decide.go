@@ -35,55 +35,40 @@ const overloadRetry = time.Second
 // says (rate zero, cost above the quota) and keys in the denial cache deny
 // the request before anything is sent. Otherwise the checks go to Redis
 // together and are recorded all or nothing (see roundTrip): a denied request
-// consumes nothing, and held is nil. An admitted request's held settles what
-// it took (see held.Adjust). A check of a local algorithm (token_bucket), which the
-// Engine never sends here, is decided by the local buckets at its full limit.
-func (r *Limiter) Decide(ctx context.Context, checks []limiter.Check) ([]limiter.Decision, limiter.Held) {
-	ds, ops, locals, denied := r.prepare(checks)
+// consumes nothing, and shared is nil. An admitted request's shared settles
+// what Redis recorded (see recorded.Settle). A check Redis cannot answer
+// gets its failure mode (see degrade); fallback decides those of FailLocal.
+// Every check must be of a shared algorithm: the Engine decides the others.
+func (r *Limiter) Decide(ctx context.Context, checks []limiter.Check, fallback limiter.Fallback) ([]limiter.Decision, limiter.Settler) {
+	ds, ops, denied := r.prepare(checks)
 	if denied {
 		return ds, nil
 	}
-	u := &held{r: r}
+	u := &recorded{r: r}
 	u.ops = u.one[:0]
-	now := r.clock()
-	for _, i := range locals {
-		c := checks[i]
-		d, hold := r.local.Reserve(now, limiter.BucketGroup{Policy: c.Rule.Name, Limit: c.Limit, Algorithm: c.Rule.Algorithm}, c.Key, c.Units())
-		ds[i] = d
-		if !d.Allowed {
-			u.releaseLocal()
-			return ds, nil
-		}
-		u.locals = append(u.locals, localHold{index: i, hold: hold})
-	}
 	if len(ops) > 0 {
-		r.ask(ctx, ops, ds, u)
+		r.ask(ctx, ops, ds, u, fallback)
 	}
 	return finish(ds, u)
 }
 
 // prepare turns checks into decisions (every one not asked yet) and the ops
 // to ask Redis, or denies the request at once: a check that no state could
-// admit, or a key the denial cache holds. locals indexes the checks of a
-// local algorithm.
-func (r *Limiter) prepare(checks []limiter.Check) (ds []limiter.Decision, ops []*sharedOp, locals []int, denied bool) {
+// admit, or a key the denial cache holds.
+func (r *Limiter) prepare(checks []limiter.Check) (ds []limiter.Decision, ops []*sharedOp, denied bool) {
 	ds = make([]limiter.Decision, len(checks))
 	for i, c := range checks {
 		ds[i] = limiter.Decision{Policy: policyName(c), Limit: c.Limit, Reason: limiter.ReasonNotAsked}
 	}
 	ops = make([]*sharedOp, 0, len(checks))
 	for i, c := range checks {
-		if c.Rule == nil {
-			ds[i].Reason = limiter.ReasonUnavailable // cannot be decided; the Engine rejects it earlier
-			return ds, nil, nil, true
+		if c.Rule == nil || !c.Rule.Algorithm.Shared() {
+			ds[i].Reason = limiter.ReasonUnavailable // cannot be decided here; the Engine never sends it
+			return ds, nil, true
 		}
 		if d, static := c.StaticDenial(); static {
 			ds[i] = d
-			return ds, nil, nil, true
-		}
-		if !c.Rule.Algorithm.Shared() {
-			locals = append(locals, i)
-			continue
+			return ds, nil, true
 		}
 		op := &sharedOp{index: i, check: c, cost: c.Units(), digest: digestKey(c.Key)}
 		if den, at, hit := r.denials.lookup(op.denialKey(), op.cost, r.clock); hit {
@@ -91,11 +76,11 @@ func (r *Limiter) prepare(checks []limiter.Check) (ds []limiter.Decision, ops []
 			ds[i].Reason = limiter.ReasonDenialCached
 			ds[i].RetryAfter = max(0, time.Duration(den.until-at.UnixNano()))
 			ds[i].ResetAfter = max(ds[i].RetryAfter, time.Duration(den.resetAt-at.UnixNano()))
-			return ds, nil, nil, true
+			return ds, nil, true
 		}
 		ops = append(ops, op)
 	}
-	return ds, ops, locals, false
+	return ds, ops, false
 }
 
 // ask decides ops on Redis and writes their decisions into ds. A decision
@@ -104,7 +89,7 @@ func (r *Limiter) prepare(checks []limiter.Check) (ds []limiter.Decision, ops []
 // not a Redis failure. Past the queue timeout it is denied
 // (ReasonOverloaded), never let through unchecked. What Redis's silence
 // means is classify's business.
-func (r *Limiter) ask(ctx context.Context, ops []*sharedOp, ds []limiter.Decision, u *held) {
+func (r *Limiter) ask(ctx context.Context, ops []*sharedOp, ds []limiter.Decision, u *recorded, fallback limiter.Fallback) {
 	for _, op := range ops {
 		op.base = redisBaseKey(op.check.Rule.Name, op.digest)
 		if a := op.check.Rule.Algorithm; a == limiter.SlidingWindow || a == limiter.SharedConcurrency {
@@ -116,25 +101,25 @@ func (r *Limiter) ask(ctx context.Context, ops []*sharedOp, ds []limiter.Decisio
 		n = r.nodeOf(ctx, ops[0].base)
 		for _, op := range ops[1:] {
 			if r.nodeOf(ctx, op.base) != n {
-				r.askEach(ctx, ops, ds, u)
+				r.askEach(ctx, ops, ds, u, fallback)
 				return
 			}
 		}
 	}
-	r.askNode(ctx, n, ops, ds, u)
+	r.askNode(ctx, n, ops, ds, u, fallback)
 }
 
 // askEach decides, on a Cluster, the checks of a request whose keys live on
 // several masters: each on its own master, with that master's breaker and
 // failure modes, shortest period first, stopping at the first denial (a
 // limit or a failure mode's) and giving back what the earlier ones took.
-func (r *Limiter) askEach(ctx context.Context, ops []*sharedOp, ds []limiter.Decision, u *held) {
+func (r *Limiter) askEach(ctx context.Context, ops []*sharedOp, ds []limiter.Decision, u *recorded, fallback limiter.Fallback) {
 	ordered := slices.Clone(ops)
 	slices.SortStableFunc(ordered, func(a, b *sharedOp) int {
 		return cmp.Compare(a.check.Limit.Period, b.check.Limit.Period)
 	})
 	for _, op := range ordered {
-		r.askNode(ctx, r.nodeOf(ctx, op.base), []*sharedOp{op}, ds, u)
+		r.askNode(ctx, r.nodeOf(ctx, op.base), []*sharedOp{op}, ds, u, fallback)
 		if !ds[op.index].Allowed {
 			if len(u.ops) > 0 {
 				r.adjust(ctx, u.ops, func(*sharedOp) int64 { return 0 })
@@ -146,13 +131,12 @@ func (r *Limiter) askEach(ctx context.Context, ops []*sharedOp, ds []limiter.Dec
 }
 
 // askNode decides ops, whose keys all live on n, as ask says.
-func (r *Limiter) askNode(ctx context.Context, n *node, ops []*sharedOp, ds []limiter.Decision, u *held) {
-	now := r.clock()
+func (r *Limiter) askNode(ctx context.Context, n *node, ops []*sharedOp, ds []limiter.Decision, u *recorded, fallback limiter.Fallback) {
 	ok, probe := n.breaker.allow()
 	if !ok {
 		r.stats.failFast.Add(1)
 		for _, op := range ops {
-			ds[op.index] = r.degrade(now, op, u)
+			ds[op.index] = r.degrade(op, fallback)
 		}
 		return
 	}
@@ -197,7 +181,7 @@ func (r *Limiter) askNode(ctx context.Context, n *node, ops []*sharedOp, ds []li
 	case outcomeSuspect:
 		for _, op := range ops {
 			if mode := op.check.Rule.OnRedisError; mode == limiter.FailDeny || mode == limiter.FailLocal {
-				ds[op.index] = r.degrade(now, op, u)
+				ds[op.index] = r.degrade(op, fallback)
 			} else {
 				r.stats.overloaded.Add(1)
 				ds[op.index] = overloaded(op.check)
@@ -205,7 +189,7 @@ func (r *Limiter) askNode(ctx context.Context, n *node, ops []*sharedOp, ds []li
 		}
 	case outcomeFailure:
 		for _, op := range ops {
-			ds[op.index] = r.degrade(now, op, u)
+			ds[op.index] = r.degrade(op, fallback)
 		}
 	default:
 		r.record(ops, ds, u, started)
@@ -216,7 +200,7 @@ func (r *Limiter) askNode(ctx context.Context, n *node, ops []*sharedOp, ds []li
 // keeps what was taken for the undo. sent is when the round trip was sent:
 // Redis decided after it, so a denial cached from then on never outlasts
 // Redis's own (the reply's way back, slow under load, is not added to it).
-func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *held, sent time.Time) {
+func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *recorded, sent time.Time) {
 	now := sent
 	for _, op := range ops {
 		if !op.asked {
@@ -243,8 +227,9 @@ func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *held, sent t
 // op. It reports whether the ops were recorded (all admitted) and the error
 // of the first failed call, if any.
 //
-// One GCRA check alone goes through redis_rate's AllowN, one command. Any
-// other request is one decideScript call covering all its checks, all or
+// One GCRA check alone with gathering off (Config.Pipelines < 0) goes through
+// redis_rate's AllowN, one command. Any other request is one decideScript
+// call covering all its checks, all or
 // nothing, on a standalone server or Sentinel's master. On a Cluster the
 // checks of one request live in different slots, which no script can span:
 // they are decided one call at a time, shortest period first, stopping at
@@ -371,16 +356,15 @@ func (r *Limiter) decision(op *sharedOp) limiter.Decision {
 	return d
 }
 
-// finish returns the decisions of a request, giving back what its admitted
-// checks took when another one denied it.
-func finish(ds []limiter.Decision, u *held) ([]limiter.Decision, limiter.Held) {
+// finish returns the decisions of a request and, unless one of them denied
+// it (Redis then recorded nothing), what Redis recorded.
+func finish(ds []limiter.Decision, u *recorded) ([]limiter.Decision, limiter.Settler) {
 	for _, d := range ds {
 		if !d.Allowed && d.Reason != limiter.ReasonNotAsked {
-			u.releaseLocal()
 			return ds, nil
 		}
 	}
-	return ds, u.done()
+	return ds, u.settler()
 }
 
 // overloaded is the decision for a check that could not be asked in time.

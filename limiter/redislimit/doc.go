@@ -6,21 +6,26 @@
 // checks from the denial cache to Redis and back; gcra.go, sliding.go and
 // fixed.go each hold one algorithm (its Lua, its refund); script.go puts the
 // algorithms together into the one script a request calls; failure.go is
-// what happens when Redis does not answer (failure modes, the breaker, and
-// telling a hung Redis from a starved gateway); node.go keeps that health
+// what happens when Redis does not answer (failure modes, whose local share
+// the Engine's fallback decides, the breaker, and telling a hung Redis from
+// a starved gateway); settle.go settles what Redis recorded; node.go keeps that health
 // per Redis server (each Cluster master apart) and routes each call to its
 // key's master; health.go is the background check (Run), readiness's
-// view (Health) and the rights check at start (CheckAccess); client.go
-// builds the go-redis client; keys.go names the keys.
+// view (Health) and the rights check at start (CheckAccess); keys.go names
+// the keys. The go-redis client it decides through is built by
+// internal/redisclient and handed in: the process has one, shared with the
+// idempotency store.
 //
 // All the checks of one request are decided by one script call, all or
 // nothing, timed by Redis's clock: a request that one policy denies takes
-// nothing from the others, and gateway clocks may drift. A lone GCRA check is
-// one redis_rate AllowN call instead, through its public API: redis_rate
-// sends its script and reads the reply in one call, so it cannot take part
-// in another script's all-or-nothing decision, and the multi-check script
-// carries its own GCRA, which keeps redis_rate's state format (a test fails
-// if an upgrade changes it). Measured against calling AllowN once per check
-// (BenchmarkRedisDecide, same run): two GCRA checks in one script call cost
-// one round trip where two AllowN calls cost two.
+// nothing from the others, and gateway clocks may drift. The script carries
+// its own GCRA, which keeps redis_rate's state format (a test fails if an
+// upgrade changes it), because redis_rate sends its script and reads the
+// reply in one call: it can neither take part in another script's
+// all-or-nothing decision nor share a pipeline. So redis_rate's AllowN
+// decides only a lone GCRA check with gathering off (Config.Pipelines < 0);
+// with gathering on, the default, every check goes through the script.
+// Measured against calling AllowN once per check (BenchmarkRedisDecide,
+// same run): two GCRA checks in one script call cost one round trip where
+// two AllowN calls cost two.
 package redislimit

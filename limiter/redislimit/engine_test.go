@@ -56,8 +56,8 @@ func runConsumesNothing(t *testing.T, c redis.UniversalClient) {
 					denied++
 					// A check left unasked (no reason) before the denier must
 					// not be taken for it.
-					if v.Denied != deniedIndex {
-						t.Fatalf("got Denied=%d, want %d (the per-second policy): %+v", v.Denied, deniedIndex, v.Decisions)
+					if i, denied := v.DeniedBy(); !denied || i != deniedIndex {
+						t.Fatalf("got DeniedBy=%d (%v), want %d (the per-second policy): %+v", i, denied, deniedIndex, v.Decisions)
 					}
 					if d := v.Decisions[deniedIndex]; d.Allowed || d.Reason == limiter.ReasonNone {
 						t.Fatalf("got per-second decision %+v, want it to deny with a reason", d)
@@ -158,29 +158,5 @@ func TestUndoOfOnlyEntryLeavesNoKey(t *testing.T) {
 	}
 	if keys := c.Keys(t.Context(), "*").Val(); len(keys) != 0 {
 		t.Fatalf("after undoing every admission: got keys %q, want none (a refunded key means a full bucket)", keys)
-	}
-}
-
-func TestFallbackLimit(t *testing.T) {
-	tests := []struct {
-		name  string
-		alg   limiter.Algorithm
-		lim   limiter.Limit
-		share float64
-		want  limiter.Limit
-	}{
-		{"a third of a gcra limit", limiter.GCRA, limiter.Limit{Rate: 30, Period: time.Minute, Burst: 60}, 0.34, limiter.Limit{Rate: 10, Period: time.Minute, Burst: 20}},
-		{"gcra without burst uses the rate", limiter.GCRA, limiter.Limit{Rate: 30, Period: time.Minute}, 0.5, limiter.Limit{Rate: 15, Period: time.Minute, Burst: 15}},
-		{"windows use the rate as quota", limiter.SlidingWindow, limiter.Limit{Rate: 100, Period: time.Hour}, 0.29, limiter.Limit{Rate: 29, Period: time.Hour, Burst: 29}},
-		{"never below one", limiter.FixedWindow, limiter.Limit{Rate: 2, Period: time.Second}, 0.1, limiter.Limit{Rate: 1, Period: time.Second, Burst: 1}},
-		{"zero share means the whole limit", limiter.GCRA, limiter.Limit{Rate: 7, Period: time.Second, Burst: 9}, 0, limiter.Limit{Rate: 7, Period: time.Second, Burst: 9}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := fallbackLimit(limiter.Check{Rule: &limiter.Rule{Name: "p", Algorithm: tt.alg, LocalShare: tt.share}, Limit: tt.lim})
-			if got != tt.want {
-				t.Fatalf("got %s, want %s", got, tt.want)
-			}
-		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 // together. The process builds one Redis client at start, shares it with
 // every config reload, and closes it once at shutdown.
 func ExampleNew() {
-	client, err := redislimit.NewClient(redislimit.ClientOptions{
+	client, err := redisclient.New(redisclient.Options{
 		Addrs:   []string{redisAddr}, // several addresses: Redis Cluster
 		Timeout: 30 * time.Millisecond,
 	})
@@ -39,7 +40,7 @@ func ExampleNew() {
 	defer client.Close()
 
 	local := limiter.NewLocal(0)
-	shared, err := redislimit.New(client, redislimit.Config{Local: local, Logger: slog.Default()})
+	shared, err := redislimit.New(client, redislimit.Config{Logger: slog.Default()})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -201,28 +201,23 @@ func isTimeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
-// degrade applies c's failure mode.
-func (r *Limiter) degrade(now time.Time, op *sharedOp, u *held) limiter.Decision {
+// degrade applies op's failure mode: FailLocal is fallback's to decide (the
+// Engine's in-process share), the others are answered here.
+func (r *Limiter) degrade(op *sharedOp, fallback limiter.Fallback) limiter.Decision {
 	c := op.check
 	d := limiter.Decision{Policy: c.Rule.Name, Limit: c.Limit}
 	switch c.Rule.OnRedisError {
+	case limiter.FailLocal:
+		if fallback != nil {
+			r.stats.localFallbacks.Add(1)
+			return fallback(op.index)
+		}
+		fallthrough // nothing to fall back to: fail closed
 	case limiter.FailDeny:
 		r.stats.failedClosed.Add(1)
 		d.Reason = limiter.ReasonUnavailable
 		d.RetryAfter = r.cooldown
 		return d
-	case limiter.FailLocal:
-		r.stats.localFallbacks.Add(1)
-		lim := fallbackLimit(c)
-		ld, hold := r.local.Reserve(now, limiter.BucketGroup{Policy: c.Rule.Name, Limit: lim, Fallback: true, Algorithm: c.Rule.Algorithm}, c.Key, c.Units())
-		ld.Policy = c.Rule.Name
-		if ld.Reason == limiter.ReasonNone || ld.Reason == limiter.ReasonLimited {
-			ld.Reason = limiter.ReasonLocalFallback
-		}
-		if hold != nil {
-			u.locals = append(u.locals, localHold{index: op.index, hold: hold})
-		}
-		return ld
 	default: // FailAllow and the zero value
 		r.stats.failedOpen.Add(1)
 		// Nothing is known to be consumed; reporting the full quota keeps a
@@ -232,16 +227,4 @@ func (r *Limiter) degrade(now time.Time, op *sharedOp, u *held) limiter.Decision
 		d.Remaining = c.Limit.Quota()
 		return d
 	}
-}
-
-// fallbackLimit is the share of c's limit one instance enforces alone:
-// rate and quota scaled by LocalShare (zero means 1), at least 1 each.
-func fallbackLimit(c limiter.Check) limiter.Limit {
-	share := c.Rule.LocalShare
-	if share <= 0 {
-		share = 1
-	}
-	// The epsilon keeps 100 * 0.29 (28.999999999999996) at 29.
-	scale := func(n int64) int64 { return max(1, int64(float64(n)*share+1e-9)) }
-	return limiter.Limit{Rate: scale(c.Limit.Rate), Period: c.Limit.Period, Burst: scale(c.Limit.Quota())}
 }

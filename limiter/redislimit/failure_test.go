@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/limiter"
 
 	"go.uber.org/goleak"
@@ -61,11 +62,12 @@ func (l *logCounter) messages() []string {
 	return slices.Clone(l.msgs)
 }
 
-// timed runs one decision and measures it.
-func timed(r *Limiter, checks ...limiter.Check) ([]limiter.Decision, time.Duration) {
+// timed runs one decision through e, the Engine that owns the fallback
+// shares, and measures it.
+func timed(e *limiter.Engine, checks ...limiter.Check) ([]limiter.Decision, time.Duration) {
 	start := time.Now()
-	ds, _ := r.Decide(context.Background(), checks)
-	return ds, time.Since(start)
+	v, _ := e.Decide(context.Background(), checks)
+	return v.Decisions, time.Since(start)
 }
 
 func TestFailureModesWithRedisKilled(t *testing.T) {
@@ -95,13 +97,22 @@ func TestFailureModesWithRedisKilled(t *testing.T) {
 		t.Run(string(tt.mode), func(t *testing.T) {
 			// A fresh Redis per mode: a closed breaker, so the first
 			// decisions really try the dead server.
-			r := newTestRedis(t, c, Config{Timeout: failTimeout, Local: local, Logger: slog.New(&logCounter{})})
+			r := newTestRedis(t, c, Config{Timeout: failTimeout, Logger: slog.New(&logCounter{})})
+			e, err := limiter.NewEngine(time.Now, local, r) // the engine owns the fallback share
+			if err != nil {
+				t.Fatal(err)
+			}
 			chk := limiter.Check{Rule: &limiter.Rule{Name: "p-" + string(tt.mode), Algorithm: limiter.GCRA, OnRedisError: tt.mode, LocalShare: 0.34}, Limit: lim, Key: "10.0.0.1"}
 			allowed := 0
 			var tried, failFast []time.Duration
 			for i := 0; i < 15; i++ {
-				ds, took := timed(r, chk)
-				d := ds[0]
+				start := time.Now()
+				v, err := e.Decide(context.Background(), []limiter.Check{chk})
+				took := time.Since(start)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := v.Decisions[0]
 				if d.Allowed {
 					allowed++
 				}
@@ -141,6 +152,7 @@ func TestRedisHungDecisionsBoundedAndRecover(t *testing.T) {
 	c := newTestClient(t, failTimeout, s.Addr())
 	logs := &logCounter{}
 	r := newTestRedis(t, c, Config{Timeout: failTimeout, Logger: slog.New(logs)})
+	e := newTestEngine(t, r)
 	lim := limiter.Limit{Rate: 1000, Period: time.Minute}
 	modes := []struct {
 		mode   limiter.FailureMode
@@ -149,7 +161,7 @@ func TestRedisHungDecisionsBoundedAndRecover(t *testing.T) {
 	checks := make([]limiter.Check, len(modes))
 	for i, m := range modes {
 		checks[i] = limiter.Check{Rule: &limiter.Rule{Name: "hung-" + string(m.mode), Algorithm: limiter.SlidingWindow, OnRedisError: m.mode, LocalShare: 0.5}, Limit: lim, Key: "k"}
-		if ds, _ := timed(r, checks[i]); !ds[0].Allowed || ds[0].Reason != limiter.ReasonNone {
+		if ds, _ := timed(e, checks[i]); !ds[0].Allowed || ds[0].Reason != limiter.ReasonNone {
 			t.Fatalf("before the hang: got allowed=%v reason %d, want admitted by redis", ds[0].Allowed, ds[0].Reason)
 		}
 	}
@@ -162,7 +174,7 @@ func TestRedisHungDecisionsBoundedAndRecover(t *testing.T) {
 	for n := 0; time.Since(hungAt) < 1200*time.Millisecond; n++ {
 		i := n % len(modes)
 		opened := r.Stats().BreakerOpens > 0 // before the decision: the breaker opens in the background
-		ds, took := timed(r, checks[i])
+		ds, took := timed(e, checks[i])
 		switch got := ds[0].Reason; {
 		case got == modes[i].reason:
 		case got == limiter.ReasonOverloaded && modes[i].mode == limiter.FailAllow && !opened:
@@ -225,7 +237,7 @@ func TestRedisHungDecisionsBoundedAndRecover(t *testing.T) {
 func waitEnforced(t *testing.T, r *Limiter, chk limiter.Check, from time.Time) time.Duration {
 	t.Helper()
 	for time.Since(from) < 5*time.Second {
-		ds, _ := timed(r, chk)
+		ds, _ := r.Decide(context.Background(), []limiter.Check{chk}, nil)
 		if ds[0].Reason == limiter.ReasonNone || ds[0].Reason == limiter.ReasonLimited {
 			return time.Since(from)
 		}
@@ -240,6 +252,7 @@ func TestRedisRestartedEnforcementResumes(t *testing.T) {
 	leaks := goleak.IgnoreCurrent()
 	c := newTestClient(t, failTimeout, s.Addr())
 	r := newTestRedis(t, c, Config{Timeout: failTimeout, Logger: slog.New(&logCounter{})})
+	e := newTestEngine(t, r)
 	chk := limiter.Check{Rule: &limiter.Rule{Name: "restart", Algorithm: limiter.GCRA, OnRedisError: limiter.FailAllow}, Limit: limiter.Limit{Rate: 5, Period: time.Minute}, Key: "k"}
 	if d := decideOne(t, r, chk); !d.Allowed {
 		t.Fatalf("before the restart: got denied (reason %d), want admitted", d.Reason)
@@ -248,7 +261,7 @@ func TestRedisRestartedEnforcementResumes(t *testing.T) {
 	s.Kill()
 	downAt := time.Now()
 	for time.Since(downAt) < 700*time.Millisecond {
-		if ds, _ := timed(r, chk); ds[0].Reason != limiter.ReasonFailedOpen {
+		if ds, _ := timed(e, chk); ds[0].Reason != limiter.ReasonFailedOpen {
 			t.Fatalf("while down: got reason %d, want ReasonFailedOpen", ds[0].Reason)
 		}
 		<-time.After(2 * time.Millisecond)
@@ -283,12 +296,13 @@ func TestRedisRestartedEnforcementResumes(t *testing.T) {
 func TestLongOutageDoesNotDelayRecovery(t *testing.T) {
 	s := redistest.Start(t)
 	leaks := goleak.IgnoreCurrent()
-	c, err := NewClient(ClientOptions{Addrs: []string{s.Addr()}, Timeout: failTimeout, PoolSize: 2})
+	c, err := redisclient.New(redisclient.Options{Addrs: []string{s.Addr()}, Timeout: failTimeout, PoolSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const cooldown = 20 * time.Millisecond
 	r := newTestRedis(t, c, Config{Timeout: failTimeout, BreakerCooldown: cooldown, Logger: slog.New(&logCounter{})})
+	e := newTestEngine(t, r)
 	chk := limiter.Check{Rule: &limiter.Rule{Name: "long-outage", Algorithm: limiter.GCRA, OnRedisError: limiter.FailAllow}, Limit: limiter.Limit{Rate: 1000, Period: time.Second}, Key: "k"}
 	if d := decideOne(t, r, chk); !d.Allowed {
 		t.Fatalf("before the outage: got denied (reason %d), want admitted", d.Reason)
@@ -297,7 +311,7 @@ func TestLongOutageDoesNotDelayRecovery(t *testing.T) {
 	s.Kill()
 	downAt := time.Now()
 	for time.Since(downAt) < 500*time.Millisecond { // ~25 probes: far over the pool size of 2
-		if ds, _ := timed(r, chk); ds[0].Reason != limiter.ReasonFailedOpen {
+		if ds, _ := timed(e, chk); ds[0].Reason != limiter.ReasonFailedOpen {
 			t.Fatalf("while down: got reason %d, want ReasonFailedOpen", ds[0].Reason)
 		}
 		<-time.After(2 * time.Millisecond)

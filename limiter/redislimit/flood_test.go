@@ -44,7 +44,7 @@ func TestFloodDoesNotSwitchTheLimitOff(t *testing.T) {
 				if g%2 == 1 {
 					cost = 2
 				}
-				ds, _ := r.Decide(context.Background(), []limiter.Check{{Rule: pol, Limit: lim, Key: "one", Cost: cost}})
+				ds, _ := r.Decide(context.Background(), []limiter.Check{{Rule: pol, Limit: lim, Key: "one", Cost: cost}}, nil)
 				switch {
 				case ds[0].Allowed:
 					admitted.Add(cost)

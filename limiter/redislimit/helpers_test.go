@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/limiter"
 
 	"github.com/redis/go-redis/v9"
@@ -19,7 +20,7 @@ const semanticsTimeout = 2 * time.Second
 // closes the client when the test ends.
 func newTestClient(t testing.TB, timeout time.Duration, addrs ...string) redis.UniversalClient {
 	t.Helper()
-	c, err := NewClient(ClientOptions{Addrs: addrs, Timeout: timeout})
+	c, err := redisclient.New(redisclient.Options{Addrs: addrs, Timeout: timeout})
 	if err != nil {
 		t.Fatalf("NewRedisClient: %v", err)
 	}
@@ -86,11 +87,11 @@ func waitRedisTime(t testing.TB, c redis.UniversalClient, at time.Time) {
 // holds anything, an undo that gives it all back (Adjust to zeros).
 func decide(t testing.TB, r *Limiter, checks ...limiter.Check) ([]limiter.Decision, func(context.Context)) {
 	t.Helper()
-	ds, held := r.Decide(context.Background(), checks)
+	ds, held := r.Decide(context.Background(), checks, nil)
 	if held == nil {
 		return ds, nil
 	}
-	return ds, func(ctx context.Context) { held.Adjust(ctx, make([]int64, len(checks))) }
+	return ds, func(ctx context.Context) { held.Settle(ctx, make([]int64, len(checks))) }
 }
 
 // decideOne runs one check.

@@ -16,6 +16,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/limiter"
 )
 
@@ -45,7 +46,7 @@ var DefaultMaxInFlight = 10 * runtime.GOMAXPROCS(0)
 // default.
 type Config struct {
 	// Timeout bounds one decision's round trip, NOSCRIPT reload included;
-	// zero means DefaultRedisTimeout. Past it the checks' failure modes apply.
+	// zero means redisclient.DefaultTimeout. Past it the checks' failure modes apply.
 	Timeout time.Duration
 	// BreakerFailures is how many consecutive failed round trips open the
 	// circuit breaker; zero means DefaultBreakerFailures.
@@ -81,10 +82,6 @@ type Config struct {
 	// negative turns gathering off (every decision its own round trip, a
 	// lone GCRA check through redis_rate's AllowN).
 	Pipelines int
-	// Local holds the in-process buckets of the "local" failure mode (in
-	// groups marked Fallback); nil means private buckets with the default
-	// cap. Pass the Engine's so one Retain call covers both.
-	Local *limiter.Local
 }
 
 // Limiter decides checks on Redis for every gateway instance at once: GCRA,
@@ -113,7 +110,6 @@ type Limiter struct {
 	slots        slots
 	clock        func() time.Time
 	log          *slog.Logger
-	local        *limiter.Local
 	denials      *denialCache
 
 	breakerFailures int
@@ -162,17 +158,16 @@ func New(client Client, cfg Config) (*Limiter, error) {
 	r := &Limiter{
 		client:       client,
 		gcra:         redis_rate.NewLimiter(client),
-		timeout:      cmp.Or(cfg.Timeout, DefaultTimeout),
+		timeout:      cmp.Or(cfg.Timeout, redisclient.DefaultTimeout),
 		queueTimeout: cmp.Or(cfg.QueueTimeout, DefaultQueueTimeout),
 		// Two unanswered waves of round trips this far apart are not one
 		// stall of this process: it would have to last twice the timeout.
-		suspectWindow: suspectWindowFactor * cmp.Or(cfg.Timeout, DefaultTimeout),
+		suspectWindow: suspectWindowFactor * cmp.Or(cfg.Timeout, redisclient.DefaultTimeout),
 		slots:         newSlots(slotCount(cfg)),
 		cooldown:      cmp.Or(cfg.BreakerCooldown, DefaultBreakerCooldown),
 		clock:         cfg.Clock,
 		log:           cfg.Logger,
-		local:         cfg.Local,
-		denials:       newDenialCache(cfg.DenialCacheSize, cmp.Or(cfg.Timeout, DefaultTimeout)),
+		denials:       newDenialCache(cfg.DenialCacheSize, cmp.Or(cfg.Timeout, redisclient.DefaultTimeout)),
 	}
 	if r.clock == nil {
 		r.clock = time.Now
@@ -180,9 +175,6 @@ func New(client Client, cfg Config) (*Limiter, error) {
 	r.cc, r.cluster = client.(*redis.ClusterClient)
 	if r.log == nil {
 		r.log = slog.Default()
-	}
-	if r.local == nil {
-		r.local = limiter.NewLocal(0)
 	}
 	r.breakerFailures = cmp.Or(cfg.BreakerFailures, DefaultBreakerFailures)
 	r.pipelines = cfg.Pipelines

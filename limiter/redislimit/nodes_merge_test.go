@@ -27,7 +27,7 @@ func mergeFlood(t *testing.T, r *Limiter, d time.Duration) int64 {
 	for w := range 64 {
 		wg.Go(func() {
 			for i := 0; i < 1_000_000 && time.Now().Before(stop); i++ {
-				ds, _ := r.Decide(context.Background(), []limiter.Check{{Rule: pol, Limit: lim, Key: fmt.Sprint((w*997 + i) % 1000)}})
+				ds, _ := r.Decide(context.Background(), []limiter.Check{{Rule: pol, Limit: lim, Key: fmt.Sprint((w*997 + i) % 1000)}}, nil)
 				if ds[0].Allowed {
 					n.Add(1)
 				}

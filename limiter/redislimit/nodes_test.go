@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
 )
@@ -72,7 +73,7 @@ func nodeFlood(t *testing.T, r *Limiter, hotKey string, d, event time.Duration, 
 					c = limiter.Check{Rule: nodeHot, Limit: nodeHotLim, Key: hotKey}
 				}
 				o.sent = time.Since(start)
-				ds, _ := r.Decide(context.Background(), []limiter.Check{c})
+				ds, _ := r.Decide(context.Background(), []limiter.Check{c}, nil)
 				o.recv = time.Since(start)
 				o.allowed, o.reason = ds[0].Allowed, ds[0].Reason
 				out = append(out, o)
@@ -358,7 +359,7 @@ func TestSentinelFailoverFollowed(t *testing.T) {
 	for _, s := range sentinels {
 		redistest.WaitInfo(t, s, "sentinel", "slaves=1,sentinels=3")
 	}
-	client, err := NewClient(ClientOptions{SentinelMasterName: "gw", SentinelAddrs: addrs, Timeout: nodeTimeout})
+	client, err := redisclient.New(redisclient.Options{SentinelMasterName: "gw", SentinelAddrs: addrs, Timeout: nodeTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

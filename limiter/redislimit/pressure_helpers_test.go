@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 
 	"github.com/redis/go-redis/v9"
@@ -146,7 +147,11 @@ func floodUntil(e *limiter.Engine, checks []limiter.Check, workers int, d time.D
 					}
 					continue
 				}
-				o := outcome{sent: sent.UnixNano(), recv: recv.UnixNano(), allowed: v.Allowed, denied: int8(v.Denied)}
+				i, denied := v.DeniedBy()
+				o := outcome{sent: sent.UnixNano(), recv: recv.UnixNano(), allowed: v.Allowed, denied: -1}
+				if denied {
+					o.denied = int8(i)
+				}
 				if d, ok := v.Deciding(); ok {
 					o.reason, o.retryAfter = d.Reason, d.RetryAfter
 				}
@@ -161,11 +166,11 @@ func floodUntil(e *limiter.Engine, checks []limiter.Check, workers int, d time.D
 				sp.add(o)
 				requests++
 				why[o.reason]++
-				if o.allowed || o.failed() || v.Denied < 0 || v.Denied >= len(denials) {
+				if o.allowed || o.failed() || !denied || i >= len(denials) {
 					kept = append(kept, o)
 					continue
 				}
-				denials[v.Denied].add(o, retryLimit)
+				denials[i].add(o, retryLimit)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -382,7 +387,7 @@ func avoidHourEdge(t *testing.T, need time.Duration) {
 // (zero: the gateway's default, 30ms), closed when the test ends.
 func newClient(t *testing.T, timeout time.Duration, addrs ...string) redis.UniversalClient {
 	t.Helper()
-	c, err := redislimit.NewClient(redislimit.ClientOptions{Addrs: addrs, Timeout: timeout})
+	c, err := redisclient.New(redisclient.Options{Addrs: addrs, Timeout: timeout})
 	if err != nil {
 		t.Fatalf("NewRedisClient: %v", err)
 	}
@@ -395,7 +400,6 @@ func newClient(t *testing.T, timeout time.Duration, addrs ...string) redis.Unive
 func newRedisEngine(t *testing.T, c redis.UniversalClient, cfg redislimit.Config) (*limiter.Engine, *redislimit.Limiter) {
 	t.Helper()
 	local := limiter.NewLocal(0)
-	cfg.Local = local
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -421,6 +425,12 @@ func decideOnce(t *testing.T, e *limiter.Engine, checks ...limiter.Check) limite
 		t.Fatalf("Decide: %v", err)
 	}
 	return v
+}
+
+// deniedBy reports whether check i denied v.
+func deniedBy(v limiter.Verdict, i int) bool {
+	j, ok := v.DeniedBy()
+	return ok && j == i
 }
 
 // reasonCounts names a flood's reason counts, for the log.

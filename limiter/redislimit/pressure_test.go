@@ -242,7 +242,7 @@ func checkNoLockout(t *testing.T, e *limiter.Engine, checks []limiter.Check) {
 		case v.Allowed:
 			t.Logf("no lockout: admitted again after %d tries", tries)
 			return
-		case v.Denied == 1:
+		case deniedBy(v, 1):
 			d := v.Decisions[1]
 			t.Errorf("lockout: the hourly quota (not used up) denied a request with retry %s (reason %s), want it admitted once the per-second limit allows",
 				d.RetryAfter.Round(time.Second), d.Reason.String())

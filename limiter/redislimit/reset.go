@@ -13,10 +13,9 @@ var _ limiter.Resetter = (*Limiter)(nil)
 // Reset implements limiter.Resetter: the check's key starts afresh under its
 // policy. It deletes every key any shared algorithm keeps for (policy, key)
 // (see stateKeys), whatever the policy's algorithm is now, so state left by
-// an algorithm the policy used before a reload goes too; it forgets the key's
-// cached denials under every limit, and its in-process fallback share
-// (on_redis_error: local) at c.Limit. Only c.Rule.Name, its Algorithm,
-// c.Limit and c.Key matter.
+// an algorithm the policy used before a reload goes too; and it forgets the
+// key's cached denials under every limit. (The key's in-process fallback
+// share is the Engine's to reset.) Only c.Rule.Name and c.Key matter.
 //
 // The keys go in one DEL (they share one hash tag, so one Cluster slot),
 // bounded by the longer of the timeout and the breaker cooldown: an
@@ -39,9 +38,6 @@ func (r *Limiter) Reset(ctx context.Context, c limiter.Check) error {
 	// Forgotten after the DEL, so that a denial cached from a round trip
 	// that ran before it cannot outlive the reset.
 	r.denials.forgetAll(c.Rule.Name, d)
-	if c.Rule.OnRedisError == limiter.FailLocal {
-		r.local.Reset(limiter.BucketGroup{Policy: c.Rule.Name, Limit: fallbackLimit(c), Fallback: true, Algorithm: c.Rule.Algorithm}, c.Key)
-	}
 	if err != nil {
 		return fmt.Errorf("deleting the key's state on redis: %w", err)
 	}

@@ -198,10 +198,15 @@ func TestResetRefillsTheLocalFallback(t *testing.T) {
 	s := redistest.Start(t)
 	c := newTestClient(t, semanticsTimeout, s.Addr())
 	local := limiter.NewLocal(0)
-	r := newTestRedis(t, c, Config{Local: local})
+	r := newTestRedis(t, c, Config{})
+	e, err := limiter.NewEngine(time.Now, local, r) // the engine owns the fallback share
+	if err != nil {
+		t.Fatal(err)
+	}
 	rule := &limiter.Rule{Name: "fallback", Algorithm: limiter.GCRA, OnRedisError: limiter.FailLocal, LocalShare: 0.5}
 	chk := limiter.Check{Rule: rule, Limit: limiter.Limit{Rate: 10, Period: time.Hour, Burst: 10}, Key: "acme"}
-	g := limiter.BucketGroup{Policy: rule.Name, Limit: fallbackLimit(chk), Fallback: true, Algorithm: rule.Algorithm}
+	share := limiter.Limit{Rate: 5, Period: time.Hour, Burst: 5} // half of chk.Limit
+	g := limiter.BucketGroup{Policy: rule.Name, Limit: share, Fallback: true, Algorithm: rule.Algorithm}
 	now := time.Now()
 	for range 5 { // what a Redis outage would have taken: the whole share
 		if d, _ := local.Reserve(now, g, chk.Key, 1); !d.Allowed {
@@ -211,7 +216,7 @@ func TestResetRefillsTheLocalFallback(t *testing.T) {
 	if d := local.Peek(now, g, chk.Key); d.Allowed {
 		t.Fatalf("fallback share before Reset: got %+v, want spent", d)
 	}
-	if err := r.Reset(context.Background(), chk); err != nil {
+	if err := e.Reset(context.Background(), chk); err != nil {
 		t.Fatal(err)
 	}
 	if d := local.Peek(now, g, chk.Key); !d.Allowed || d.Remaining != 5 {

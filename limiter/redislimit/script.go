@@ -116,7 +116,9 @@ end
 // each seeing what the ones before it recorded: as if called one by one.
 // ARGV[1] is the number of requests; then, per request, its decideScript
 // arguments (n, mode, then each check's). KEYS are theirs, in order. The reply is
-// theirs, concatenated.
+// theirs, concatenated. It is hand-written because neither go-redis nor
+// redis_rate merges script calls: without it Redis runs one script per
+// request of a pipeline instead of one for all of them.
 const decideManySrc = decidePrelude + `
 local groups = tonumber(ARGV[1])
 local a, k, r = 1, 0, 0

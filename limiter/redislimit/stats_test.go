@@ -34,7 +34,7 @@ func TestStatsCountTimeouts(t *testing.T) {
 		// Redis: an error, not a timeout.
 		ctx, cancel := context.WithCancel(t.Context())
 		stop := time.AfterFunc(failTimeout/5, cancel)
-		r.Decide(ctx, []limiter.Check{check})
+		r.Decide(ctx, []limiter.Check{check}, nil)
 		stop.Stop()
 		cancel()
 		if st := r.Stats(); st.Errors != 1 || st.Timeouts != 0 {

@@ -21,7 +21,7 @@ const MinMaxBytes = 64 << 10
 
 // entryOverhead is what the store counts for a key besides the key's bytes
 // and its record's body and headers: the map slot, the entry, the record,
-// the channel a hold's waiters watch, rounded up.
+// the channel an owner's waiters watch, rounded up.
 const entryOverhead = 512
 
 // LocalConfig bounds a Local store. The zero value takes the defaults.
@@ -44,13 +44,13 @@ type LocalStats struct {
 	// BodiesDropped counts responses dropped to stay under MaxBytes, each
 	// leaving a done marker.
 	BodiesDropped int64
-	// Full counts claims refused (ErrFull): every byte was a hold or a done
+	// Full counts claims refused (ErrFull): every byte was an owner or a done
 	// marker still within its replay TTL.
 	Full int64
 }
 
 // Local keeps idempotency keys in the process: the same behaviour as Redis
-// for one instance. A hold lasts as long as its request (the process is the
+// for one instance. An owner lasts as long as its request (the process is the
 // holder, so there is nothing to renew); records expire after their replay
 // TTL.
 //
@@ -58,7 +58,7 @@ type LocalStats struct {
 // first; then the responses of the records closest to expiry are dropped,
 // each leaving a done marker (fingerprint and status, Record.Partial) for
 // the rest of its replay TTL, so that a duplicate is told the request was
-// done instead of reaching the upstream again. Holds and markers are never
+// done instead of reaching the upstream again. Owners and markers are never
 // dropped early: when they alone fill the store, a new key gets ErrFull.
 type Local struct {
 	now      func() time.Time
@@ -78,8 +78,8 @@ var _ Store = (*Local)(nil)
 
 type localEntry struct {
 	key     string
-	hold    *localHold    // the current holder; nil once it ended
-	done    chan struct{} // closed when hold ends
+	owner   *localOwner   // the current owner; nil once it ended
+	done    chan struct{} // closed when owner ends
 	rec     *Record
 	expires time.Time // of rec
 	size    int64     // counted bytes
@@ -110,7 +110,7 @@ func NewLocal(now func() time.Time, cfg LocalConfig) (*Local, error) {
 	}, nil
 }
 
-// Begin claims key. t.LockTTL does not apply: a local hold ends with its
+// Begin claims key. t.LockTTL does not apply: a local owner ends with its
 // request.
 func (s *Local) Begin(_ context.Context, key string, t Terms) (Claim, error) {
 	s.mu.Lock()
@@ -118,7 +118,7 @@ func (s *Local) Begin(_ context.Context, key string, t Terms) (Claim, error) {
 	now := s.now()
 	e := s.entries[key]
 	switch {
-	case e != nil && e.hold != nil:
+	case e != nil && e.owner != nil:
 		return Claim{}, nil
 	case e != nil && e.rec != nil && now.Before(e.expires):
 		return Claim{Record: e.rec}, nil
@@ -133,10 +133,10 @@ func (s *Local) Begin(_ context.Context, key string, t Terms) (Claim, error) {
 		}
 	}
 	s.fence++
-	h := &localHold{store: s, key: key, fence: s.fence, replayTTL: t.ReplayTTL}
-	s.entries[key] = &localEntry{key: key, hold: h, done: make(chan struct{}), size: size}
+	h := &localOwner{store: s, key: key, fence: s.fence, replayTTL: t.ReplayTTL}
+	s.entries[key] = &localEntry{key: key, owner: h, done: make(chan struct{}), size: size}
 	s.bytes += size
-	return Claim{Hold: h}, nil
+	return Claim{Owner: h}, nil
 }
 
 // Wait returns when key's holder ends or ctx does.
@@ -144,7 +144,7 @@ func (s *Local) Wait(ctx context.Context, key string) error {
 	s.mu.Lock()
 	e := s.entries[key]
 	var done chan struct{}
-	if e != nil && e.hold != nil {
+	if e != nil && e.owner != nil {
 		done = e.done
 	}
 	s.mu.Unlock()
@@ -210,7 +210,7 @@ func (s *Local) makeRoom(now time.Time, size int64) bool {
 	var recs []*localEntry
 	for _, e := range s.entries {
 		switch {
-		case e.hold != nil:
+		case e.owner != nil:
 		case !now.Before(e.expires):
 			s.remove(e)
 		default:
@@ -258,33 +258,33 @@ func (s *Local) dropBody(e *localEntry) {
 	s.dropped++
 }
 
-type localHold struct {
+type localOwner struct {
 	store     *Local
 	key       string
 	fence     int64
 	replayTTL time.Duration
 }
 
-func (h *localHold) Fence() int64 { return h.fence }
+func (h *localOwner) Fence() int64 { return h.fence }
 
-// Lost is always nil: a local hold cannot expire under its holder.
-func (h *localHold) Lost() error { return nil }
+// Lost is always nil: a local owner cannot lose the key.
+func (h *localOwner) Lost() error { return nil }
 
-func (h *localHold) Complete(_ context.Context, rec *Record) error {
+func (h *localOwner) Complete(_ context.Context, rec *Record) error {
 	return h.end(rec, h.replayTTL)
 }
 
-func (h *localHold) Abort(context.Context) error { return h.end(nil, 0) }
+func (h *localOwner) Abort(context.Context) error { return h.end(nil, 0) }
 
-func (h *localHold) end(rec *Record, ttl time.Duration) error {
+func (h *localOwner) end(rec *Record, ttl time.Duration) error {
 	s := h.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.entries[h.key]
-	if e == nil || e.hold != h {
+	if e == nil || e.owner != h {
 		return ErrLost // ended twice
 	}
-	e.hold = nil
+	e.owner = nil
 	close(e.done)
 	if rec == nil || ttl <= 0 {
 		s.remove(e)

@@ -9,12 +9,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-gateway/gateway/limiter/redislock"
+	"github.com/ratelimit-gateway/gateway/redislock"
 )
 
 // RedisClient is the part of a go-redis client the Redis store uses.
 // *redis.Client and *redis.ClusterClient satisfy it; build it with
-// ContextTimeoutEnabled (redislimit.NewClient does).
+// ContextTimeoutEnabled (redisclient.New does).
 type RedisClient interface {
 	redis.Scripter
 	Get(ctx context.Context, key string) *redis.StringCmd
@@ -42,11 +42,11 @@ const DefaultPoll = 50 * time.Millisecond
 const DefaultMaxRecordBytes = 24 << 20
 
 // Redis keeps idempotency keys in Redis, shared by every gateway instance on
-// it: a hold is a redislock lock (SET NX PX, renewed by its watchdog while
+// it: an owner holds a redislock lock (SET NX PX, renewed by its watchdog while
 // the request is upstream, with a fencing token), and a record is a JSON
 // value beside the lock, in its Cluster slot, written only while the lock
-// is still the writer's. It starts nothing of its own; a hold's watchdog
-// ends with the hold.
+// is still the writer's. It starts nothing of its own; an owner's watchdog
+// ends with the owner.
 type Redis struct {
 	client RedisClient
 	cfg    RedisConfig
@@ -98,7 +98,7 @@ func (s *Redis) Begin(ctx context.Context, key string, t Terms) (Claim, error) {
 	if err != nil {
 		return Claim{}, err
 	}
-	// The hold outlives the request's context: it ends with Complete or
+	// The owner outlives the request's context: it ends with Complete or
 	// Abort, which the proxy always calls.
 	lk, err := locker.Acquire(context.WithoutCancel(ctx), resource(key), t.LockTTL)
 	switch {
@@ -113,7 +113,7 @@ func (s *Redis) Begin(ctx context.Context, key string, t Terms) (Claim, error) {
 		_ = lk.Release(context.WithoutCancel(ctx))
 		return Claim{Record: rec}, err
 	}
-	return Claim{Hold: &redisHold{store: s, lock: lk, key: recordKey(key), replayTTL: t.ReplayTTL}}, nil
+	return Claim{Owner: &redisOwner{store: s, lock: lk, key: recordKey(key), replayTTL: t.ReplayTTL}}, nil
 }
 
 // record reads key's record, nil when there is none.
@@ -158,23 +158,23 @@ redis.call("SET", KEYS[2], ARGV[2], "PX", ARGV[3])
 return 1
 `)
 
-type redisHold struct {
+type redisOwner struct {
 	store     *Redis
 	lock      *redislock.Lock
 	key       string // the record's
 	replayTTL time.Duration
 }
 
-func (h *redisHold) Fence() int64 { return h.lock.Fence() }
+func (h *redisOwner) Fence() int64 { return h.lock.Fence() }
 
-func (h *redisHold) Lost() error {
+func (h *redisOwner) Lost() error {
 	if h.lock.Context().Err() == nil {
 		return nil
 	}
 	return context.Cause(h.lock.Context())
 }
 
-func (h *redisHold) Complete(ctx context.Context, rec *Record) error {
+func (h *redisOwner) Complete(ctx context.Context, rec *Record) error {
 	b, err := json.Marshal(rec)
 	if err == nil && len(b) > h.store.cfg.MaxRecordBytes {
 		b, err = json.Marshal(&Record{Fingerprint: rec.Fingerprint, Status: rec.Status, Partial: true})
@@ -199,7 +199,7 @@ func (h *redisHold) Complete(ctx context.Context, rec *Record) error {
 	return nil
 }
 
-func (h *redisHold) Abort(ctx context.Context) error {
+func (h *redisOwner) Abort(ctx context.Context) error {
 	err := h.lock.Release(ctx)
 	if errors.Is(err, redislock.ErrNotHeld) {
 		return ErrLost

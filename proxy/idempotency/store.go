@@ -16,10 +16,10 @@ import (
 
 // Store holds idempotency keys. Implementations are safe for concurrent use.
 type Store interface {
-	// Begin claims key for one request. The Claim holds either a Hold (the
+	// Begin claims key for one request. The Claim has either an Owner (the
 	// request is the first: forward it, then Complete or Abort), a Record (a
 	// request with this key finished: replay it), or neither (another
-	// request holds the key now). t says how long holds and records last.
+	// request owns the key now). t says how long owners and records last.
 	Begin(ctx context.Context, key string, t Terms) (Claim, error)
 	// Wait returns when the holder of key may have finished, so that Begin
 	// is worth calling again, or with ctx's error when ctx ends first.
@@ -28,8 +28,8 @@ type Store interface {
 
 // Terms are the durations a key is held and remembered for.
 type Terms struct {
-	// LockTTL is how long a hold lasts when its holder stops renewing it (a
-	// crashed instance); a live holder renews it.
+	// LockTTL is how long an owner keeps the key when it stops renewing its
+	// lock (a crashed instance); a live owner renews it.
 	LockTTL time.Duration
 	// ReplayTTL is how long a finished request's record is replayed.
 	ReplayTTL time.Duration
@@ -37,32 +37,34 @@ type Terms struct {
 
 // Claim is what Begin found.
 type Claim struct {
-	Hold   Hold
+	Owner  Owner
 	Record *Record
 }
 
-// Busy reports whether another request holds the key.
-func (c Claim) Busy() bool { return c.Hold == nil && c.Record == nil }
+// Busy reports whether another request owns the key.
+func (c Claim) Busy() bool { return c.Owner == nil && c.Record == nil }
 
-// Hold is one request's claim on a key.
-type Hold interface {
-	// Fence is the fencing token of this hold: larger than that of every
-	// earlier hold of the same key, so that an upstream that remembers the
-	// largest it has seen can refuse a stale holder.
+// Owner is the one request that owns a key until it completes or aborts.
+// (It is named apart from the limiter's Reservation, which is what a request
+// took from its rate limits.)
+type Owner interface {
+	// Fence is the fencing token of this owner: larger than that of every
+	// earlier owner of the same key, so that an upstream that remembers the
+	// largest it has seen can refuse a stale owner.
 	Fence() int64
-	// Lost returns a non-nil error once the hold is known to be lost (its
-	// lock expired while the holder worked and may be someone else's).
+	// Lost returns a non-nil error once the key is known to be lost (its
+	// lock expired while the owner worked and may be someone else's).
 	Lost() error
-	// Complete stores rec for the ReplayTTL of the hold's Terms and
-	// releases the key, but only if the hold still holds it: a stale
-	// holder's record is not stored (ErrLost).
+	// Complete stores rec for the ReplayTTL of the owner's Terms and
+	// releases the key, but only if the owner still holds its lock: a stale
+	// owner's record is not stored (ErrLost).
 	Complete(ctx context.Context, rec *Record) error
 	// Abort releases the key without a record, so that the client may
 	// retry.
 	Abort(ctx context.Context) error
 }
 
-// ErrLost is returned by Complete when the hold had been lost.
+// ErrLost is returned by Complete when the owner had lost the key.
 var ErrLost = errors.New("idempotency: key no longer held")
 
 // ErrFull is returned by Local.Begin when it holds as many keys as it may

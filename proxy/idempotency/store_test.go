@@ -16,8 +16,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
-	"github.com/ratelimit-gateway/gateway/limiter/redislock"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
+	"github.com/ratelimit-gateway/gateway/redislock"
 )
 
 func TestMain(m *testing.M) {
@@ -91,30 +91,30 @@ func TestStoreContract(t *testing.T) {
 			for i := range 20 { // on a Cluster, keys spread over the masters
 				key := fmt.Sprintf("tenant:a\x00POST\x00/pay\x00order-%d", i)
 				first := mustBegin(t, s, key)
-				if first.Hold == nil {
+				if first.Owner == nil {
 					t.Fatalf("%s: first claim got %+v, want a hold", key, first)
 				}
 				if c := mustBegin(t, s, key); !c.Busy() {
 					t.Fatalf("%s: second claim got %+v, want busy", key, c)
 				}
-				if err := first.Hold.Abort(ctx); err != nil {
+				if err := first.Owner.Abort(ctx); err != nil {
 					t.Fatalf("%s: Abort: %v", key, err)
 				}
 				second := mustBegin(t, s, key)
-				if second.Hold == nil {
+				if second.Owner == nil {
 					t.Fatalf("%s: claim after Abort got %+v, want a hold", key, second)
 				}
-				if second.Hold.Fence() <= first.Hold.Fence() {
-					t.Fatalf("%s: fence after Abort %d, want > %d", key, second.Hold.Fence(), first.Hold.Fence())
+				if second.Owner.Fence() <= first.Owner.Fence() {
+					t.Fatalf("%s: fence after Abort %d, want > %d", key, second.Owner.Fence(), first.Owner.Fence())
 				}
 				rec := &idempotency.Record{Fingerprint: [32]byte{byte(i)}, Status: 201,
 					Header: http.Header{"Location": {fmt.Sprintf("/pay/%d", i)}}, Body: []byte(`{"id":1}`)}
-				if err := second.Hold.Complete(ctx, rec); err != nil {
+				if err := second.Owner.Complete(ctx, rec); err != nil {
 					t.Fatalf("%s: Complete: %v", key, err)
 				}
 				for range 2 {
 					got := mustBegin(t, s, key)
-					if got.Record == nil || got.Hold != nil {
+					if got.Record == nil || got.Owner != nil {
 						t.Fatalf("%s: claim after Complete got %+v, want the record", key, got)
 					}
 					if got.Record.Status != 201 || string(got.Record.Body) != `{"id":1}` ||
@@ -137,7 +137,7 @@ func TestStoreConcurrentClaims(t *testing.T) {
 			var holds, busy atomic.Int64
 			var wg sync.WaitGroup
 			var mu sync.Mutex
-			var held idempotency.Hold
+			var held idempotency.Owner
 			start := make(chan struct{})
 			for range n {
 				wg.Go(func() {
@@ -146,10 +146,10 @@ func TestStoreConcurrentClaims(t *testing.T) {
 					switch {
 					case err != nil:
 						t.Errorf("Begin: %v", err)
-					case c.Hold != nil:
+					case c.Owner != nil:
 						holds.Add(1)
 						mu.Lock()
-						held = c.Hold
+						held = c.Owner
 						mu.Unlock()
 					case c.Busy():
 						busy.Add(1)
@@ -195,7 +195,7 @@ func TestStoreWait(t *testing.T) {
 			if err := s.Wait(ctx, "free"); err != nil {
 				t.Fatalf("Wait on a free key: %v", err)
 			}
-			hold := mustBegin(t, s, "k").Hold
+			hold := mustBegin(t, s, "k").Owner
 			cctx, cancel := context.WithCancel(ctx)
 			cancel()
 			if err := s.Wait(cctx, "k"); !errors.Is(err, context.Canceled) {
@@ -238,12 +238,12 @@ func TestRedisStaleHolderStoresNothing(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	s := newRedisStore(t, client)
 	ctx := context.Background()
-	stale := mustBegin(t, s, "k").Hold
+	stale := mustBegin(t, s, "k").Owner
 	lock, _ := redislock.Keys("idem:k")
 	if n, err := client.Del(ctx, lock).Result(); err != nil || n != 1 {
 		t.Fatalf("deleting the lock %s: %d, %v", lock, n, err)
 	}
-	next := mustBegin(t, s, "k").Hold
+	next := mustBegin(t, s, "k").Owner
 	if next == nil || next.Fence() <= stale.Fence() {
 		t.Fatalf("claim after the expiry: got %v, want a hold with a fence above %d", next, stale.Fence())
 	}
@@ -266,7 +266,7 @@ func TestRedisHoldRenewed(t *testing.T) {
 	ctx := context.Background()
 	short := idempotency.Terms{LockTTL: 60 * time.Millisecond, ReplayTTL: time.Minute}
 	c, err := s.Begin(ctx, "k", short)
-	if err != nil || c.Hold == nil {
+	if err != nil || c.Owner == nil {
 		t.Fatalf("Begin: %+v, %v", c, err)
 	}
 	// The deadline is the assertion's window, not an ordering device: the
@@ -275,11 +275,11 @@ func TestRedisHoldRenewed(t *testing.T) {
 		if c2, err := s.Begin(ctx, "k", short); err != nil || !c2.Busy() {
 			t.Fatalf("second claim while held: %+v, %v; want busy", c2, err)
 		}
-		if err := c.Hold.Lost(); err != nil {
+		if err := c.Owner.Lost(); err != nil {
 			t.Fatalf("hold lost while renewed: %v", err)
 		}
 	}
-	if err := c.Hold.Complete(ctx, &idempotency.Record{Status: 200}); err != nil {
+	if err := c.Owner.Complete(ctx, &idempotency.Record{Status: 200}); err != nil {
 		t.Fatalf("Complete after 5 TTLs: %v", err)
 	}
 }
@@ -299,10 +299,10 @@ func TestLocalBounded(t *testing.T) {
 			tt.ReplayTTL = time.Hour
 		}
 		c, err := s.Begin(ctx, fmt.Sprint(i), tt)
-		if err != nil || c.Hold == nil {
+		if err != nil || c.Owner == nil {
 			t.Fatalf("Begin(%d): %+v, %v", i, c, err)
 		}
-		if err := c.Hold.Complete(ctx, &idempotency.Record{Status: 200}); err != nil {
+		if err := c.Owner.Complete(ctx, &idempotency.Record{Status: 200}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -310,7 +310,7 @@ func TestLocalBounded(t *testing.T) {
 		t.Fatalf("Len %d, want 32", s.Len())
 	}
 	// Full of live records: the two closest to expiry (32/16) make room.
-	newHold := mustBegin(t, s, "new").Hold
+	newHold := mustBegin(t, s, "new").Owner
 	if newHold == nil {
 		t.Fatal("claim at the cap: no hold")
 	}
@@ -323,20 +323,20 @@ func TestLocalBounded(t *testing.T) {
 		case i >= 16:
 			t.Fatalf("record %d (an hour left) dropped before those with a minute left", i)
 		default:
-			_ = c.Hold.Abort(ctx) // a dropped one, claimed again by this probe
+			_ = c.Owner.Abort(ctx) // a dropped one, claimed again by this probe
 		}
 	}
 	if kept != 30 {
 		t.Fatalf("records kept at the cap: %d, want 30", kept)
 	}
 	now = now.Add(2 * time.Hour) // every record expired; "new" is still held
-	held := []idempotency.Hold{newHold}
+	held := []idempotency.Owner{newHold}
 	for i := range 31 {
 		c := mustBegin(t, s, fmt.Sprint("h", i))
-		if c.Hold == nil {
+		if c.Owner == nil {
 			t.Fatalf("claim %d after expiry: %+v, want a hold", i, c)
 		}
-		held = append(held, c.Hold)
+		held = append(held, c.Owner)
 	}
 	if _, err := s.Begin(ctx, "one-too-many", terms); !errors.Is(err, idempotency.ErrFull) {
 		t.Fatalf("claim with every key held: got %v, want ErrFull", err)
@@ -372,10 +372,10 @@ func TestLocalBoundedByBytes(t *testing.T) {
 		// Later keys are kept longer: the earliest are closest to expiry.
 		tt := idempotency.Terms{LockTTL: time.Second, ReplayTTL: time.Hour + time.Duration(i)*time.Minute}
 		c, err := s.Begin(ctx, fmt.Sprint("k", i), tt)
-		if err != nil || c.Hold == nil {
+		if err != nil || c.Owner == nil {
 			t.Fatalf("Begin(k%d): %+v, %v", i, c, err)
 		}
-		if err := c.Hold.Complete(ctx, recordOf(i, body)); err != nil {
+		if err := c.Owner.Complete(ctx, recordOf(i, body)); err != nil {
 			t.Fatalf("Complete(k%d): %v", i, err)
 		}
 		if st := s.Stats(); st.Bytes > maxBytes {
@@ -411,7 +411,7 @@ func TestLocalBoundedByBytes(t *testing.T) {
 
 	// Larger than the whole bound: kept as a marker at once.
 	c := mustBegin(t, s, "huge")
-	if err := c.Hold.Complete(ctx, recordOf(7, 2*maxBytes)); err != nil {
+	if err := c.Owner.Complete(ctx, recordOf(7, 2*maxBytes)); err != nil {
 		t.Fatalf("Complete(huge): %v", err)
 	}
 	if got := mustBegin(t, s, "huge"); got.Record == nil || !got.Record.Partial || got.Record.Status != 201 {
@@ -430,10 +430,10 @@ func TestLocalBoundedByBytes(t *testing.T) {
 			key = "huge"
 		}
 		c := mustBegin(t, s, key)
-		if c.Hold == nil {
+		if c.Owner == nil {
 			t.Fatalf("%s: claim after expiry got %+v, want a hold", key, c)
 		}
-		_ = c.Hold.Abort(ctx)
+		_ = c.Owner.Abort(ctx)
 	}
 	if st := s.Stats(); st.Keys != 0 || st.Bytes != 0 || st.Markers != 0 {
 		t.Fatalf("after every record expired: stats %+v, want an empty store", st)
@@ -451,10 +451,10 @@ func TestLocalFullOfMarkers(t *testing.T) {
 		if errors.Is(err, idempotency.ErrFull) {
 			break
 		}
-		if err != nil || c.Hold == nil {
+		if err != nil || c.Owner == nil {
 			t.Fatalf("Begin(%d): %+v, %v", n, c, err)
 		}
-		if err := c.Hold.Complete(ctx, &idempotency.Record{Status: 200, Partial: true}); err != nil {
+		if err := c.Owner.Complete(ctx, &idempotency.Record{Status: 200, Partial: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -516,7 +516,7 @@ func TestRedisRecordBounded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := mustBegin(t, s, tc.name)
-			if err := c.Hold.Complete(ctx, recordOf(3, tc.body)); err != nil {
+			if err := c.Owner.Complete(ctx, recordOf(3, tc.body)); err != nil {
 				t.Fatalf("Complete: %v", err)
 			}
 			got := mustBegin(t, s, tc.name)
@@ -572,7 +572,7 @@ func TestRedisMemoryPerKey(t *testing.T) {
 		}
 		c := mustBegin(t, s, "tenant:a\x00POST\x00/pay\x00order-1")
 		lock := usage("lock:{*}")
-		if err := c.Hold.Complete(ctx, recordOf(1, body)); err != nil {
+		if err := c.Owner.Complete(ctx, recordOf(1, body)); err != nil {
 			t.Fatal(err)
 		}
 		fence, rec := usage("*:fence"), usage("*:record")

@@ -1,7 +1,9 @@
 // Package shardmap is the bounded, sharded map behind the limiter's local
 // buckets and the Redis backend's denial cache: many goroutines, one lock per
 // shard, a hard cap on entries, expired entries swept now and then, and an
-// approximate LRU (as Redis's) when a shard is full.
+// approximate LRU (as Redis's) when a shard is full. It is hand-written
+// because sync.Map and the LRU libraries give no per-shard locking with a
+// hard cap, idle expiry and eviction callbacks together.
 package shardmap
 
 import (

@@ -1,4 +1,4 @@
-package redislimit
+package redisclient
 
 import (
 	"context"

@@ -21,4 +21,9 @@
 // two holders run at once. The fencing token is what lets the protected
 // resource refuse the stale one; a database unique constraint remains the
 // last guard. The package knows nothing about HTTP.
+//
+// It is a library of its own, not part of the rate limiter: it decides
+// nothing about limits, and the gateway's idempotency store
+// (proxy/idempotency) is its only user there; Go code that needs a lock
+// with fencing can import it alone.
 package redislock

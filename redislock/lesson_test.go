@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-gateway/gateway/limiter/redislock"
+	"github.com/ratelimit-gateway/gateway/redislock"
 )
 
 // The lesson's first test: a lock cannot be taken twice, by another holder

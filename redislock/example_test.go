@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ratelimit-gateway/gateway/limiter/redislock"
+	"github.com/ratelimit-gateway/gateway/redislock"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -12,7 +12,7 @@ import (
 
 // Client is the part of a go-redis client the locks use: scripts only.
 // *redis.Client and *redis.ClusterClient satisfy it. Build it with
-// ContextTimeoutEnabled (as redislimit.NewClient does): go-redis
+// ContextTimeoutEnabled (as redisclient.New does): go-redis
 // does not promise to honour context deadlines otherwise, so a call to a
 // hung Redis may last up to the client's ReadTimeout. A lost lock's Context
 // is cancelled in time either way; Release and Acquire might wait.

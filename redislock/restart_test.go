@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
-	"github.com/ratelimit-gateway/gateway/limiter/redislock"
+	"github.com/ratelimit-gateway/gateway/redislock"
 	"github.com/redis/go-redis/v9"
 )
 

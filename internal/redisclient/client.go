@@ -1,4 +1,11 @@
-package redislimit
+// Package redisclient builds the one go-redis client of a gateway process
+// (standalone, Sentinel or Cluster) from the config's addresses and
+// credentials, with the deadlines and dialing that a rate limiter on the
+// request path needs. It lives apart from the packages that use Redis (the
+// shared limiter, the idempotency store and its locks) because cmd/gateway
+// builds the client once and hands the same one to each of them: none of
+// them owns it.
+package redisclient
 
 import (
 	"crypto/tls"
@@ -19,14 +26,15 @@ import (
 const socketBackstop = 5 * time.Second
 
 // DefaultTimeout bounds one decision's Redis round trip when no timeout
-// is configured: short enough that a sick Redis costs a request little, long
-// enough for a loaded server on the same network.
+// is configured (here and in the shared limiter): short enough that a sick
+// Redis costs a request little, long enough for a loaded server on the same
+// network.
 const DefaultTimeout = 30 * time.Millisecond
 
-// ClientOptions describes the one Redis connection a gateway process
+// Options describes the one Redis connection a gateway process
 // builds at start and shares across reloads. The zero value is invalid: set
 // Addrs or SentinelMasterName.
-type ClientOptions struct {
+type Options struct {
 	// Addrs lists "host:port", "redis://host:port" or "rediss://host:port"
 	// (TLS). One address is a standalone server, several are the seed nodes
 	// of a Redis Cluster. A missing port means 6379. Credentials and paths
@@ -51,7 +59,7 @@ type ClientOptions struct {
 	// go-redis default (10 per CPU).
 	PoolSize int
 	// Timeout is the decision deadline, applied through each call's context
-	// and to waiting for a pooled connection; zero means DefaultRedisTimeout.
+	// and to waiting for a pooled connection; zero means DefaultTimeout.
 	Timeout time.Duration
 	// MaxRetries is how often a failed command is retried; zero means never
 	// (unlike go-redis, whose zero means 3) because a retry cannot fit in a
@@ -75,11 +83,11 @@ type resolvedRedis struct {
 	failover   *redis.FailoverOptions
 }
 
-// NewClient builds the process's Redis client from o: a *redis.Client
+// New builds the process's Redis client from o: a *redis.Client
 // for one address, a *redis.ClusterClient for several, a failover
 // *redis.Client for Sentinel. It does not dial: connections are made on first
 // use. The caller closes the client once, at shutdown.
-func NewClient(o ClientOptions) (redis.UniversalClient, error) {
+func New(o Options) (redis.UniversalClient, error) {
 	r, err := o.resolve()
 	if err != nil {
 		return nil, err
@@ -94,7 +102,7 @@ func NewClient(o ClientOptions) (redis.UniversalClient, error) {
 	}
 }
 
-func (o ClientOptions) resolve() (resolvedRedis, error) {
+func (o Options) resolve() (resolvedRedis, error) {
 	if len(o.Addrs) > 0 && o.SentinelMasterName != "" {
 		return resolvedRedis{}, errors.New("redis options: set either addrs or a sentinel master, not both")
 	}

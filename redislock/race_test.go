@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-gateway/gateway/limiter/redislock"
+	"github.com/ratelimit-gateway/gateway/redislock"
 )
 
 // 64 goroutines race for one resource, round after round: exactly one wins

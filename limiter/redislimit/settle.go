@@ -10,54 +10,34 @@ import (
 	"github.com/ratelimit-gateway/gateway/limiter"
 )
 
-// held is what one admitted Decide holds: the checks Redis recorded and the
-// local buckets (token_bucket checks, fallback shares) that gave tokens. It
-// implements limiter.Held; mu serializes its adjustments.
-type held struct {
-	r      *Limiter
-	mu     sync.Mutex
-	ops    []*sharedOp // recorded by Redis
-	locals []localHold
-	one    [1]*sharedOp // ops' first backing array: most requests hold one
+// recorded is what Redis recorded for one admitted Decide: the shared part
+// of the request's limiter.Reservation, which it implements as a
+// limiter.Settler. mu serializes its adjustments.
+type recorded struct {
+	r   *Limiter
+	mu  sync.Mutex
+	ops []*sharedOp  // recorded by Redis
+	one [1]*sharedOp // ops' first backing array: most requests hold one
 }
 
-type localHold struct {
-	index int // of the check in Decide's argument
-	hold  *limiter.Hold
-}
+var _ limiter.Settler = (*recorded)(nil)
 
-var _ limiter.Held = (*held)(nil)
-
-// releaseLocal gives back what local buckets gave; used when the request is
-// denied, in which case Redis recorded nothing.
-func (h *held) releaseLocal() {
-	for _, l := range h.locals {
-		l.hold.Release()
-	}
-	h.locals = nil
-}
-
-// done returns h as the request's limiter.Held, or nil when it holds nothing.
-func (h *held) done() limiter.Held {
-	if len(h.ops) == 0 && len(h.locals) == 0 {
+// settler returns h as the request's limiter.Settler, or nil when Redis
+// recorded nothing.
+func (h *recorded) settler() limiter.Settler {
+	if len(h.ops) == 0 {
 		return nil
 	}
 	return h
 }
 
-// Adjust implements limiter.Held: units is indexed like the checks Decide
-// was given. The Redis side goes in one pipeline bounded by the timeout,
-// detached from ctx's cancellation: a client that hung up must not leave its
-// tokens taken.
-func (h *held) Adjust(ctx context.Context, units []int64) {
+// Settle implements limiter.Settler: units is indexed like the checks Decide
+// was given. It goes in one pipeline bounded by the timeout, detached from
+// ctx's cancellation: a client that hung up must not leave its tokens
+// taken.
+func (h *recorded) Settle(ctx context.Context, units []int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	now := h.r.clock()
-	for _, l := range h.locals {
-		if l.index < len(units) {
-			l.hold.Adjust(now, units[l.index])
-		}
-	}
 	h.r.adjust(ctx, h.ops, func(op *sharedOp) int64 {
 		if op.index < len(units) {
 			return max(units[op.index], 0)
