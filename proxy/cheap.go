@@ -170,6 +170,11 @@ func backendOf(checks []limiter.Check) string {
 	return "local"
 }
 
+// countWithoutSlot is the body size up to which a call counts its tokens
+// without a slot of the tokenize gate: tens of microseconds of work, which
+// must not wait behind the large prompts the slots exist to bound.
+const countWithoutSlot = 16 << 10
+
 // tokenizeGate bounds how many calls count their tokens at once; a call
 // that waits past wait for a slot is refused (503) rather than queued
 // without end behind prompts that cost seconds.

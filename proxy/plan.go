@@ -230,13 +230,13 @@ func (pl *planner) llmCall(p *plan) answer {
 // Handler's slots at a time (Explain counts at once), and fits the call to
 // its route (see forRoute).
 func (pl *planner) readCall(p *plan) answer {
-	rq, _, status, msg := readBody(pl.w, p.r, p.route)
+	rq, body, status, msg := readBody(pl.w, p.r, p.route)
 	if status != 0 {
 		return answer{status: status, msg: msg}
 	}
 	var lim reserver // none in Explain: a stream's later windows are never granted
 	release := func() {}
-	if h := pl.h; h != nil {
+	if h := pl.h; h != nil && len(body) > countWithoutSlot {
 		var ok bool
 		if release, ok = h.tokenize.enter(p.r.Context()); !ok {
 			if p.r.Context().Err() != nil {
@@ -246,7 +246,9 @@ func (pl *planner) readCall(p *plan) answer {
 				msg: fmt.Sprintf("the gateway is counting the tokens of %d other calls and none finished within %s; retry shortly",
 					cap(h.tokenize.slots), h.tokenize.wait)}
 		}
-		lim = h.limiter
+	}
+	if pl.h != nil {
+		lim = pl.h.limiter
 	}
 	out, call, status, msg := func() (*http.Request, *llmCall, int, string) {
 		defer release()

@@ -361,15 +361,17 @@ policies:
 		t.Fatalf("remaining tokens after the refused calls: %d, want nearly 100000", rem)
 	}
 
-	// The bound: a call that must count waits at most the gate's wait.
+	// The bound: a call that must count (past countWithoutSlot) waits at
+	// most the gate's wait.
 	h.tokenize = newTokenizeGate(1, 20*time.Millisecond)
 	h.tokenize.slots <- struct{}{}
-	a = llmDo(t, "POST", chat, "sk-2", chatCall(10))
+	mid := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("tokens ", 3<<10) + `"}],"max_tokens":10}`
+	a = llmDo(t, "POST", chat, "sk-2", mid)
 	if a.status != 503 || a.typ != "server_error" || a.header.Get("Retry-After") != "1" {
 		t.Fatalf("no tokenizing slot within the bound: got %d %s %q, want 503 server_error with Retry-After 1", a.status, a.typ, a.message)
 	}
 	<-h.tokenize.slots
-	if a := llmDo(t, "POST", chat, "sk-2", chatCall(10)); a.status != 200 {
+	if a := llmDo(t, "POST", chat, "sk-2", mid); a.status != 200 {
 		t.Fatalf("with a free slot: %d %q, want 200", a.status, a.message)
 	}
 }
@@ -681,11 +683,13 @@ policies:
 	h.tokenize = newTokenizeGate(1, time.Minute)
 	chat := url + "/v1/chat/completions"
 	statuses := make(chan int, 32)
+	// Past countWithoutSlot: every call takes a slot.
+	big := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("tokens ", 3<<10) + `"}],"max_tokens":10}`
 	for i := range 32 {
 		go func() {
-			body := chatCall(10)
+			body := big
 			if i%4 == 1 {
-				body = "not json"
+				body = "not json" + strings.Repeat(" ", 20<<10)
 			}
 			statuses <- llmDo(t, "POST", chat, "", body).status
 		}()
@@ -699,6 +703,36 @@ policies:
 	}
 	if n := len(h.tokenize.slots); n != 0 {
 		t.Fatalf("%d tokenizing slots still taken, want 0", n)
+	}
+}
+
+// A small call counts its tokens without a slot: with every slot held by
+// large prompts it passes at once, while a large call waits for a slot and
+// is refused when none frees in time.
+func TestSmallCallsSkipTheTokenizeGate(t *testing.T) {
+	url, h, _, _ := llmTestGateway(t, `
+routes:
+  - {name: llm, match: {path_prefix: /v1/}, upstream: UPSTREAM, llm: openai, policies: [tpm]}
+policies:
+  tpm: {key: ip, cost: tokens, rate: 100000000, per: 1m}
+`)
+	h.tokenize = newTokenizeGate(2, 50*time.Millisecond)
+	for range cap(h.tokenize.slots) { // large prompts being counted
+		h.tokenize.slots <- struct{}{}
+	}
+	chat := url + "/v1/chat/completions"
+	statuses := make(chan int, 24)
+	for range 24 {
+		go func() { statuses <- llmDo(t, "POST", chat, "", chatCall(10)).status }()
+	}
+	for range 24 {
+		if got := <-statuses; got != 200 {
+			t.Fatalf("a small call with every slot taken: %d, want 200 (it needs none)", got)
+		}
+	}
+	big := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("tokens ", 3<<10) + `"}],"max_tokens":10}`
+	if a := llmDo(t, "POST", chat, "", big); a.status != http.StatusServiceUnavailable {
+		t.Fatalf("a call past %d bytes with every slot taken: %d, want 503 after the wait", countWithoutSlot, a.status)
 	}
 }
 
