@@ -1,6 +1,10 @@
 package builtin
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/ratelimit-gateway/gateway/proxy/llm"
+)
 
 // upstreams are the built-in upstreams the gateway ships, by the name a
 // route's "builtin:NAME" upstream gives, in the order error messages list
@@ -12,9 +16,11 @@ var upstreams = []struct {
 }{
 	{"echo", Echo},
 	// Long enough completions, streamed fast, that the README tour can
-	// watch a free tenant use its tokens up in a few calls.
+	// watch a free tenant use its tokens up in a few calls; prompts counted
+	// with the model's real vocabulary, as the provider bills them.
 	{"openai-mock", func() http.Handler {
-		return OpenAIMock(OpenAIMockConfig{CompletionTokens: 200, TokensPerSecond: 1000})
+		return OpenAIMock(OpenAIMockConfig{CompletionTokens: 200, TokensPerSecond: 1000,
+			CountTokens: func(model, text string) int { return int(llm.CountTokens(model, text)) }})
 	}},
 	{"anthropic-mock", func() http.Handler {
 		return NewAnthropicMock(AnthropicMockConfig{CompletionTokens: 200, TokensPerSecond: 1000})
