@@ -2,9 +2,9 @@
 GO ?= go
 BIN := bin
 
-.PHONY: test vet unit redis-server node openai-sdk anthropic-sdk chromium build run docker-check bench bench-curves bench-go clean
+.PHONY: test vet unit redis-server node openai-sdk anthropic-sdk chromium promtool build run docker-check bench bench-curves bench-go clean
 
-test: redis-server openai-sdk anthropic-sdk chromium vet unit docker-check
+test: redis-server openai-sdk anthropic-sdk chromium promtool vet unit docker-check
 
 vet:
 	$(GO) vet ./...
@@ -59,6 +59,18 @@ chromium:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	else \
 		echo "chromium is missing: run 'sudo apt-get install -y chromium' (Debian) and try again" >&2; exit 1; \
+	fi
+
+# TestPrometheusAlertsNameExportedMetrics checks deploy/prometheus's rules
+# with promtool, from Debian's prometheus package. Installs it when missing
+# (as root; the package's service is not started by the install here).
+promtool:
+	@command -v promtool >/dev/null && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing prometheus (its promtool checks the alert rules)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	else \
+		echo "promtool is missing: run 'sudo apt-get install -y --no-install-recommends prometheus' (Debian) and try again" >&2; exit 1; \
 	fi
 
 build:
