@@ -68,6 +68,10 @@ func llmDo(t *testing.T, method, url, key, body string) llmAnswer {
 	return a
 }
 
+// pastCountWithoutSlot is a chat call of about 21 KiB: past
+// countWithoutSlot, so it takes a tokenize slot.
+var pastCountWithoutSlot = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("tokens ", 3<<10) + `"}],"max_tokens":10}`
+
 func chatCall(maxTokens int) string {
 	return fmt.Sprintf(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say something about rate limits."}],"max_tokens":%d}`, maxTokens)
 }
@@ -365,7 +369,7 @@ policies:
 	// most the gate's wait.
 	h.tokenize = newTokenizeGate(1, 20*time.Millisecond)
 	h.tokenize.slots <- struct{}{}
-	mid := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("tokens ", 3<<10) + `"}],"max_tokens":10}`
+	mid := pastCountWithoutSlot
 	a = llmDo(t, "POST", chat, "sk-2", mid)
 	if a.status != 503 || a.typ != "server_error" || a.header.Get("Retry-After") != "1" {
 		t.Fatalf("no tokenizing slot within the bound: got %d %s %q, want 503 server_error with Retry-After 1", a.status, a.typ, a.message)
@@ -684,7 +688,7 @@ policies:
 	chat := url + "/v1/chat/completions"
 	statuses := make(chan int, 32)
 	// Past countWithoutSlot: every call takes a slot.
-	big := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("tokens ", 3<<10) + `"}],"max_tokens":10}`
+	big := pastCountWithoutSlot
 	for i := range 32 {
 		go func() {
 			body := big
@@ -730,7 +734,7 @@ policies:
 			t.Fatalf("a small call with every slot taken: %d, want 200 (it needs none)", got)
 		}
 	}
-	big := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("tokens ", 3<<10) + `"}],"max_tokens":10}`
+	big := pastCountWithoutSlot
 	if a := llmDo(t, "POST", chat, "", big); a.status != http.StatusServiceUnavailable {
 		t.Fatalf("a call past %d bytes with every slot taken: %d, want 503 after the wait", countWithoutSlot, a.status)
 	}
