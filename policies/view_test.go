@@ -41,7 +41,9 @@ func TestCredentialFieldsAreRedacted(t *testing.T) {
 	walk("", reflect.TypeFor[Config]())
 }
 
-func isTokenCount(t reflect.Type) bool { return t.Kind() != reflect.String && t.Kind() != reflect.Slice && t.Kind() != reflect.Map }
+func isTokenCount(t reflect.Type) bool {
+	return t.Kind() != reflect.String && t.Kind() != reflect.Slice && t.Kind() != reflect.Map
+}
 
 func TestRedacted(t *testing.T) {
 	// Validation refuses some of these; Redacted must hide them anyway.

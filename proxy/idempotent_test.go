@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
-	"github.com/ratelimit-gateway/gateway/redislock"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
+	"github.com/ratelimit-gateway/gateway/redislock"
 )
 
 // payments is an upstream that takes payments the way a careful service
