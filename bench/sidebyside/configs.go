@@ -45,7 +45,7 @@ type gatewayConfig struct {
 	SampleRatio float64 // tracing's sample_ratio
 }
 
-// llmBody is what the LLM target posts: 11 prompt tokens, 16 output tokens
+// llmBody is what the LLM target posts: 12 prompt tokens, 16 output tokens
 // reserved and answered (the mock stops at max_tokens), not streamed.
 const llmBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello there, mock!"}],"max_tokens":16}`
 
