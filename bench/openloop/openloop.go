@@ -1,8 +1,10 @@
 // Package openloop loads one URL at a constant rate and measures each
 // response's latency, open loop: requests are sent on a fixed schedule
-// (vegeta's constant pacer, new workers and connections opened when all
-// are busy), not when an earlier one comes back, so a slow response does
-// not hold the next one back and hide its own cost.
+// (vegeta's constant pacer, a new worker when all are busy), not when an
+// earlier one comes back, so a slow response does not hold the next one
+// back and hide its own cost. The workers share a bounded pool of
+// keep-alive connections: a request due while every connection is busy
+// waits for one, and that wait counts in its latency.
 package openloop
 
 import (
@@ -10,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -32,6 +36,12 @@ type Config struct {
 	Duration time.Duration `json:"duration"`
 	// Timeout bounds each request (vegeta's client timeout).
 	Timeout time.Duration `json:"timeout"`
+	// Connections is the most connections open at once, all kept alive
+	// and reused. Without a bound, every request due while the others are
+	// in flight opens one more (a stall of the machine at 5,000 a second
+	// opens hundreds), and each is left in TIME_WAIT when the point ends:
+	// enough of those exhaust loopback's ephemeral ports.
+	Connections int `json:"connections"`
 }
 
 // bodyKept is how much of each response body is kept: enough to name why
@@ -63,6 +73,8 @@ type Result struct {
 	P99  time.Duration `json:"p99"`
 	P999 time.Duration `json:"p999"`
 	Max  time.Duration `json:"max"`
+	// Dials is the connections opened, warm-up included.
+	Dials int `json:"dials"`
 }
 
 // Check says what is wrong with c, or nil.
@@ -74,6 +86,8 @@ func (c Config) Check() error {
 		return fmt.Errorf("rate %d: must be at least 1 a second", c.Rate)
 	case c.Duration <= 0 || c.Warmup < 0 || c.Timeout <= 0:
 		return fmt.Errorf("duration %v, warmup %v, timeout %v: duration and timeout must be > 0, warmup >= 0", c.Duration, c.Warmup, c.Timeout)
+	case c.Connections < 1 || c.Connections > maxWorkers:
+		return fmt.Errorf("connections %d: must be from 1 to %d", c.Connections, maxWorkers)
 	}
 	return nil
 }
@@ -90,9 +104,28 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		method = http.MethodGet
 	}
 	tgt := vegeta.Target{Method: method, URL: c.URL, Body: c.Body, Header: c.Header}
+	var dials atomic.Int64
+	dialer := &net.Dialer{KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return dialer.DialContext(ctx, network, addr)
+		},
+		// The bound: requests beyond it wait for a connection to come back
+		// rather than dial, and every connection stays in the idle pool
+		// between requests (net/http's default keeps 2).
+		MaxConnsPerHost:     c.Connections,
+		MaxIdleConnsPerHost: c.Connections,
+	}
+	defer tr.CloseIdleConnections()
 	a := vegeta.NewAttacker(
-		vegeta.Timeout(c.Timeout),
+		// The client first: the options after it set its transport.
+		vegeta.Client(&http.Client{Transport: tr}),
 		vegeta.KeepAlive(true),
+		vegeta.HTTP2(false),
+		vegeta.Connections(c.Connections),
+		vegeta.MaxConnections(c.Connections),
+		vegeta.Timeout(c.Timeout),
 		vegeta.MaxWorkers(maxWorkers),
 		vegeta.Redirects(vegeta.NoFollow),
 		// Read every body to its end; keep its start, which names the
@@ -118,7 +151,9 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	return summarize(c, hits), nil
+	res := summarize(c, hits)
+	res.Dials = int(dials.Load())
+	return res, nil
 }
 
 // hit is one response (or failure) as summarize needs it.

@@ -77,7 +77,7 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestConfigCheck(t *testing.T) {
-	good := Config{URL: "http://127.0.0.1:1/", Rate: 10, Duration: time.Second, Timeout: time.Second}
+	good := Config{URL: "http://127.0.0.1:1/", Rate: 10, Duration: time.Second, Timeout: time.Second, Connections: 4}
 	if err := good.Check(); err != nil {
 		t.Fatalf("a good config: %v", err)
 	}
@@ -88,6 +88,8 @@ func TestConfigCheck(t *testing.T) {
 		"zero duration":   func(c *Config) { c.Duration = 0 },
 		"negative warmup": func(c *Config) { c.Warmup = -time.Second },
 		"no timeout":      func(c *Config) { c.Timeout = 0 },
+		"no connections":  func(c *Config) { c.Connections = 0 },
+		"too many conns":  func(c *Config) { c.Connections = maxWorkers + 1 },
 	} {
 		c := good
 		mut(&c)
@@ -119,7 +121,7 @@ func TestRunIsOpenLoop(t *testing.T) {
 	defer srv.Close()
 
 	c := Config{URL: srv.URL, Method: http.MethodPost, Body: []byte(`{"q":1}`), Header: http.Header{"Content-Type": {"application/json"}},
-		Rate: 60, Warmup: 500 * time.Millisecond, Duration: time.Second, Timeout: 5 * time.Second}
+		Rate: 60, Warmup: 500 * time.Millisecond, Duration: time.Second, Timeout: 5 * time.Second, Connections: 64}
 	r, err := Run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +161,7 @@ func TestRunStopsWhenCancelled(t *testing.T) {
 	})
 	done := make(chan error, 1)
 	go func() {
-		_, err := Run(ctx, Config{URL: srv.URL, Rate: 100, Duration: time.Minute, Timeout: time.Second})
+		_, err := Run(ctx, Config{URL: srv.URL, Rate: 100, Duration: time.Minute, Timeout: time.Second, Connections: 4})
 		done <- err
 	}()
 	select {
@@ -177,7 +179,7 @@ func TestRunCountsErrors(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	r, err := Run(context.Background(), Config{URL: url, Rate: 50, Duration: 200 * time.Millisecond, Timeout: time.Second})
+	r, err := Run(context.Background(), Config{URL: url, Rate: 50, Duration: 200 * time.Millisecond, Timeout: time.Second, Connections: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +201,7 @@ func TestRunKeepsWhyItFailed(t *testing.T) {
 		io.WriteString(w, "ok\n")
 	}))
 	defer srv.Close()
-	r, err := Run(context.Background(), Config{URL: srv.URL, Rate: 100, Duration: 300 * time.Millisecond, Timeout: time.Second})
+	r, err := Run(context.Background(), Config{URL: srv.URL, Rate: 100, Duration: 300 * time.Millisecond, Timeout: time.Second, Connections: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

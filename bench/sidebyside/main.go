@@ -52,7 +52,7 @@ type options struct {
 func main() {
 	var o options
 	flag.IntVar(&o.threads, "threads", 1, "wrk -t: threads")
-	flag.IntVar(&o.connections, "connections", 64, "wrk -c: connections kept open")
+	flag.IntVar(&o.connections, "connections", 64, "wrk -c: connections kept open; also the most the open-loop generator opens")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "wrk -d: each measured run (whole seconds)")
 	flag.IntVar(&o.rounds, "rounds", 5, "rounds over every target (at least 3 for a result)")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "one unmeasured wrk run per target before the rounds (0: none)")
@@ -327,8 +327,8 @@ func writeHeader(ctx context.Context, w io.Writer, o options, root string, start
 	fmt.Fprintf(w, "load: wrk -t%d -c%d -d%s --latency; %d rounds, warm-up %v; medians over rounds\n",
 		o.threads, o.connections, wrkDuration(o.duration), o.rounds, o.warmup)
 	if o.open.rounds > 0 {
-		fmt.Fprintf(w, "open loop: %s%% of the slowest open-loop target's median rps, %d rounds, each point >= %v and >= %d requests (at most %v), one generator process a point (this binary, vegeta)\n",
-			o.openRates, o.open.rounds, o.open.minDuration, o.open.samples, openMaxPoint)
+		fmt.Fprintf(w, "open loop: %s%% of the slowest open-loop target's median rps, %d rounds, each point >= %v and >= %d requests (at most %v), one generator process a point (this binary, vegeta, at most %d keep-alive connections)\n",
+			o.openRates, o.open.rounds, o.open.minDuration, o.open.samples, openMaxPoint, o.connections)
 	}
 	fmt.Fprintf(w, "pinning: %s\n", o.pin.about)
 	if o.rounds < 3 {

@@ -150,20 +150,28 @@ func measureOpen(ctx context.Context, w io.Writer, o options, set []*target, run
 	for round := range o.open.rounds {
 		for i, p := range or.pcts {
 			for _, t := range roundOrder(set, round*len(or.pcts)+i) {
-				c := openloop.Config{URL: t.url, Method: t.method, Body: t.body, Header: t.header,
-					Rate: or.rates[p], Warmup: openWarmup, Duration: or.duration[p], Timeout: openTimeout}
+				c := pointConfig(o, t, or.rates[p], or.duration[p])
 				r, err := generate(ctx, o.pin.generator, c)
 				if err != nil {
 					return nil, fmt.Errorf("open loop %s at %d/s: %w", t.name, c.Rate, err)
 				}
 				k := openKey{t.name, p}
 				or.results[k] = append(or.results[k], r)
-				fmt.Fprintf(w, "open %d/%d %3d%% %6d/s  %-23s p50=%sms p99=%sms requests=%d non2xx=%d errors=%d sent=%.0f/s\n",
-					round+1, o.open.rounds, p, c.Rate, t.name, ms(r.P50), ms(r.P99), r.Requests, r.Non2xx, r.Errors, r.SentRate)
+				fmt.Fprintf(w, "open %d/%d %3d%% %6d/s  %-23s p50=%sms p99=%sms requests=%d non2xx=%d errors=%d sent=%.0f/s conns=%d\n",
+					round+1, o.open.rounds, p, c.Rate, t.name, ms(r.P50), ms(r.P99), r.Requests, r.Non2xx, r.Errors, r.SentRate, r.Dials)
 			}
 		}
 	}
 	return or, nil
+}
+
+// pointConfig is the generator's point for target t at rate: at most as
+// many connections as wrk keeps open in the closed loop (-connections),
+// kept alive and reused, so that a point opens a handful of connections,
+// not one per request that found the others busy.
+func pointConfig(o options, t *target, rate int, d time.Duration) openloop.Config {
+	return openloop.Config{URL: t.url, Method: t.method, Body: t.body, Header: t.header,
+		Rate: rate, Warmup: openWarmup, Duration: d, Timeout: openTimeout, Connections: o.connections}
 }
 
 func names(ts []*target) []string {

@@ -7,9 +7,11 @@ import (
 	"encoding/xml"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -290,7 +292,7 @@ func TestWriteBase(t *testing.T) {
 func TestRunGenerator(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }))
 	defer srv.Close()
-	in, err := json.Marshal(openloop.Config{URL: srv.URL, Rate: 50, Duration: 200 * time.Millisecond, Timeout: time.Second})
+	in, err := json.Marshal(openloop.Config{URL: srv.URL, Rate: 50, Duration: 200 * time.Millisecond, Timeout: time.Second, Connections: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,5 +312,70 @@ func TestRunGenerator(t *testing.T) {
 		if err := runGenerator(context.Background(), strings.NewReader(bad), &out); err == nil || out.Len() > 0 {
 			t.Errorf("point %q: err %v, output %q", bad, err, out.String())
 		}
+	}
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	accepted atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+	}
+	return c, err
+}
+
+// A point opens at most -connections connections and reuses them. The
+// server holds every request 50 ms, so at 100 a second 5 are due at once:
+// an unbounded generator opens a connection for each request due while the
+// others are busy (and leaves each in TIME_WAIT when the point ends), where
+// this one sends every request over 2, still on schedule, those that find
+// both busy waiting for one.
+func TestOpenPointBoundsConnections(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &countingListener{Listener: ln}
+	var served atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(50 * time.Millisecond) // the slow server under test
+		served.Add(1)
+		io.WriteString(w, "ok\n")
+	}))
+	srv.Listener.Close()
+	srv.Listener = cl
+	srv.Start()
+	defer srv.Close()
+
+	o := options{load: load{connections: 2}}
+	c := pointConfig(o, &target{name: "slow", url: srv.URL}, 100, 500*time.Millisecond)
+	in, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := runGenerator(context.Background(), bytes.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	var r openloop.Result
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("output %q: %v", out.String(), err)
+	}
+	// 0.5 s of warm-up and 0.5 s measured at 100 a second.
+	if r.Requests < 40 || r.OK != r.Requests || served.Load() < int64(r.Requests)+40 {
+		t.Fatalf("%d requests measured, %d served: %+v", r.Requests, served.Load(), r)
+	}
+	if n := cl.accepted.Load(); n > 2 || n < 1 || int64(r.Dials) != n {
+		t.Errorf("%d connections accepted (the generator counted %d) for %d requests: want at most 2", n, r.Dials, served.Load())
+	}
+	// The bound queues requests in the generator; it does not slow its
+	// schedule down to what 2 connections carry (40 a second).
+	if r.SentRate < 80 {
+		t.Errorf("sent %.0f a second of 100: the bound made the loop closed", r.SentRate)
 	}
 }
