@@ -57,7 +57,7 @@ func TestRedacted(t *testing.T) {
 		Tenants: TenantsConfig{Keys: map[string]TenantConfig{"SECRET-key": {Tenant: "acme", Plan: "free"}}},
 		Routes: []RouteConfig{{
 			Name:           "chat",
-			Match:          MatchConfig{Headers: map[string]string{"X-Internal": "SECRET-header"}},
+			Match:          MatchConfig{Headers: map[string]string{"X-Internal": "SECRET-header", "X-Debug": "*", "X-Env": ""}},
 			Upstream:       "https://u:SECRET-up@api.example.com/v1?key=SECRET-uq#SECRET-frag",
 			UpstreamAPIKey: "SECRET-upstream-key",
 			Policies:       []string{"per-ip"},
@@ -79,6 +79,7 @@ func TestRedacted(t *testing.T) {
 		`"upstream":"https://api.example.com/v1"`, `"upstream_api_key_set":true`,
 		`"endpoint":"https://collector.example:4318/v1/traces"`,
 		`"token_set":true`, `"per":"1m"`, `"timeout":"30s"`,
+		`"headers":{"X-Debug":"*","X-Env":"","X-Internal":"REDACTED"}`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Redacted: got\n%s\nwant it to contain %s", got, want)
