@@ -89,3 +89,27 @@ func TestRedacted(t *testing.T) {
 		t.Errorf("Redacted: got a sentinel section for a config without one:\n%s", got)
 	}
 }
+
+// RouteConfig finds the entry a compiled route came from, which the views
+// show; a route the snapshot was not compiled with has none.
+func TestRouteConfig(t *testing.T) {
+	snap := mustParse(t, `
+routes:
+  - {name: a, match: {path_prefix: /a/}, upstream: builtin:echo}
+  - {name: b, upstream: builtin:echo, strip_prefix: /b}
+`)
+	for i, want := range []string{"a", "b"} {
+		if rc, ok := snap.RouteConfig(snap.Routes[i]); !ok || rc.Name != want {
+			t.Errorf("route %d: got %q, %v; want %s", i, rc.Name, ok, want)
+		}
+	}
+	if rc, _ := snap.RouteConfig(snap.Routes[1]); rc.StripPrefix != "/b" || rc.Timeout != DefaultRouteTimeout {
+		t.Errorf("route b: got %+v, want its strip_prefix and the default timeout", rc)
+	}
+	if _, ok := snap.RouteConfig(&Route{Name: "a"}); ok {
+		t.Error("a route built by hand: got a config entry, want none")
+	}
+	if _, ok := (&Snapshot{Routes: snap.Routes}).RouteConfig(snap.Routes[0]); ok {
+		t.Error("a snapshot without a config: got a config entry, want none")
+	}
+}
