@@ -247,7 +247,7 @@ type MatchConfig struct {
 	Path       string            `koanf:"path"`
 	PathPrefix string            `koanf:"path_prefix"`
 	Methods    []string          `koanf:"methods"`
-	Headers    map[string]string `koanf:"headers" redact:"omit"` // value "" or "*": present; otherwise equal
+	Headers    map[string]string `koanf:"headers" redact:"values"` // value "" or "*": present; otherwise equal
 }
 
 // PolicyConfig is one entry of policies.

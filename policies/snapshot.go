@@ -81,6 +81,21 @@ func (s *Snapshot) ModelNames() []string {
 	return slices.Compact(names)
 }
 
+// RouteConfig returns the entry of routes rt was compiled from, defaults
+// applied (the views show it through Redacted); false for a route s was not
+// compiled with (a snapshot built by hand).
+func (s *Snapshot) RouteConfig(rt *Route) (RouteConfig, bool) {
+	if s.Config == nil {
+		return RouteConfig{}, false
+	}
+	for i, r := range s.Routes {
+		if r == rt && i < len(s.Config.Routes) {
+			return s.Config.Routes[i], true
+		}
+	}
+	return RouteConfig{}, false
+}
+
 // Identity says how the client of a request is recognised.
 type Identity struct {
 	// TrustedProxies are the peers whose X-Forwarded-For / Forwarded headers

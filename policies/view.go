@@ -18,7 +18,9 @@ import (
 //   - redact:"set" shows only whether the value is set, as <key>_set;
 //   - redact:"url" shows a URL or address, or a list of them, without user
 //     info, query or fragment;
-//   - redact:"omit" leaves the value out (its keys or values are secret).
+//   - redact:"values" shows a map's keys, each value as REDACTED (a value
+//     of "" or "*", which asks only for presence, is shown as it is);
+//   - redact:"omit" leaves the value out (its keys are secret).
 //
 // A secret added to the config is shown until it is marked; the policies
 // tests check that every field named like a credential is.
@@ -50,6 +52,8 @@ func redactedValue(v reflect.Value) any {
 				out[key+"_set"] = !fv.IsZero()
 			case "url":
 				out[key] = shownURLs(fv)
+			case "values":
+				out[key] = redactedValues(fv)
 			case "omit":
 			default:
 				if r := redactedValue(fv); r != nil {
@@ -72,6 +76,20 @@ func redactedValue(v reflect.Value) any {
 		return out
 	}
 	return v.Interface()
+}
+
+// redactedValues is a map of strings with every value that is more than
+// "present" ("" or "*") replaced by REDACTED.
+func redactedValues(v reflect.Value) map[string]string {
+	out := make(map[string]string, v.Len())
+	for it := v.MapRange(); it.Next(); {
+		val := it.Value().String()
+		if val != "" && val != "*" {
+			val = redacted
+		}
+		out[it.Key().String()] = val
+	}
+	return out
 }
 
 // shownURLs applies ShownURL to a string or to each of a list of strings.

@@ -57,7 +57,7 @@ func TestRedacted(t *testing.T) {
 		Tenants: TenantsConfig{Keys: map[string]TenantConfig{"SECRET-key": {Tenant: "acme", Plan: "free"}}},
 		Routes: []RouteConfig{{
 			Name:           "chat",
-			Match:          MatchConfig{Headers: map[string]string{"X-Internal": "SECRET-header"}},
+			Match:          MatchConfig{Headers: map[string]string{"X-Internal": "SECRET-header", "X-Debug": "*", "X-Env": ""}},
 			Upstream:       "https://u:SECRET-up@api.example.com/v1?key=SECRET-uq#SECRET-frag",
 			UpstreamAPIKey: "SECRET-upstream-key",
 			Policies:       []string{"per-ip"},
@@ -79,6 +79,7 @@ func TestRedacted(t *testing.T) {
 		`"upstream":"https://api.example.com/v1"`, `"upstream_api_key_set":true`,
 		`"endpoint":"https://collector.example:4318/v1/traces"`,
 		`"token_set":true`, `"per":"1m"`, `"timeout":"30s"`,
+		`"headers":{"X-Debug":"*","X-Env":"","X-Internal":"REDACTED"}`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Redacted: got\n%s\nwant it to contain %s", got, want)
@@ -86,5 +87,29 @@ func TestRedacted(t *testing.T) {
 	}
 	if strings.Contains(got, `"sentinel"`) {
 		t.Errorf("Redacted: got a sentinel section for a config without one:\n%s", got)
+	}
+}
+
+// RouteConfig finds the entry a compiled route came from, which the views
+// show; a route the snapshot was not compiled with has none.
+func TestRouteConfig(t *testing.T) {
+	snap := mustParse(t, `
+routes:
+  - {name: a, match: {path_prefix: /a/}, upstream: builtin:echo}
+  - {name: b, upstream: builtin:echo, strip_prefix: /b}
+`)
+	for i, want := range []string{"a", "b"} {
+		if rc, ok := snap.RouteConfig(snap.Routes[i]); !ok || rc.Name != want {
+			t.Errorf("route %d: got %q, %v; want %s", i, rc.Name, ok, want)
+		}
+	}
+	if rc, _ := snap.RouteConfig(snap.Routes[1]); rc.StripPrefix != "/b" || rc.Timeout != DefaultRouteTimeout {
+		t.Errorf("route b: got %+v, want its strip_prefix and the default timeout", rc)
+	}
+	if _, ok := snap.RouteConfig(&Route{Name: "a"}); ok {
+		t.Error("a route built by hand: got a config entry, want none")
+	}
+	if _, ok := (&Snapshot{Routes: snap.Routes}).RouteConfig(snap.Routes[0]); ok {
+		t.Error("a snapshot without a config: got a config entry, want none")
 	}
 }

@@ -34,7 +34,9 @@ type ExplainOptions struct {
 // limiter's decision: the canonical request, the route, who is asking, and
 // each policy's check. Status is set when the gateway answers before the
 // limiter is asked; Identity and Policies are set only when the limiter
-// would be asked. Nothing in it carries an API key in clear.
+// would be asked. The route and each policy carry their entry of the config
+// as policies.Redacted shows it, beside what is particular to this request.
+// Nothing in it carries an API key or another secret in clear.
 type Explanation struct {
 	// ReachesLimiter is true when the route's checks would go to the
 	// limiter (always, for a route without policies: it then forwards).
@@ -78,23 +80,18 @@ type ExplainedRequest struct {
 	RemovedHeaders []string `json:"removed_headers"`
 }
 
-// ExplainedRoute is the matched route and what it forwards.
+// ExplainedRoute is the route that takes the request: its entry of routes
+// and where the request would go.
 type ExplainedRoute struct {
 	Name string `json:"name"`
-	// Upstream is the route's upstream URL (a built-in one as
-	// http://builtin.NAME.invalid when the snapshot was loaded without
-	// built-in upstreams).
-	Upstream    string `json:"upstream"`
-	StripPrefix string `json:"strip_prefix"`
 	// UpstreamPath is the path and query the upstream receives: strip_prefix
 	// removed, the rest joined to the upstream's base path.
 	UpstreamPath string `json:"upstream_path"`
-	LLM          bool   `json:"llm"`
-	// ErrorFormat is the shape of the gateway's own errors: gateway or
-	// openai.
-	ErrorFormat  string `json:"error_format"`
-	MaxBodyBytes int64  `json:"max_body_bytes"` // 0: no limit
-	Timeout      string `json:"timeout"`
+	// Config is the route's entry of routes, defaults applied, as
+	// policies.Redacted shows it (the config's own keys: upstream, match,
+	// timeout, idempotency ..., no secret); nil for a route of a snapshot
+	// built without a config.
+	Config map[string]any `json:"config"`
 }
 
 // ExplainedIdentity is who the gateway takes the client to be.
@@ -129,59 +126,33 @@ const (
 	OutcomeUnknown   = "unknown"   // the key reads a body that was not read
 )
 
-// ExplainedPolicy is one policy's check of the request.
+// ExplainedPolicy is one policy's check of the request: the facts of this
+// request, beside the policy's entry of policies.
 type ExplainedPolicy struct {
-	Name      string `json:"name"`
-	Algorithm string `json:"algorithm"`
-	// Shared is true for algorithms that keep their state in Redis.
-	Shared  bool   `json:"shared"`
-	KeySpec string `json:"key_spec"`
+	Name string `json:"name"`
 	// Key is the bucket key for people: its parts joined by "+", a digest
 	// part as sha256:HEX, and a part carrying an API key or a credential
 	// header as redacted:sha256:HEX (16 hex digits of its SHA-256). "" unless
 	// Outcome is checked.
-	Key          string         `json:"key"`
-	OnMissingKey string         `json:"on_missing_key"`
-	Outcome      string         `json:"outcome"`
-	Limit        ExplainedLimit `json:"limit"`
-	// Cost is the unit (requests, tokens, input_tokens, output_tokens, usd
-	// in micro-dollars); Units what this request takes, 0 when unknown (an
-	// llm call whose body was not read) or not counted.
-	Cost  string `json:"cost"`
-	Units int64  `json:"units"`
-	// Mode is enforce or shadow (decided and reported, never enforced).
-	Mode string `json:"mode"`
-	// OnLimit is reject (429 at once) or delay (wait up to MaxDelay, at most
-	// MaxWaiters per key, then 429).
-	OnLimit    string `json:"on_limit"`
-	MaxDelay   string `json:"max_delay"`
-	MaxWaiters int    `json:"max_waiters"`
-	// OnRedisError and LocalShare are the failure mode of a shared
-	// algorithm; "" and 0 for in-process ones.
-	OnRedisError string  `json:"on_redis_error"`
-	LocalShare   float64 `json:"local_share"`
+	Key     string `json:"key"`
+	Outcome string `json:"outcome"`
+	// Plan is the tenant's plan when the policy has a limit for it
+	// (config.plans); "" when the policy's own limit applies.
+	Plan string `json:"plan"`
+	// Units is what this request takes, in the unit of config.cost (usd in
+	// micro-dollars); 0 when unknown (an llm call whose body was not read)
+	// or not counted.
+	Units int64 `json:"units"`
+	// Shadow is true when the check is decided and reported, never
+	// enforced: the policy's mode or the config's is shadow.
+	Shadow bool `json:"shadow"`
 	// RedisKeys are the keys the check uses on Redis (see
 	// ExplainOptions.RedisKeys).
 	RedisKeys []string `json:"redis_keys"`
 	Note      string   `json:"note"`
-}
-
-// ExplainedLimit is the limit that applies to this request's key.
-type ExplainedLimit struct {
-	// Rate per Per ("1m", "24h", "month"), with Burst for the bucket
-	// algorithms (0 for windows); in cost units.
-	Rate  int64  `json:"rate"`
-	Per   string `json:"per"`
-	Burst int64  `json:"burst"`
-	// Limit is the requests in flight at once of concurrency algorithms,
-	// Lease how long a shared_concurrency slot lasts unless renewed.
-	Limit int64  `json:"limit"`
-	Lease string `json:"lease"`
-	// DenyAll is true for a limit that admits nothing (rate 0).
-	DenyAll bool `json:"deny_all"`
-	// Plan is the tenant's plan when the limit is that plan's; "" for the
-	// policy's own.
-	Plan string `json:"plan"`
+	// Config is the policy's entry of policies, defaults applied, as
+	// policies.Redacted shows it; nil in a snapshot built without a config.
+	Config map[string]any `json:"config"`
 }
 
 // ExplainedLLM is what an llm route does with the request's body.
@@ -199,40 +170,30 @@ type ExplainedLLM struct {
 	BeforeBody bool   `json:"before_body"`
 	Model      string `json:"model"`
 	// PromptTokens and MaxOutput are what the call reserves: its prompt, and
-	// its output cap or the cap it is given (the route's DefaultMaxTokens,
-	// 0: its model family's).
-	PromptTokens     int64  `json:"prompt_tokens"`
-	MaxOutput        int64  `json:"max_output"`
-	DefaultMaxTokens int64  `json:"default_max_tokens"`
-	Note             string `json:"note"`
+	// its output cap or the cap it is given (the route's
+	// default_max_tokens, or its model family's).
+	PromptTokens int64  `json:"prompt_tokens"`
+	MaxOutput    int64  `json:"max_output"`
+	Note         string `json:"note"`
 }
 
-// ExplainedIdempotency is the route's idempotency-key handling of the
-// request.
+// ExplainedIdempotency is what the route's idempotency block (its
+// config.idempotency) makes of the request.
 type ExplainedIdempotency struct {
-	Header   string   `json:"header"`
-	Methods  []string `json:"methods"`
-	Required bool     `json:"required"`
-	// RequireAPIKey: a request with a key needs a known API key; NeedsAPIKey
-	// is true when this one lacks it (401 once the policies have judged it).
-	RequireAPIKey bool `json:"require_api_key"`
-	NeedsAPIKey   bool `json:"needs_api_key"`
-	// Applies is true when the request's method is one of Methods.
+	// Applies is true when the request's method is one of the block's
+	// methods.
 	Applies bool `json:"applies"`
 	// Present is true when the request carries a valid key, Key.
 	Present bool   `json:"present"`
 	Key     string `json:"key"`
+	// NeedsAPIKey is true when the block has require_api_key and the
+	// request lacks a known API key (401 once the policies have judged it).
+	NeedsAPIKey bool `json:"needs_api_key"`
 	// Scope is the route and who the key belongs to ("route:NAME" and
 	// tenant:NAME, key:sha256:HEX for an unknown API key, or ip:NETWORK
 	// without a key); ScopedKey the store's key: scope, method, path and key.
 	Scope     string `json:"scope"`
 	ScopedKey string `json:"scoped_key"`
-	// OnConflict is reject (409) or wait (up to MaxWait).
-	OnConflict string `json:"on_conflict"`
-	MaxWait    string `json:"max_wait"`
-	ReplayTTL  string `json:"replay_ttl"`
-	// FailOpen forwards unprotected when the store fails (else 503).
-	FailOpen bool `json:"fail_open"`
 }
 
 // Explain renders the plan ServeHTTP makes of r under snap, built by the
@@ -276,13 +237,13 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 	}
 	route := p.route
 	if route != nil {
-		e.Route = explainRoute(p.r, route)
+		e.Route = explainRoute(p.r, snap, route)
 	}
 	if route != nil && route.LLM && p.reached >= stepBody {
 		e.LLM = explainLLM(p, opts.ReadBody)
 	}
 	if route != nil && route.Idempotency != nil && p.reached >= stepCall {
-		e.Idempotency = explainIdempotency(p, route.Idempotency)
+		e.Idempotency = explainIdempotency(p)
 	}
 	if early.given() {
 		return e.answer(early.status, early.msg)
@@ -310,7 +271,7 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 
 // explainLLM is what an llm route does with the plan's request.
 func explainLLM(p *plan, bodyRead bool) *ExplainedLLM {
-	el := &ExplainedLLM{DefaultMaxTokens: p.route.DefaultMaxTokens, BodyRead: bodyRead, Call: p.isCall}
+	el := &ExplainedLLM{BodyRead: bodyRead, Call: p.isCall}
 	if p.isCall {
 		el.API = p.kind.String()
 	}
@@ -346,19 +307,14 @@ func headerLimit(snap *policies.Snapshot) int {
 	return limit
 }
 
-func explainRoute(r *http.Request, route *policies.Route) *ExplainedRoute {
-	er := &ExplainedRoute{
-		Name:         route.Name,
-		StripPrefix:  route.StripPrefix,
-		LLM:          route.LLM,
-		ErrorFormat:  routeErrorFormat(route).String(),
-		MaxBodyBytes: route.MaxBodyBytes,
-		Timeout:      route.Timeout.String(),
+func explainRoute(r *http.Request, snap *policies.Snapshot, route *policies.Route) *ExplainedRoute {
+	er := &ExplainedRoute{Name: route.Name}
+	if rc, ok := snap.RouteConfig(route); ok {
+		er.Config = shown(rc)
 	}
 	if route.Upstream == nil {
 		return er
 	}
-	er.Upstream = route.Upstream.Redacted()
 	// What rewrite does to the outbound URL: strip_prefix, then SetURL.
 	u := *r.URL
 	if route.StripPrefix != "" {
@@ -370,22 +326,16 @@ func explainRoute(r *http.Request, route *policies.Route) *ExplainedRoute {
 	return er
 }
 
-// explainIdempotency is the route's idempotency-key handling of the plan's
-// request (cfg is its route's).
-func explainIdempotency(p *plan, cfg *policies.Idempotency) *ExplainedIdempotency {
-	ei := &ExplainedIdempotency{
-		Header:        cfg.Header,
-		Methods:       cfg.Methods,
-		Required:      cfg.Required,
-		RequireAPIKey: cfg.RequireAPIKey,
-		Applies:       cfg.Applies(p.r.Method),
-		OnConflict:    "reject",
-		ReplayTTL:     cfg.ReplayTTL.String(),
-		FailOpen:      cfg.FailOpen,
-	}
-	if cfg.Wait {
-		ei.OnConflict, ei.MaxWait = "wait", cfg.MaxWait.String()
-	}
+// shown is a config entry as policies.Redacted shows it.
+func shown(v any) map[string]any {
+	m, _ := policies.Redacted(v).(map[string]any)
+	return m
+}
+
+// explainIdempotency is what the route's idempotency block makes of the
+// plan's request.
+func explainIdempotency(p *plan) *ExplainedIdempotency {
+	ei := &ExplainedIdempotency{Applies: p.route.Idempotency.Applies(p.r.Method)}
 	if idem := p.idem; idem != nil && p.reached >= stepChecks {
 		ei.Present, ei.Key = true, idem.clientKey
 		ei.Scope = "route:" + p.route.Name + " " + idem.who
@@ -428,7 +378,9 @@ func explainIdentity(p *plan) *ExplainedIdentity {
 }
 
 // credentials are the values a shown key must not carry in clear: the API
-// key and the headers that carry keys or credentials.
+// key, the headers that carry keys or credentials, and the configured
+// values the route matches headers with (match.headers, which the config
+// views redact: a header equal to a shared secret guards a route).
 func credentials(p *plan) []string {
 	var vs []string
 	if p.subject.APIKey != "" {
@@ -439,42 +391,27 @@ func credentials(p *plan) []string {
 			vs = append(vs, v)
 		}
 	}
+	for _, hm := range p.route.Match.Headers {
+		if hm.Value != "" {
+			vs = append(vs, hm.Value)
+		}
+	}
 	return vs
 }
 
 func explainPolicy(p *policies.Policy, check *limiter.Check, pl *plan, secrets []string, bodyUnknown bool, redisKeys func(*limiter.Rule, string) []string) ExplainedPolicy {
 	s := &pl.subject
-	rule := p.Rule
-	ep := ExplainedPolicy{
-		Name:         p.Name(),
-		Algorithm:    string(rule.Algorithm),
-		Shared:       rule.Algorithm.Shared(),
-		KeySpec:      p.KeySpec,
-		OnMissingKey: string(p.OnMissingKey),
-		Cost:         string(p.Cost),
-		Mode:         "enforce",
-		OnLimit:      "reject",
-		RedisKeys:    []string{},
-	}
-	if ep.OnMissingKey == "" {
-		ep.OnMissingKey = string(policies.MissingShared) // what buildChecks does with it
-	}
-	if rule.Shadow {
-		ep.Mode = "shadow"
-	}
-	if p.MaxDelay > 0 {
-		ep.OnLimit, ep.MaxDelay, ep.MaxWaiters = "delay", p.MaxDelay.String(), p.MaxWaiters
-	}
-	if ep.Shared {
-		ep.OnRedisError = string(rule.OnRedisError)
-		if ep.OnRedisError == "" {
-			ep.OnRedisError = string(limiter.FailAllow)
-		}
-		if rule.OnRedisError == limiter.FailLocal {
-			ep.LocalShare = rule.LocalShare
+	ep := ExplainedPolicy{Name: p.Name(), Shadow: p.Rule.Shadow, RedisKeys: []string{}}
+	if c := pl.snap.Config; c != nil {
+		if pc, ok := c.Policies[ep.Name]; ok {
+			ep.Config = shown(pc)
 		}
 	}
-	lim := p.LimitFor(s)
+	if s.Tenant != nil {
+		if _, ok := p.Plans[s.Tenant.Plan]; ok {
+			ep.Plan = s.Tenant.Plan
+		}
+	}
 	switch {
 	case bodyUnknown && p.Reads.Model:
 		ep.Outcome = OutcomeUnknown
@@ -493,9 +430,9 @@ func explainPolicy(p *policies.Policy, check *limiter.Check, pl *plan, secrets [
 		ep.Key = showKey(check.Key, secrets)
 	}
 	if check != nil && ep.Outcome != OutcomeUnknown {
-		lim, ep.Units = check.Limit, check.Units()
-		if redisKeys != nil && ep.Shared {
-			if keys := redisKeys(rule, check.Key); keys != nil {
+		ep.Units = check.Units()
+		if redisKeys != nil && p.Rule.Algorithm.Shared() {
+			if keys := redisKeys(p.Rule, check.Key); keys != nil {
 				ep.RedisKeys = keys
 			}
 		}
@@ -506,29 +443,7 @@ func explainPolicy(p *policies.Policy, check *limiter.Check, pl *plan, secrets [
 			ep.Note = "its cost comes from the body: the call's prompt tokens plus its output cap"
 		}
 	}
-	ep.Limit = explainLimit(p, lim, s)
 	return ep
-}
-
-func explainLimit(p *policies.Policy, l limiter.Limit, s *policies.Subject) ExplainedLimit {
-	el := ExplainedLimit{DenyAll: l.DenyAll()}
-	if s.Tenant != nil {
-		if _, ok := p.Plans[s.Tenant.Plan]; ok {
-			el.Plan = s.Tenant.Plan
-		}
-	}
-	switch alg := p.Rule.Algorithm; {
-	case alg.InFlight():
-		el.Limit = l.Rate
-		if alg == limiter.SharedConcurrency {
-			el.Lease = limiter.ShortDuration(l.Period)
-		}
-	case alg.Windowed():
-		el.Rate, el.Per = l.Rate, l.Per()
-	default:
-		el.Rate, el.Per, el.Burst = l.Rate, l.Per(), l.Quota()
-	}
-	return el
 }
 
 // showKey renders a bucket key for people (see ExplainedPolicy.Key).

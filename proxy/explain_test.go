@@ -13,10 +13,11 @@ import (
 	"github.com/ratelimit-gateway/gateway/limiter"
 )
 
-// The secrets of explainYAML: neither may ever appear in an Explanation.
+// The secrets of explainYAML: none may ever appear in an Explanation.
 const (
-	freeKey = "sk-secret-free-1234"
-	proKey  = "sk-secret-pro-5678"
+	freeKey     = "sk-secret-free-1234"
+	proKey      = "sk-secret-pro-5678"
+	upstreamKey = "sk-secret-upstream-9012"
 )
 
 // explainYAML has a route per concern; every upstream is the test's, so the
@@ -55,6 +56,7 @@ routes:
     upstream: UP/base
     strip_prefix: /v1
     max_body_bytes: 1000
+    upstream_api_key: ` + upstreamKey + `
     policies: [per-ip, per-tenant, per-user, per-q, per-key]
 policies:
   per-ip: {key: ip, rate: 1000, per: 1m}
@@ -104,8 +106,11 @@ var explainCases = []explainCase{
 			if got, want := e.Route.UpstreamPath, "/base/items?x=1"; got != want {
 				t.Errorf("upstream path: got %q, want %q", got, want)
 			}
-			if p := policyNamed(e, "per-tenant"); p.Limit.Rate != 100 || p.Limit.Burst != 200 || p.Limit.Plan != "" {
-				t.Errorf("per-tenant without a tenant: got limit %+v, want the policy's 100/1m burst 200", p.Limit)
+			if c := e.Route.Config; c["strip_prefix"] != "/v1" || c["max_body_bytes"] != int64(1000) || c["upstream_api_key_set"] != true {
+				t.Errorf("route config: got %v, want strip_prefix /v1, max_body_bytes 1000, upstream_api_key_set (the key itself never)", c)
+			}
+			if p := policyNamed(e, "per-tenant"); p.Plan != "" || p.Config["rate"] != int64(100) || p.Config["burst"] != int64(200) {
+				t.Errorf("per-tenant without a tenant: got plan %q config %v, want the policy's 100/1m burst 200", p.Plan, p.Config)
 			}
 		},
 	},
@@ -119,8 +124,8 @@ var explainCases = []explainCase{
 		},
 		check: func(t *testing.T, e Explanation) {
 			p := policyNamed(e, "per-tenant")
-			if p.Limit.Plan != "pro" || p.Limit.Rate != 1000 || p.Limit.Burst != 2000 || p.Limit.Per != "1m" {
-				t.Errorf("per-tenant for a pro tenant: got %+v, want plan pro 1000/1m burst 2000", p.Limit)
+			if plans, _ := p.Config["plans"].(map[string]any); p.Plan != "pro" || plans["pro"] != int64(1000) || p.Config["per"] != "1m" {
+				t.Errorf("per-tenant for a pro tenant: got plan %q config %v, want plan pro of 1000/1m", p.Plan, p.Config)
 			}
 			if got, want := e.Identity.APIKeySHA256, sha256Hex(proKey)[:8]; got != want || e.Identity.APIKeyHeader != "X-Api-Key" {
 				t.Errorf("api key: got sha256 %q in %q, want %q in X-Api-Key", got, e.Identity.APIKeyHeader, want)
@@ -131,8 +136,8 @@ var explainCases = []explainCase{
 		name: "free plan", method: "GET", target: "/v1/x", headers: []string{"X-API-Key", freeKey},
 		route: "api", client: "203.0.113.7", tenant: "acme", plan: "free",
 		check: func(t *testing.T, e Explanation) {
-			if p := policyNamed(e, "per-tenant"); p.Limit.Plan != "free" || p.Limit.Rate != 100 || p.Limit.Burst != 200 {
-				t.Errorf("per-tenant for a free tenant: got %+v, want plan free 100/1m burst 200", p.Limit)
+			if p := policyNamed(e, "per-tenant"); p.Plan != "free" {
+				t.Errorf("per-tenant for a free tenant: got plan %q, want free", p.Plan)
 			}
 		},
 	},
@@ -225,7 +230,7 @@ var explainCases = []explainCase{
 		name: "idempotency key without the API key its route requires", method: "POST", target: "/pay-keyed",
 		headers: []string{"Idempotency-Key", "k-1", "X-API-Key", "bogus"}, route: "pay-keyed", client: "203.0.113.7",
 		check: func(t *testing.T, e Explanation) {
-			if id := e.Idempotency; id == nil || !id.RequireAPIKey || !id.NeedsAPIKey {
+			if id := e.Idempotency; id == nil || !id.NeedsAPIKey || e.Route.Config["idempotency"].(map[string]any)["require_api_key"] != true {
 				t.Errorf("idempotency: got %+v, want require_api_key and needs_api_key", id)
 			}
 		},
@@ -357,7 +362,7 @@ func TestExplain(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, secret := range []string{freeKey, proKey, "sk-made-up-0000"} {
+			for _, secret := range []string{freeKey, proKey, upstreamKey, "sk-made-up-0000"} {
 				if strings.Contains(string(out), secret) || strings.Contains(string(out), strings.TrimPrefix(secret, "sk-")) {
 					t.Fatalf("the explanation shows an API key in clear: %s", out)
 				}
@@ -401,7 +406,7 @@ func TestExplainAgreesWithServeHTTP(t *testing.T) {
 			if rec.Code != want {
 				t.Fatalf("Handler answered %d %s; Explain said %d (%+v)", rec.Code, rec.Body, want, e)
 			}
-			if want == http.StatusUnauthorized && e.Route != nil && e.Route.ErrorFormat == "gateway" {
+			if want == http.StatusUnauthorized && e.Route != nil && e.Route.Config["error_format"] == "gateway" {
 				var body errorBody
 				if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Policy != e.RejectedBy {
 					t.Fatalf("401 body %s: want policy %q", rec.Body, e.RejectedBy)
@@ -441,25 +446,28 @@ policies:
 	if !e.ReachesLimiter {
 		t.Fatalf("got status %d %q, want the limiter", e.Status, e.Reason)
 	}
+	// Each policy carries its entry of policies, defaults applied.
 	tests := []struct {
-		policy               string
-		onRedisError         string
-		localShare           float64
-		mode, onLimit, delay string
-		waiters              int
-		redisKeys            string
-		limit                ExplainedLimit
+		policy    string
+		shadow    bool
+		redisKeys string
+		config    map[string]any
 	}{
-		{"tenant-rps", "local", 0.5, "enforce", "delay", "3s", 7, "k:tenant-rps", ExplainedLimit{Rate: 5, Per: "1s", Burst: 5}},
-		{"per-key", "deny", 0, "enforce", "reject", "", 0, "k:per-key", ExplainedLimit{Rate: 1000, Per: "24h"}},
-		{"inflight", "allow", 0, "enforce", "reject", "", 0, "k:inflight", ExplainedLimit{Limit: 4, Lease: "10s"}},
-		{"tried", "", 0, "shadow", "reject", "", 0, "", ExplainedLimit{Rate: 1, Per: "1m", Burst: 1}},
+		{"tenant-rps", false, "k:tenant-rps", map[string]any{"algorithm": "gcra", "rate": int64(5), "per": "1s", "burst": int64(5),
+			"on_redis_error": "local", "local_share": 0.5, "on_limit": "delay", "max_delay": "3s", "max_waiters": 7, "mode": "enforce"}},
+		{"per-key", false, "k:per-key", map[string]any{"algorithm": "fixed_window", "rate": int64(1000), "window": "day", "on_redis_error": "deny", "on_limit": "reject"}},
+		{"inflight", false, "k:inflight", map[string]any{"algorithm": "shared_concurrency", "limit": int64(4), "lease": "10s", "on_redis_error": "allow"}},
+		{"tried", true, "", map[string]any{"algorithm": "token_bucket", "rate": int64(1), "per": "1m", "burst": int64(1), "mode": "shadow"}},
 	}
 	for _, tt := range tests {
 		p := policyNamed(e, tt.policy)
-		if p.OnRedisError != tt.onRedisError || p.LocalShare != tt.localShare || p.Mode != tt.mode || p.OnLimit != tt.onLimit ||
-			p.MaxDelay != tt.delay || p.MaxWaiters != tt.waiters || strings.Join(p.RedisKeys, ",") != tt.redisKeys || p.Limit != tt.limit {
-			t.Errorf("policy %s: got %+v, want %+v", tt.policy, p, tt)
+		if p.Shadow != tt.shadow || strings.Join(p.RedisKeys, ",") != tt.redisKeys {
+			t.Errorf("policy %s: got shadow %v redis keys %q, want %v %q", tt.policy, p.Shadow, p.RedisKeys, tt.shadow, tt.redisKeys)
+		}
+		for k, want := range tt.config {
+			if got := p.Config[k]; got != want {
+				t.Errorf("policy %s: config %s is %v (%T), want %v (%T)", tt.policy, k, got, got, want, want)
+			}
 		}
 	}
 	// The store sees the raw key (the API key's digest, not the key).

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelimit-gateway/gateway/internal/clienttest"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 )
@@ -28,7 +29,7 @@ func TestIdempotentFenceAcrossRedisRestart(t *testing.T) {
 	up := newPayments()
 	up.hold = make(chan struct{})
 	base, _ := idemGateway(t, up, store, true, 10*time.Second)
-	c := newPressureClient(t, 48)
+	c := clienttest.New(t, 48)
 
 	const duplicates = 40
 	var wg sync.WaitGroup

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/clienttest"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 )
 
@@ -87,7 +88,7 @@ func TestIdempotencyScope(t *testing.T) {
 				store, _ = redisIdem(t)
 			}
 			base, ups := scopeGateway(t, store)
-			client := newPressureClient(t, 48)
+			client := clienttest.New(t, 48)
 			const body = `{"amount":500}`
 
 			t.Run("two routes on two hosts", func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelimit-gateway/gateway/internal/clienttest"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 	"github.com/ratelimit-gateway/gateway/redislock"
@@ -154,7 +155,7 @@ func TestIdempotentDuplicatesReachUpstreamOnce(t *testing.T) {
 				base, _ := idemGateway(t, up, store, false, 10*time.Second)
 				bases = append(bases, base)
 			}
-			client := newPressureClient(t, 100)
+			client := clienttest.New(t, 100)
 			const n = 100
 			type result struct {
 				r   response
@@ -230,7 +231,7 @@ func TestIdempotentWaitGetsTheFirstResponse(t *testing.T) {
 			const n = 100
 			counted.want = n - 1
 			base, _ := idemGateway(t, up, counted, true, 10*time.Second)
-			client := newPressureClient(t, n)
+			client := clienttest.New(t, n)
 			results := make(chan response, n)
 			var wg sync.WaitGroup
 			for range n {
@@ -357,7 +358,7 @@ func TestIdempotentWaiterLeaves(t *testing.T) {
 func TestIdempotentBadRequests(t *testing.T) {
 	up := newPayments()
 	base, _ := idemGateway(t, up, nil, false, 10*time.Second)
-	c := newPressureClient(t, 4)
+	c := clienttest.New(t, 4)
 	if r := pay(t, c, base, "k1", `{"amount":1}`); r.status != http.StatusCreated {
 		t.Fatalf("first: %d", r.status)
 	}
@@ -414,7 +415,7 @@ func TestIdempotentFailuresAreNotStored(t *testing.T) {
 				up.ServeHTTP(w, r)
 			})
 			base, _ := idemGateway(t, wrapped, store, false, 10*time.Second)
-			c := newPressureClient(t, 4)
+			c := clienttest.New(t, 4)
 			up.status.Store(503)
 			if r := pay(t, c, base, "k", "{}"); r.status != 503 {
 				t.Fatalf("first: %d, want the upstream's 503", r.status)
@@ -445,7 +446,7 @@ func TestIdempotentFailuresAreNotStored(t *testing.T) {
 func TestIdempotentKeptResults(t *testing.T) {
 	up := newPayments()
 	base, _ := idemGateway(t, up, nil, false, 10*time.Second)
-	c := newPressureClient(t, 4)
+	c := clienttest.New(t, 4)
 	up.status.Store(402)
 	if r := pay(t, c, base, "declined", "{}"); r.status != 402 {
 		t.Fatal(r.status)
@@ -473,7 +474,7 @@ func TestIdempotentKeptResults(t *testing.T) {
 func TestIdempotentFencingHeader(t *testing.T) {
 	up := newPayments()
 	base, _ := idemGateway(t, up, nil, false, 10*time.Second)
-	c := newPressureClient(t, 4)
+	c := clienttest.New(t, 4)
 	h := payHeader("f1")
 	h.Set("X-Fencing-Token", "999999999999999999")
 	do(t, c, "POST", base+"/pay", strings.NewReader("{}"), h)
@@ -500,7 +501,7 @@ func TestIdempotentStaleHolderRefusedByFencing(t *testing.T) {
 	up := newPayments()
 	up.hold = make(chan struct{})
 	base, _ := idemGateway(t, up, store, false, 10*time.Second)
-	c := newPressureClient(t, 4)
+	c := clienttest.New(t, 4)
 	aDone := make(chan response, 1)
 	go func() {
 		r, err := tryDo(c, http.MethodPost, base+"/pay", `{"amount":9}`, payHeader("order-ab"))
@@ -591,13 +592,4 @@ func tryDo(c *http.Client, method, target, body string, header http.Header) (res
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	return response{status: resp.StatusCode, header: resp.Header, body: raw}, err
-}
-
-// newPressureClient returns a client that opens up to conns connections
-// to one host and keeps them all idle between requests.
-func newPressureClient(t *testing.T, conns int) *http.Client {
-	t.Helper()
-	tr := &http.Transport{MaxConnsPerHost: conns, MaxIdleConnsPerHost: conns}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
 }

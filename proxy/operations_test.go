@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-gateway/gateway/builtin"
+	"github.com/ratelimit-gateway/gateway/internal/clienttest"
 	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -137,7 +138,7 @@ policies:
 			srv, h := newGateway(t, compileYAML(t, strings.ReplaceAll(yaml, "ALGO", algo)), engine, gatewayOpts{})
 			h.metrics = obs
 			h.access = slog.New(slog.NewJSONHandler(&logBuf, nil))
-			c := newPressureClient(t, 64)
+			c := clienttest.New(t, 64)
 			const n = 200
 			var wg sync.WaitGroup
 			var bad atomic.Int64
@@ -245,7 +246,7 @@ policies:
 	srv, h := newGateway(t, snap, newEngine(t, clock), gatewayOpts{})
 	tt := &turnTimers{armed: make(chan time.Duration, 16)}
 	h.turnAfter, h.metrics = tt.afterFunc, obs
-	c := newPressureClient(t, 8)
+	c := clienttest.New(t, 8)
 	get := func(path string) <-chan response {
 		ch := make(chan response, 1)
 		go func() {
@@ -423,7 +424,7 @@ policies:
 	obs := newRecordingObserver()
 	srv, h := newGateway(t, snap, sharedEngine(t), gatewayOpts{})
 	h.metrics = obs
-	c := newPressureClient(t, 8)
+	c := clienttest.New(t, 8)
 	var wg sync.WaitGroup
 	var ok atomic.Int64
 	for range 8 {

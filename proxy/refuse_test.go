@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/builtin"
+	"github.com/ratelimit-gateway/gateway/internal/clienttest"
 	"github.com/ratelimit-gateway/gateway/internal/clocktest"
 	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
@@ -467,7 +468,7 @@ policies:
 	srv, h := newGateway(t, snap, newEngine(t, clock), gatewayOpts{})
 	tt := &turnTimers{armed: make(chan time.Duration, 16)}
 	h.turnAfter, h.metrics = tt.afterFunc, obs
-	c := newPressureClient(t, 4)
+	c := clienttest.New(t, 4)
 	get := func() <-chan response {
 		ch := make(chan response, 1)
 		go func() {

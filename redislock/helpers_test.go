@@ -18,10 +18,7 @@ import (
 var redisAddr string
 
 func TestMain(m *testing.M) {
-	main := &redistest.Main{}
-	redisAddr = redistest.Start(main).Addr()
-	code := m.Run()
-	main.Close()
+	code := redistest.RunWithServer(m, &redisAddr)
 	if code == 0 {
 		// Every client is closed and every lock released by now: any
 		// goroutine left is a watchdog nobody stopped.
@@ -33,8 +30,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// newLocker starts a redis-server and returns it with a Locker on it.
-func newLocker(t *testing.T, cfg redislock.Config) (*redistest.Server, *redislock.Locker) {
+// newLocker starts a redis-server and returns it with a Locker on it and
+// the Locker's client (closed when the test ends), which the test may read
+// Redis with.
+func newLocker(t *testing.T, cfg redislock.Config) (*redistest.Server, *redis.Client, *redislock.Locker) {
 	t.Helper()
 	s := redistest.Start(t)
 	client := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
@@ -43,7 +42,7 @@ func newLocker(t *testing.T, cfg redislock.Config) (*redistest.Server, *redisloc
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	return s, l
+	return s, client, l
 }
 
 // mustAcquire acquires resource or fails the test; the lock is released

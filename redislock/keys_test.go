@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/redislock"
 	"github.com/redis/go-redis/v9"
 )
@@ -15,13 +14,7 @@ import (
 // Resource names are user data: whatever they hold, only fixed-size hex
 // digests under one hash tag reach Redis.
 func TestHostileResourceNeverReachesRedis(t *testing.T) {
-	s := redistest.Start(t)
-	client := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
-	defer client.Close()
-	l, err := redislock.New(client, redislock.Config{ManualRenewal: true})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	_, client, l := newLocker(t, redislock.Config{ManualRenewal: true})
 	hostile := []string{
 		"a{b}c",
 		"x\r\nSET pwned 1\r\n",
@@ -62,13 +55,7 @@ func TestFenceTTL(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t)
-			client := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
-			defer client.Close()
-			l, err := redislock.New(client, redislock.Config{FenceTTL: tc.fenceTTL, ManualRenewal: true})
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
+			_, client, l := newLocker(t, redislock.Config{FenceTTL: tc.fenceTTL, ManualRenewal: true})
 			mustAcquire(t, l, "r", tc.lockTTL)
 			keys, err := client.Keys(context.Background(), "*:fence").Result()
 			if err != nil || len(keys) != 1 {

@@ -13,7 +13,7 @@ import (
 // The lesson's first test: a lock cannot be taken twice, by another holder
 // or by the same Locker, until it is released.
 func TestLockCannotBeTakenTwice(t *testing.T) {
-	_, l := newLocker(t, redislock.Config{})
+	_, _, l := newLocker(t, redislock.Config{})
 	a := mustAcquire(t, l, "sku:1001", 10*time.Second)
 	wantNotAcquired(t, l, "sku:1001")
 	wantNotAcquired(t, l, "sku:1001")
@@ -29,7 +29,7 @@ func TestLockCannotBeTakenTwice(t *testing.T) {
 // The lesson's second test: after expiry, the old holder's unlock leaves
 // the new holder's lock in place.
 func TestExpiredHolderUnlockKeepsNewHolder(t *testing.T) {
-	_, l := newLocker(t, redislock.Config{ManualRenewal: true})
+	_, _, l := newLocker(t, redislock.Config{ManualRenewal: true})
 	const ttl = 30 * time.Millisecond
 	old := mustAcquire(t, l, "job:report", ttl)
 	current := acquireAfterExpiry(t, l, "job:report", 10*time.Second)
@@ -47,7 +47,7 @@ func TestExpiredHolderUnlockKeepsNewHolder(t *testing.T) {
 // shorter than A's work, the lock expires while A still works, B takes it,
 // both work at once, A's late unlock does not delete B's lock, B unlocks.
 func TestABTimeline(t *testing.T) {
-	_, l := newLocker(t, redislock.Config{ManualRenewal: true})
+	_, _, l := newLocker(t, redislock.Config{ManualRenewal: true})
 	const ttl = 40 * time.Millisecond // "30s"; A's work lasts past it
 	const resource = "lock:sku:1001"
 
@@ -96,7 +96,7 @@ func (s *fencedStore) write(fence int64, value string) bool {
 // wakes up believing it holds the lock; its fencing token is smaller than
 // the next holder's, so the protected resource refuses its write.
 func TestPausedHolderGetsSmallerFence(t *testing.T) {
-	_, l := newLocker(t, redislock.Config{ManualRenewal: true})
+	_, _, l := newLocker(t, redislock.Config{ManualRenewal: true})
 	const ttl = 30 * time.Millisecond
 	store := &fencedStore{}
 
@@ -122,7 +122,7 @@ func TestPausedHolderGetsSmallerFence(t *testing.T) {
 // taken learns it from Renew (ErrNotHeld, its Context cancelled with
 // ErrLost) and does not extend the new holder's lock.
 func TestRenewAfterExpiryLeavesNewHolder(t *testing.T) {
-	_, l := newLocker(t, redislock.Config{ManualRenewal: true})
+	_, _, l := newLocker(t, redislock.Config{ManualRenewal: true})
 	old := mustAcquire(t, l, "invoice:9", 30*time.Millisecond)
 	if err := old.Renew(context.Background()); err != nil {
 		t.Fatalf("Renew while held: got %v, want nil", err)

@@ -13,7 +13,7 @@ import (
 // 64 goroutines race for one resource, round after round: exactly one wins
 // each round, and the winners' fencing tokens strictly increase.
 func TestRaceOneWinnerPerRound(t *testing.T) {
-	_, l := newLocker(t, redislock.Config{ManualRenewal: true})
+	_, _, l := newLocker(t, redislock.Config{ManualRenewal: true})
 	const (
 		racers = 64
 		rounds = 20

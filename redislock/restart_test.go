@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/redislock"
-	"github.com/redis/go-redis/v9"
 )
 
 // maxSafeInteger is 2^53 - 1, the largest integer a JavaScript number holds
@@ -53,13 +51,7 @@ func (f *fenceLog) got(fence, newestBefore int64) {
 // is gone, yet no fence repeats and none is smaller than one handed out
 // before.
 func TestFenceSurvivesRedisRestart(t *testing.T) {
-	s := redistest.Start(t)
-	client := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
-	defer client.Close()
-	l, err := redislock.New(client, redislock.Config{ManualRenewal: true})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	s, _, l := newLocker(t, redislock.Config{ManualRenewal: true})
 	const (
 		duplicates = 40
 		restartAt  = 600 * time.Millisecond
@@ -137,9 +129,7 @@ func TestFenceSurvivesRedisRestart(t *testing.T) {
 // an instance still running that script keeps counting up from the new
 // value, and the counter is stored as a plain integer that INCR accepts.
 func TestFenceUpgradeFromCounter(t *testing.T) {
-	s, l := newLocker(t, redislock.Config{ManualRenewal: true})
-	client := redis.NewClient(&redis.Options{Addr: s.Addr()})
-	defer client.Close()
+	_, client, l := newLocker(t, redislock.Config{ManualRenewal: true})
 	ctx := context.Background()
 	_, fenceKey := redislock.Keys("invoice:7")
 	if err := client.Set(ctx, fenceKey, 41, 0).Err(); err != nil {
@@ -177,7 +167,7 @@ func TestFenceCounterOutOfRange(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, l := newLocker(t, redislock.Config{ManualRenewal: true})
+			s, _, l := newLocker(t, redislock.Config{ManualRenewal: true})
 			lockKey, fenceKey := redislock.Keys("r")
 			if _, err := s.Do("SET", fenceKey, tc.value); err != nil {
 				t.Fatalf("SET: %v", err)

@@ -59,7 +59,7 @@ func TestWatchdogKeepsLongJobAlive(t *testing.T) {
 // When the context given to Acquire ends, the watchdog stops renewing and
 // returns; the lock then expires by itself.
 func TestWatchdogStopsWithParentContext(t *testing.T) {
-	_, l := newLocker(t, redislock.Config{})
+	_, _, l := newLocker(t, redislock.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	lk, err := l.Acquire(ctx, "cron:hourly", 30*time.Millisecond)
 	if err != nil {
@@ -96,7 +96,7 @@ func TestLostLockCancelsContext(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, l := newLocker(t, redislock.Config{Timeout: 200 * time.Millisecond})
+			s, _, l := newLocker(t, redislock.Config{Timeout: 200 * time.Millisecond})
 			const ttl = 60 * time.Millisecond
 			lk := mustAcquire(t, l, "stream:7", ttl)
 			lostAt := time.Now()

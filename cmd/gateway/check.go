@@ -107,7 +107,8 @@ func describeMatch(m policies.Match) string {
 		if h.Value == "" {
 			parts = append(parts, h.Name)
 		} else {
-			parts = append(parts, h.Name+"="+h.Value)
+			// The value may be a shared secret (policies.Redacted's rule).
+			parts = append(parts, h.Name+"=REDACTED")
 		}
 	}
 	if len(parts) == 0 {

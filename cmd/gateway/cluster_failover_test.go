@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/clienttest"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 )
 
@@ -94,7 +95,7 @@ func TestClusterFailoverOverHTTP(t *testing.T) {
 	masters := cl.Addrs()
 	victim := cl.Servers[0]
 	g := startGateway(t, "gateway", writePressureConfig(t, fmt.Sprintf(failoverConfig, strings.Join(masters, ", "), hotRate, hotBurst)))
-	c := newPressureClient(t, failoverClients)
+	c := clienttest.New(t, failoverClients)
 
 	owners := make([]string, failoverUsers)
 	onVictim := 0

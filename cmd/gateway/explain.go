@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -10,11 +11,11 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
 
+	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy"
@@ -108,9 +109,6 @@ func explainCommand(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) i
 		return explainFailed
 	}
 	e := proxy.Explain(snap, r, proxy.ExplainOptions{ReadBody: req.hasBody, RedisKeys: redislimit.KeysFor})
-	if e.Route != nil {
-		e.Route.Upstream = upstreamName(e.Route.Upstream)
-	}
 	if *output == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -253,19 +251,6 @@ func isToken(s string) bool {
 	return true
 }
 
-// upstreamName shows a built-in upstream as the config names it
-// (builtin:echo), any other as its URL.
-func upstreamName(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return s
-	}
-	if name, ok := strings.CutSuffix(u.Hostname(), ".invalid"); ok && strings.HasPrefix(name, "builtin.") {
-		return "builtin:" + strings.TrimPrefix(name, "builtin.")
-	}
-	return s
-}
-
 // printExplanation prints e as "label: value" lines aligned on the values:
 // the request, then one block per policy.
 func printExplanation(w io.Writer, snap *policies.Snapshot, e proxy.Explanation) {
@@ -300,18 +285,18 @@ func printExplanation(w io.Writer, snap *policies.Snapshot, e proxy.Explanation)
 	if len(rq.RemovedHeaders) > 0 {
 		line("removed", "%s (hop-by-hop, or client-address headers from an untrusted peer)", strings.Join(rq.RemovedHeaders, ", "))
 	}
+	var route *policies.Route // the compiled route, for what the text spells out
 	if rt := e.Route; rt != nil {
-		match := ""
-		for _, r := range snap.Routes {
-			if r.Name == rt.Name {
-				match = " (" + describeMatch(r.Match) + ")"
+		route = routeNamed(snap, rt.Name)
+		upstream, _ := rt.Config["upstream"].(string) // as policies.Redacted shows it
+		match, strip := "", ""
+		if route != nil {
+			match = " (" + describeMatch(route.Match) + ")"
+			if route.StripPrefix != "" {
+				strip = ", strip_prefix " + route.StripPrefix
 			}
 		}
-		strip := ""
-		if rt.StripPrefix != "" {
-			strip = ", strip_prefix " + rt.StripPrefix
-		}
-		line("route", "%s%s → %s%s → %s", rt.Name, match, rt.Upstream, strip, rt.UpstreamPath)
+		line("route", "%s%s → %s%s → %s", rt.Name, match, upstream, strip, rt.UpstreamPath)
 	} else if e.Status == http.StatusNotFound {
 		line("route", "none")
 	}
@@ -328,17 +313,29 @@ func printExplanation(w io.Writer, snap *policies.Snapshot, e proxy.Explanation)
 		line("then", "401: policy %s needs a key this request lacks (the others count it first; 429 if one denies)", e.RejectedBy)
 	}
 	printIdentity(line, e.Identity)
-	if l := e.LLM; l != nil {
-		printLLM(line, l)
+	if l := e.LLM; l != nil && route != nil {
+		printLLM(line, l, route.DefaultMaxTokens)
 	}
-	if id := e.Idempotency; id != nil {
-		printIdempotency(line, id)
+	if id := e.Idempotency; id != nil && route != nil && route.Idempotency != nil {
+		printIdempotency(line, id, route.Idempotency)
 	}
 	for i, p := range e.Policies {
 		rows = append(rows, [2]string{})
 		line(fmt.Sprintf("policy %d", i+1), "%s", p.Name)
-		printPolicy(line, snap.Policies[p.Name], p)
+		if pol := snap.Policies[p.Name]; pol != nil {
+			printPolicy(line, pol, p)
+		}
 	}
+}
+
+// routeNamed is snap's route called name; nil for none.
+func routeNamed(snap *policies.Snapshot, name string) *policies.Route {
+	for _, r := range snap.Routes {
+		if r.Name == name {
+			return r
+		}
+	}
+	return nil
 }
 
 type lineFunc func(label, format string, args ...any)
@@ -365,7 +362,7 @@ func printIdentity(line lineFunc, id *proxy.ExplainedIdentity) {
 	line("plan", "%s", orNone(id.Plan))
 }
 
-func printLLM(line lineFunc, l *proxy.ExplainedLLM) {
+func printLLM(line lineFunc, l *proxy.ExplainedLLM, defaultMaxTokens int64) {
 	switch {
 	case !l.Call:
 		line("llm", "%s", l.Note)
@@ -373,8 +370,8 @@ func printLLM(line lineFunc, l *proxy.ExplainedLLM) {
 		line("llm", "%s call: %s", l.API, l.Note)
 	case !l.BodyRead:
 		given := "the model family's default"
-		if l.DefaultMaxTokens > 0 {
-			given = fmt.Sprintf("default_max_tokens %d", l.DefaultMaxTokens)
+		if defaultMaxTokens > 0 {
+			given = fmt.Sprintf("default_max_tokens %d", defaultMaxTokens)
 		}
 		line("llm", "%s call; token costs and the model depend on the body (pass it with -d): prompt tokens + output cap (without one: %s)", l.API, given)
 	default:
@@ -382,75 +379,85 @@ func printLLM(line lineFunc, l *proxy.ExplainedLLM) {
 	}
 }
 
-func printIdempotency(line lineFunc, id *proxy.ExplainedIdempotency) {
+func printIdempotency(line lineFunc, id *proxy.ExplainedIdempotency, cfg *policies.Idempotency) {
 	need := "optional"
-	if id.Required {
+	if cfg.Required {
 		need = "required"
 	}
 	conflict := "409 while the first runs"
-	if id.OnConflict == "wait" {
-		conflict = "wait up to " + id.MaxWait + " for the first"
+	if cfg.Wait {
+		conflict = "wait up to " + cfg.MaxWait.String() + " for the first"
 	}
 	switch {
 	case !id.Applies:
-		line("idempotency", "%s on %s (%s): not for this method", id.Header, strings.Join(id.Methods, ","), need)
+		line("idempotency", "%s on %s (%s): not for this method", cfg.Header, strings.Join(cfg.Methods, ","), need)
 	case !id.Present:
-		line("idempotency", "%s on %s (%s): not sent, forwarded without it", id.Header, strings.Join(id.Methods, ","), need)
+		line("idempotency", "%s on %s (%s): not sent, forwarded without it", cfg.Header, strings.Join(cfg.Methods, ","), need)
 	case id.NeedsAPIKey:
-		line("idempotency", "%s %q without a known API key: 401 (require_api_key)", id.Header, id.Key)
+		line("idempotency", "%s %q without a known API key: 401 (require_api_key)", cfg.Header, id.Key)
 	default:
-		line("idempotency", "%s %q, scoped by %s (store key %q); duplicates: %s, its response replayed for %s", id.Header, id.Key, id.Scope, id.ScopedKey, conflict, id.ReplayTTL)
+		line("idempotency", "%s %q, scoped by %s (store key %q); duplicates: %s, its response replayed for %s", cfg.Header, id.Key, id.Scope, id.ScopedKey, conflict, cfg.ReplayTTL)
 	}
 }
 
+// printPolicy prints p, the check of the compiled policy pol.
 func printPolicy(line lineFunc, pol *policies.Policy, p proxy.ExplainedPolicy) {
+	rule := pol.Rule
 	where := "in-process, per instance"
-	if p.Shared {
+	if rule.Algorithm.Shared() {
 		where = "Redis, shared by every instance"
 	}
-	line("  algorithm", "%s (%s)", p.Algorithm, where)
+	line("  algorithm", "%s (%s)", cmp.Or(rule.Algorithm, limiter.TokenBucket), where)
 	switch p.Outcome {
 	case proxy.OutcomeChecked:
-		line("  key", "%s = %s", p.KeySpec, p.Key)
+		line("  key", "%s = %s", pol.KeySpec, p.Key)
 	case proxy.OutcomeAnonymous:
-		line("  key", "%s: missing, counted in the one anonymous bucket", p.KeySpec)
+		line("  key", "%s: missing, counted in the one anonymous bucket", pol.KeySpec)
 	case proxy.OutcomeSkipped:
 		why := "missing, the policy does not apply"
 		if p.Note != "" {
 			why = p.Note
 		}
-		line("  key", "%s: %s", p.KeySpec, why)
+		line("  key", "%s: %s", pol.KeySpec, why)
 	case proxy.OutcomeRejects:
-		line("  key", "%s: missing, 401 once the others counted the request", p.KeySpec)
+		line("  key", "%s: missing, 401 once the others counted the request", pol.KeySpec)
 	default:
-		line("  key", "%s: %s", p.KeySpec, p.Note)
+		line("  key", "%s: %s", pol.KeySpec, p.Note)
 	}
-	missing := map[string]string{"skip": "skip (the policy does not apply)", "shared": "shared (one anonymous bucket)", "reject": "reject (401)"}[p.OnMissingKey]
+	missing := map[policies.MissingKey]string{
+		policies.MissingSkip:   "skip (the policy does not apply)",
+		policies.MissingShared: "shared (one anonymous bucket)",
+		policies.MissingReject: "reject (401)",
+	}[cmp.Or(pol.OnMissingKey, policies.MissingShared)]
 	line("  missing key", "%s", orNone(missing))
-	line("  limit", "%s", describeExplainedLimit(pol, p))
+	line("  limit", "%s", describePlanLimit(pol, p.Plan))
+	cost := string(pol.Cost)
 	switch {
-	case p.Units > 0 && p.Cost == string(policies.CostRequests):
+	case p.Units > 0 && pol.Cost == policies.CostRequests:
 		line("  cost", "%d request", p.Units)
 	case p.Units > 0:
-		line("  cost", "%d %s", p.Units, unitName(p.Cost))
+		line("  cost", "%d %s", p.Units, unitName(cost))
 	case p.Outcome == proxy.OutcomeSkipped || p.Outcome == proxy.OutcomeRejects:
-		line("  cost", "none (%s)", p.Cost)
+		line("  cost", "none (%s)", cost)
 	default:
-		line("  cost", "%s: unknown without the body", unitName(p.Cost))
+		line("  cost", "%s: unknown without the body", unitName(cost))
 	}
 	mode := "enforce"
-	if p.Mode == "shadow" {
+	if p.Shadow {
 		mode = "shadow (decided and reported, never enforced)"
 	}
 	onLimit := "reject (429 at once)"
-	if p.OnLimit == "delay" {
-		onLimit = fmt.Sprintf("delay up to %s, %d waiters per key, then 429", p.MaxDelay, p.MaxWaiters)
+	if pol.MaxDelay > 0 {
+		onLimit = fmt.Sprintf("delay up to %s, %d waiters per key, then 429", pol.MaxDelay, pol.MaxWaiters)
 	}
 	line("  mode", "%s; over the limit: %s", mode, onLimit)
-	if p.Shared {
-		failure := map[string]string{"allow": "allow (forwarded unchecked)", "deny": "deny (503)"}[p.OnRedisError]
-		if p.OnRedisError == "local" {
-			failure = fmt.Sprintf("local (%s of the limit in-process)", strconv.FormatFloat(p.LocalShare, 'g', -1, 64))
+	if rule.Algorithm.Shared() {
+		failure := map[limiter.FailureMode]string{
+			limiter.FailAllow: "allow (forwarded unchecked)",
+			limiter.FailDeny:  "deny (503)",
+		}[cmp.Or(rule.OnRedisError, limiter.FailAllow)]
+		if rule.OnRedisError == limiter.FailLocal {
+			failure = fmt.Sprintf("local (%s of the limit in-process)", strconv.FormatFloat(rule.LocalShare, 'g', -1, 64))
 		}
 		line("  redis down", "%s", orNone(failure))
 		if len(p.RedisKeys) > 0 {
@@ -462,27 +469,23 @@ func printPolicy(line lineFunc, pol *policies.Policy, p proxy.ExplainedPolicy) {
 	}
 }
 
-// describeExplainedLimit shows the limit that applies as check does, with
-// the plan it comes from.
-func describeExplainedLimit(pol *policies.Policy, p proxy.ExplainedPolicy) string {
-	l := p.Limit
-	if l.Limit > 0 || p.Algorithm == "concurrency" || p.Algorithm == "shared_concurrency" {
-		s := fmt.Sprintf("%d in flight at once", l.Limit)
-		if l.Lease != "" {
-			s += ", lease " + l.Lease
+// describePlanLimit shows the limit that applies as check does, with the
+// plan it comes from ("" for the policy's own).
+func describePlanLimit(pol *policies.Policy, plan string) string {
+	lim := pol.Limit
+	if plan != "" {
+		lim = pol.Plans[plan]
+	}
+	if alg := pol.Rule.Algorithm; alg.InFlight() {
+		s := fmt.Sprintf("%d in flight at once", lim.Rate)
+		if alg == limiter.SharedConcurrency {
+			s += ", lease " + limiter.ShortDuration(lim.Period)
 		}
 		return s
 	}
-	if pol == nil {
-		return fmt.Sprintf("%d/%s burst %d", l.Rate, l.Per, l.Burst)
-	}
-	lim := pol.Limit
-	if l.Plan != "" {
-		lim = pol.Plans[l.Plan]
-	}
 	s := describeLimit(lim, pol.Rule.Algorithm.Windowed(), pol.Cost)
-	if l.Plan != "" {
-		s += " (plan " + l.Plan + ")"
+	if plan != "" {
+		s += " (plan " + plan + ")"
 	}
 	return s
 }

@@ -50,6 +50,13 @@ func policyOf(rep explainReport, name string) proxy.ExplainedPolicy {
 	return proxy.ExplainedPolicy{}
 }
 
+// planRate is the rate a policy's config gives plan, as JSON decodes it.
+func planRate(p proxy.ExplainedPolicy, plan string) float64 {
+	plans, _ := p.Config["plans"].(map[string]any)
+	rate, _ := plans[plan].(float64)
+	return rate
+}
+
 // squeeze collapses runs of spaces, so that tests do not depend on how far
 // the text output pads its labels.
 func squeeze(s string) string {
@@ -85,8 +92,8 @@ func TestExplainDefaultConfig(t *testing.T) {
 			},
 			json: func(t *testing.T, rep explainReport) {
 				p := policyOf(rep, "per-ip")
-				if rep.Route.Name != "default" || p.Key != "203.0.113.7/32" || p.Limit.Rate != 10 || p.Limit.Per != "1m" || p.Limit.Burst != 10 ||
-					p.Algorithm != "token_bucket" || p.Shared || len(p.RedisKeys) != 0 {
+				if rep.Route.Name != "default" || rep.Route.Config["upstream"] != "builtin:echo" || p.Key != "203.0.113.7/32" ||
+					p.Config["rate"] != 10.0 || p.Config["per"] != "1m" || p.Config["burst"] != 10.0 || p.Config["algorithm"] != "token_bucket" || len(p.RedisKeys) != 0 {
 					t.Errorf("got route %+v policy %+v, want default with per-ip 10/1m burst 10 on 203.0.113.7/32", rep.Route, p)
 				}
 			},
@@ -108,10 +115,10 @@ func TestExplainDefaultConfig(t *testing.T) {
 				if id.Tenant != "acme" || id.Plan != "free" || id.APIKeyHeader != "Authorization" || id.APIKeySHA256 != hex.EncodeToString(sum[:4]) {
 					t.Errorf("identity: got %+v, want acme on free, key in Authorization", id)
 				}
-				if p := policyOf(rep, "llm-tokens"); p.Units != 269 || p.Cost != "tokens" || p.Limit.Plan != "free" || p.Limit.Rate != 1000 {
+				if p := policyOf(rep, "llm-tokens"); p.Units != 269 || p.Config["cost"] != "tokens" || p.Plan != "free" || planRate(p, "free") != 1000 {
 					t.Errorf("llm-tokens: got %+v, want 269 tokens of the free plan's 1000/1m", p)
 				}
-				if p := policyOf(rep, "llm-requests"); p.Key != "acme" || p.Limit.Rate != 20 {
+				if p := policyOf(rep, "llm-requests"); p.Key != "acme" || p.Plan != "free" || planRate(p, "free") != 20 {
 					t.Errorf("llm-requests: got %+v, want acme at 20/1m", p)
 				}
 			},
@@ -121,7 +128,7 @@ func TestExplainDefaultConfig(t *testing.T) {
 			args: []string{"-X", "POST", "-H", "X-API-Key: sk-demo-pro", "/v1/chat/completions"},
 			text: []string{"plan:          pro", "  cost:        tokens: unknown without the body"},
 			json: func(t *testing.T, rep explainReport) {
-				if rep.LLM == nil || rep.LLM.BodyRead || policyOf(rep, "llm-tokens").Units != 0 || policyOf(rep, "llm-requests").Limit.Rate != 600 {
+				if rep.LLM == nil || rep.LLM.BodyRead || policyOf(rep, "llm-tokens").Units != 0 || policyOf(rep, "llm-requests").Plan != "pro" || planRate(policyOf(rep, "llm-requests"), "pro") != 600 {
 					t.Errorf("got llm %+v, tokens %+v; want an unread body, unknown tokens, the pro plan", rep.LLM, policyOf(rep, "llm-tokens"))
 				}
 			},
@@ -273,11 +280,11 @@ policies: {}
 				for name, suffix := range map[string]string{"per-ip": "}", "tenant-rps": "}", "tenant-hourly": "}:fw"} {
 					p := policyOf(rep, name)
 					if len(p.RedisKeys) != 1 || !strings.HasPrefix(p.RedisKeys[0], "rate:rl:{"+name+":") && !strings.HasPrefix(p.RedisKeys[0], "rl:{"+name+":") ||
-						!strings.HasSuffix(p.RedisKeys[0], suffix) || !p.Shared {
+						!strings.HasSuffix(p.RedisKeys[0], suffix) {
 						t.Errorf("%s: got redis keys %q, want one under rl:{%s:…%s", name, p.RedisKeys, name, suffix)
 					}
 				}
-				if p := policyOf(rep, "tenant-hourly"); p.OnRedisError != "allow" || p.Limit.Rate != 1000 || p.Limit.Per != "1h" {
+				if p := policyOf(rep, "tenant-hourly"); p.Config["on_redis_error"] != "allow" || p.Config["rate"] != 1000.0 || p.Config["per"] != "1h" {
 					t.Errorf("tenant-hourly: got %+v, want allow, 1000/1h", p)
 				}
 			},
@@ -318,6 +325,41 @@ policies: {}
 				tt.json(t, decodeExplain(t, out))
 			}
 		})
+	}
+}
+
+// TestExplainShowsNoSecret explains a request on a route whose config holds
+// a secret in every place a route can (upstream_api_key, a header value it
+// matches on), with a Redis password and the API key sent: neither the text
+// nor the JSON shows any.
+func TestExplainShowsNoSecret(t *testing.T) {
+	path := writeConfig(t, "secret.yaml", `
+redis: {addrs: ["redis://ops:SECRET-redis-url@127.0.0.1:1"], password: SECRET-redis-password}
+tenants:
+  keys: {SECRET-key-acme: {tenant: acme, plan: free}}
+routes:
+  - name: internal
+    match: {path_prefix: /, headers: {X-Internal: SECRET-header-value, X-Debug: "*"}}
+    upstream: "http://127.0.0.1:9/base"
+    upstream_api_key: SECRET-upstream-api-key
+    policies: [per-key, shared]
+policies:
+  per-key: {key: "header:X-Internal+api_key", rate: 10, per: 1m}
+  shared: {key: tenant, algorithm: gcra, rate: 10, per: 1m}
+`)
+	args := []string{"-config", path, "-H", "X-Internal: SECRET-header-value", "-H", "X-Debug: 1", "-H", "X-API-Key: SECRET-key-acme", "/x"}
+	code, out, errOut := runExplain(t, args...)
+	if code != explainReachesLimiter || !strings.Contains(squeeze(out), "route: internal (prefix=/ X-Debug X-Internal=REDACTED) → http://127.0.0.1:9/base → /base/x") {
+		t.Fatalf("exit %d, want 0 and the route with its header's value hidden:\n%s%s", code, out, errOut)
+	}
+	code, jsonOut, errOut := runExplain(t, append(args, "-o", "json")...)
+	rep := decodeExplain(t, jsonOut)
+	if code != explainReachesLimiter || rep.Route.Config["upstream_api_key_set"] != true || policyOf(rep, "per-key").Outcome != proxy.OutcomeChecked {
+		t.Fatalf("exit %d, route %+v, want 0, upstream_api_key_set, per-key checked:\n%s", code, rep.Route, errOut)
+	}
+	if all := out + jsonOut + errOut; strings.Contains(all, "SECRET") {
+		i := strings.Index(all, "SECRET")
+		t.Fatalf("explain shows a secret: …%s…", all[max(0, i-80):min(len(all), i+40)])
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/clienttest"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 )
 
@@ -56,7 +57,7 @@ func TestIdempotencyAcrossTwoGateways(t *testing.T) {
 	t.Cleanup(open) // runs first: a request still at the door ends
 	path := writePressureConfig(t, fmt.Sprintf(idempotencyConfig, s.Addr(), up.URL))
 	gws := []*gateway{startGateway(t, "a", path), startGateway(t, "b", path)}
-	c := newPressureClient(t, 100)
+	c := clienttest.New(t, 100)
 
 	const n = 100
 	type result struct {

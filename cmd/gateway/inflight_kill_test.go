@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/ratelimit-gateway/gateway/internal/clienttest"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 )
 
@@ -37,7 +38,7 @@ func TestSharedInFlightSlotsComeBackAfterKill(t *testing.T) {
 	path := writePressureConfig(t, fmt.Sprintf(inflightConfig, s.Addr(), up.url, limit, lease))
 	a := startGatewayProcess(t, "gateway A", path)
 	b := startGateway(t, "gateway B", path)
-	c := newPressureClient(t, 16)
+	c := clienttest.New(t, 16)
 	var wg sync.WaitGroup
 	// Runs first: held requests end (A's with A), then their goroutines.
 	t.Cleanup(func() {

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/ratelimit-gateway/gateway/internal/clienttest"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 )
 
@@ -164,7 +165,7 @@ func TestSharedInFlightNoSlotLeaked(t *testing.T) {
 	up := newHeldUpstream(t)
 	g := startGateway(t, "gateway", writePressureConfig(t, fmt.Sprintf(inflightConfig, s.Addr(), up.url, limit, lease)))
 	t.Cleanup(up.stop) // held requests end before the gateway drains
-	c := newPressureClient(t, clients)
+	c := clienttest.New(t, clients)
 
 	f := &floodTally{other: map[int]int{}}
 	var next atomic.Int64

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/clienttest"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 )
 
@@ -127,7 +128,7 @@ func TestEnforcedStreamsStayInsideTheQuota(t *testing.T) {
 				addr = rs.Addr()
 			}
 			g := startGateway(t, "gateway", writePressureConfig(t, enforceConfig(srv.URL, addr, quota, window)))
-			c := newPressureClient(t, streams)
+			c := clienttest.New(t, streams)
 			c.Timeout = 60 * time.Second
 			body := fmt.Sprintf(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":%d,"stream":true}`, maxOut)
 

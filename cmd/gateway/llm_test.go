@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/clienttest"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 )
 
@@ -45,7 +46,7 @@ func TestLLMStreamsOnRedisStayInsideTheQuota(t *testing.T) {
 	const quota = 5000
 	s := redistest.Start(t)
 	g := startGateway(t, "gateway", writePressureConfig(t, fmt.Sprintf(llmRedisConfig, s.Addr(), quota)))
-	c := newPressureClient(t, 50)
+	c := clienttest.New(t, 50)
 	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":300,"stream":true,"stream_options":{"include_usage":true}}`
 
 	var admitted, limited, used atomic.Int64

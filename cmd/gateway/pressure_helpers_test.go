@@ -27,21 +27,6 @@ const pressureSlack = 1
 // pressureLower is the share of the bound a saturated limit must admit.
 const pressureLower = 0.95
 
-// newPressureClient returns a client that really keeps conns connections
-// open at once (the default transport keeps 2 idle per host and would
-// serialize the flood); idle connections are closed when the test ends.
-func newPressureClient(t *testing.T, conns int) *http.Client {
-	tr := &http.Transport{
-		MaxConnsPerHost:     conns,
-		MaxIdleConns:        conns,
-		MaxIdleConnsPerHost: conns,
-		IdleConnTimeout:     30 * time.Second,
-		DisableCompression:  true,
-	}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
-}
-
 // writePressureConfig writes a config file into a temp dir.
 func writePressureConfig(t *testing.T, yaml string) string {
 	t.Helper()

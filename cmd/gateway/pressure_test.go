@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/clienttest"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 )
 
@@ -42,7 +43,7 @@ func TestPressureFloodKeepsSharedLimit(t *testing.T) {
 	)
 	s := redistest.Start(t)
 	g := startGateway(t, "gateway", writePressureConfig(t, fmt.Sprintf(floodConfig, s.Addr())))
-	c := newPressureClient(t, conns)
+	c := clienttest.New(t, conns)
 	if r := mustSend(t, c, "GET", g.base+"/", "X-Client", "warm-up"); r.status != http.StatusOK {
 		t.Fatalf("warm-up: got %d %s, want 200", r.status, r.body)
 	}
@@ -103,7 +104,7 @@ policies:
 func TestPressureLocalTokenBucket(t *testing.T) {
 	const conns = 64
 	g := startGateway(t, "gateway", writePressureConfig(t, localConfig))
-	c := newPressureClient(t, conns)
+	c := clienttest.New(t, conns)
 
 	t.Run("100/s burst 10", func(t *testing.T) {
 		const rate, burst = 100, 10
@@ -224,7 +225,7 @@ func TestPressureTwoPoliciesOverHTTP(t *testing.T) {
 	const quota = 10
 	s := redistest.Start(t)
 	g := startGateway(t, "gateway", writePressureConfig(t, fmt.Sprintf(twoPoliciesConfig, s.Addr())))
-	c := newPressureClient(t, 64)
+	c := clienttest.New(t, 64)
 	for _, alg := range []string{"gcra", "fixed_window", "sliding_window"} {
 		if r := mustSend(t, c, "GET", g.base+"/"+alg, "X-Client", "warm-up"); r.status != http.StatusOK {
 			t.Fatalf("%s warm-up: got %d %s, want 200", alg, r.status, r.body)

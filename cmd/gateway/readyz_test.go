@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/clienttest"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 )
 
@@ -81,7 +82,7 @@ func TestReadyzProbeFloodSendsRedisNothing(t *testing.T) {
 	g := startGateway(t, "gw", readyzConfig(t, s))
 	adm := g.adminBase(t)
 	waitReady(t, adm, http.StatusOK, 2*time.Second)
-	c := newPressureClient(t, 128)
+	c := clienttest.New(t, 128)
 	const clients, probers, d = 16, 128, 2 * time.Second
 	alone := httpFlood(c, g.base+"/", []string{"X-User", "u1"}, clients, d, 1_000_000)
 
@@ -89,7 +90,7 @@ func TestReadyzProbeFloodSendsRedisNothing(t *testing.T) {
 	var probes, bad atomic.Int64
 	var wg sync.WaitGroup
 	stop := time.Now().Add(d)
-	pc := newPressureClient(t, probers)
+	pc := clienttest.New(t, probers)
 	for range probers {
 		wg.Go(func() {
 			for time.Now().Before(stop) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/clienttest"
 	"github.com/ratelimit-gateway/gateway/internal/otlptest"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 )
@@ -63,7 +64,7 @@ func TestTracingThroughServe(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	g := startGateway(t, "gateway", writePressureConfig(t, fmt.Sprintf(tracingConfig, s.Addr(), rc.URL, up.URL)))
-	c := newPressureClient(t, 24)
+	c := clienttest.New(t, 24)
 	auth := []string{"Authorization", "Bearer sk-e2e-secret-key"}
 
 	const traceID = "0af7651916cd43dd8448eb211c80319c"

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"testing"
 )
 
 // TB is the part of testing.TB the servers need: *testing.T and *testing.B
@@ -61,4 +62,14 @@ func (m *Main) Close() {
 	for _, d := range dirs {
 		os.RemoveAll(d)
 	}
+}
+
+// RunWithServer is a TestMain's body for a package whose examples share one
+// redis-server: it starts the server, sets *addr to its address, runs m,
+// stops the server and returns m's exit code.
+func RunWithServer(m *testing.M, addr *string) int {
+	main := &Main{}
+	defer main.Close()
+	*addr = Start(main).Addr()
+	return m.Run()
 }

@@ -17,13 +17,7 @@ import (
 // redisAddr is a real redis-server for the examples, started by TestMain.
 var redisAddr string
 
-func TestMain(m *testing.M) {
-	main := &redistest.Main{}
-	redisAddr = redistest.Start(main).Addr()
-	code := m.Run()
-	main.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(redistest.RunWithServer(m, &redisAddr)) }
 
 // Three gateway instances that point at one Redis enforce one limit
 // together. The process builds one Redis client at start, shares it with
