@@ -181,7 +181,7 @@ func (w *wireRequest) fields(kind Kind) [18]wireField {
 // (members) and its plain values are read without reflection; an invalid
 // one takes encoding/json's path, whose error the client gets.
 func (w *wireRequest) decode(kind Kind, body []byte) error {
-	if !json.Valid(body) {
+	if !validJSON(body) {
 		return w.decodeMap(kind, body)
 	}
 	var buf [16]member
