@@ -556,6 +556,14 @@ func (c *counter) messages(field string, b json.RawMessage) error {
 	if len(b) == 0 || string(b) == "null" {
 		return nil
 	}
+	if c.messagesPlain(b) {
+		return nil
+	}
+	return c.messagesDecoded(field, b)
+}
+
+// messagesDecoded is messages through encoding/json's generic values.
+func (c *counter) messagesDecoded(field string, b json.RawMessage) error {
 	// One decode of the whole array, into the generic values message
 	// reads; an error there is told apart item by item.
 	var all []any
