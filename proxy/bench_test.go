@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -157,10 +158,22 @@ func BenchmarkServePolicies(b *testing.B) {
 // response and settled) against a plain request on a route without a
 // policy, the anchor, as gateway-llm and gateway-nopolicy of make bench do:
 // the same Handler path, upstreams answered in memory, taking turns (see
-// takeTurns). It reports each one's CPU ns/op and llm/anchor:
+// takeTurns). It reports each one's CPU ns/op, llm/anchor, and each one's
+// allocations and bytes per call (the benchmark's own allocs/op and B/op
+// are of both together):
 //
 //	go test -run '^$' -bench BenchmarkLLMCall ./proxy/
-func BenchmarkLLMCall(b *testing.B) {
+//
+// Every call sends the same message, as make bench does, so the
+// tokenizer's count of it is remembered; BenchmarkLLMCallDistinct sends a
+// message never seen before each time.
+func BenchmarkLLMCall(b *testing.B) { benchLLMCall(b, false) }
+
+// BenchmarkLLMCallDistinct is BenchmarkLLMCall with a new message each call:
+// its prompt is counted by the tokenizer every time.
+func BenchmarkLLMCallDistinct(b *testing.B) { benchLLMCall(b, true) }
+
+func benchLLMCall(b *testing.B, distinct bool) {
 	engine, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), nil)
 	if err != nil {
 		b.Fatal(err)
@@ -177,22 +190,47 @@ policies:
   tokens: {key: ip, cost: tokens, rate: 1000000000, per: 1s}
 `, engine, completionUpstream{})
 	const body = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello there, mock!"}],"max_tokens":16}`
-	base, with := takeTurns(b, [2]func(){
-		plainGet(b, nopolicy),
-		func() {
-			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.RemoteAddr = "10.1.2.3:4000"
-			rec := httptest.NewRecorder()
-			llmRoute.ServeHTTP(rec, req)
-			if rec.Code != http.StatusOK {
-				b.Fatalf("status: got %d, want 200: %s", rec.Code, rec.Body)
-			}
-		},
-	})
+	seq := 0
+	call := func() {
+		b := body
+		if distinct {
+			seq++
+			b = strings.Replace(body, "mock!", "mock "+strconv.Itoa(seq)+"!", 1)
+		}
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.RemoteAddr = "10.1.2.3:4000"
+		rec := httptest.NewRecorder()
+		llmRoute.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			panic(fmt.Sprintf("status: got %d, want 200: %s", rec.Code, rec.Body))
+		}
+	}
+	serve := [2]func(){plainGet(b, nopolicy), call}
+	base, with := takeTurns(b, serve)
 	b.ReportMetric(base, "anchor-ns/op")
 	b.ReportMetric(with, "llm-ns/op")
 	b.ReportMetric(with/base, "llm/anchor")
+	allocs, bytes := allocsOf(serve[0])
+	b.ReportMetric(allocs, "anchor-allocs/op")
+	b.ReportMetric(bytes, "anchor-B/op")
+	allocs, bytes = allocsOf(serve[1])
+	b.ReportMetric(allocs, "llm-allocs/op")
+	b.ReportMetric(bytes, "llm-B/op")
+}
+
+// allocsOf returns the heap allocations and bytes of one call of f, the
+// mean of 200.
+func allocsOf(f func()) (allocs, bytes float64) {
+	const runs = 200
+	f()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.Mallocs-before.Mallocs) / runs, float64(after.TotalAlloc-before.TotalAlloc) / runs
 }
 
 // plainGet serves a GET through h, which must answer 200.

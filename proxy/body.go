@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/ratelimit-gateway/gateway/policies"
 )
@@ -40,13 +39,16 @@ func readBody(w http.ResponseWriter, r *http.Request, route *policies.Route) (*h
 	return withBody(r, body), body, 0, ""
 }
 
-// withBody returns a copy of r that carries body, with the Content-Length
-// that fits it.
+// withBody returns a copy of r that carries body, with the ContentLength
+// that fits it. The copy is shallow: it shares r's header, which the
+// gateway does not change (ReverseProxy sends a clone of it, and rewrite
+// drops a Content-Length the client sent: the request's writer takes the
+// length from ContentLength).
 func withBody(r *http.Request, body []byte) *http.Request {
-	out := r.Clone(r.Context())
+	out := new(http.Request)
+	*out = *r
 	out.Body = heldBody{Reader: bytes.NewReader(body), b: body}
 	out.ContentLength = int64(len(body))
-	out.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	out.TransferEncoding = nil
 	return out
 }

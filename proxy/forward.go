@@ -279,6 +279,9 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		// already sends as none.)
 		pr.Out.Body = io.NopCloser(bytes.NewReader(st.held))
 		pr.Out.GetBody = st.heldAgain
+		// The client's, which a body given a cap or include_usage no
+		// longer fits: the length goes out from ContentLength.
+		delete(pr.Out.Header, "Content-Length")
 	}
 	if id := route.Idempotency; id != nil {
 		// Only the gateway speaks for the fencing token: a client's own

@@ -180,3 +180,19 @@ func TestHeaderTooLarge(t *testing.T) {
 		}
 	}
 }
+
+// rateSets' header names are the canonical forms of OpenAI's names, as
+// http.Header.Set would store them.
+func TestRateSetKeysAreCanonical(t *testing.T) {
+	for _, set := range rateSets {
+		for _, k := range []struct{ got, name string }{
+			{set.limitKey, "x-ratelimit-limit-" + set.name},
+			{set.remainingKey, "x-ratelimit-remaining-" + set.name},
+			{set.resetKey, "x-ratelimit-reset-" + set.name},
+		} {
+			if want := http.CanonicalHeaderKey(k.name); k.got != want {
+				t.Errorf("%s: got %q, want %q", k.name, k.got, want)
+			}
+		}
+	}
+}

@@ -53,7 +53,7 @@ type llmCall struct {
 	unpriced  bool            // the price is prices.default's
 	// delivered says, by cost, that every policy of that cost opted to
 	// charge a call without usage what it delivered (charge_without_usage).
-	delivered map[policies.Cost]bool
+	delivered deliveredCosts
 	// upstreamErr is the error that ended the exchange before a response.
 	upstreamErr error
 
@@ -163,19 +163,49 @@ func countsTokens(route *policies.Route) bool {
 	return false
 }
 
+// deliveredCosts says, by cost that counts tokens, whether every policy of
+// a route of that cost opted to charge a call without usage what it
+// delivered (charge_without_usage). A value, not a map: every call builds
+// one.
+type deliveredCosts struct {
+	counts bool    // some policy counts tokens
+	seen   [4]bool // by tokenCostSlot
+	opted  [4]bool
+}
+
+// tokenCostSlot numbers the costs that count tokens; ok is false for others.
+func tokenCostSlot(c policies.Cost) (int, bool) {
+	switch c {
+	case policies.CostTokens:
+		return 0, true
+	case policies.CostInputTokens:
+		return 1, true
+	case policies.CostOutputTokens:
+		return 2, true
+	case policies.CostUSD:
+		return 3, true
+	}
+	return 0, false
+}
+
+// of reports whether every policy of cost opted for delivered.
+func (d *deliveredCosts) of(c policies.Cost) bool {
+	i, ok := tokenCostSlot(c)
+	return ok && d.opted[i]
+}
+
 // chargeDelivered says, by cost, whether every policy of route of that
 // cost opted to charge a call without usage what it delivered.
-func chargeDelivered(route *policies.Route) map[policies.Cost]bool {
-	var out map[policies.Cost]bool
+func chargeDelivered(route *policies.Route) deliveredCosts {
+	var out deliveredCosts
 	for _, p := range route.Policies {
-		if !p.Cost.CountsTokens() {
+		i, ok := tokenCostSlot(p.Cost)
+		if !ok || !p.Cost.CountsTokens() {
 			continue
 		}
-		if out == nil {
-			out = make(map[policies.Cost]bool)
-		}
-		if prev, seen := out[p.Cost]; !seen || prev {
-			out[p.Cost] = p.ChargeDelivered
+		out.counts = true
+		if !out.seen[i] || out.opted[i] {
+			out.seen[i], out.opted[i] = true, p.ChargeDelivered
 		}
 	}
 	return out
@@ -248,7 +278,7 @@ func (c *llmCall) watch(resp *http.Response) {
 	if resp.StatusCode >= 400 {
 		return // an error before any output: the settlement gives the tokens back
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
+	if isEventStream(resp.Header.Get("Content-Type")) {
 		cfg := llm.StreamConfig{Kind: c.kind, Model: c.req.Model, DropUsageChunk: !c.req.IncludeUsage}
 		c.meter.configure(&cfg)
 		c.stream = llm.NewStreamWatcher(resp.Body, cfg)
@@ -262,6 +292,20 @@ func (c *llmCall) watch(resp *http.Response) {
 	resp.Body = c.tapped
 }
 
+// isEventStream reports whether the media type of the Content-Type ct is
+// text/event-stream. Most responses are JSON: a header that does not name
+// an event stream in any case is not parsed (parsing builds a map).
+func isEventStream(ct string) bool {
+	const name = "event-stream"
+	for i := 0; i+len(name) <= len(ct); i++ {
+		if strings.EqualFold(ct[i:i+len(name)], name) {
+			mt, _, _ := mime.ParseMediaType(ct)
+			return mt == "text/event-stream"
+		}
+	}
+	return false
+}
+
 // settle makes every check hold what the call really cost; it runs once,
 // after the response was copied (or failed).
 func (c *llmCall) settle(ctx context.Context) error {
@@ -273,13 +317,13 @@ func (c *llmCall) settle(ctx context.Context) error {
 	c.charged, c.chargedTokens = true, llm.AddSat(bounded.input, bounded.output)
 	c.chargedMicroUSD = bounded.microUSD(c.price)
 	var delivered usage
-	if len(c.delivered) > 0 {
+	if c.delivered.counts {
 		delivered = c.actual(true)
 	}
 	actual := make([]int64, len(c.costs))
 	for i, cost := range c.costs {
 		u := bounded
-		if c.delivered[cost] {
+		if c.delivered.of(cost) {
 			u = delivered
 		}
 		input, output := u.input, u.output

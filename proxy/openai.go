@@ -62,12 +62,17 @@ var rateSets = [...]struct {
 	name   string
 	counts func(policies.Cost) bool
 	usd    bool
+	// The set's header names, canonical as http.Header.Set would make
+	// them, built once rather than on each response.
+	limitKey, remainingKey, resetKey string
 }{
-	{"requests", func(c policies.Cost) bool { return c == policies.CostRequests }, false},
+	{"requests", func(c policies.Cost) bool { return c == policies.CostRequests }, false,
+		"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
 	{"tokens", func(c policies.Cost) bool {
 		return c == policies.CostTokens || c == policies.CostInputTokens || c == policies.CostOutputTokens
-	}, false},
-	{"usd", func(c policies.Cost) bool { return c == policies.CostUSD }, true},
+	}, false, "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
+	{"usd", func(c policies.Cost) bool { return c == policies.CostUSD }, true,
+		"X-Ratelimit-Limit-Usd", "X-Ratelimit-Remaining-Usd", "X-Ratelimit-Reset-Usd"},
 }
 
 // setOpenAIHeaders adds OpenAI's rate-limit headers, one set per unit (see
@@ -127,9 +132,9 @@ func setOpenAIHeadersWith(h http.Header, v limiter.Verdict, costs []policies.Cos
 		if set.usd {
 			limit, remaining = dollars(best.Limit.Quota()), dollars(bestRemaining)
 		}
-		h.Set("x-ratelimit-limit-"+set.name, limit)
-		h.Set("x-ratelimit-remaining-"+set.name, remaining)
-		h.Set("x-ratelimit-reset-"+set.name, openAIDuration(reset))
+		// As h.Set, the three values in one allocation.
+		v := []string{limit, remaining, openAIDuration(reset)}
+		h[set.limitKey], h[set.remainingKey], h[set.resetKey] = v[0:1:1], v[1:2:2], v[2:3:3]
 	}
 }
 

@@ -57,31 +57,66 @@ func TestDecodeMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
+// usageBodies are responses where reading the usage in place could part
+// from encoding/json: case-folded and escaped names, repeated usages,
+// nulls, details objects, numbers an int64 does not hold, wrong types.
+var usageBodies = []string{
+	`{"id":"c","choices":[{"message":{"content":"x \" } usage"}}],"usage":{"prompt_tokens":11,"completion_tokens":16,"total_tokens":27}}`,
+	`{"USAGE":{"prompt_tokens":2},"Usage":{"completion_tokens":3}}`,
+	`{"usage":{"prompt_tokens":2},"usage":null}`, `{"usage":null,"usage":{"prompt_tokens":4}}`,
+	`{"us\u0061ge":{"prompt_tokens":5}}`, "{\"u\u017fage\":{\"prompt_tokens\":6}}",
+	`{"usage":[]}`, `{"usage":"x"}`, `{"usage":{"prompt_tokens":1.5}}`, `{"usage":{"prompt_tokens":1},"x":}`,
+	`[]`, `null`, `"usage"`, ` {"usage" : {"input_tokens":1,"output_tokens":2}} `, `{"usage":{}}`,
+	`{"usage":{"PROMPT_TOKENS":3,"Completion_Tokens":4,"prompt_tokens":5}}`,
+	`{"usage":{"prompt_tokens":null,"completion_tokens":-7,"total_tokens":9223372036854775807}}`,
+	`{"usage":{"prompt_tokens":9223372036854775808}}`, `{"usage":{"prompt_tokens":1e2}}`, `{"usage":{"prompt_tokens":"1"}}`,
+	`{"usage":{"prompt_tokens":1,"prompt_tokens_details":{"cached_tokens":1,"audio_tokens":0}}}`,
+	`{"usage":{"prompt_tokens_details":{"cached_tokens":2}},"usage":{"prompt_tokens_details":{"audio_tokens":1}}}`,
+	`{"usage":{"prompt_tokens_details":{"cached_tokens":2}},"usage":{"prompt_tokens_details":null}}`,
+	`{"usage":{"prompt_tokens_details":{"cached_tokens":2}},"usage":{"prompt_tokens_details":{"cached_tokens":"x"}}}`,
+	`{"usage":{"prompt_tokens_details":{"reasoning_tokens":"ignored"},"completion_tokens_details":{"cached_tokens":"ignored"}}}`,
+	`{"usage":{"prompt_tokens_details":[],"completion_tokens":1}}`, `{"usage":{"completion_tokens_details":3}}`,
+	`{"usage":{"completion_tokens_details":{"reasoning_tokens":12,"Reasoning_Tokens":13}}}`,
+	`{"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":4},"output_tokens":20,"output_tokens_details":{"reasoning_tokens":8},"total_tokens":30}}`,
+	`{"usage":{"input_tokens":3,"cache_read_input_tokens":100,"cache_creation_input_tokens":50,"output_tokens":9}}`,
+	"{\"usage\":{\"prompt_tok\u0065ns\":8,\"\xff\":1}}", "{\"usage\":{\"\u212aey\":1,\"prompt_tokens\":2}}",
+	`{"usage":{"prompt_tokens":2,"extra":{"nested":[1,{"prompt_tokens":99}]}}}`,
+	`{"usage":{"prompt_tokens":2},"usage":{"completion_tokens":3}}`,
+}
+
 // ParseUsage reads only the usage members, and gets what decoding the
-// whole body gets.
+// whole body gets, for every kind.
 func TestParseUsageMatchesEncodingJSON(t *testing.T) {
-	for _, body := range []string{
-		`{"id":"c","choices":[{"message":{"content":"x \" } usage"}}],"usage":{"prompt_tokens":11,"completion_tokens":16,"total_tokens":27}}`,
-		`{"USAGE":{"prompt_tokens":2},"Usage":{"completion_tokens":3}}`,
-		`{"usage":{"prompt_tokens":2},"usage":null}`, `{"usage":null,"usage":{"prompt_tokens":4}}`,
-		`{"us\u0061ge":{"prompt_tokens":5}}`, "{\"u\u017fage\":{\"prompt_tokens\":6}}",
-		`{"usage":[]}`, `{"usage":"x"}`, `{"usage":{"prompt_tokens":1.5}}`, `{"usage":{"prompt_tokens":1},"x":}`,
-		`[]`, `null`, `"usage"`, ` {"usage" : {"input_tokens":1,"output_tokens":2}} `, `{"usage":{}}`,
-	} {
-		t.Run(body, func(t *testing.T) {
-			var resp struct {
-				Usage *wireUsage `json:"usage"`
-			}
-			err := json.Unmarshal([]byte(body), &resp)
-			wantOK := err == nil && resp.Usage != nil
-			var want Usage
-			if wantOK {
-				want = resp.Usage.usage(ChatCompletions)
-			}
-			got, ok := ParseUsage(ChatCompletions, []byte(body))
-			if got != want || ok != wantOK {
-				t.Fatalf("got %+v, %v; want %+v, %v", got, ok, want, wantOK)
-			}
-		})
+	for _, body := range usageBodies {
+		t.Run(body, func(t *testing.T) { checkParseUsage(t, []byte(body)) })
+	}
+}
+
+func FuzzParseUsage(f *testing.F) {
+	for _, body := range usageBodies {
+		f.Add([]byte(body))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) { checkParseUsage(t, body) })
+}
+
+func checkParseUsage(t *testing.T, body []byte) {
+	t.Helper()
+	var resp struct {
+		Usage *wireUsage `json:"usage"`
+	}
+	err := json.Unmarshal(body, &resp)
+	wantOK := err == nil && resp.Usage != nil
+	for kind := ChatCompletions; kind <= AnthropicMessages; kind++ {
+		var want Usage
+		if wantOK {
+			want = resp.Usage.usage(kind)
+		}
+		got, ok := ParseUsage(kind, body)
+		if got != want || ok != wantOK {
+			t.Fatalf("%s %q: got %+v, %v; want %+v, %v", kind, body, got, ok, want, wantOK)
+		}
+	}
+	if w, ok := usageMember(body); ok && wantOK && !reflect.DeepEqual(w, resp.Usage) {
+		t.Fatalf("%q: got %+v, want %+v", body, w, resp.Usage)
 	}
 }

@@ -23,7 +23,7 @@ func WithIncludeUsage(body []byte) (out []byte, added bool, err error) {
 	if err := requireObject(body); err != nil {
 		return nil, false, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	if !json.Valid(body) {
+	if !validJSON(body) {
 		return nil, false, fmt.Errorf("%w: not valid JSON", ErrInvalidRequest)
 	}
 	top := members(body, bytes.IndexByte(body, '{'))
@@ -199,7 +199,7 @@ func WithOutputCap(body []byte, field string, n int64) ([]byte, error) {
 	if err := requireObject(body); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	if !json.Valid(body) {
+	if !validJSON(body) {
 		return nil, fmt.Errorf("%w: not valid JSON", ErrInvalidRequest)
 	}
 	open := bytes.IndexByte(body, '{')

@@ -181,7 +181,7 @@ func (w *wireRequest) fields(kind Kind) [18]wireField {
 // (members) and its plain values are read without reflection; an invalid
 // one takes encoding/json's path, whose error the client gets.
 func (w *wireRequest) decode(kind Kind, body []byte) error {
-	if !json.Valid(body) {
+	if !validJSON(body) {
 		return w.decodeMap(kind, body)
 	}
 	var buf [16]member
@@ -556,6 +556,14 @@ func (c *counter) messages(field string, b json.RawMessage) error {
 	if len(b) == 0 || string(b) == "null" {
 		return nil
 	}
+	if c.messagesPlain(b) {
+		return nil
+	}
+	return c.messagesDecoded(field, b)
+}
+
+// messagesDecoded is messages through encoding/json's generic values.
+func (c *counter) messagesDecoded(field string, b json.RawMessage) error {
 	// One decode of the whole array, into the generic values message
 	// reads; an error there is told apart item by item.
 	var all []any

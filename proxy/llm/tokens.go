@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"hash/maphash"
 	"strings"
 	"sync"
 
@@ -86,7 +87,11 @@ func countIn(enc Encoding, text string) int64 {
 			return o200kRoles()[i]
 		}
 	}
-	return tokenize(enc, text)
+	cache := &o200kCounts
+	if enc == Cl100kBase {
+		cache = &cl100kCounts
+	}
+	return cache.count(text, func() int64 { return tokenize(enc, text) })
 }
 
 func tokenize(enc Encoding, text string) int64 {
@@ -105,4 +110,77 @@ func tokenize(enc Encoding, text string) int64 {
 		return int64(len(text)+3) / 4
 	}
 	return int64(n)
+}
+
+// Calls resend the same texts: a conversation's earlier turns, its system
+// prompt and tools on every call. The tokenizer's cost is mostly per
+// match of its split pattern (a few allocations each), whatever the
+// text's size, so each vocabulary keeps the counts of texts it counted
+// lately, keyed by the whole text (a count is looked up only for the very
+// same text: it is exact). Bounded: texts up to maxCachedText bytes, each
+// shard holding two generations of up to shardBytes each (about 4 MiB a
+// vocabulary at most, with map overhead); when the current one is full it
+// becomes the old one and the oldest is dropped, so what is used keeps
+// being found.
+const (
+	maxCachedText = 16 << 10
+	countShards   = 16
+	shardBytes    = 128 << 10
+	entryOverhead = 64 // a map entry and the string's header, roughly
+)
+
+var (
+	o200kCounts  countCache
+	cl100kCounts countCache
+	shardSeed    = maphash.MakeSeed()
+)
+
+// countCache maps texts to their token counts in one vocabulary. The zero
+// value is ready; it is safe for concurrent use.
+type countCache struct {
+	shards [countShards]countShard
+}
+
+type countShard struct {
+	mu       sync.Mutex
+	cur, old map[string]int64
+	bytes    int // the size of cur's entries
+}
+
+// count returns text's count, from the cache or from counting it (outside
+// the lock) with tokenize.
+func (c *countCache) count(text string, tokenize func() int64) int64 {
+	if len(text) > maxCachedText {
+		return tokenize()
+	}
+	s := &c.shards[maphash.String(shardSeed, text)%countShards]
+	s.mu.Lock()
+	n, ok := s.cur[text]
+	if !ok {
+		if n, ok = s.old[text]; ok {
+			s.add(text, n) // still in use: it outlives the old generation
+		}
+	}
+	s.mu.Unlock()
+	if ok {
+		return n
+	}
+	n = tokenize()
+	s.mu.Lock()
+	if _, ok := s.cur[text]; !ok {
+		s.add(text, n)
+	}
+	s.mu.Unlock()
+	return n
+}
+
+// add puts text's count in the current generation, which becomes the old
+// one first when full. The text is copied: it may be part of a larger
+// string the cache should not keep.
+func (s *countShard) add(text string, n int64) {
+	if s.cur == nil || s.bytes >= shardBytes {
+		s.old, s.cur, s.bytes = s.cur, make(map[string]int64), 0
+	}
+	s.cur[strings.Clone(text)] = n
+	s.bytes += len(text) + entryOverhead
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -129,5 +130,75 @@ func TestCountTokensOffline(t *testing.T) {
 	}
 	if len(entries) != 0 {
 		t.Errorf("child wrote %d entries to the empty home/cache dir (first %q), want none", len(entries), entries[0].Name())
+	}
+}
+
+// The counts the cache remembers are the tokenizer's, per vocabulary,
+// however often a text comes back, from many goroutines at once.
+func TestCountCacheIsExact(t *testing.T) {
+	texts := []string{"hello world", "tiktoken is great!", "Hello there, mock!", " ", "\n\n", "日本語のテキスト",
+		"antidisestablishmentarianism", `{"type":"function","function":{"name":"f"}}`, strings.Repeat("word ", maxCachedText/5+1)}
+	for i := range 200 {
+		texts = append(texts, "message number "+strconv.Itoa(i)+" of a long conversation, resent on every turn")
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range 3 {
+				for _, text := range texts {
+					for _, enc := range []Encoding{O200kBase, Cl100kBase} {
+						if got, want := countIn(enc, text), tokenize(enc, text); got != want {
+							t.Errorf("round %d, %s, %.40q: got %d, want %d", round, enc, text, got, want)
+							return
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// The cache keeps within its bound while texts come and go, never keeps a
+// text past maxCachedText, and a text in use is counted once however many
+// others pass.
+func TestCountCacheBound(t *testing.T) {
+	var c countCache
+	counted := map[string]int{}
+	count := func(text string) int64 {
+		return c.count(text, func() int64 { counted[text]++; return int64(len(text)) })
+	}
+	const hot = "a system prompt every call sends"
+	for i := range 100000 {
+		text := "text " + strconv.Itoa(i) + strings.Repeat(".", i%200)
+		if got := count(text); got != int64(len(text)) {
+			t.Fatalf("%q: got %d, want %d", text, got, len(text))
+		}
+		if i%1000 == 0 {
+			count(hot)
+		}
+	}
+	if counted[hot] != 1 {
+		t.Errorf("the text in use was counted %d times, want once", counted[hot])
+	}
+	long := strings.Repeat("x", maxCachedText+1)
+	count(long)
+	count(long)
+	if counted[long] != 2 {
+		t.Errorf("a text past maxCachedText was counted %d times in two calls, want 2", counted[long])
+	}
+	for i := range c.shards {
+		s := &c.shards[i]
+		for _, m := range []map[string]int64{s.cur, s.old} {
+			size := 0
+			for text := range m {
+				size += len(text) + entryOverhead
+			}
+			if size > shardBytes+maxCachedText+entryOverhead {
+				t.Errorf("shard %d: a generation of %d bytes, past the bound", i, size)
+			}
+		}
 	}
 }

@@ -3,6 +3,7 @@ package llm
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -25,27 +26,27 @@ type Usage struct {
 // (prompt_/completion_tokens), responses (input_/output_tokens) and
 // Anthropic (input_tokens excludes the cache; cache_* are separate).
 type wireUsage struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	TotalTokens         int64 `json:"total_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-	CompletionTokensDetails *struct {
-		ReasoningTokens int64 `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details"`
+	PromptTokens            int64             `json:"prompt_tokens"`
+	CompletionTokens        int64             `json:"completion_tokens"`
+	TotalTokens             int64             `json:"total_tokens"`
+	PromptTokensDetails     *cachedDetails    `json:"prompt_tokens_details"`
+	CompletionTokensDetails *reasoningDetails `json:"completion_tokens_details"`
 
-	InputTokens        int64 `json:"input_tokens"`
-	OutputTokens       int64 `json:"output_tokens"`
-	InputTokensDetails *struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"input_tokens_details"`
-	OutputTokensDetails *struct {
-		ReasoningTokens int64 `json:"reasoning_tokens"`
-	} `json:"output_tokens_details"`
+	InputTokens         int64             `json:"input_tokens"`
+	OutputTokens        int64             `json:"output_tokens"`
+	InputTokensDetails  *cachedDetails    `json:"input_tokens_details"`
+	OutputTokensDetails *reasoningDetails `json:"output_tokens_details"`
 
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
+
+type cachedDetails struct {
+	CachedTokens int64 `json:"cached_tokens"`
+}
+
+type reasoningDetails struct {
+	ReasoningTokens int64 `json:"reasoning_tokens"`
 }
 
 func (w *wireUsage) usage(kind Kind) Usage {
@@ -111,7 +112,7 @@ func ParseUsage(kind Kind, body []byte) (u Usage, ok bool) {
 // valid object, and ParseUsage then decodes it whole.
 func usageMember(body []byte) (w *wireUsage, ok bool) {
 	open := skipSpace(body, 0)
-	if open >= len(body) || body[open] != '{' || !json.Valid(body) {
+	if open >= len(body) || body[open] != '{' || !validJSON(body) {
 		return nil, false
 	}
 	var buf [16]member
@@ -134,11 +135,116 @@ func usageMember(body []byte) (w *wireUsage, ok bool) {
 		if w == nil {
 			w = new(wireUsage)
 		}
+		if w.decodePlain(v) {
+			continue
+		}
 		if json.Unmarshal(v, w) != nil {
 			return nil, true
 		}
 	}
 	return w, true
+}
+
+// decodePlain decodes the valid usage object v into w as json.Unmarshal
+// does when every member is plain: a name in ASCII, an integer, null, or
+// a details object of such members. It reports false, leaving w as it
+// was, for anything else (a number int64 does not hold, a wrong type, a
+// name json.Unmarshal might fold otherwise), which json.Unmarshal then
+// decodes or refuses.
+func (w *wireUsage) decodePlain(v []byte) bool {
+	out := *w // w changes only when all of v is plain
+	var buf [16]member
+	for _, m := range appendMembers(buf[:0], v, 0) {
+		if !plainASCII(m.key) {
+			return false
+		}
+		val, ok := v[m.val:m.end], true
+		switch k := m.key; {
+		case bytes.EqualFold(k, []byte("prompt_tokens")):
+			ok = plainInt(val, &out.PromptTokens)
+		case bytes.EqualFold(k, []byte("completion_tokens")):
+			ok = plainInt(val, &out.CompletionTokens)
+		case bytes.EqualFold(k, []byte("total_tokens")):
+			ok = plainInt(val, &out.TotalTokens)
+		case bytes.EqualFold(k, []byte("input_tokens")):
+			ok = plainInt(val, &out.InputTokens)
+		case bytes.EqualFold(k, []byte("output_tokens")):
+			ok = plainInt(val, &out.OutputTokens)
+		case bytes.EqualFold(k, []byte("cache_read_input_tokens")):
+			ok = plainInt(val, &out.CacheReadInputTokens)
+		case bytes.EqualFold(k, []byte("cache_creation_input_tokens")):
+			ok = plainInt(val, &out.CacheCreationInputTokens)
+		case bytes.EqualFold(k, []byte("prompt_tokens_details")):
+			out.PromptTokensDetails, ok = plainCached(val, out.PromptTokensDetails)
+		case bytes.EqualFold(k, []byte("input_tokens_details")):
+			out.InputTokensDetails, ok = plainCached(val, out.InputTokensDetails)
+		case bytes.EqualFold(k, []byte("completion_tokens_details")):
+			out.CompletionTokensDetails, ok = plainReasoning(val, out.CompletionTokensDetails)
+		case bytes.EqualFold(k, []byte("output_tokens_details")):
+			out.OutputTokensDetails, ok = plainReasoning(val, out.OutputTokensDetails)
+		}
+		if !ok {
+			return false
+		}
+	}
+	*w = out
+	return true
+}
+
+// plainCached and plainReasoning decode a details object (or null) as
+// decodePlain does, into a copy of was.
+func plainCached(v []byte, was *cachedDetails) (*cachedDetails, bool) {
+	if string(v) == "null" {
+		return nil, true
+	}
+	d := new(cachedDetails)
+	if was != nil {
+		*d = *was
+	}
+	return d, plainDetail(v, "cached_tokens", &d.CachedTokens)
+}
+
+func plainReasoning(v []byte, was *reasoningDetails) (*reasoningDetails, bool) {
+	if string(v) == "null" {
+		return nil, true
+	}
+	d := new(reasoningDetails)
+	if was != nil {
+		*d = *was
+	}
+	return d, plainDetail(v, "reasoning_tokens", &d.ReasoningTokens)
+}
+
+// plainDetail reads the member name of the details object v into n.
+func plainDetail(v []byte, name string, n *int64) bool {
+	if v[0] != '{' {
+		return false
+	}
+	var buf [8]member
+	for _, m := range appendMembers(buf[:0], v, 0) {
+		if !plainASCII(m.key) {
+			return false
+		}
+		if bytes.EqualFold(m.key, []byte(name)) && !plainInt(v[m.val:m.end], n) {
+			return false
+		}
+	}
+	return true
+}
+
+// plainInt stores the integer v in n as json.Unmarshal would (null leaves
+// it), or reports false (a fraction, an exponent, out of range, not a
+// number).
+func plainInt(v []byte, n *int64) bool {
+	if string(v) == "null" {
+		return true
+	}
+	x, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		return false
+	}
+	*n = x
+	return true
 }
 
 var usageKey = []byte("usage")

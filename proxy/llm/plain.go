@@ -1,0 +1,147 @@
+package llm
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// Every call on an llm route counts its messages. messagesPlain counts the
+// common ones in place, reading the members message and part read from
+// the generic values of encoding/json without building them; anything
+// else (an image, audio or file part, an item reference, a wrong type, a
+// number a float64 might not hold) is left to messagesDecoded, which also
+// words the errors. TestMessagesPlainMatchesDecoded and FuzzMessagesPlain
+// compare the two.
+
+// messagesPlain counts the array b (part of a valid document) as
+// messagesDecoded does and reports true, or reports false having counted
+// nothing.
+func (c *counter) messagesPlain(b []byte) bool {
+	if b[0] != '[' || !plainNumbers(b) {
+		return false
+	}
+	n := c.n
+	ok := eachElement(b, func(item []byte) bool {
+		return item[0] == '{' && c.messagePlain(item)
+	})
+	if !ok {
+		c.n = n
+	}
+	return ok
+}
+
+// messagePlain is message for the object m.
+func (c *counter) messagePlain(m []byte) bool {
+	var buf [8]member
+	ms := appendMembers(buf[:0], m, 0)
+	if role, ok := last(ms, "role"); ok {
+		v := m[role.val:role.end]
+		if v[0] != '"' {
+			return false // not a string: messagesDecoded's error
+		}
+		c.add(tokensPerMessage)
+		c.text(stringValue(v))
+		if name, ok := last(ms, "name"); ok && m[name.val] == '"' {
+			c.add(tokensPerName)
+			c.text(stringValue(m[name.val:name.end]))
+		}
+		if content, ok := last(ms, "content"); ok {
+			switch m[content.val] {
+			case '"', '[', 'n':
+			default:
+				return false // messagesDecoded's error
+			}
+		}
+	}
+	return c.partPlain(m, ms)
+}
+
+// partPlain is part for the object m, whose members are ms.
+func (c *counter) partPlain(m []byte, ms []member) bool {
+	if t, ok := last(ms, "type"); ok && m[t.val] == '"' {
+		switch stringValue(m[t.val:t.end]) {
+		case "image_url", "input_image", "image", "input_audio", "input_file", "file", "document", "item_reference":
+			return false // bounded by family: messagesDecoded's
+		}
+	}
+	if _, isMessage := last(ms, "role"); !isMessage {
+		if name, ok := last(ms, "name"); ok && m[name.val] == '"' {
+			c.text(stringValue(m[name.val:name.end]))
+		}
+	}
+	for _, k := range textKeys {
+		if v, ok := last(ms, k); ok && !c.valuePlain(m[v.val:v.end]) {
+			return false
+		}
+	}
+	return true
+}
+
+// valuePlain is value for the JSON value v.
+func (c *counter) valuePlain(v []byte) bool {
+	switch v[0] {
+	case '"':
+		c.text(stringValue(v))
+	case '[':
+		return eachElement(v, c.valuePlain)
+	case '{':
+		var buf [8]member
+		return c.partPlain(v, appendMembers(buf[:0], v, 0))
+	}
+	return true // a number, a boolean, null: no text
+}
+
+// eachElement calls f with each element of the valid array a, in order,
+// until f reports false; it reports whether none did.
+func eachElement(a []byte, f func([]byte) bool) bool {
+	i := skipSpace(a, 1)
+	for a[i] != ']' {
+		end := skipValue(a, i)
+		if !f(a[i:end]) {
+			return false
+		}
+		i = skipSpace(a, end)
+		if a[i] == ',' {
+			i = skipSpace(a, i+1)
+		}
+	}
+	return true
+}
+
+// stringValue is the valid JSON string v decoded as encoding/json decodes
+// it (escapes, and invalid UTF-8 as U+FFFD).
+func stringValue(v []byte) string {
+	if bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
+		return string(v[1 : len(v)-1])
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return "" // unreachable for a valid string
+	}
+	return s
+}
+
+// plainNumbers reports whether every number in the valid JSON b is one a
+// float64 surely holds, as encoding/json's generic values need: no
+// exponent, and short enough to stay far from float64's range.
+func plainNumbers(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			i = skipString(b, i) - 1
+		case c == '-' || '0' <= c && c <= '9':
+			start := i
+			for i < len(b) && !isDelim(b[i]) {
+				if b[i] == 'e' || b[i] == 'E' {
+					return false
+				}
+				i++
+			}
+			if i-start > 300 {
+				return false
+			}
+		}
+	}
+	return true
+}
