@@ -94,27 +94,34 @@ func identify(r *http.Request, snap *policies.Snapshot, route *policies.Route) (
 // Only the configured header is read: a client cannot choose its address
 // through the other one, which its proxies pass along untouched.
 func resolveClient(r *http.Request, id policies.Identity) (client netip.Addr, peerTrusted bool) {
-	trusted := id.TrustedProxies
 	peer, ok := parseHop(r.RemoteAddr)
-	if !ok || !isTrusted(peer, trusted) {
+	if !ok || !isTrusted(peer, id.TrustedProxies) {
 		return peer, false
 	}
+	return forwardedClient(r, id, peer), true
+}
+
+// forwardedClient walks the forwarding chain of a request from the trusted
+// peer (see resolveClient). A function of its own: the iterator's loop
+// puts its variables on the heap, which requests from untrusted peers, the
+// flood among them, need not pay for.
+func forwardedClient(r *http.Request, id policies.Identity, peer netip.Addr) netip.Addr {
 	chain := xffRightToLeft(r.Header["X-Forwarded-For"])
 	if id.UseForwarded {
 		chain = forwardedRightToLeft(r.Header["Forwarded"])
 	}
-	client = peer // the last hop we can vouch for
+	client := peer // the last hop we can vouch for
 	for hop := range chain {
 		addr, ok := parseHop(hop)
 		if !ok {
-			return client, true
+			return client
 		}
 		client = addr
-		if !isTrusted(addr, trusted) {
-			return client, true
+		if !isTrusted(addr, id.TrustedProxies) {
+			return client
 		}
 	}
-	return client, true
+	return client
 }
 
 func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {

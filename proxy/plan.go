@@ -54,6 +54,10 @@ type plan struct {
 	checks     []limiter.Check
 	costs      []policies.Cost
 	rejectedBy *policies.Policy
+	// checkBuf and costBuf back checks and costs for up to planChecks
+	// policies.
+	checkBuf [planChecks]limiter.Check
+	costBuf  [planChecks]policies.Cost
 	// reserve: the decision holds what it takes until the request ends (an
 	// llm call's tokens, in-flight slots), settled then.
 	reserve bool
@@ -177,7 +181,7 @@ func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer
 	if p.call != nil {
 		cost = p.call.costFor()
 	}
-	p.checks, p.costs, p.rejectedBy = buildChecks(p.r, route, &p.subject, cost)
+	p.buildChecks(cost)
 	p.reserve = p.call != nil || route.InFlight
 	p.reached = stepChecks
 	return p, answer{}

@@ -270,4 +270,3 @@ func (l *oneConnListener) Close() error {
 	l.once.Do(func() { close(l.closed) })
 	return nil
 }
-
