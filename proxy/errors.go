@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -59,6 +60,15 @@ func appendErrorJSON[S string | []byte](buf []byte, code int, msg S, policy stri
 	return append(buf, '}')
 }
 
+// jsonPlain marks the bytes appendJSONString copies as they are: ASCII
+// but control characters, quotes, backslashes, <, > and &.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = !strings.ContainsRune(`"\<>&`, rune(c))
+	}
+	return t
+}()
+
 // appendJSONString appends s as a JSON string escaped as encoding/json
 // escapes it: quotes, backslashes and control characters, <, > and & (as
 // \u003c...), U+2028 and U+2029, and invalid UTF-8 as U+FFFD.
@@ -68,11 +78,11 @@ func appendJSONString[S string | []byte](buf []byte, s S) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
+		if jsonPlain[c] {
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
 			buf = append(buf, s[start:i]...)
 			switch c {
 			case '"', '\\':

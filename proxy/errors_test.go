@@ -14,7 +14,7 @@ import (
 func TestErrorBodyJSONIsEncodingJSON(t *testing.T) {
 	ms := int64(1500)
 	for _, msg := range []string{
-		"", "plain", `quote " and \ backslash`, "ctl \x00\x01\x1f\n\r\t", "<script>&amp;</script>",
+		"", "plain", `quote " and \ backslash`, "ctl \x00\x01\x1f\n\r\t", "del \x7f", "<script>&amp;</script>",
 		"unicode é 漢字 😀", "line\u2028sep\u2029", "bad utf8 \xff\xfe end", "\xc3", `policy "per-ip"`,
 	} {
 		for _, b := range []errorBody{

@@ -49,6 +49,7 @@ const noRoute = "none"
 // report follows one request for the metrics and the access log. It is
 // pooled with the statusRecorder that carries it.
 type report struct {
+	// start is when the request came, when the access log is on.
 	start   time.Time
 	route   *policies.Route
 	decided bool
@@ -159,7 +160,10 @@ func (h *Handler) observe(w http.ResponseWriter, snap *policies.Snapshot) (http.
 		return w, nil, new(report)
 	}
 	rec := recorders.Get().(*statusRecorder)
-	rec.ResponseWriter, rec.status, rec.rep = w, 0, report{start: time.Now()}
+	rec.ResponseWriter, rec.status, rec.rep = w, 0, report{}
+	if accessLogOn(snap) { // the access line's duration; nothing else reads it
+		rec.rep.start = time.Now()
+	}
 	if h.metrics != nil {
 		h.metrics.InFlight(1)
 	}
