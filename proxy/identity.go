@@ -64,7 +64,14 @@ func newKeyHeaderLists(header string) *keyHeaderLists {
 // identify is Identify that also reports whether the socket peer is a trusted
 // proxy (the forwarder then keeps the peer's X-Forwarded-For chain).
 func identify(r *http.Request, snap *policies.Snapshot, route *policies.Route) (s policies.Subject, peerTrusted bool) {
-	s.ClientIP, peerTrusted = resolveClient(r, snap.Identity)
+	peer, ok := parseHop(r.RemoteAddr)
+	return identifyPeer(r, snap, route, peer, ok)
+}
+
+// identifyPeer is identify for a request whose RemoteAddr parseHop parsed
+// already (peer, ok).
+func identifyPeer(r *http.Request, snap *policies.Snapshot, route *policies.Route, peer netip.Addr, ok bool) (s policies.Subject, peerTrusted bool) {
+	s.ClientIP, peerTrusted = resolvePeer(r, snap.Identity, peer, ok)
 	s.ClientNet = snap.Identity.ClientNet(s.ClientIP)
 	for _, h := range keyHeaders(snap, route) {
 		if s.APIKey = apiKey(r, h); s.APIKey != "" {
@@ -95,6 +102,12 @@ func identify(r *http.Request, snap *policies.Snapshot, route *policies.Route) (
 // through the other one, which its proxies pass along untouched.
 func resolveClient(r *http.Request, id policies.Identity) (client netip.Addr, peerTrusted bool) {
 	peer, ok := parseHop(r.RemoteAddr)
+	return resolvePeer(r, id, peer, ok)
+}
+
+// resolvePeer is resolveClient for a request whose RemoteAddr parseHop
+// parsed already (peer, ok).
+func resolvePeer(r *http.Request, id policies.Identity, peer netip.Addr, ok bool) (client netip.Addr, peerTrusted bool) {
 	if !ok || !isTrusted(peer, id.TrustedProxies) {
 		return peer, false
 	}

@@ -121,7 +121,8 @@ func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer
 	}
 	// One canonical request from here on: what is matched, keyed, stripped
 	// and forwarded is the same request.
-	cr, bad := canonicalRequest(r, snap)
+	peer, peerOK := parseHop(r.RemoteAddr) // once: canonical headers and identity read it
+	cr, bad := canonicalRequest(r, snap, peer)
 	if bad != "" {
 		return p, answer{status: http.StatusBadRequest, msg: bad}
 	}
@@ -150,7 +151,7 @@ func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer
 		return p, answer{status: http.StatusRequestEntityTooLarge, msg: tooLargeMessage(route.MaxBodyBytes)}
 	}
 	p.reached = stepBody
-	p.subject, p.peerTrusted = identify(r, snap, route)
+	p.subject, p.peerTrusted = identifyPeer(r, snap, route, peer, peerOK)
 	if route.LLM {
 		if a := pl.llmCall(p); a.given() {
 			return p, a
