@@ -33,6 +33,10 @@ func TestKeyFuncs(t *testing.T) {
 	}{
 		{name: "ip is the grouped network", spec: "ip", subject: subject, want: "2001:db8::/64", wantOK: true},
 		{name: "ip falls back to the address", spec: "ip", subject: &Subject{ClientIP: netip.MustParseAddr("192.0.2.7")}, want: "192.0.2.7", wantOK: true},
+		{name: "ip v4 network", spec: "ip", subject: &Subject{ClientNet: netip.MustParsePrefix("203.0.113.7/32")}, want: "203.0.113.7/32", wantOK: true},
+		{name: "ip v4-mapped address", spec: "ip", subject: &Subject{ClientIP: netip.MustParseAddr("::ffff:192.0.2.7")}, want: "::ffff:192.0.2.7", wantOK: true},
+		{name: "ip longest v6", spec: "ip", subject: &Subject{ClientNet: netip.MustParsePrefix("2001:db8:1234:5678:9abc:def0:1234:5678/128")},
+			want: "2001:db8:1234:5678:9abc:def0:1234:5678/128", wantOK: true},
 		{name: "ip missing", spec: "ip", subject: &Subject{}},
 		{name: "ip without subject", spec: "ip"},
 		{name: "header", spec: "header:x-user", headers: map[string]string{"X-User": "alice"}, want: "alice", wantOK: true},

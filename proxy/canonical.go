@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 
@@ -48,8 +49,9 @@ var clientAddrHeaders = []string{
 }
 
 // canonicalRequest returns r in canonical form under snap (r itself when
-// it already is), or the reason it cannot be made canonical.
-func canonicalRequest(r *http.Request, snap *policies.Snapshot) (*http.Request, string) {
+// it already is), or the reason it cannot be made canonical. peer is r's
+// socket peer (parseHop of its RemoteAddr, parsed once per request).
+func canonicalRequest(r *http.Request, snap *policies.Snapshot, peer netip.Addr) (*http.Request, string) {
 	if r.Method == http.MethodConnect {
 		// An authority-form target has no path to match; it would otherwise
 		// read as "/" and take the catch-all route.
@@ -64,7 +66,6 @@ func canonicalRequest(r *http.Request, snap *policies.Snapshot) (*http.Request, 
 		return nil, bad
 	}
 	query := cleanQuery(r.URL.RawQuery)
-	peer, _ := parseHop(r.RemoteAddr)
 	header := cleanHeader(r.Header, isTrusted(peer, snap.Identity.TrustedProxies))
 	if dec == r.URL.Path && esc == r.URL.EscapedPath() && query == r.URL.RawQuery && header == nil {
 		return r, ""

@@ -12,7 +12,7 @@ import (
 // from any key a request can produce.
 const anonymousKey = "\x00anon"
 
-// buildChecks turns the route's policies into limiter checks for one request.
+// buildChecks turns the route's policies into limiter checks for p's request.
 // A policy whose key is missing is skipped, shares the anonymous bucket, or
 // rejects the request. A rejection does not stop the others: their checks
 // are still built, so that a request answered 401 is counted by every policy
@@ -22,16 +22,34 @@ const anonymousKey = "\x00anon"
 //
 // cost says what the request takes from a policy; nil means one each. costs
 // holds each check's policy cost, for settling an LLM call later.
-func buildChecks(r *http.Request, route *policies.Route, s *policies.Subject, cost func(policies.Cost) int64) (checks []limiter.Check, costs []policies.Cost, rejectedBy *policies.Policy) {
-	return checksOf(r, route.Policies, s, cost)
+//
+// The checks and costs are built in p's own arrays when they are large
+// enough (most routes have one or two policies): p is on the heap anyway.
+func (p *plan) buildChecks(cost func(policies.Cost) int64) {
+	p.checks, p.costs, p.rejectedBy = checksInto(p.checkBuf[:0], p.costBuf[:0], p.r, p.route.Policies, &p.subject, cost)
 }
+
+// planChecks is how many checks a plan holds without allocating.
+const planChecks = 2
 
 // checksOf is buildChecks for a list of policies.
 func checksOf(r *http.Request, pols []*policies.Policy, s *policies.Subject, cost func(policies.Cost) int64) (checks []limiter.Check, costs []policies.Cost, rejectedBy *policies.Policy) {
+	return checksInto(nil, nil, r, pols, s, cost)
+}
+
+// checksInto is checksOf building into checks and costs (length 0) when
+// their capacity holds every policy's.
+func checksInto(checks []limiter.Check, costs []policies.Cost, r *http.Request, pols []*policies.Policy, s *policies.Subject, cost func(policies.Cost) int64) ([]limiter.Check, []policies.Cost, *policies.Policy) {
 	if len(pols) == 0 {
 		return nil, nil, nil
 	}
-	checks = make([]limiter.Check, 0, len(pols))
+	if cap(checks) < len(pols) {
+		checks = make([]limiter.Check, 0, len(pols))
+	}
+	if cap(costs) < len(pols) {
+		costs = nil
+	}
+	var rejectedBy *policies.Policy
 	for _, p := range pols {
 		var key string
 		ok := false

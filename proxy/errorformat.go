@@ -53,7 +53,5 @@ func errorFormatOf(r *http.Request) errorFormat {
 	return f
 }
 
-// openAIErrors reports whether r's answers take OpenAI's shape;
-// anthropicErrors whether they take Anthropic's.
-func openAIErrors(r *http.Request) bool    { return errorFormatOf(r) == formatOpenAI }
-func anthropicErrors(r *http.Request) bool { return errorFormatOf(r) == formatAnthropic }
+// openAIErrors reports whether r's answers take OpenAI's shape.
+func openAIErrors(r *http.Request) bool { return errorFormatOf(r) == formatOpenAI }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -38,35 +39,50 @@ type errorBody struct {
 // appendJSON appends b as encoding/json would marshal it (the same bytes),
 // without reflection: a flood of 429s is when this runs most.
 func (b errorBody) appendJSON(buf []byte) []byte {
+	return appendErrorJSON(buf, b.Code, b.Message, b.Policy, b.RetryAfterMs)
+}
+
+// appendErrorJSON appends the error body of those fields, as
+// errorBody.appendJSON does; the message may be bytes a caller rendered.
+func appendErrorJSON[S string | []byte](buf []byte, code int, msg S, policy string, retryAfterMs *int64) []byte {
 	buf = append(buf, `{"code":`...)
-	buf = strconv.AppendInt(buf, int64(b.Code), 10)
+	buf = strconv.AppendInt(buf, int64(code), 10)
 	buf = append(buf, `,"message":`...)
-	buf = appendJSONString(buf, b.Message)
-	if b.Policy != "" {
+	buf = appendJSONString(buf, msg)
+	if policy != "" {
 		buf = append(buf, `,"policy":`...)
-		buf = appendJSONString(buf, b.Policy)
+		buf = appendJSONString(buf, policy)
 	}
-	if b.RetryAfterMs != nil {
+	if retryAfterMs != nil {
 		buf = append(buf, `,"retry_after_ms":`...)
-		buf = strconv.AppendInt(buf, *b.RetryAfterMs, 10)
+		buf = strconv.AppendInt(buf, *retryAfterMs, 10)
 	}
 	return append(buf, '}')
 }
 
+// jsonPlain marks the bytes appendJSONString copies as they are: ASCII
+// but control characters, quotes, backslashes, <, > and &.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = !strings.ContainsRune(`"\<>&`, rune(c))
+	}
+	return t
+}()
+
 // appendJSONString appends s as a JSON string escaped as encoding/json
 // escapes it: quotes, backslashes and control characters, <, > and & (as
 // \u003c...), U+2028 and U+2029, and invalid UTF-8 as U+FFFD.
-func appendJSONString(buf []byte, s string) []byte {
+func appendJSONString[S string | []byte](buf []byte, s S) []byte {
 	const hex = "0123456789abcdef"
 	buf = append(buf, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
+		if jsonPlain[c] {
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
 			buf = append(buf, s[start:i]...)
 			switch c {
 			case '"', '\\':
@@ -84,7 +100,8 @@ func appendJSONString(buf []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		// At most one rune's bytes: as bytes, a conversion on the stack.
+		r, size := utf8.DecodeRuneInString(string(s[i:min(len(s), i+utf8.UTFMax)]))
 		switch {
 		case r == utf8.RuneError && size == 1:
 			buf = append(buf, s[start:i]...)
@@ -110,25 +127,39 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, status int,
 	h.logAnswer(r.Context(), r, status, body.Message, attrs...)
 
 	var buf []byte
-	if anthropicErrors(r) {
+	switch errorFormatOf(r) {
+	case formatAnthropic:
 		var err error
 		if buf, err = anthropicErrorJSON(status, body); err != nil {
 			w.WriteHeader(status) // cannot happen for this struct; answer without a body
 			return
 		}
-	} else if openAIErrors(r) {
+	case formatOpenAI:
 		var err error
 		if buf, err = json.Marshal(newOpenAIError(status, body)); err != nil {
 			w.WriteHeader(status) // cannot happen for this struct; answer without a body
 			return
 		}
-	} else {
+	default:
 		buf = body.appendJSON(make([]byte, 0, 160+len(body.Message)))
 	}
-	buf = append(buf, '\n')
+	writeJSON(w, status, append(buf, '\n'))
+}
+
+// The values of the headers every error answer carries, shared by all of
+// them: a header map holds them as they are, and Set and Add replace them
+// or copy them (their capacity is their length), never write into them.
+var (
+	valJSON    = []string{"application/json; charset=utf-8"}[:1:1]
+	valNosniff = []string{"nosniff"}[:1:1]
+	valFalse   = []string{"false"}[:1:1]
+)
+
+// writeJSON answers status with the JSON body buf.
+func writeJSON(w http.ResponseWriter, status int, buf []byte) {
 	hdr := w.Header()
-	hdr["Content-Type"] = []string{"application/json; charset=utf-8"}
-	hdr["X-Content-Type-Options"] = []string{"nosniff"}
+	hdr["Content-Type"] = valJSON
+	hdr["X-Content-Type-Options"] = valNosniff
 	// No Content-Length here: net/http sets it from the one Write of a body
 	// this small, outside the header map, which then stays small enough (8
 	// names with every rate-limit header) not to grow on every 429.
@@ -136,21 +167,33 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, status int,
 	w.Write(buf)
 }
 
-func (h *Handler) logAnswer(ctx context.Context, r *http.Request, status int, msg string, attrs ...slog.Attr) {
-	if h.tracer != nil {
-		noteAnswer(ctx, status, msg)
-	}
-	level := slog.LevelDebug
+// answerNoted reports whether logAnswer would note an answer of status:
+// the log at its level, or the request's span.
+func (h *Handler) answerNoted(ctx context.Context, status int) bool {
+	return h.tracer != nil || h.log.Enabled(ctx, answerLevel(status))
+}
+
+// answerLevel is the level at which logAnswer logs an answer of status.
+func answerLevel(status int) slog.Level {
 	switch {
 	case status == http.StatusInternalServerError:
-		level = slog.LevelError
+		return slog.LevelError
 	case status == http.StatusServiceUnavailable:
 		// A fail-closed policy during a Redis outage answers every request
 		// with 503; the limiter logs the outage itself (throttled), so one
 		// line per request would only flood the log.
+		return slog.LevelDebug
 	case status >= 500:
-		level = slog.LevelWarn
+		return slog.LevelWarn
 	}
+	return slog.LevelDebug
+}
+
+func (h *Handler) logAnswer(ctx context.Context, r *http.Request, status int, msg string, attrs ...slog.Attr) {
+	if h.tracer != nil {
+		noteAnswer(ctx, status, msg)
+	}
+	level := answerLevel(status)
 	if !h.log.Enabled(ctx, level) {
 		return
 	}
@@ -165,34 +208,61 @@ func (h *Handler) logAnswer(ctx context.Context, r *http.Request, status int, ms
 
 // writeRateLimited answers 429 for the verdict's denying decision d.
 func (h *Handler) writeRateLimited(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, d limiter.Decision) {
-	hdr := w.Header()
-	setRateLimitHeaders(hdr, v, route.RateLimitHeaders)
-	ms := retryAfterMillis(d.RetryAfter)
-	provider := openAIErrors(r)
+	format := errorFormatOf(r)
+	provider := format == formatOpenAI
 	final := finalRefusal(d, provider)
-	msg := deniedMessage(d)
+	ms := retryAfterMillis(d.RetryAfter)
+	// Every header value in one buffer: the rate-limit headers, then the
+	// retry hints.
+	var stack [headerStack]byte
+	var hv headerValues
+	buf, _ := hv.rateLimit(stack[:0], v, route.RateLimitHeaders)
+	hdr := w.Header()
 	switch {
 	case final && provider:
 		// No retry hint at all: the SDKs would sleep on it (or retry at
 		// once when it is past what they accept), and no retry can pass.
-		hdr[hdrShouldRetry] = []string{"false"}
-		msg = finalMessage(d)
+		hdr[hdrShouldRetry] = valFalse
 	case final:
-		hdr[hdrShouldRetry] = []string{"false"}
-		hdr[hdrRetryAfter] = []string{strconv.FormatInt(retryAfterSeconds(d.RetryAfter), 10)}
+		hdr[hdrShouldRetry] = valFalse
+		buf = hv.int(buf, hdrRetryAfter, retryAfterSeconds(d.RetryAfter))
 	default:
-		hdr[hdrRetryAfter] = []string{strconv.FormatInt(retryAfterSeconds(d.RetryAfter), 10)}
+		buf = hv.int(buf, hdrRetryAfter, retryAfterSeconds(d.RetryAfter))
 		if provider {
-			hdr["Retry-After-Ms"] = []string{strconv.FormatInt(ms, 10)}
+			buf = hv.int(buf, hdrRetryAfterMs, ms)
 		}
 	}
-	h.writeError(w, r, http.StatusTooManyRequests, errorBody{
-		Message:      msg,
-		Policy:       d.Policy,
-		RetryAfterMs: &ms,
-		final:        final,
-	}, slog.String("policy", d.Policy))
+	hv.setOn(hdr, buf)
+	if format != formatGateway {
+		msg := deniedMessage(d)
+		if final && provider {
+			msg = finalMessage(d)
+		}
+		retryMs := ms // on the heap, with the body; ms stays on the stack
+		h.writeError(w, r, http.StatusTooManyRequests, errorBody{
+			Message:      msg,
+			Policy:       d.Policy,
+			RetryAfterMs: &retryMs,
+			final:        final,
+		}, slog.String("policy", d.Policy))
+		return
+	}
+	// The gateway's own 429, every answer of a flood: the message is
+	// rendered on the stack and straight into the body, as writeError
+	// would write it.
+	var msgStack [192]byte
+	msg := appendDeniedMessage(msgStack[:0], d)
+	if h.answerNoted(r.Context(), http.StatusTooManyRequests) {
+		h.logAnswer(r.Context(), r, http.StatusTooManyRequests, string(msg), slog.String("policy", d.Policy))
+	}
+	body := make([]byte, 0, 96+len(msg)+2*len(d.Policy))
+	body = appendErrorJSON(body, http.StatusTooManyRequests*100, msg, d.Policy, &ms)
+	writeJSON(w, http.StatusTooManyRequests, append(body, '\n'))
 }
+
+// hdrRetryAfterMs is Retry-After in milliseconds, which the OpenAI SDKs
+// read first.
+const hdrRetryAfterMs = "Retry-After-Ms"
 
 // hdrShouldRetry is the header the OpenAI and Anthropic SDKs read before
 // anything else to decide whether to retry.
@@ -231,31 +301,69 @@ func finalMessage(d limiter.Decision) string {
 
 // deniedMessage says in plain words why d denied.
 func deniedMessage(d limiter.Decision) string {
+	var stack [192]byte
+	return string(appendDeniedMessage(stack[:0], d))
+}
+
+// appendDeniedMessage appends deniedMessage(d).
+func appendDeniedMessage(b []byte, d limiter.Decision) []byte {
 	switch d.Reason {
 	case limiter.ReasonDenyAll:
-		return fmt.Sprintf("policy %q denies all requests (rate 0)", d.Policy)
+		return fmt.Appendf(b, "policy %q denies all requests (rate 0)", d.Policy)
 	case limiter.ReasonOverloaded:
-		return fmt.Sprintf("policy %q could not be checked in time: too many requests are waiting for it; retry in %s",
+		return fmt.Appendf(b, "policy %q could not be checked in time: too many requests are waiting for it; retry in %s",
 			d.Policy, roundUp(d.RetryAfter))
 	case limiter.ReasonCostTooHigh:
-		return fmt.Sprintf("the request costs more than policy %q allows at once (burst %d), so it can never pass",
+		return fmt.Appendf(b, "the request costs more than policy %q allows at once (burst %d), so it can never pass",
 			d.Policy, d.Limit.Quota())
-	default:
-		// The message of every 429 of a flood: built by hand, as the
-		// Sprintf it replaces would print it.
-		b := make([]byte, 0, 96+len(d.Policy))
-		b = append(b, "rate limit exceeded for policy "...)
-		b = strconv.AppendQuote(b, d.Policy)
-		b = append(b, " ("...)
-		b = strconv.AppendInt(b, d.Limit.Rate, 10)
-		b = append(b, " per "...)
-		b = append(b, d.Limit.Per()...)
-		b = append(b, ", burst "...)
-		b = strconv.AppendInt(b, d.Limit.Quota(), 10)
-		b = append(b, "); retry in "...)
-		b = append(b, roundUp(d.RetryAfter).String()...)
-		return string(b)
 	}
+	// The message of every 429 of a flood: built by hand, as the Sprintf
+	// it replaces would print it ("rate limit exceeded for policy %q (%d
+	// per %s, burst %d); retry in %s"), with nothing allocated.
+	b = append(b, "rate limit exceeded for policy "...)
+	b = strconv.AppendQuote(b, d.Policy)
+	b = append(b, " ("...)
+	b = strconv.AppendInt(b, d.Limit.Rate, 10)
+	b = append(b, " per "...)
+	b = appendPer(b, d.Limit)
+	b = append(b, ", burst "...)
+	b = strconv.AppendInt(b, d.Limit.Quota(), 10)
+	b = append(b, "); retry in "...)
+	return appendWait(b, d.RetryAfter)
+}
+
+// appendPer appends l.Per().
+func appendPer(b []byte, l limiter.Limit) []byte {
+	switch p := l.Period; {
+	case l.Calendar == limiter.CalendarMonth:
+		return append(b, "month"...)
+	case p > 0 && p%time.Hour == 0:
+		return append(strconv.AppendInt(b, int64(p/time.Hour), 10), 'h')
+	case p > 0 && p%time.Minute == 0:
+		return append(strconv.AppendInt(b, int64(p/time.Minute), 10), 'm')
+	}
+	return append(b, l.Per()...)
+}
+
+// appendWait appends roundUp(d).String(): whole milliseconds below a
+// second, whole seconds (with hours and minutes as time.Duration shows
+// them) from one.
+func appendWait(b []byte, d time.Duration) []byte {
+	d = roundUp(d)
+	if d < time.Second {
+		return append(strconv.AppendInt(b, int64(d/time.Millisecond), 10), "ms"...)
+	}
+	s := int64(d / time.Second)
+	if s >= 3600 {
+		b = append(strconv.AppendInt(b, s/3600, 10), 'h')
+		s %= 3600
+		b = append(strconv.AppendInt(b, s/60, 10), 'm')
+		s %= 60
+	} else if s >= 60 {
+		b = append(strconv.AppendInt(b, s/60, 10), 'm')
+		s %= 60
+	}
+	return append(strconv.AppendInt(b, s, 10), 's')
 }
 
 // roundUp shows a wait as people read it: whole seconds when at least one,

@@ -32,21 +32,72 @@ const (
 //
 // It reports whether it wrote any.
 func setRateLimitHeaders(h http.Header, v limiter.Verdict, set policies.RateLimitHeaders) bool {
-	if set == policies.RateLimitHeadersNone || !anyRendered(v) {
+	var stack [headerStack]byte
+	var hv headerValues
+	buf, ok := hv.rateLimit(stack[:0], v, set)
+	if !ok {
 		return false
 	}
-	// Values share one backing array, and both lists are written into one
-	// buffer and cut from one string: this runs on every response, so it
-	// allocates three times, not a dozen.
-	vals := new([5]string)
+	hv.setOn(h, buf)
+	return true
+}
+
+// headerStack is the stack buffer of a response's header values: enough
+// for every rate-limit header of a few policies and Retry-After.
+const headerStack = 320
+
+// maxHeaderValues is how many headers one headerValues renders: the five
+// rate-limit headers, Retry-After and Retry-After-Ms.
+const maxHeaderValues = 7
+
+// headerValues cuts a response's header values from one buffer, into which
+// they were rendered one after the other (the buffer is passed along, not
+// held, so that it can live on the caller's stack), and sets them with one
+// string and one array of values: two allocations however many headers,
+// on every response that carries rate-limit headers and on every 429.
+type headerValues struct {
+	names [maxHeaderValues]string
+	ends  [maxHeaderValues]int
+	n     int
+}
+
+// end closes the value rendered into buf since the last one as name's.
+func (hv *headerValues) end(buf []byte, name string) {
+	hv.names[hv.n], hv.ends[hv.n] = name, len(buf)
+	hv.n++
+}
+
+// int renders n as name's value.
+func (hv *headerValues) int(buf []byte, name string, n int64) []byte {
+	buf = strconv.AppendInt(buf, n, 10)
+	hv.end(buf, name)
+	return buf
+}
+
+// setOn sets the values rendered in buf on h, replacing what h held under
+// their names.
+func (hv *headerValues) setOn(h http.Header, buf []byte) {
+	if hv.n == 0 {
+		return
+	}
+	all := string(buf)
+	vals := make([]string, hv.n)
+	start := 0
+	for i := range hv.n {
+		vals[i] = all[start:hv.ends[i]]
+		start = hv.ends[i]
+		h[hv.names[i]] = vals[i : i+1 : i+1]
+	}
+}
+
+// rateLimit renders v's rate-limit headers into buf as set asks (see
+// setRateLimitHeaders), and reports whether there are any.
+func (hv *headerValues) rateLimit(buf []byte, v limiter.Verdict, set policies.RateLimitHeaders) ([]byte, bool) {
+	if set == policies.RateLimitHeadersNone || !anyRendered(v) {
+		return buf, false
+	}
 	if set.IETF() {
-		var stack [256]byte
-		buf := stack[:0]
-		var split int
 		for pass := range 2 {
-			if pass == 1 {
-				split = len(buf)
-			}
 			n := 0
 			for i := range v.Decisions {
 				d := &v.Decisions[i]
@@ -71,29 +122,21 @@ func setRateLimitHeaders(h http.Header, v limiter.Verdict, set policies.RateLimi
 					buf = strconv.AppendInt(buf, t, 10)
 				}
 			}
+			if pass == 0 {
+				hv.end(buf, hdrPolicy)
+			} else {
+				hv.end(buf, hdrRateLimit)
+			}
 		}
-		lists := string(buf)
-		vals[0], vals[1] = lists[:split], lists[split:]
-		h[hdrPolicy] = vals[0:1:1]
-		h[hdrRateLimit] = vals[1:2:2]
 	}
 	if set.Legacy() {
 		d, _ := v.Deciding()
 		r, t := remainingAndReset(&d)
-		// The three numbers are cut from one string, as the lists are.
-		var stack [60]byte
-		buf := strconv.AppendInt(stack[:0], d.Limit.Quota(), 10)
-		i := len(buf)
-		buf = strconv.AppendInt(buf, r, 10)
-		j := len(buf)
-		buf = strconv.AppendInt(buf, t, 10)
-		nums := string(buf)
-		vals[2], vals[3], vals[4] = nums[:i], nums[i:j], nums[j:]
-		h[hdrXLimit] = vals[2:3:3]
-		h[hdrXRemaining] = vals[3:4:4]
-		h[hdrXReset] = vals[4:5:5]
+		buf = hv.int(buf, hdrXLimit, d.Limit.Quota())
+		buf = hv.int(buf, hdrXRemaining, r)
+		buf = hv.int(buf, hdrXReset, t)
 	}
-	return true
+	return buf, true
 }
 
 // dropRateLimitHeaders removes from h the names set writes.

@@ -64,7 +64,14 @@ func newKeyHeaderLists(header string) *keyHeaderLists {
 // identify is Identify that also reports whether the socket peer is a trusted
 // proxy (the forwarder then keeps the peer's X-Forwarded-For chain).
 func identify(r *http.Request, snap *policies.Snapshot, route *policies.Route) (s policies.Subject, peerTrusted bool) {
-	s.ClientIP, peerTrusted = resolveClient(r, snap.Identity)
+	peer, ok := parseHop(r.RemoteAddr)
+	return identifyPeer(r, snap, route, peer, ok)
+}
+
+// identifyPeer is identify for a request whose RemoteAddr parseHop parsed
+// already (peer, ok).
+func identifyPeer(r *http.Request, snap *policies.Snapshot, route *policies.Route, peer netip.Addr, ok bool) (s policies.Subject, peerTrusted bool) {
+	s.ClientIP, peerTrusted = resolvePeer(r, snap.Identity, peer, ok)
 	s.ClientNet = snap.Identity.ClientNet(s.ClientIP)
 	for _, h := range keyHeaders(snap, route) {
 		if s.APIKey = apiKey(r, h); s.APIKey != "" {
@@ -94,27 +101,40 @@ func identify(r *http.Request, snap *policies.Snapshot, route *policies.Route) (
 // Only the configured header is read: a client cannot choose its address
 // through the other one, which its proxies pass along untouched.
 func resolveClient(r *http.Request, id policies.Identity) (client netip.Addr, peerTrusted bool) {
-	trusted := id.TrustedProxies
 	peer, ok := parseHop(r.RemoteAddr)
-	if !ok || !isTrusted(peer, trusted) {
+	return resolvePeer(r, id, peer, ok)
+}
+
+// resolvePeer is resolveClient for a request whose RemoteAddr parseHop
+// parsed already (peer, ok).
+func resolvePeer(r *http.Request, id policies.Identity, peer netip.Addr, ok bool) (client netip.Addr, peerTrusted bool) {
+	if !ok || !isTrusted(peer, id.TrustedProxies) {
 		return peer, false
 	}
+	return forwardedClient(r, id, peer), true
+}
+
+// forwardedClient walks the forwarding chain of a request from the trusted
+// peer (see resolveClient). A function of its own: the iterator's loop
+// puts its variables on the heap, which requests from untrusted peers, the
+// flood among them, need not pay for.
+func forwardedClient(r *http.Request, id policies.Identity, peer netip.Addr) netip.Addr {
 	chain := xffRightToLeft(r.Header["X-Forwarded-For"])
 	if id.UseForwarded {
 		chain = forwardedRightToLeft(r.Header["Forwarded"])
 	}
-	client = peer // the last hop we can vouch for
+	client := peer // the last hop we can vouch for
 	for hop := range chain {
 		addr, ok := parseHop(hop)
 		if !ok {
-			return client, true
+			return client
 		}
 		client = addr
-		if !isTrusted(addr, trusted) {
-			return client, true
+		if !isTrusted(addr, id.TrustedProxies) {
+			return client
 		}
 	}
-	return client, true
+	return client
 }
 
 func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {

@@ -54,6 +54,10 @@ type plan struct {
 	checks     []limiter.Check
 	costs      []policies.Cost
 	rejectedBy *policies.Policy
+	// checkBuf and costBuf back checks and costs for up to planChecks
+	// policies.
+	checkBuf [planChecks]limiter.Check
+	costBuf  [planChecks]policies.Cost
 	// reserve: the decision holds what it takes until the request ends (an
 	// llm call's tokens, in-flight slots), settled then.
 	reserve bool
@@ -117,7 +121,8 @@ func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer
 	}
 	// One canonical request from here on: what is matched, keyed, stripped
 	// and forwarded is the same request.
-	cr, bad := canonicalRequest(r, snap)
+	peer, peerOK := parseHop(r.RemoteAddr) // once: canonical headers and identity read it
+	cr, bad := canonicalRequest(r, snap, peer)
 	if bad != "" {
 		return p, answer{status: http.StatusBadRequest, msg: bad}
 	}
@@ -146,7 +151,7 @@ func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer
 		return p, answer{status: http.StatusRequestEntityTooLarge, msg: tooLargeMessage(route.MaxBodyBytes)}
 	}
 	p.reached = stepBody
-	p.subject, p.peerTrusted = identify(r, snap, route)
+	p.subject, p.peerTrusted = identifyPeer(r, snap, route, peer, peerOK)
 	if route.LLM {
 		if a := pl.llmCall(p); a.given() {
 			return p, a
@@ -177,7 +182,7 @@ func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer
 	if p.call != nil {
 		cost = p.call.costFor()
 	}
-	p.checks, p.costs, p.rejectedBy = buildChecks(p.r, route, &p.subject, cost)
+	p.buildChecks(cost)
 	p.reserve = p.call != nil || route.InFlight
 	p.reached = stepChecks
 	return p, answer{}

@@ -188,8 +188,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.tracer != nil {
 		r = h.startSpan(r, snap)
 	}
-	w, rep, done := h.observe(w, snap)
-	defer func() { done(r, snap) }()
+	w, rec, rep := h.observe(w, snap)
+	defer func() { h.observed(rec, r, snap) }()
 	pl := planner{h: h, w: w, rep: rep, maxHeaderBytes: h.maxHeaderBytes, readBody: true}
 	p, early := pl.plan(snap, r)
 	r = p.r // what the access log and the span report
