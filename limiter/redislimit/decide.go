@@ -205,6 +205,12 @@ func (r *Limiter) askNode(ctx context.Context, n *node, ops []*sharedOp, ds []li
 // errClosed answers a decision that would outlive Close.
 var errClosed = errors.New("limiter: redis limiter closed")
 
+// lateAllowance is how long a reply that must not be lost is awaited: a
+// late reservation's (roundTripOrGiveBack) and an adjustment's. It is the
+// timeout plus what a probe may take beyond it (half a cooldown), so that a
+// starved instance that reads replies late still reads these.
+func (r *Limiter) lateAllowance() time.Duration { return r.timeout + r.cooldown/2 }
+
 // reservesUnits reports whether one of ops takes more than one unit (an
 // llm call's tokens): a timeout of such a round trip must not leave them
 // taken (see roundTripOrGiveBack).
@@ -224,10 +230,9 @@ func reservesUnits(ops []*sharedOp) bool {
 // (a loaded machine; a 30ms deadline). The request is then denied by its
 // failure mode (503 for deny) while Redis counts its cost, hundreds of
 // tokens an llm call, that no one will ever settle. So the call runs on a
-// goroutine with the timeout plus half a cooldown (the probe's allowance)
-// to answer; the caller waits at most timeout (or until ctx ends), and a
-// reply that comes after the caller gave up has what it recorded given
-// back. A check of one unit (most requests) goes the plain way: a timeout
+// goroutine with lateAllowance to answer; the caller waits at most timeout
+// (or until ctx ends), and a reply that comes after the caller gave up has
+// what it recorded given back. A check of one unit (most requests) goes the plain way: a timeout
 // then counts at most that unit. release frees the round trip's slot once
 // the call ends, not when the caller stops waiting, so the slots still
 // bound the calls in flight. The goroutine is Close's to wait for.
@@ -239,7 +244,7 @@ func (r *Limiter) roundTripOrGiveBack(ctx context.Context, ops []*sharedOp, time
 	)
 	var state atomic.Int32
 	done := make(chan error, 1)
-	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout+r.cooldown/2)
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(timeout, r.lateAllowance()))
 	if !r.goBackground(func() {
 		defer cancel()
 		_, err := r.roundTrip(callCtx, ops)

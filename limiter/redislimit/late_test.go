@@ -18,7 +18,9 @@ import (
 func TestLateReplyGivesBackWhatItReserved(t *testing.T) {
 	s := redistest.Start(t)
 	p := redistest.StartDelayProxy(t, s.Addr())
-	const timeout = 30 * time.Millisecond
+	// A deadline a loaded machine meets when the proxy holds nothing, and
+	// replies held four times as long, within lateAllowance.
+	const timeout = 200 * time.Millisecond
 	r := newTestRedis(t, newTestClient(t, timeout, p.Addr()), Config{Timeout: timeout, BreakerCooldown: 4 * time.Second})
 	e := newTestEngine(t, r)
 	rule := &limiter.Rule{Name: "daily-tokens", Algorithm: limiter.FixedWindow, OnRedisError: limiter.FailDeny}
@@ -49,5 +51,41 @@ func TestLateReplyGivesBackWhatItReserved(t *testing.T) {
 	}
 	if st := r.Stats(); st.RefundErrors != 0 {
 		t.Fatalf("got %d refund errors, want 0", st.RefundErrors)
+	}
+}
+
+// A settlement whose reply comes after the decision's deadline still
+// counts: an adjustment moves by a delta and is never retried, so it waits
+// for its reply as long as a late reservation does, and Redis ends up
+// holding what the request used.
+func TestLateSettlementApplies(t *testing.T) {
+	s := redistest.Start(t)
+	p := redistest.StartDelayProxy(t, s.Addr())
+	// A deadline a loaded machine meets when the proxy holds nothing, and
+	// replies held four times as long, within lateAllowance.
+	const timeout = 200 * time.Millisecond
+	r := newTestRedis(t, newTestClient(t, timeout, p.Addr()), Config{Timeout: timeout, BreakerCooldown: 4 * time.Second})
+	e := newTestEngine(t, r)
+	rule := &limiter.Rule{Name: "daily-tokens", Algorithm: limiter.FixedWindow, OnRedisError: limiter.FailDeny}
+	check := limiter.Check{Rule: rule, Limit: limiter.Limit{Rate: 5000, Period: 24 * time.Hour}, Key: "acme", Cost: 308}
+	direct := newTestClient(t, time.Second, s.Addr())
+	avoidWindowEdge(t, direct, 24*time.Hour, 10*time.Second)
+
+	v, held, err := e.Reserve(context.Background(), []limiter.Check{check})
+	if err != nil || !v.Allowed || held == nil {
+		t.Fatalf("reservation: got %+v, %v, %v; want admitted", v, held, err)
+	}
+	p.SetDelay(4 * timeout)
+	err = held.Settle(context.Background(), []int64{208})
+	p.SetDelay(0)
+	if err != nil {
+		t.Fatalf("Settle: %v", err)
+	}
+	if st := r.Stats(); st.Refunds != 1 || st.RefundErrors != 0 {
+		t.Fatalf("got %d refunds and %d refund errors, want 1 and 0", st.Refunds, st.RefundErrors)
+	}
+	base := redisBaseKey(rule.Name, digestKey(check.Key))
+	if got := redisGetInt(t, direct, base+fixedSuffix); got != 208 {
+		t.Fatalf("redis holds %d tokens, want 208 (what the request used)", got)
 	}
 }
