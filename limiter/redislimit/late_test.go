@@ -89,3 +89,36 @@ func TestLateSettlementApplies(t *testing.T) {
 		t.Fatalf("redis holds %d tokens, want 208 (what the request used)", got)
 	}
 }
+
+// The direct check that decides whether timeouts were Redis's (verify) has
+// breaker_cooldown to be answered from when it is sent: the wait for a
+// round-trip slot before it, which a flood holding every slot makes long,
+// is this instance's queue (slots are few with gathering off). Here the
+// only slot is held for most of the cooldown and Redis answers in well
+// under it: the breaker must stay shut.
+func TestVerifyDeadlineStartsAfterTheSlot(t *testing.T) {
+	s := redistest.Start(t)
+	p := redistest.StartDelayProxy(t, s.Addr())
+	const cooldown = time.Second
+	r := newTestRedis(t, newTestClient(t, cooldown, p.Addr()), Config{Timeout: 50 * time.Millisecond, BreakerCooldown: cooldown, MaxInFlight: 1, Pipelines: -1})
+	if err := r.single.cl().Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	release, err := r.slots.acquire(context.Background(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetDelay(cooldown * 4 / 10)
+	r.verify(r.single, "some-key")
+	<-time.After(cooldown * 8 / 10) // the slot held by a round trip of the flood, as long as that
+	release()
+	for deadline := time.Now().Add(5 * time.Second); r.single.verifying.Load(); {
+		if time.Now().After(deadline) {
+			t.Fatal("verify still running after 5s")
+		}
+		<-time.After(5 * time.Millisecond) // polling a flag: verify has no event to wait on
+	}
+	if st := r.Stats(); st.BreakerOpens != 0 {
+		t.Fatalf("breaker opened %d times by a Redis answering in %s, want 0", st.BreakerOpens, cooldown*4/10)
+	}
+}
