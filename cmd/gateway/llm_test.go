@@ -20,12 +20,17 @@ import (
 )
 
 // llmRedisConfig is an llm route on the built-in OpenAI mock with a daily
-// token quota shared on Redis.
+// token quota shared on Redis. The decision deadline is generous: what the
+// test measures is the settlement, and the default 30ms is missed by a
+// loaded machine, which then answers 503 (fail closed) to most calls. What
+// a reply read after the deadline reserved is given back
+// (TestLateReplyGivesBackWhatItReserved, limiter/redislimit).
 const llmRedisConfig = `
 server:
   listen: 127.0.0.1:0
 redis:
   addrs: [%s]
+  timeout: 500ms
 tenants:
   keys:
     sk-test: {tenant: acme, plan: free}

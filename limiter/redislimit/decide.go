@@ -3,8 +3,10 @@ package redislimit
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -157,19 +159,23 @@ func (r *Limiter) askNode(ctx context.Context, n *node, ops []*sharedOp, ds []li
 		timeout = max(timeout, r.cooldown/2)
 	}
 	started := r.clock()
-	var rtCtx context.Context
-	if r.pipelines >= 0 {
-		// A coalesced decision is one call in a shared pipeline, and the
-		// pipeline takes its deadline from its calls' (coalescer.send):
-		// saying the deadline is enough, it needs no timer of its own.
-		rtCtx = withDeadline(ctx, time.Now().Add(timeout))
+	if reservesUnits(ops) {
+		err = r.roundTripOrGiveBack(ctx, ops, timeout, release)
 	} else {
-		var cancel context.CancelFunc
-		rtCtx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
+		var rtCtx context.Context
+		if r.pipelines >= 0 {
+			// A coalesced decision is one call in a shared pipeline, and the
+			// pipeline takes its deadline from its calls' (coalescer.send):
+			// saying the deadline is enough, it needs no timer of its own.
+			rtCtx = withDeadline(ctx, time.Now().Add(timeout))
+		} else {
+			var cancel context.CancelFunc
+			rtCtx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		_, err = r.roundTrip(rtCtx, ops)
+		release()
 	}
-	_, err = r.roundTrip(rtCtx, ops)
-	release()
 	r.stats.roundTrips.Add(1)
 
 	switch r.classify(ctx, n, started, err, probe, ops[0].base) {
@@ -194,6 +200,89 @@ func (r *Limiter) askNode(ctx context.Context, n *node, ops []*sharedOp, ds []li
 	default:
 		r.record(ops, ds, u, started)
 	}
+}
+
+// errClosed answers a decision that would outlive Close.
+var errClosed = errors.New("limiter: redis limiter closed")
+
+// lateAllowance is how long a reply that must not be lost is awaited: a
+// late reservation's (roundTripOrGiveBack) and an adjustment's. It is the
+// timeout plus what a probe may take beyond it (half a cooldown), so that a
+// starved instance that reads replies late still reads these.
+func (r *Limiter) lateAllowance() time.Duration { return r.timeout + r.cooldown/2 }
+
+// reservesUnits reports whether one of ops takes more than one unit (an
+// llm call's tokens): a timeout of such a round trip must not leave them
+// taken (see roundTripOrGiveBack).
+func reservesUnits(ops []*sharedOp) bool {
+	for _, op := range ops {
+		if op.cost > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// roundTripOrGiveBack is the round trip of ops for a decision that must be
+// answered within timeout, but whose reply is still read for a while after
+// it. A timeout is ambiguous: Redis may have run the script and recorded
+// the checks, and the reply come too late for a starved instance to read
+// (a loaded machine; a 30ms deadline). The request is then denied by its
+// failure mode (503 for deny) while Redis counts its cost, hundreds of
+// tokens an llm call, that no one will ever settle. So the call runs on a
+// goroutine with lateAllowance to answer; the caller waits at most timeout
+// (or until ctx ends), and a reply that comes after the caller gave up has
+// what it recorded given back. A check of one unit (most requests) goes the plain way: a timeout
+// then counts at most that unit. release frees the round trip's slot once
+// the call ends, not when the caller stops waiting, so the slots still
+// bound the calls in flight. The goroutine is Close's to wait for.
+func (r *Limiter) roundTripOrGiveBack(ctx context.Context, ops []*sharedOp, timeout time.Duration, release func()) error {
+	const (
+		pending = iota
+		delivered
+		abandoned
+	)
+	var state atomic.Int32
+	done := make(chan error, 1)
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(timeout, r.lateAllowance()))
+	if !r.goBackground(func() {
+		defer cancel()
+		_, err := r.roundTrip(callCtx, ops)
+		release()
+		if state.CompareAndSwap(pending, delivered) {
+			done <- err
+			return
+		}
+		// The caller answered without this reply: give back what it took.
+		var taken []*sharedOp
+		for _, op := range ops {
+			if op.taken {
+				taken = append(taken, op)
+			}
+		}
+		if len(taken) > 0 {
+			r.adjust(callCtx, taken, func(*sharedOp) int64 { return 0 })
+		}
+	}) {
+		cancel()
+		release()
+		return errClosed
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	if !state.CompareAndSwap(pending, abandoned) {
+		return <-done // the reply came in the meantime
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
 }
 
 // record turns Redis's answers into decisions, remembers the denials, and

@@ -121,13 +121,11 @@ func (r *Limiter) verify(n *node, key string) {
 	}
 	if !r.goBackground(func() {
 		defer n.verifying.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), r.cooldown)
-		defer cancel()
-		release, err := r.slots.acquire(ctx, r.cooldown)
+		release, err := r.slots.acquire(context.Background(), r.cooldown)
 		if err != nil {
 			return // every slot busy all along: this says nothing about Redis
 		}
-		err = n.cl().Exists(ctx, key).Err()
+		err = r.askExists(n, key)
 		release()
 		if isReply(err) {
 			n.answered.Store(r.clock().UnixNano())
@@ -155,14 +153,12 @@ func (r *Limiter) verify(n *node, key string) {
 // Close's to wait for.
 func (r *Limiter) settleProbe(n *node, key string) {
 	if r.goBackground(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), r.cooldown)
-		defer cancel()
-		release, err := r.slots.acquire(ctx, r.cooldown)
+		release, err := r.slots.acquire(context.Background(), r.cooldown)
 		if err != nil {
 			n.breaker.release(true) // says nothing about Redis: the next caller probes
 			return
 		}
-		err = n.cl().Exists(ctx, key).Err()
+		err = r.askExists(n, key)
 		release()
 		if isReply(err) {
 			n.answered.Store(r.clock().UnixNano())
@@ -178,6 +174,16 @@ func (r *Limiter) settleProbe(n *node, key string) {
 		return
 	}
 	n.breaker.failure(true)
+}
+
+// askExists asks n a cheap command on key with breaker_cooldown to answer,
+// counted from when it is sent: the wait for a slot before it (a flood
+// holds them all) is this instance's queue, not Redis's silence, and must
+// not eat into the deadline that decides whether Redis is there.
+func (r *Limiter) askExists(n *node, key string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cooldown)
+	defer cancel()
+	return n.cl().Exists(ctx, key).Err()
 }
 
 // goBackground runs f on a goroutine Close waits for, unless Close has

@@ -79,7 +79,7 @@ func TestClusterMasterThatJoinsIsCheckedAndHealthTracked(t *testing.T) {
 		t.Fatalf("the new masters hold %d and %d of the %d keys; the test needs some on each", onGood, onBad, nodeKeys)
 	}
 	evalsBefore := redistest.CommandCount(t, good.Addr(), "evalsha", "eval")
-	outs := nodeFlood(t, r, hotKey, 3*time.Second, time.Hour, func() {})
+	outs, _ := nodeFlood(t, r, hotKey, 3*time.Second, time.Hour, func() {})
 	v := judgeNodes(outs, func(k int) bool { return owners[k] == bad.Addr() }, 0)
 	logNodes(t, "masters joined", v, r)
 	checkOthers(t, v)

@@ -25,7 +25,7 @@ func TestClusterSlowMasterDelaysOnlyItsKeys(t *testing.T) {
 	r := newTestRedis(t, newTestClient(t, time.Second, c.Addrs()...), Config{Timeout: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	runHealth(t, r)
 
-	outs := nodeFlood(t, r, hotKey, slowAt+slowFor+time.Second, slowAt, func() {
+	outs, _ := nodeFlood(t, r, hotKey, slowAt+slowFor+time.Second, slowAt, func() {
 		p.SetDelay(slowBy)
 		<-time.After(slowFor) // how long the node stays slow
 		p.SetDelay(0)

@@ -91,9 +91,7 @@ func runRedisDown(t *testing.T, out outage, mode limiter.FailureMode) {
 	check := limiter.Check{Rule: pol, Limit: downLimit, Key: "one-key"}
 	warm := check
 	warm.Key = "warm-up"
-	if v := decideOnce(t, e, warm); !v.Allowed {
-		t.Fatalf("warm-up: got denied %+v, want admitted", v.Decisions)
-	}
+	warmUp(t, e, warm)
 
 	var res floodResult
 	var wg sync.WaitGroup
@@ -174,7 +172,10 @@ func runRedisDown(t *testing.T, out outage, mode limiter.FailureMode) {
 	// the flood kept asking from settled (plus one answer's latency) to its
 	// last request.
 	settledUpper := burst + earned(downLimit, res.span.lastRecv.Sub(settled)) + boundSlack
-	settledLower := math.Floor(lowerFraction * earned(downLimit, res.span.lastSent.Sub(settled)-answerSlack))
+	// A decision the failure mode took after recovery (a round trip past
+	// the 30ms default on a loaded machine) may cost one admission, never
+	// add one (deny; local's are counted apart): the floor leaves them out.
+	settledLower := max(0, math.Floor(lowerFraction*earned(downLimit, res.span.lastSent.Sub(settled)-answerSlack))-float64(settledFailed))
 	total := burst + earned(downLimit, res.span.outer()) + boundSlack
 	if out.lost {
 		total += burst
@@ -232,7 +233,8 @@ func runRedisDown(t *testing.T, out outage, mode limiter.FailureMode) {
 		t.Errorf("after recovery: admitted %d, want at most %.1f (burst + rate over %s)", settledAdmitted, settledUpper, res.span.lastRecv.Sub(settled).Round(time.Millisecond))
 	}
 	if float64(settledAdmitted) < settledLower {
-		t.Errorf("after recovery: admitted %d, want at least %.0f (95%% of the rate over %s)", settledAdmitted, settledLower, (res.span.lastSent.Sub(settled) - answerSlack).Round(time.Millisecond))
+		t.Errorf("after recovery: admitted %d, want at least %.0f (95%% of the rate over %s, less %d decisions by the failure mode)",
+			settledAdmitted, settledLower, (res.span.lastSent.Sub(settled) - answerSlack).Round(time.Millisecond), settledFailed)
 	}
 }
 

@@ -1,6 +1,7 @@
 package redislimit_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,9 +73,7 @@ func runOneKey(t *testing.T, e *limiter.Engine, r *redislimit.Limiter, row oneKe
 	// Warm up on another key: connections dialed, scripts loaded.
 	warm := check
 	warm.Key = "warm-up"
-	if v := decideOnce(t, e, warm); !v.Allowed {
-		t.Fatalf("warm-up: got denied %+v, want admitted", v.Decisions)
-	}
+	warmUp(t, e, warm)
 	var before redislimit.Stats
 	if r != nil {
 		before = r.Stats()
@@ -98,6 +97,13 @@ func runOneKey(t *testing.T, e *limiter.Engine, r *redislimit.Limiter, row oneKe
 	sp := res.span
 	admitted := count(res.outcomes, isAllowed)
 	upper, lower, how := bounds(row.alg, row.lim, sp)
+	// A decision the failure mode took (fail closed: a round trip past the
+	// 30ms default, which a loaded machine misses) admits nothing and may
+	// cost one admission, never add one: the floor leaves them out.
+	if failed := count(res.outcomes, outcome.failed); failed > 0 {
+		lower = max(0, lower-float64(failed))
+		how += fmt.Sprintf(", less %d decisions by the failure mode", failed)
+	}
 	den := res.denials[0]
 	var opens uint64
 	if r != nil {
@@ -175,9 +181,7 @@ func runTwoPolicies(t *testing.T, e *limiter.Engine, r *redislimit.Limiter, alg 
 	const key = "tenant"
 	checks := []limiter.Check{{Rule: rps, Limit: perSecond, Key: key}, {Rule: hourly, Limit: perHour, Key: key}}
 	warm := []limiter.Check{{Rule: rps, Limit: perSecond, Key: "warm-up"}, {Rule: hourly, Limit: perHour, Key: "warm-up"}}
-	if v := decideOnce(t, e, warm...); !v.Allowed {
-		t.Fatalf("warm-up: got denied %+v, want admitted", v.Decisions)
-	}
+	warmUp(t, e, warm...)
 	before := r.Stats()
 	if alg == limiter.FixedWindow {
 		avoidHourEdge(t, 10*time.Second)

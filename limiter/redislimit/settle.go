@@ -32,7 +32,7 @@ func (h *recorded) settler() limiter.Settler {
 }
 
 // Settle implements limiter.Settler: units is indexed like the checks Decide
-// was given. It goes in one pipeline bounded by the timeout, detached from
+// was given. It goes in one pipeline bounded by lateAllowance, detached from
 // ctx's cancellation: a client that hung up must not leave its tokens
 // taken.
 func (h *recorded) Settle(ctx context.Context, units []int64) {
@@ -97,7 +97,11 @@ func (r *Limiter) adjust(ctx context.Context, ops []*sharedOp, units func(*share
 	if len(as) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
+	// An adjustment moves by a delta, so it is never retried: after an
+	// ambiguous timeout a retry could give back twice. It has the late
+	// reply's allowance instead: a loaded instance reads Redis's replies
+	// late, and one lost here leaves what the request took counted.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.lateAllowance())
 	defer cancel()
 	cmds := make([]*redis.Cmd, len(as))
 	for i, a := range as {
