@@ -83,6 +83,12 @@ type call struct {
 	wake chan []*call
 }
 
+// calls recycles calls with their channels (three allocations a decision
+// otherwise). A call goes back once its do returns: by then it has
+// received its one message, and no pipeline holds it any more (a sender
+// reads nothing of a call after waking it).
+var calls = sync.Pool{New: func() any { return &call{wake: make(chan []*call, 1)} }}
+
 func newCoalescer(max int, timeout time.Duration, exec func(context.Context, []*redis.Cmd), merge func([]*redis.Cmd) ([]*redis.Cmd, func(), func() []*redis.Cmd)) *coalescer {
 	return &coalescer{exec: exec, merge: merge, max: max, timeout: timeout, gatherAt: gatherAt}
 }
@@ -90,7 +96,12 @@ func newCoalescer(max int, timeout time.Duration, exec func(context.Context, []*
 // do sends cmds, alone or with other calls', and returns once their
 // replies (or errors) are in the commands.
 func (co *coalescer) do(ctx context.Context, cmds []*redis.Cmd) {
-	c := &call{ctx: ctx, cmds: cmds}
+	c := calls.Get().(*call)
+	c.ctx, c.cmds = ctx, cmds
+	defer func() {
+		c.ctx, c.cmds = nil, nil
+		calls.Put(c)
+	}()
 	co.mu.Lock()
 	if co.running == 0 || co.running < co.max && (co.avg < 16*co.gatherAt || len(co.queue)+1 >= maxBatch) {
 		co.running++
@@ -99,9 +110,9 @@ func (co *coalescer) do(ctx context.Context, cmds []*redis.Cmd) {
 		co.send(c, batch)
 		return
 	}
-	c.wake = make(chan []*call, 1) // one channel, one message: the sender never blocks
 	co.queue = append(co.queue, c)
 	co.mu.Unlock()
+	// One channel, one message a use: the sender never blocks.
 	if batch := <-c.wake; batch != nil {
 		co.send(c, batch)
 	}

@@ -176,27 +176,35 @@ type scriptReply struct {
 // parseDecideReply reads decideScript's reply for n checks. It checks every
 // element's type: a reply of another shape is an error, never a panic.
 func parseDecideReply(v any, n int) (replies []scriptReply, recorded bool, err error) {
-	arr, ok := v.([]any)
-	if !ok || len(arr) != 5*n+1 {
-		return nil, false, fmt.Errorf("limiter script: unexpected reply %T %v", v, v)
-	}
 	replies = make([]scriptReply, n)
-	var nums [5]int64
-	for i, e := range arr {
-		x, ok := e.(int64)
-		if !ok {
-			return nil, false, fmt.Errorf("limiter script: reply[%d] is %T, want integer", i, e)
-		}
-		if i == 5*n {
-			recorded = x == 1
-			break
-		}
-		nums[i%5] = x
-		if i%5 == 4 {
-			replies[i/5] = newScriptReply(nums)
-		}
+	recorded, err = readDecideReply(v, n, func(i int, r scriptReply) { replies[i] = r })
+	if err != nil {
+		return nil, false, err
 	}
 	return replies, recorded, nil
+}
+
+// readDecideReply is parseDecideReply handing each check's reply to set
+// (what a decision keeps it in) instead of a slice of its own. set is
+// called only once the whole reply has been checked.
+func readDecideReply(v any, n int, set func(i int, r scriptReply)) (recorded bool, err error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 5*n+1 {
+		return false, fmt.Errorf("limiter script: unexpected reply %T %v", v, v)
+	}
+	for i, e := range arr {
+		if _, ok := e.(int64); !ok {
+			return false, fmt.Errorf("limiter script: reply[%d] is %T, want integer", i, e)
+		}
+	}
+	var nums [5]int64
+	for i, e := range arr[:5*n] {
+		nums[i%5] = e.(int64)
+		if i%5 == 4 {
+			set(i/5, newScriptReply(nums))
+		}
+	}
+	return arr[5*n].(int64) == 1, nil
 }
 
 func newScriptReply(n [5]int64) scriptReply {
