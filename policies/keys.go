@@ -149,12 +149,7 @@ func (p keyPart) value(r *http.Request, s *Subject) (string, bool) {
 		if s == nil {
 			return "", false
 		}
-		if s.ClientNet.IsValid() {
-			return s.ClientNet.String(), true
-		}
-		if s.ClientIP.IsValid() {
-			return s.ClientIP.String(), true
-		}
+		return s.clientKeyPart()
 	case sourceHeader:
 		if r != nil {
 			if v := r.Header.Get(p.name); v != "" {

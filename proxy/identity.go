@@ -66,6 +66,9 @@ func newKeyHeaderLists(header string) *keyHeaderLists {
 func identify(r *http.Request, snap *policies.Snapshot, route *policies.Route) (s policies.Subject, peerTrusted bool) {
 	s.ClientIP, peerTrusted = resolveClient(r, snap.Identity)
 	s.ClientNet = snap.Identity.ClientNet(s.ClientIP)
+	if route != nil && readsIP(route.Policies) {
+		s.ShareClientKey()
+	}
 	for _, h := range keyHeaders(snap, route) {
 		if s.APIKey = apiKey(r, h); s.APIKey != "" {
 			break
@@ -77,6 +80,18 @@ func identify(r *http.Request, snap *policies.Snapshot, route *policies.Route) (
 		}
 	}
 	return s, peerTrusted
+}
+
+// readsIP reports whether a policy of pols is keyed by the client's
+// network: the request's policies then share its string, and an llm call
+// builds its checks twice (see policies.Subject.ShareClientKey).
+func readsIP(pols []*policies.Policy) bool {
+	for _, p := range pols {
+		if p.Reads.IP {
+			return true
+		}
+	}
+	return false
 }
 
 // resolveClient returns the address of r's client, and whether the socket
