@@ -112,7 +112,7 @@ func BenchmarkMergedScript(b *testing.B) {
 	const batch = 13
 	mergedArgs := func(key func(i int) string) []any {
 		check := limiter.Check{Rule: policy("ms-gcra", limiter.GCRA), Limit: limiter.Limit{Rate: 1 << 40, Period: time.Second}}
-		cmds := make([]*redis.Cmd, batch)
+		cmds := make([]redis.Cmder, batch)
 		for i := range cmds {
 			cmds[i] = decideCall(b, key(i), check)
 		}
@@ -124,7 +124,7 @@ func BenchmarkMergedScript(b *testing.B) {
 	}
 	nodeArgs := func(key func(i int) string) []any {
 		check := limiter.Check{Rule: policy("ms-gcra", limiter.GCRA), Limit: limiter.Limit{Rate: 1 << 40, Period: time.Second}}
-		cmds := make([]*redis.Cmd, batch)
+		cmds := make([]redis.Cmder, batch)
 		for i := range cmds {
 			cmds[i] = decideCall(b, key(i), check)
 		}
@@ -194,7 +194,7 @@ func BenchmarkNodeScriptBatch(b *testing.B) {
 				}
 			}
 			for _, batch := range []int{1, 4, 8, 16} {
-				cmds := make([]*redis.Cmd, batch)
+				cmds := make([]redis.Cmder, batch)
 				for i := range cmds {
 					cmds[i] = decideCall(b, strconv.Itoa(i*7919%1000), check)
 				}

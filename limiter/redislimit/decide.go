@@ -287,12 +287,12 @@ func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp, u *recorded) (
 // decideAll runs decideScript once for ops, whose keys must share a slot
 // unless the server is not a Cluster. buf, when not nil, holds the call.
 func (r *Limiter) decideAll(ctx context.Context, ops []*sharedOp, mode scriptMode, buf *callBuf) (recorded bool, err error) {
-	var cmds []*redis.Cmd
+	var cmds []redis.Cmder
 	var args []any
 	if buf != nil {
 		cmds, args = buf.cmds[:1], buf.args[:0]
 	} else {
-		cmds = make([]*redis.Cmd, 1)
+		cmds = make([]redis.Cmder, 1)
 	}
 	cmd, err := decideCmdIn(ctx, ops, mode, args)
 	if err != nil {
@@ -315,7 +315,7 @@ func (r *Limiter) decideAll(ctx context.Context, ops []*sharedOp, mode scriptMod
 }
 
 // decideCmd builds the decideScript call for ops.
-func decideCmd(ctx context.Context, ops []*sharedOp, mode scriptMode) (*redis.Cmd, error) {
+func decideCmd(ctx context.Context, ops []*sharedOp, mode scriptMode) (*redis.IntSliceCmd, error) {
 	return decideCmdIn(ctx, ops, mode, nil)
 }
 
@@ -323,8 +323,9 @@ func decideCmd(ctx context.Context, ops []*sharedOp, mode scriptMode) (*redis.Cm
 // room. They are built in one slice, as newEvalCmd would build them, with
 // what is the same in every call boxed once, and each check's numbers
 // passed as pointers to the op's (go-redis writes a *int64 as its value):
-// this runs for every decision, and each boxed value is an allocation.
-func decideCmdIn(ctx context.Context, ops []*sharedOp, mode scriptMode, a []any) (*redis.Cmd, error) {
+// this runs for every decision, and each boxed value is an allocation. Its
+// reply is read as integers, what the script returns, none of them boxed.
+func decideCmdIn(ctx context.Context, ops []*sharedOp, mode scriptMode, a []any) (*redis.IntSliceCmd, error) {
 	if need := 5 + 7*len(ops); cap(a) < need {
 		a = make([]any, 0, need)
 	}
@@ -361,7 +362,7 @@ func decideCmdIn(ctx context.Context, ops []*sharedOp, mode scriptMode, a []any)
 			a = append(a, op.member(op.cost))
 		}
 	}
-	cmd := redis.NewCmd(ctx, a...)
+	cmd := redis.NewIntSliceCmd(ctx, a...)
 	cmd.SetFirstKeyPos(evalFirstKey)
 	return cmd, nil
 }

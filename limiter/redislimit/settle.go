@@ -37,7 +37,7 @@ type recorded struct {
 // (decideCmdIn needs 12 at most) and the slice exec takes.
 type callBuf struct {
 	args [12]any
-	cmds [1]*redis.Cmd
+	cmds [1]redis.Cmder
 }
 
 // buffer lends h's call buffer once, then returns nil.
@@ -141,7 +141,7 @@ func (r *Limiter) adjust(ctx context.Context, ops []*sharedOp, units func(*share
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(as))
+	cmds := make([]redis.Cmder, len(as))
 	for i, a := range as {
 		cmds[i] = newEvalCmd(ctx, "evalsha", a.script.Hash(), a.keys, a.args)
 	}
