@@ -42,9 +42,7 @@ const overloadRetry = time.Second
 // gets its failure mode (see degrade); fallback decides those of FailLocal.
 // Every check must be of a shared algorithm: the Engine decides the others.
 func (r *Limiter) Decide(ctx context.Context, checks []limiter.Check, fallback limiter.Fallback) ([]limiter.Decision, limiter.Settler) {
-	u := &recorded{r: r}
-	u.ops = u.one[:0]
-	ds, ops, denied := r.prepare(checks, u)
+	ds, ops, u, denied := r.prepare(checks)
 	if denied {
 		return ds, nil
 	}
@@ -56,41 +54,61 @@ func (r *Limiter) Decide(ctx context.Context, checks []limiter.Check, fallback l
 
 // prepare turns checks into decisions (every one not asked yet) and the ops
 // to ask Redis, or denies the request at once: a check that no state could
-// admit, or a key the denial cache holds. A request of one check (most
-// are) keeps its decision and op in u.
-func (r *Limiter) prepare(checks []limiter.Check, u *recorded) (ds []limiter.Decision, ops []*sharedOp, denied bool) {
+// admit, or a key the denial cache holds. u is what Redis will have
+// recorded; a request of one check (most are) keeps its decision and op
+// in it, and one denied at once allocates its decision alone.
+func (r *Limiter) prepare(checks []limiter.Check) (ds []limiter.Decision, ops []*sharedOp, u *recorded, denied bool) {
 	if len(checks) == 1 {
-		ds, ops = u.ds[:], u.asked[:0]
-	} else {
-		ds, ops = make([]limiter.Decision, len(checks)), make([]*sharedOp, 0, len(checks))
+		d, op := notAsked(checks[0]), sharedOp{}
+		if r.precheck(0, checks[0], &d, &op) {
+			return []limiter.Decision{d}, nil, nil, true
+		}
+		u = &recorded{r: r}
+		u.ops = u.one[:0]
+		u.ds[0], u.op = d, op
+		u.asked[0] = &u.op
+		return u.ds[:], u.asked[:], u, false
+	}
+	ds, ops = make([]limiter.Decision, len(checks)), make([]*sharedOp, 0, len(checks))
+	for i, c := range checks {
+		ds[i] = notAsked(c)
 	}
 	for i, c := range checks {
-		ds[i] = limiter.Decision{Policy: policyName(c), Limit: c.Limit, Reason: limiter.ReasonNotAsked}
-	}
-	for i, c := range checks {
-		if c.Rule == nil || !c.Rule.Algorithm.Shared() {
-			ds[i].Reason = limiter.ReasonUnavailable // cannot be decided here; the Engine never sends it
-			return ds, nil, true
-		}
-		if d, static := c.StaticDenial(); static {
-			ds[i] = d
-			return ds, nil, true
-		}
-		op := &u.op
-		if len(checks) > 1 {
-			op = new(sharedOp)
-		}
-		*op = sharedOp{index: i, check: c, cost: c.Units(), digest: digestKey(c.Key)}
-		if den, at, hit := r.denials.lookup(op.denialKey(), op.cost, r.clock); hit {
-			r.stats.denialHits.Add(1)
-			ds[i].Reason = limiter.ReasonDenialCached
-			ds[i].RetryAfter = max(0, time.Duration(den.until-at.UnixNano()))
-			ds[i].ResetAfter = max(ds[i].RetryAfter, time.Duration(den.resetAt-at.UnixNano()))
-			return ds, nil, true
+		op := new(sharedOp)
+		if r.precheck(i, c, &ds[i], op) {
+			return ds, nil, nil, true
 		}
 		ops = append(ops, op)
 	}
-	return ds, ops, false
+	u = &recorded{r: r}
+	u.ops = u.one[:0]
+	return ds, ops, u, false
+}
+
+func notAsked(c limiter.Check) limiter.Decision {
+	return limiter.Decision{Policy: policyName(c), Limit: c.Limit, Reason: limiter.ReasonNotAsked}
+}
+
+// precheck fills op for check i, c, and reports whether c denies the
+// request before Redis is asked (see prepare), with its decision in d.
+func (r *Limiter) precheck(i int, c limiter.Check, d *limiter.Decision, op *sharedOp) (denied bool) {
+	if c.Rule == nil || !c.Rule.Algorithm.Shared() {
+		d.Reason = limiter.ReasonUnavailable // cannot be decided here; the Engine never sends it
+		return true
+	}
+	if sd, static := c.StaticDenial(); static {
+		*d = sd
+		return true
+	}
+	*op = sharedOp{index: i, check: c, cost: c.Units(), digest: digestKey(c.Key)}
+	if den, at, hit := r.denials.lookup(op.denialKey(), op.cost, r.clock); hit {
+		r.stats.denialHits.Add(1)
+		d.Reason = limiter.ReasonDenialCached
+		d.RetryAfter = max(0, time.Duration(den.until-at.UnixNano()))
+		d.ResetAfter = max(d.RetryAfter, time.Duration(den.resetAt-at.UnixNano()))
+		return true
+	}
+	return false
 }
 
 // ask decides ops on Redis and writes their decisions into ds. A decision

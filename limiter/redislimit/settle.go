@@ -20,9 +20,10 @@ type recorded struct {
 	ops []*sharedOp  // recorded by Redis
 	one [1]*sharedOp // ops' first backing array: most requests hold one
 
-	// What a request of one check needs on its way through Decide, in this
-	// one allocation (each was one of its own): its decision, its op, the
-	// ops asked, its script call and the context saying its deadline.
+	// What a request of one check needs on its way through Decide once it
+	// is asked, in this one allocation (each was one of its own): its
+	// decision, its op, the ops asked, its script call and the context
+	// saying its deadline.
 	ds    [1]limiter.Decision
 	op    sharedOp
 	asked [1]*sharedOp
