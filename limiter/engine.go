@@ -142,14 +142,28 @@ func (e *Engine) decideLocal(checks []Check) (Verdict, bool) {
 // nil unless the request was admitted, settles what they took once the real
 // cost is known.
 func (e *Engine) Reserve(ctx context.Context, checks []Check) (Verdict, *Reservation, error) {
-	v := Verdict{Allowed: true, Decisions: make([]Decision, len(checks))}
-	for i, c := range checks {
+	allShared := true
+	for _, c := range checks {
 		if c.Rule == nil {
 			return Verdict{}, nil, errors.New("limiter: check without policy")
 		}
-		v.Decisions[i] = notAsked(c)
+		allShared = allShared && c.Rule.Algorithm.Shared()
 	}
-	res := &Reservation{clock: e.clock, checks: checks, local: make([]localTake, len(checks))}
+	v := Verdict{Allowed: true}
+	if !allShared || e.shared == nil {
+		// A request of shared checks alone takes the backend's decisions
+		// as its own (below): one allocation fewer on the Redis path.
+		v.Decisions = make([]Decision, len(checks))
+		for i, c := range checks {
+			v.Decisions[i] = notAsked(c)
+		}
+	}
+	res := &Reservation{clock: e.clock, checks: checks}
+	if len(checks) == 1 {
+		res.local, res.sharedIdx = res.local1[:], res.idx1[:0]
+	} else {
+		res.local = make([]localTake, len(checks))
+	}
 	now := e.clock()
 	var taken []int // local decisions to correct when their tokens go back
 	for i, c := range checks {
@@ -175,15 +189,21 @@ func (e *Engine) Reserve(ctx context.Context, checks []Check) (Verdict, *Reserva
 		return Verdict{}, nil, ErrNoSharedBackend
 	}
 
-	sc := make([]Check, len(res.sharedIdx))
-	for j, i := range res.sharedIdx {
-		sc[j] = checks[i]
+	sc := checks
+	if !allShared {
+		sc = make([]Check, len(res.sharedIdx))
+		for j, i := range res.sharedIdx {
+			sc[j] = checks[i]
+		}
 	}
 	// Shared checks come last, so nothing after them can deny the request.
 	ds, shared := e.shared.Decide(ctx, sc, func(j int) Decision {
 		i := res.sharedIdx[j]
 		return e.fallback(checks[i], &res.local[i])
 	})
+	if allShared {
+		v.Decisions = ds
+	}
 	for j, i := range res.sharedIdx {
 		v.Decisions[i] = ds[j]
 		if !ds[j].Allowed && v.Allowed && ds[j].Reason != ReasonNotAsked {
@@ -275,6 +295,9 @@ type Reservation struct {
 	local     []localTake // by check: a local check's take, or a shared one's fallback share
 	sharedIdx []int       // the shared checks, in order
 	shared    Settler     // nil when Redis recorded nothing
+	// local's and sharedIdx's backing arrays for a request of one check.
+	local1 [1]localTake
+	idx1   [1]int
 }
 
 // Settle makes check i hold actual[i] units (values below 0 count as 0):

@@ -149,14 +149,7 @@ func (p keyPart) value(r *http.Request, s *Subject) (string, bool) {
 		if s == nil {
 			return "", false
 		}
-		// String's bytes, rendered on the stack: one allocation, not three.
-		var b [64]byte
-		if s.ClientNet.IsValid() {
-			return string(s.ClientNet.AppendTo(b[:0])), true
-		}
-		if s.ClientIP.IsValid() {
-			return string(s.ClientIP.AppendTo(b[:0])), true
-		}
+		return s.clientKeyPart()
 	case sourceHeader:
 		if r != nil {
 			if v := r.Header.Get(p.name); v != "" {

@@ -124,3 +124,41 @@ func TestPolicyKeyFromSnapshot(t *testing.T) {
 		t.Errorf("got (%q, %v), want (%q, true)", got, ok, "t\x1f192.0.2.0/24")
 	}
 }
+
+// A shared client key reads as the network it was made of, and a Subject
+// whose network changed since reads the new one, never the stale string.
+func TestSharedClientKey(t *testing.T) {
+	r := httptest.NewRequest("GET", "/", nil)
+	ip, both := mustKeyFunc(t, "ip"), mustKeyFunc(t, "tenant+ip")
+	s := &Subject{ClientIP: netip.MustParseAddr("2001:db8::1"), ClientNet: netip.MustParsePrefix("2001:db8::/64"), Tenant: &Tenant{Name: "t"}}
+	s.ShareClientKey()
+	for _, tt := range []struct {
+		net, want string
+	}{{"2001:db8::/64", "2001:db8::/64"}, {"192.0.2.0/24", "192.0.2.0/24"}} {
+		s.ClientNet = netip.MustParsePrefix(tt.net)
+		if got, ok := ip(r, s); !ok || got != tt.want {
+			t.Errorf("ip: got (%q, %v), want (%q, true)", got, ok, tt.want)
+		}
+		if got, ok := both(r, s); !ok || got != "t"+keySeparator+tt.want {
+			t.Errorf("tenant+ip: got (%q, %v), want (%q, true)", got, ok, "t"+keySeparator+tt.want)
+		}
+	}
+	s.ClientNet = netip.Prefix{}
+	if got, ok := ip(r, s); !ok || got != "2001:db8::1" {
+		t.Errorf("no network: got (%q, %v), want the address", got, ok)
+	}
+	s.ClientNet = netip.MustParsePrefix("2001:db8::/64")
+	one := testing.AllocsPerRun(100, func() { _ = s.ClientNet.String() })
+	if n := testing.AllocsPerRun(100, func() { s.ShareClientKey(); ip(r, s); ip(r, s); ip(r, s) }); n != one {
+		t.Errorf("three ip keys of one request: %v allocations, want %v (the shared string's)", n, one)
+	}
+}
+
+func mustKeyFunc(t *testing.T, spec string) KeyFunc {
+	t.Helper()
+	parts, err := parseKeySpec(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keyFunc(parts)
+}

@@ -73,6 +73,9 @@ func identify(r *http.Request, snap *policies.Snapshot, route *policies.Route) (
 func identifyPeer(r *http.Request, snap *policies.Snapshot, route *policies.Route, peer netip.Addr, ok bool) (s policies.Subject, peerTrusted bool) {
 	s.ClientIP, peerTrusted = resolvePeer(r, snap.Identity, peer, ok)
 	s.ClientNet = snap.Identity.ClientNet(s.ClientIP)
+	if route != nil && readsIP(route.Policies) {
+		s.ShareClientKey()
+	}
 	for _, h := range keyHeaders(snap, route) {
 		if s.APIKey = apiKey(r, h); s.APIKey != "" {
 			break
@@ -84,6 +87,18 @@ func identifyPeer(r *http.Request, snap *policies.Snapshot, route *policies.Rout
 		}
 	}
 	return s, peerTrusted
+}
+
+// readsIP reports whether a policy of pols is keyed by the client's
+// network: the request's policies then share its string, and an llm call
+// builds its checks twice (see policies.Subject.ShareClientKey).
+func readsIP(pols []*policies.Policy) bool {
+	for _, p := range pols {
+		if p.Reads.IP {
+			return true
+		}
+	}
+	return false
 }
 
 // resolveClient returns the address of r's client, and whether the socket

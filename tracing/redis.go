@@ -151,7 +151,7 @@ func end(span trace.Span, err error) {
 // which.
 func recordedMembers(ctx context.Context, cmds []redis.Cmder) (spans []trace.Span, ofTheirs bool) {
 	var own, all []trace.Span
-	redislimit.Members(ctx, func(m context.Context, mine []*redis.Cmd) {
+	redislimit.Members(ctx, func(m context.Context, mine []redis.Cmder) {
 		span := trace.SpanFromContext(m)
 		if !span.IsRecording() {
 			return
@@ -167,7 +167,7 @@ func recordedMembers(ctx context.Context, cmds []redis.Cmder) (spans []trace.Spa
 	return own, true
 }
 
-func carries(cmds []redis.Cmder, mine []*redis.Cmd) bool {
+func carries(cmds []redis.Cmder, mine []redis.Cmder) bool {
 	for _, c := range cmds {
 		for _, m := range mine {
 			if c == redis.Cmder(m) {

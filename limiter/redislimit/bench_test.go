@@ -2,7 +2,10 @@ package redislimit
 
 import (
 	"context"
+	"math/rand/v2"
+	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,7 +112,7 @@ func BenchmarkMergedScript(b *testing.B) {
 	const batch = 13
 	mergedArgs := func(key func(i int) string) []any {
 		check := limiter.Check{Rule: policy("ms-gcra", limiter.GCRA), Limit: limiter.Limit{Rate: 1 << 40, Period: time.Second}}
-		cmds := make([]*redis.Cmd, batch)
+		cmds := make([]redis.Cmder, batch)
 		for i := range cmds {
 			cmds[i] = decideCall(b, key(i), check)
 		}
@@ -121,7 +124,7 @@ func BenchmarkMergedScript(b *testing.B) {
 	}
 	nodeArgs := func(key func(i int) string) []any {
 		check := limiter.Check{Rule: policy("ms-gcra", limiter.GCRA), Limit: limiter.Limit{Rate: 1 << 40, Period: time.Second}}
-		cmds := make([]*redis.Cmd, batch)
+		cmds := make([]redis.Cmder, batch)
 		for i := range cmds {
 			cmds[i] = decideCall(b, key(i), check)
 		}
@@ -191,7 +194,7 @@ func BenchmarkNodeScriptBatch(b *testing.B) {
 				}
 			}
 			for _, batch := range []int{1, 4, 8, 16} {
-				cmds := make([]*redis.Cmd, batch)
+				cmds := make([]redis.Cmder, batch)
 				for i := range cmds {
 					cmds[i] = decideCall(b, strconv.Itoa(i*7919%1000), check)
 				}
@@ -211,4 +214,72 @@ func BenchmarkNodeScriptBatch(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkRedisDecideParallel measures what this process spends on a Redis
+// decision under load: 64 goroutines (as wrk -c64 gives the gateway) each
+// deciding one gcra check per client key through an Engine, against a real
+// redis-server, the calls gathered into shared pipelines. ns/op is
+// throughput on a shared machine (Redis and the Go side compete for the
+// cores); cpu-ns/op is this process's CPU per decision (user + system, from
+// getrusage: Redis's own time is not in it), the Go side's cost; and
+// decisions/pipeline the batches the gatherer made. Anchor: the local
+// token bucket's decision in the same run (engine_local).
+//
+//	go test -run '^$' -bench BenchmarkRedisDecideParallel -count 10 ./limiter/redislimit/
+func BenchmarkRedisDecideParallel(b *testing.B) {
+	s := redistest.Start(b)
+	c := newTestClient(b, time.Second, s.Addr())
+	// Never reached, but slow enough that Redis's replies carry the large
+	// numbers (µs until the bucket is full) a real limit's do.
+	big := limiter.Limit{Rate: 1_000_000, Period: time.Hour}
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = "203.0.113." + strconv.Itoa(i%256) + "/" + strconv.Itoa(i)
+	}
+	run := func(b *testing.B, e *limiter.Engine, rule *limiter.Rule) {
+		b.ReportAllocs()
+		b.SetParallelism(32 / max(1, runtime.GOMAXPROCS(0)/2)) // 64 goroutines on 2 CPUs
+		start := processCPU()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			checks := []limiter.Check{{Rule: rule, Limit: big}}
+			for i := rand.IntN(len(keys)); pb.Next(); i++ {
+				checks[0].Key = keys[i%len(keys)]
+				if v, err := e.Decide(context.Background(), checks); err != nil || !v.Allowed {
+					b.Errorf("decision: %v, allowed %v", err, v.Allowed)
+					return
+				}
+			}
+		})
+		b.StopTimer()
+		b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
+	}
+	b.Run("engine_local", func(b *testing.B) {
+		e, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, e, &limiter.Rule{Name: "bp-local"})
+	})
+	b.Run("gcra", func(b *testing.B) {
+		r := newTestRedis(b, c, Config{})
+		e := newTestEngine(b, r)
+		rule := policy("bp-gcra", limiter.GCRA)
+		run(b, e, rule)
+		st := r.Stats()
+		if st.Errors > 0 {
+			b.Fatalf("got %d failed round trips, want none", st.Errors)
+		}
+		b.ReportMetric(float64(st.RoundTrips)/float64(max(1, st.Pipelines)), "decisions/pipeline")
+	})
+}
+
+// processCPU is the CPU time this process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

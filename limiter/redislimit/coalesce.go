@@ -52,11 +52,11 @@ const nodeGatherAt = 2
 // the one chosen to send the next batch); it waits at most for the
 // pipelines ahead of it, each bounded by its members' deadlines.
 type coalescer struct {
-	exec func(ctx context.Context, cmds []*redis.Cmd)
+	exec func(ctx context.Context, cmds []redis.Cmder)
 	// merge, when set, may replace a batch's commands by fewer that do the
 	// same (several script calls as one); split then puts the replies back
 	// into the original commands, or again names those to send unmerged.
-	merge func(cmds []*redis.Cmd) (merged []*redis.Cmd, split func(), again func() []*redis.Cmd)
+	merge func(cmds []redis.Cmder) (merged []redis.Cmder, split func(), again func() []redis.Cmder)
 	max   int
 	// gatherAt is the average batch from which calls wait (gatherAt or
 	// nodeGatherAt).
@@ -77,20 +77,31 @@ type coalescer struct {
 // call is one decision's commands, waiting for a pipeline.
 type call struct {
 	ctx  context.Context
-	cmds []*redis.Cmd
+	cmds []redis.Cmder
 	// wake receives, once, the batch this call is to send, or nil when
 	// another call sent its commands and their replies are in.
 	wake chan []*call
 }
 
-func newCoalescer(max int, timeout time.Duration, exec func(context.Context, []*redis.Cmd), merge func([]*redis.Cmd) ([]*redis.Cmd, func(), func() []*redis.Cmd)) *coalescer {
+// calls recycles calls with their channels (three allocations a decision
+// otherwise). A call goes back once its do returns: by then it has
+// received its one message, and no pipeline holds it any more (a sender
+// reads nothing of a call after waking it).
+var calls = sync.Pool{New: func() any { return &call{wake: make(chan []*call, 1)} }}
+
+func newCoalescer(max int, timeout time.Duration, exec func(context.Context, []redis.Cmder), merge func([]redis.Cmder) ([]redis.Cmder, func(), func() []redis.Cmder)) *coalescer {
 	return &coalescer{exec: exec, merge: merge, max: max, timeout: timeout, gatherAt: gatherAt}
 }
 
 // do sends cmds, alone or with other calls', and returns once their
 // replies (or errors) are in the commands.
-func (co *coalescer) do(ctx context.Context, cmds []*redis.Cmd) {
-	c := &call{ctx: ctx, cmds: cmds}
+func (co *coalescer) do(ctx context.Context, cmds []redis.Cmder) {
+	c := calls.Get().(*call)
+	c.ctx, c.cmds = ctx, cmds
+	defer func() {
+		c.ctx, c.cmds = nil, nil
+		calls.Put(c)
+	}()
 	co.mu.Lock()
 	if co.running == 0 || co.running < co.max && (co.avg < 16*co.gatherAt || len(co.queue)+1 >= maxBatch) {
 		co.running++
@@ -99,9 +110,9 @@ func (co *coalescer) do(ctx context.Context, cmds []*redis.Cmd) {
 		co.send(c, batch)
 		return
 	}
-	c.wake = make(chan []*call, 1) // one channel, one message: the sender never blocks
 	co.queue = append(co.queue, c)
 	co.mu.Unlock()
+	// One channel, one message a use: the sender never blocks.
 	if batch := <-c.wake; batch != nil {
 		co.send(c, batch)
 	}
@@ -124,7 +135,7 @@ func (co *coalescer) take(max int) []*call {
 func (co *coalescer) send(leader *call, batch []*call) {
 	cmds := leader.cmds
 	if len(batch) > 1 {
-		cmds = make([]*redis.Cmd, 0, 2*len(batch))
+		cmds = make([]redis.Cmder, 0, 2*len(batch))
 		for _, c := range batch {
 			cmds = append(cmds, c.cmds...)
 		}

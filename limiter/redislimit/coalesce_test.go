@@ -23,7 +23,7 @@ func TestCoalescerSendsEveryCallOnceInSharedPipelines(t *testing.T) {
 	hold := make(chan struct{})
 	var inFlight, peak, pipelines atomic.Int64
 	sent := sync.Map{}
-	co := newCoalescer(max, 0, func(ctx context.Context, cmds []*redis.Cmd) {
+	co := newCoalescer(max, 0, func(ctx context.Context, cmds []redis.Cmder) {
 		n := inFlight.Add(1)
 		for {
 			p := peak.Load()
@@ -38,7 +38,7 @@ func TestCoalescerSendsEveryCallOnceInSharedPipelines(t *testing.T) {
 			if _, dup := sent.LoadOrStore(c, true); dup {
 				t.Errorf("command %v sent twice", c.Args())
 			}
-			c.SetVal(c.Args()[1])
+			c.(*redis.Cmd).SetVal(c.Args()[1])
 		}
 		inFlight.Add(-1)
 	}, nil)
@@ -48,7 +48,7 @@ func TestCoalescerSendsEveryCallOnceInSharedPipelines(t *testing.T) {
 		wg.Go(func() {
 			cmd := redis.NewCmd(context.Background(), "echo", i)
 			queued.Add(1)
-			co.do(context.Background(), []*redis.Cmd{cmd})
+			co.do(context.Background(), []redis.Cmder{cmd})
 			if v, err := cmd.Result(); err != nil || v != i {
 				t.Errorf("call %d: reply %v, %v", i, v, err)
 			}
@@ -80,7 +80,7 @@ func TestCoalescerSendsEveryCallOnceInSharedPipelines(t *testing.T) {
 // of the coalescer tests answered it "ok".
 func pingThrough(t *testing.T, co *coalescer) {
 	cmd := redis.NewCmd(context.Background(), "ping")
-	co.do(context.Background(), []*redis.Cmd{cmd})
+	co.do(context.Background(), []redis.Cmder{cmd})
 	if v, err := cmd.Result(); err != nil || v != "ok" {
 		t.Errorf("reply %v, %v", v, err)
 	}
@@ -106,14 +106,14 @@ func TestCoalescerUnderLoadStartsAnotherPipelineOnlyForAFullBatch(t *testing.T) 
 	hold := make(chan struct{})
 	var sizes sync.Map // pipeline number -> calls carried
 	var pipelines atomic.Int64
-	co := newCoalescer(max, 0, func(ctx context.Context, cmds []*redis.Cmd) {
+	co := newCoalescer(max, 0, func(ctx context.Context, cmds []redis.Cmder) {
 		n := pipelines.Add(1)
 		sizes.Store(n, len(cmds))
 		if n == 1 {
 			<-hold
 		}
 		for _, c := range cmds {
-			c.SetVal("ok")
+			c.(*redis.Cmd).SetVal("ok")
 		}
 	}, nil)
 	co.avg = 16 * gatherAt // as after pipelines of gatherAt calls each
@@ -155,12 +155,12 @@ func TestCoalescerUnderLightLoadStartsPipelinesAtOnce(t *testing.T) {
 	const max = 4
 	hold := make(chan struct{})
 	var pipelines atomic.Int64
-	co := newCoalescer(max, 0, func(ctx context.Context, cmds []*redis.Cmd) {
+	co := newCoalescer(max, 0, func(ctx context.Context, cmds []redis.Cmder) {
 		if pipelines.Add(1) <= max {
 			<-hold
 		}
 		for _, c := range cmds {
-			c.SetVal("ok")
+			c.(*redis.Cmd).SetVal("ok")
 		}
 	}, nil)
 	var wg sync.WaitGroup
@@ -238,7 +238,7 @@ func TestMergedDecisionsAreSequential(t *testing.T) {
 	one := limiter.Check{Rule: &limiter.Rule{Name: "m-gcra", Algorithm: limiter.GCRA}, Limit: limiter.Limit{Rate: 1, Period: time.Hour, Burst: 1}}
 	win := limiter.Check{Rule: &limiter.Rule{Name: "m-fixed", Algorithm: limiter.FixedWindow}, Limit: limiter.Limit{Rate: 5, Period: time.Hour, Burst: 5}}
 	ping := redis.NewCmd(ctx, "ping")
-	cmds := []*redis.Cmd{
+	cmds := []redis.Cmder{
 		decideCall(t, "a", one, win), // admitted: both recorded
 		ping,
 		decideCall(t, "a", one, win), // gcra denies: nothing recorded, the window keeps 4
@@ -252,7 +252,7 @@ func TestMergedDecisionsAreSequential(t *testing.T) {
 		allowed  []bool
 		recorded bool
 	}{{[]bool{true, true}, true}, {[]bool{false, true}, false}, {[]bool{true}, true}}
-	for i, c := range []*redis.Cmd{cmds[0], cmds[2], cmds[3]} {
+	for i, c := range []redis.Cmder{cmds[0], cmds[2], cmds[3]} {
 		checkDecideReply(t, i, c, want[i].allowed, want[i].recorded)
 	}
 	// The window counted the first request only.
@@ -276,7 +276,7 @@ func TestMergedCallCarriesEveryAlgorithm(t *testing.T) {
 	}
 	sw, cc := hour("e-sw", limiter.SlidingWindow, 2), hour("e-cc", limiter.SharedConcurrency, 1)
 	g, fw := hour("e-gcra", limiter.GCRA, 5), hour("e-fw", limiter.FixedWindow, 5)
-	cmds := []*redis.Cmd{
+	cmds := []redis.Cmder{
 		decideCall(t, "k", sw, g),     // admitted: the log 1, the TAT one interval ahead
 		decideCall(t, "k", cc, fw),    // admitted: the lease held, the window 1
 		decideCall(t, "k", cc, sw),    // the lease is taken: nothing recorded
@@ -333,7 +333,7 @@ func TestMergedHotKeyIsDecidedInOrder(t *testing.T) {
 	g := limiter.Check{Rule: &limiter.Rule{Name: "hot-gcra", Algorithm: limiter.GCRA}, Limit: limiter.Limit{Rate: 1, Period: time.Hour, Burst: 3}}
 	w := limiter.Check{Rule: &limiter.Rule{Name: "hot-fixed", Algorithm: limiter.FixedWindow}, Limit: limiter.Limit{Rate: 1, Period: time.Hour, Burst: 1}}
 	base := func(c limiter.Check) string { return redisBaseKey(c.Rule.Name, digestKey("hot")) }
-	cmds := []*redis.Cmd{
+	cmds := []redis.Cmder{
 		decideCall(t, "hot", g),    // admitted: the TAT one hour ahead
 		decideCall(t, "hot", g, w), // both admitted: two hours
 		decideCall(t, "hot", g, w), // the window denies: nothing moves
@@ -371,7 +371,7 @@ func TestMergedHotKeyIsDecidedInOrder(t *testing.T) {
 	}
 	// A lone call after it finds the burst used up.
 	lone := decideCall(t, "hot", g)
-	r.execOn(ctx, r.single, []*redis.Cmd{lone})
+	r.execOn(ctx, r.single, []redis.Cmder{lone})
 	v, err := lone.Result()
 	if err != nil {
 		t.Fatal(err)
@@ -383,7 +383,7 @@ func TestMergedHotKeyIsDecidedInOrder(t *testing.T) {
 
 // decideCall builds the decideScript call of one request whose checks
 // are all on key, as decideAll would.
-func decideCall(t testing.TB, key string, checks ...limiter.Check) *redis.Cmd {
+func decideCall(t testing.TB, key string, checks ...limiter.Check) *redis.IntSliceCmd {
 	t.Helper()
 	ops := make([]*sharedOp, len(checks))
 	for i, c := range checks {
@@ -403,7 +403,7 @@ var testMembers atomic.Int64
 
 // execMerged merges cmds as a shared pipeline does, checks that they
 // became want commands, runs them and hands each call its reply.
-func execMerged(t *testing.T, r *Limiter, cmds []*redis.Cmd, want int) {
+func execMerged(t *testing.T, r *Limiter, cmds []redis.Cmder, want int) {
 	t.Helper()
 	merged, split := mergeDecides(cmds)
 	if len(merged) != want {
@@ -416,8 +416,12 @@ func execMerged(t *testing.T, r *Limiter, cmds []*redis.Cmd, want int) {
 // checkDecideReply fails the test unless call i's decideScript reply
 // admits as allowed says, check by check, and was recorded or not; it
 // returns the parsed replies.
-func checkDecideReply(t *testing.T, i int, c *redis.Cmd, allowed []bool, recorded bool) []scriptReply {
+func checkDecideReply(t *testing.T, i int, cmd redis.Cmder, allowed []bool, recorded bool) []scriptReply {
 	t.Helper()
+	c, ok := cmd.(*redis.IntSliceCmd)
+	if !ok {
+		t.Fatalf("call %d: a %T, want a decideScript call", i, cmd)
+	}
 	v, err := c.Result()
 	if err != nil {
 		t.Fatalf("call %d: %v", i, err)
@@ -494,10 +498,10 @@ func TestGatheredDecisionsDoNotQueueForConnections(t *testing.T) {
 func TestPipelineHasTheTimeoutFromWhenItIsSent(t *testing.T) {
 	const timeout = time.Hour
 	var got time.Time
-	co := newCoalescer(1, timeout, func(ctx context.Context, cmds []*redis.Cmd) {
+	co := newCoalescer(1, timeout, func(ctx context.Context, cmds []redis.Cmder) {
 		got, _ = ctx.Deadline()
 		for _, c := range cmds {
-			c.SetVal("ok")
+			c.(*redis.Cmd).SetVal("ok")
 		}
 	}, nil)
 	for _, tt := range []struct {
@@ -510,7 +514,7 @@ func TestPipelineHasTheTimeoutFromWhenItIsSent(t *testing.T) {
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), tt.own)
 		before := time.Now()
-		co.do(ctx, []*redis.Cmd{redis.NewCmd(ctx, "ping")})
+		co.do(ctx, []redis.Cmder{redis.NewCmd(ctx, "ping")})
 		cancel()
 		if got.Sub(before) < tt.atLeast {
 			t.Errorf("%s: the pipeline's deadline was %s after it was sent, want at least %s", tt.name, got.Sub(before), tt.atLeast)

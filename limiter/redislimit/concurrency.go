@@ -111,14 +111,14 @@ func (h *recorded) Renew(ctx context.Context) {
 	r := h.r
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(ls))
+	cmds := make([]redis.Cmder, len(ls))
 	for i, op := range ls {
 		cmds[i] = newEvalCmd(ctx, "evalsha", concurrencyRenewScript.Hash(),
 			[]string{op.base + concurrencySuffix}, []any{op.member(op.cost), max(1, op.check.Limit.Period.Milliseconds())})
 	}
 	r.exec(ctx, cmds)
 	for i, c := range cmds {
-		n, err := c.Int64()
+		n, err := c.(*redis.Cmd).Int64()
 		switch {
 		case err == nil && n == 1:
 			continue

@@ -22,6 +22,8 @@ type sharedOp struct {
 	cost     int64
 	digest   keyDigest
 	base     string             // rl:{policy:digest}
+	key      string             // gcra only: its Redis key, "rate:" and base (base is its tail)
+	nums     [4]int64           // rate, period, quota and cost as decideScript gets them (see decideCmdIn)
 	memberID string             // sliding window only: the log entry without its cost
 	res      *redis_rate.Result // a lone GCRA check, decided by redis_rate
 	reply    scriptReply        // any other check, decided by decideScript
@@ -42,12 +44,10 @@ const overloadRetry = time.Second
 // gets its failure mode (see degrade); fallback decides those of FailLocal.
 // Every check must be of a shared algorithm: the Engine decides the others.
 func (r *Limiter) Decide(ctx context.Context, checks []limiter.Check, fallback limiter.Fallback) ([]limiter.Decision, limiter.Settler) {
-	ds, ops, denied := r.prepare(checks)
+	ds, ops, u, denied := r.prepare(checks)
 	if denied {
 		return ds, nil
 	}
-	u := &recorded{r: r}
-	u.ops = u.one[:0]
 	if len(ops) > 0 {
 		r.ask(ctx, ops, ds, u, fallback)
 	}
@@ -56,33 +56,61 @@ func (r *Limiter) Decide(ctx context.Context, checks []limiter.Check, fallback l
 
 // prepare turns checks into decisions (every one not asked yet) and the ops
 // to ask Redis, or denies the request at once: a check that no state could
-// admit, or a key the denial cache holds.
-func (r *Limiter) prepare(checks []limiter.Check) (ds []limiter.Decision, ops []*sharedOp, denied bool) {
-	ds = make([]limiter.Decision, len(checks))
-	for i, c := range checks {
-		ds[i] = limiter.Decision{Policy: policyName(c), Limit: c.Limit, Reason: limiter.ReasonNotAsked}
+// admit, or a key the denial cache holds. u is what Redis will have
+// recorded; a request of one check (most are) keeps its decision and op
+// in it, and one denied at once allocates its decision alone.
+func (r *Limiter) prepare(checks []limiter.Check) (ds []limiter.Decision, ops []*sharedOp, u *recorded, denied bool) {
+	if len(checks) == 1 {
+		d, op := notAsked(checks[0]), sharedOp{}
+		if r.precheck(0, checks[0], &d, &op) {
+			return []limiter.Decision{d}, nil, nil, true
+		}
+		u = &recorded{r: r}
+		u.ops = u.one[:0]
+		u.ds[0], u.op = d, op
+		u.asked[0] = &u.op
+		return u.ds[:], u.asked[:], u, false
 	}
-	ops = make([]*sharedOp, 0, len(checks))
+	ds, ops = make([]limiter.Decision, len(checks)), make([]*sharedOp, 0, len(checks))
 	for i, c := range checks {
-		if c.Rule == nil || !c.Rule.Algorithm.Shared() {
-			ds[i].Reason = limiter.ReasonUnavailable // cannot be decided here; the Engine never sends it
-			return ds, nil, true
-		}
-		if d, static := c.StaticDenial(); static {
-			ds[i] = d
-			return ds, nil, true
-		}
-		op := &sharedOp{index: i, check: c, cost: c.Units(), digest: digestKey(c.Key)}
-		if den, at, hit := r.denials.lookup(op.denialKey(), op.cost, r.clock); hit {
-			r.stats.denialHits.Add(1)
-			ds[i].Reason = limiter.ReasonDenialCached
-			ds[i].RetryAfter = max(0, time.Duration(den.until-at.UnixNano()))
-			ds[i].ResetAfter = max(ds[i].RetryAfter, time.Duration(den.resetAt-at.UnixNano()))
-			return ds, nil, true
+		ds[i] = notAsked(c)
+	}
+	for i, c := range checks {
+		op := new(sharedOp)
+		if r.precheck(i, c, &ds[i], op) {
+			return ds, nil, nil, true
 		}
 		ops = append(ops, op)
 	}
-	return ds, ops, false
+	u = &recorded{r: r}
+	u.ops = u.one[:0]
+	return ds, ops, u, false
+}
+
+func notAsked(c limiter.Check) limiter.Decision {
+	return limiter.Decision{Policy: policyName(c), Limit: c.Limit, Reason: limiter.ReasonNotAsked}
+}
+
+// precheck fills op for check i, c, and reports whether c denies the
+// request before Redis is asked (see prepare), with its decision in d.
+func (r *Limiter) precheck(i int, c limiter.Check, d *limiter.Decision, op *sharedOp) (denied bool) {
+	if c.Rule == nil || !c.Rule.Algorithm.Shared() {
+		d.Reason = limiter.ReasonUnavailable // cannot be decided here; the Engine never sends it
+		return true
+	}
+	if sd, static := c.StaticDenial(); static {
+		*d = sd
+		return true
+	}
+	*op = sharedOp{index: i, check: c, cost: c.Units(), digest: digestKey(c.Key)}
+	if den, at, hit := r.denials.lookup(op.denialKey(), op.cost, r.clock); hit {
+		r.stats.denialHits.Add(1)
+		d.Reason = limiter.ReasonDenialCached
+		d.RetryAfter = max(0, time.Duration(den.until-at.UnixNano()))
+		d.ResetAfter = max(d.RetryAfter, time.Duration(den.resetAt-at.UnixNano()))
+		return true
+	}
+	return false
 }
 
 // ask decides ops on Redis and writes their decisions into ds. A decision
@@ -93,7 +121,14 @@ func (r *Limiter) prepare(checks []limiter.Check) (ds []limiter.Decision, ops []
 // means is classify's business.
 func (r *Limiter) ask(ctx context.Context, ops []*sharedOp, ds []limiter.Decision, u *recorded, fallback limiter.Fallback) {
 	for _, op := range ops {
-		op.base = redisBaseKey(op.check.Rule.Name, op.digest)
+		if op.check.Rule.Algorithm == limiter.GCRA {
+			// One string for both: the key the script gets, and its tail
+			// that names the check everywhere else.
+			op.key = redisKey(gcraKeyPrefix, op.check.Rule.Name, op.digest)
+			op.base = op.key[len(gcraKeyPrefix):]
+		} else {
+			op.base = redisBaseKey(op.check.Rule.Name, op.digest)
+		}
 		if a := op.check.Rule.Algorithm; a == limiter.SlidingWindow || a == limiter.SharedConcurrency {
 			op.memberID = r.nextMemberID()
 		}
@@ -142,8 +177,7 @@ func (r *Limiter) askNode(ctx context.Context, n *node, ops []*sharedOp, ds []li
 		}
 		return
 	}
-	release, err := r.slots.acquire(ctx, r.queueTimeout)
-	if err != nil {
+	if err := r.slots.enter(ctx, r.queueTimeout); err != nil {
 		n.breaker.release(probe)
 		r.stats.overloaded.Add(1)
 		for _, op := range ops {
@@ -159,22 +193,23 @@ func (r *Limiter) askNode(ctx context.Context, n *node, ops []*sharedOp, ds []li
 		timeout = max(timeout, r.cooldown/2)
 	}
 	started := r.clock()
+	var err error
 	if reservesUnits(ops) {
-		err = r.roundTripOrGiveBack(ctx, ops, timeout, release)
+		err = r.roundTripOrGiveBack(ctx, ops, timeout, r.slots.release)
 	} else {
 		var rtCtx context.Context
 		if r.pipelines >= 0 {
 			// A coalesced decision is one call in a shared pipeline, and the
 			// pipeline takes its deadline from its calls' (coalescer.send):
 			// saying the deadline is enough, it needs no timer of its own.
-			rtCtx = withDeadline(ctx, time.Now().Add(timeout))
+			rtCtx = u.withDeadline(ctx, time.Now().Add(timeout))
 		} else {
 			var cancel context.CancelFunc
 			rtCtx, cancel = context.WithTimeout(ctx, timeout)
 			defer cancel()
 		}
-		_, err = r.roundTrip(rtCtx, ops)
-		release()
+		_, err = r.roundTrip(rtCtx, ops, u)
+		r.slots.release()
 	}
 	r.stats.roundTrips.Add(1)
 
@@ -247,7 +282,9 @@ func (r *Limiter) roundTripOrGiveBack(ctx context.Context, ops []*sharedOp, time
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(timeout, r.lateAllowance()))
 	if !r.goBackground(func() {
 		defer cancel()
-		_, err := r.roundTrip(callCtx, ops)
+		// nil: the decision's own call buffer is not lent to a call that
+		// may outlive the decision.
+		_, err := r.roundTrip(callCtx, ops, nil)
 		release()
 		if state.CompareAndSwap(pending, delivered) {
 			done <- err
@@ -326,12 +363,14 @@ func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *recorded, se
 // first means a request that a per-second limit denies never reaches the
 // hourly quota, so the quota's refunds (and a denial cached while one is in
 // flight) only arise on the rarer path where the longer limit denies.
-func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp) (recorded bool, err error) {
+//
+// u lends its call buffer (see recorded.buffer) to a request's one call.
+func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp, u *recorded) (recorded bool, err error) {
 	if len(ops) == 1 && ops[0].check.Rule.Algorithm == limiter.GCRA && r.pipelines < 0 {
 		return r.allowGCRA(ctx, ops[0])
 	}
 	if !r.cluster || len(ops) == 1 {
-		return r.decideAll(ctx, ops, modeRecord)
+		return r.decideAll(ctx, ops, modeRecord, u.buffer())
 	}
 
 	ordered := slices.Clone(ops)
@@ -340,7 +379,7 @@ func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp) (recorded bool
 	})
 	var taken []*sharedOp
 	for _, op := range ordered {
-		ok, err := r.decideAll(ctx, []*sharedOp{op}, modeRecord)
+		ok, err := r.decideAll(ctx, []*sharedOp{op}, modeRecord, nil)
 		if err != nil || !ok {
 			if len(taken) > 0 {
 				r.adjust(ctx, taken, func(*sharedOp) int64 { return 0 })
@@ -356,36 +395,59 @@ func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp) (recorded bool
 }
 
 // decideAll runs decideScript once for ops, whose keys must share a slot
-// unless the server is not a Cluster.
-func (r *Limiter) decideAll(ctx context.Context, ops []*sharedOp, mode scriptMode) (recorded bool, err error) {
-	cmd, err := decideCmd(ctx, ops, mode)
+// unless the server is not a Cluster. buf, when not nil, holds the call.
+func (r *Limiter) decideAll(ctx context.Context, ops []*sharedOp, mode scriptMode, buf *callBuf) (recorded bool, err error) {
+	var cmds []redis.Cmder
+	var args []any
+	if buf != nil {
+		cmds, args = buf.cmds[:1], buf.args[:0]
+	} else {
+		cmds = make([]redis.Cmder, 1)
+	}
+	cmd, err := decideCmdIn(ctx, ops, mode, args)
 	if err != nil {
 		return false, err
 	}
-	r.exec(ctx, []*redis.Cmd{cmd})
+	cmds[0] = cmd
+	r.exec(ctx, cmds)
 	v, err := cmd.Result()
 	if err != nil {
 		return false, err
 	}
-	replies, recorded, err := parseDecideReply(v, len(ops))
+	recorded, err = readDecideReply(v, len(ops), func(i int, rep scriptReply) { ops[i].reply = rep })
 	if err != nil {
 		return false, err
 	}
-	for i, op := range ops {
-		op.reply, op.asked, op.taken = replies[i], true, recorded
+	for _, op := range ops {
+		op.asked, op.taken = true, recorded
 	}
 	return recorded, nil
 }
 
-// decideCmd builds the decideScript call for ops. It is built in one
-// slice, as newEvalCmd would build it, with what is the same in every call
-// boxed once: this runs for every decision, and each boxed value is an
-// allocation.
-func decideCmd(ctx context.Context, ops []*sharedOp, mode scriptMode) (*redis.Cmd, error) {
-	a := make([]any, 0, 5+7*len(ops))
+// decideCmd builds the decideScript call for ops.
+func decideCmd(ctx context.Context, ops []*sharedOp, mode scriptMode) (*redis.IntSliceCmd, error) {
+	return decideCmdIn(ctx, ops, mode, nil)
+}
+
+// decideCmdIn is decideCmd building the call's arguments in a, when it has
+// room. They are built in one slice, as newEvalCmd would build them, with
+// what is the same in every call boxed once, and each check's numbers
+// passed as pointers to the op's (go-redis writes a *int64 as its value):
+// this runs for every decision, and each boxed value is an allocation. Its
+// reply is read as integers, what the script returns, none of them boxed.
+func decideCmdIn(ctx context.Context, ops []*sharedOp, mode scriptMode, a []any) (*redis.IntSliceCmd, error) {
+	if need := 5 + 7*len(ops); cap(a) < need {
+		a = make([]any, 0, need)
+	}
 	a = append(a, argEvalsha, argDecideSHA, nil)
 	for _, op := range ops {
-		k1, k2, n := algorithmKeys(op.check.Rule.Algorithm, op.base)
+		var k1, k2 string
+		var n int
+		if op.key != "" {
+			k1, n = op.key, 1
+		} else {
+			k1, k2, n = algorithmKeys(op.check.Rule.Algorithm, op.base)
+		}
 		switch n {
 		case 0:
 			return nil, fmt.Errorf("limiter: algorithm %q is not shared", op.check.Rule.Algorithm)
@@ -403,13 +465,14 @@ func decideCmd(ctx context.Context, ops []*sharedOp, mode scriptMode) (*redis.Cm
 		if c.Limit.Calendar == limiter.CalendarMonth {
 			period = 0 // the fixed window's calendar month (see fixedLua)
 		}
-		a = append(a, argAlgorithm(c.Rule.Algorithm), c.Limit.Rate, period, c.Limit.Quota(), op.cost)
+		op.nums = [4]int64{c.Limit.Rate, period, c.Limit.Quota(), op.cost}
+		a = append(a, argAlgorithm(c.Rule.Algorithm), &op.nums[0], &op.nums[1], &op.nums[2], &op.nums[3])
 		switch c.Rule.Algorithm {
 		case limiter.SlidingWindow, limiter.SharedConcurrency: // what the log and the lease set hold
 			a = append(a, op.member(op.cost))
 		}
 	}
-	cmd := redis.NewCmd(ctx, a...)
+	cmd := redis.NewIntSliceCmd(ctx, a...)
 	cmd.SetFirstKeyPos(evalFirstKey)
 	return cmd, nil
 }
@@ -506,11 +569,10 @@ func (r *Limiter) Peek(ctx context.Context, checks []limiter.Check) []limiter.De
 	if len(ops) == 0 {
 		return ds
 	}
-	release, err := r.slots.acquire(ctx, r.queueTimeout)
-	if err != nil {
+	if err := r.slots.enter(ctx, r.queueTimeout); err != nil {
 		return ds
 	}
-	defer release()
+	defer r.slots.release()
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	groups := [][]*sharedOp{ops}
@@ -521,7 +583,7 @@ func (r *Limiter) Peek(ctx context.Context, checks []limiter.Check) []limiter.De
 		}
 	}
 	for _, g := range groups {
-		if _, err := r.decideAll(ctx, g, modePeek); err != nil {
+		if _, err := r.decideAll(ctx, g, modePeek, nil); err != nil {
 			continue
 		}
 		for _, op := range g {

@@ -245,7 +245,7 @@ func (r *Limiter) checkNodeAccess(ctx context.Context, n *node) error {
 	// caches it) and EVALSHA.
 	a := slices.Clone(sha.Args())
 	a[0], a[1] = "eval", decideSrc
-	eval := redis.NewCmd(ctx, a...)
+	eval := redis.NewIntSliceCmd(ctx, a...)
 	eval.SetFirstKeyPos(evalFirstKey)
 	ping := redis.NewStatusCmd(ctx, "ping")
 	pipe := n.cl().Pipeline()
@@ -258,13 +258,13 @@ func (r *Limiter) checkNodeAccess(ctx context.Context, n *node) error {
 	_, perr := pipe.Exec(ctx)
 	for _, c := range []redis.Cmder{ping, eval, sha} {
 		err := c.Err()
-		if sc, ok := c.(*redis.Cmd); ok && err == nil && sc.Val() == nil {
+		if sc, ok := c.(*redis.IntSliceCmd); ok && err == nil && sc.Val() == nil {
 			err = cmp.Or(perr, errors.New("no reply")) // the pipeline failed before the command was sent
 		}
 		switch {
 		case err == nil:
 			if c != ping {
-				if _, _, perr := parseDecideReply(c.(*redis.Cmd).Val(), len(ops)); perr != nil {
+				if _, _, perr := parseDecideReply(c.(*redis.IntSliceCmd).Val(), len(ops)); perr != nil {
 					return &NodeError{n.addr, perr}
 				}
 			}

@@ -27,6 +27,12 @@ const maxPolicyNameInKey = 64
 // as is when it is made of [A-Za-z0-9_.-] (what the config allows), else
 // hashed, so no "{", "}", CR or LF can reach a key from either part.
 func redisBaseKey(policy string, d keyDigest) string {
+	return redisKey("", policy, d)
+}
+
+// redisKey is prefix followed by redisBaseKey(policy, d), built in one
+// allocation.
+func redisKey(prefix, policy string, d keyDigest) string {
 	const hexDigits = 32
 	name := policy
 	if !safePolicyName(name) {
@@ -34,7 +40,8 @@ func redisBaseKey(policy string, d keyDigest) string {
 		name = "h" + hex.EncodeToString(sum[:8])
 	}
 	var b strings.Builder // one allocation: String does not copy
-	b.Grow(len("rl:{") + len(name) + 1 + hexDigits + 1)
+	b.Grow(len(prefix) + len("rl:{") + len(name) + 1 + hexDigits + 1)
+	b.WriteString(prefix)
 	b.WriteString("rl:{")
 	b.WriteString(name)
 	b.WriteByte(':')

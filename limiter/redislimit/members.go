@@ -37,7 +37,7 @@ func (c *pipelineCtx) Value(key any) any {
 // split by node, each part with this context; a hook tells a decision's
 // part by its commands. Several decisions' calls may also travel merged
 // into one command, which is none of theirs.
-func Members(ctx context.Context, f func(ctx context.Context, cmds []*redis.Cmd)) {
+func Members(ctx context.Context, f func(ctx context.Context, cmds []redis.Cmder)) {
 	pc, ok := ctx.Value(membersKey{}).(*pipelineCtx)
 	if !ok {
 		f(ctx, nil)

@@ -12,7 +12,7 @@ import (
 // requests of a pipeline; the other commands are left as they are. split
 // hands each decideScript call its part of the merged reply, or the merged
 // call's error. The calls' keys must be on one server (not a Cluster).
-func mergeDecides(cmds []*redis.Cmd) (merged []*redis.Cmd, split func()) {
+func mergeDecides(cmds []redis.Cmder) (merged []redis.Cmder, split func()) {
 	merged, split, _ = mergeCalls(cmds, false)
 	return merged, split
 }
@@ -24,22 +24,22 @@ func mergeDecides(cmds []*redis.Cmd) (merged []*redis.Cmd, split func()) {
 // merged calls when the merged one failed as a whole with a reply (a key
 // the node no longer holds: a failover or a resharding under way): they are
 // then to be sent unmerged, each redirected to its slot's master.
-func mergeNodeDecides(cmds []*redis.Cmd) (merged []*redis.Cmd, split func(), again func() []*redis.Cmd) {
+func mergeNodeDecides(cmds []redis.Cmder) (merged []redis.Cmder, split func(), again func() []redis.Cmder) {
 	return mergeCalls(cmds, true)
 }
 
-func mergeCalls(cmds []*redis.Cmd, node bool) (merged []*redis.Cmd, split func(), again func() []*redis.Cmd) {
+func mergeCalls(cmds []redis.Cmder, node bool) (merged []redis.Cmder, split func(), again func() []redis.Cmder) {
 	sha := decideScript.Hash()
-	var decides []*redis.Cmd
+	var decides []*redis.IntSliceCmd
 	for _, c := range cmds {
-		if a := c.Args(); len(a) > 3 && a[0] == "evalsha" && a[1] == sha {
-			decides = append(decides, c)
+		if d, ok := c.(*redis.IntSliceCmd); ok && len(d.Args()) > 3 && d.Args()[0] == "evalsha" && d.Args()[1] == sha {
+			decides = append(decides, d)
 		} else {
 			merged = append(merged, c)
 		}
 	}
 	if len(decides) < 2 {
-		return cmds, func() {}, func() []*redis.Cmd { return nil }
+		return cmds, func() {}, func() []redis.Cmder { return nil }
 	}
 	// Each call is [evalsha, sha, nkeys, keys..., n, mode, each check's values]; the
 	// merged one is [evalsha, sha, all nkeys, every key..., calls, every
@@ -74,20 +74,16 @@ func mergeCalls(cmds []*redis.Cmd, node bool) (merged []*redis.Cmd, split func()
 		sizes[i] = 5*n + 1
 		a = append(a, argv...)
 	}
-	many := redis.NewCmd(context.Background(), a...)
+	many := redis.NewIntSliceCmd(context.Background(), a...)
 	if nkeys > 0 {
 		many.SetFirstKeyPos(evalFirstKey)
 	}
 	merged = append(merged, many)
 	var failed bool
 	return merged, func() {
-			v, err := many.Result()
-			var arr []any
-			if err == nil {
-				var ok bool
-				if arr, ok = v.([]any); !ok || len(arr) != sum(sizes) {
-					err = fmt.Errorf("limiter script: unexpected reply to %d merged calls: %T of %d", len(decides), v, len(arr))
-				}
+			arr, err := many.Result()
+			if err == nil && len(arr) != sum(sizes) {
+				err = fmt.Errorf("limiter script: unexpected reply to %d merged calls: %d integers", len(decides), len(arr))
 			}
 			if node && err != nil && isReply(err) {
 				failed = true
@@ -102,11 +98,15 @@ func mergeCalls(cmds []*redis.Cmd, node bool) (merged []*redis.Cmd, split func()
 				c.SetVal(arr[at : at+sizes[i] : at+sizes[i]])
 				at += sizes[i]
 			}
-		}, func() []*redis.Cmd {
-			if failed {
-				return decides
+		}, func() []redis.Cmder {
+			if !failed {
+				return nil
 			}
-			return nil
+			again := make([]redis.Cmder, len(decides))
+			for i, d := range decides {
+				again[i] = d
+			}
+			return again
 		}
 }
 

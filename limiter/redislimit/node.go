@@ -104,12 +104,12 @@ func (r *Limiter) newNode(addr string) *node {
 	if r.pipelines >= 0 {
 		merge := mergeNodeDecides
 		if r.cc == nil {
-			merge = func(cmds []*redis.Cmd) ([]*redis.Cmd, func(), func() []*redis.Cmd) {
+			merge = func(cmds []redis.Cmder) ([]redis.Cmder, func(), func() []redis.Cmder) {
 				m, split := mergeDecides(cmds)
-				return m, split, func() []*redis.Cmd { return nil }
+				return m, split, func() []redis.Cmder { return nil }
 			}
 		}
-		n.co = newCoalescer(r.pipelines, r.timeout, func(ctx context.Context, cmds []*redis.Cmd) {
+		n.co = newCoalescer(r.pipelines, r.timeout, func(ctx context.Context, cmds []redis.Cmder) {
 			r.execOn(ctx, n, cmds)
 		}, merge)
 		if r.cc != nil {
@@ -145,7 +145,7 @@ func (noValues) Value(any) any { return nil }
 // it; calls its slot map had wrong (MOVED, ASK: a failover or a resharding
 // seen first by the server) are sent again through the Cluster client,
 // which follows the redirection, and the slot map is reloaded.
-func (r *Limiter) execOn(ctx context.Context, n *node, cmds []*redis.Cmd) {
+func (r *Limiter) execOn(ctx context.Context, n *node, cmds []redis.Cmder) {
 	r.stats.pipelines.Add(1)
 	if execScripts(ctx, n.cl(), r.sources, cmds) {
 		r.stats.scriptReloads.Add(1)
@@ -153,7 +153,7 @@ func (r *Limiter) execOn(ctx context.Context, n *node, cmds []*redis.Cmd) {
 	if r.cc == nil {
 		return
 	}
-	var moved []*redis.Cmd
+	var moved []redis.Cmder
 	for _, c := range cmds {
 		if isRedirect(c.Err()) {
 			moved = append(moved, c)
@@ -199,13 +199,13 @@ func (r *Limiter) followCluster() {
 
 // execGrouped runs cmds, each on the node of its first key, through the
 // node's gatherer when gathering is on: one pipeline per node.
-func (r *Limiter) execGrouped(ctx context.Context, cmds []*redis.Cmd) {
+func (r *Limiter) execGrouped(ctx context.Context, cmds []redis.Cmder) {
 	if r.cc == nil {
 		r.execNode(ctx, r.single, cmds)
 		return
 	}
 	var order []*node
-	groups := make(map[*node][]*redis.Cmd, 1)
+	groups := make(map[*node][]redis.Cmder, 1)
 	for _, c := range cmds {
 		n := r.nodeOf(ctx, cmdKey(c))
 		if _, ok := groups[n]; !ok {
@@ -218,7 +218,7 @@ func (r *Limiter) execGrouped(ctx context.Context, cmds []*redis.Cmd) {
 	}
 }
 
-func (r *Limiter) execNode(ctx context.Context, n *node, cmds []*redis.Cmd) {
+func (r *Limiter) execNode(ctx context.Context, n *node, cmds []redis.Cmder) {
 	if n.co != nil {
 		n.co.do(ctx, cmds)
 		return
@@ -227,7 +227,7 @@ func (r *Limiter) execNode(ctx context.Context, n *node, cmds []*redis.Cmd) {
 }
 
 // cmdKey is the first key of an EVAL/EVALSHA command, or "".
-func cmdKey(c *redis.Cmd) string {
+func cmdKey(c redis.Cmder) string {
 	a := c.Args()
 	if len(a) <= evalFirstKey {
 		return ""

@@ -101,7 +101,7 @@ func TestClusterMergedCallRefusedIsSentAgainUnmerged(t *testing.T) {
 	if len(owners) != 2 {
 		t.Fatalf("keys on %d masters, want 2", len(owners))
 	}
-	cmds := make([]*redis.Cmd, len(keys))
+	cmds := make([]redis.Cmder, len(keys))
 	for i, k := range keys {
 		cmds[i] = decideCall(t, k, check)
 	}

@@ -175,28 +175,28 @@ type scriptReply struct {
 
 // parseDecideReply reads decideScript's reply for n checks. It checks every
 // element's type: a reply of another shape is an error, never a panic.
-func parseDecideReply(v any, n int) (replies []scriptReply, recorded bool, err error) {
-	arr, ok := v.([]any)
-	if !ok || len(arr) != 5*n+1 {
-		return nil, false, fmt.Errorf("limiter script: unexpected reply %T %v", v, v)
-	}
+// The reply is read as integers (an IntSliceCmd: go-redis fails a reply
+// with an element of another type), so only its length is left to check.
+func parseDecideReply(v []int64, n int) (replies []scriptReply, recorded bool, err error) {
 	replies = make([]scriptReply, n)
-	var nums [5]int64
-	for i, e := range arr {
-		x, ok := e.(int64)
-		if !ok {
-			return nil, false, fmt.Errorf("limiter script: reply[%d] is %T, want integer", i, e)
-		}
-		if i == 5*n {
-			recorded = x == 1
-			break
-		}
-		nums[i%5] = x
-		if i%5 == 4 {
-			replies[i/5] = newScriptReply(nums)
-		}
+	recorded, err = readDecideReply(v, n, func(i int, r scriptReply) { replies[i] = r })
+	if err != nil {
+		return nil, false, err
 	}
 	return replies, recorded, nil
+}
+
+// readDecideReply is parseDecideReply handing each check's reply to set
+// (what a decision keeps it in) instead of a slice of its own. set is
+// called only once the reply's length has been checked.
+func readDecideReply(v []int64, n int, set func(i int, r scriptReply)) (recorded bool, err error) {
+	if len(v) != 5*n+1 {
+		return false, fmt.Errorf("limiter script: unexpected reply of %d integers to %d checks", len(v), n)
+	}
+	for i := range n {
+		set(i, newScriptReply([5]int64(v[5*i:5*i+5])))
+	}
+	return v[5*n] == 1, nil
 }
 
 func newScriptReply(n [5]int64) scriptReply {
@@ -212,7 +212,7 @@ func newScriptReply(n [5]int64) scriptReply {
 // exec runs cmds (script calls) and leaves their replies in them: in a
 // pipeline shared with concurrent decisions' calls when gathering is on.
 // On a Cluster each node's calls go in a pipeline of their own.
-func (r *Limiter) exec(ctx context.Context, cmds []*redis.Cmd) {
+func (r *Limiter) exec(ctx context.Context, cmds []redis.Cmder) {
 	r.execGrouped(ctx, cmds)
 }
 
@@ -275,7 +275,7 @@ func newEvalCmd(ctx context.Context, name, payload string, keys []string, args [
 // SCRIPT FLUSH or on a new Cluster node) run again as EVAL in a second
 // pipeline, and their replies are copied into the original commands. It
 // reports whether a second pipeline was needed.
-func execScripts(ctx context.Context, client Client, sources map[string]string, cmds []*redis.Cmd) (reloaded bool) {
+func execScripts(ctx context.Context, client Client, sources map[string]string, cmds []redis.Cmder) (reloaded bool) {
 	if len(cmds) == 0 {
 		return false
 	}
@@ -285,7 +285,8 @@ func execScripts(ctx context.Context, client Client, sources map[string]string, 
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 
-	var again, evals []*redis.Cmd
+	var evals []redis.Cmder
+	var copyBack []func()
 	for _, c := range cmds {
 		if !isNoScript(c.Err()) {
 			continue
@@ -302,9 +303,9 @@ func execScripts(ctx context.Context, client Client, sources map[string]string, 
 		a := make([]any, len(args))
 		copy(a, args)
 		a[0], a[1] = "eval", src
-		e := redis.NewCmd(ctx, a...)
-		e.SetFirstKeyPos(evalFirstKey)
-		again, evals = append(again, c), append(evals, e)
+		if e, back := evalOf(ctx, c, a); e != nil {
+			evals, copyBack = append(evals, e), append(copyBack, back)
+		}
 	}
 	if len(evals) == 0 {
 		return false
@@ -314,12 +315,27 @@ func execScripts(ctx context.Context, client Client, sources map[string]string, 
 		_ = pipe.Process(ctx, e)
 	}
 	_, _ = pipe.Exec(ctx)
-	for i, c := range again {
-		v, err := evals[i].Result()
-		c.SetVal(v)
-		c.SetErr(err)
+	for _, back := range copyBack {
+		back()
 	}
 	return true
+}
+
+// evalOf returns the EVAL command of args for c, of c's kind (a decision
+// reads its reply as integers, see decideCmdIn), and what copies its reply
+// into c; nil for a kind the limiter does not send.
+func evalOf(ctx context.Context, c redis.Cmder, args []any) (redis.Cmder, func()) {
+	switch c := c.(type) {
+	case *redis.IntSliceCmd:
+		e := redis.NewIntSliceCmd(ctx, args...)
+		e.SetFirstKeyPos(evalFirstKey)
+		return e, func() { c.SetVal(e.Val()); c.SetErr(e.Err()) }
+	case *redis.Cmd:
+		e := redis.NewCmd(ctx, args...)
+		e.SetFirstKeyPos(evalFirstKey)
+		return e, func() { c.SetVal(e.Val()); c.SetErr(e.Err()) }
+	}
+	return nil, nil
 }
 
 func isNoScript(err error) bool {

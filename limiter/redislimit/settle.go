@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -18,6 +19,48 @@ type recorded struct {
 	mu  sync.Mutex
 	ops []*sharedOp  // recorded by Redis
 	one [1]*sharedOp // ops' first backing array: most requests hold one
+
+	// What a request of one check needs on its way through Decide once it
+	// is asked, in this one allocation (each was one of its own): its
+	// decision, its op, the ops asked, its script call and the context
+	// saying its deadline.
+	ds    [1]limiter.Decision
+	op    sharedOp
+	asked [1]*sharedOp
+	call  callBuf
+	dl    deadlineCtx
+	// lent says call and dl are in use: a second round trip of the
+	// request (on a Cluster, one per master) builds its own.
+	callLent, dlLent bool
+}
+
+// callBuf holds one decideScript call of one check: its arguments
+// (decideCmdIn needs 12 at most) and the slice exec takes.
+type callBuf struct {
+	args [12]any
+	cmds [1]redis.Cmder
+}
+
+// buffer lends h's call buffer once, then returns nil.
+func (h *recorded) buffer() *callBuf {
+	if h == nil || h.callLent {
+		return nil
+	}
+	h.callLent = true
+	return &h.call
+}
+
+// withDeadline is withDeadline in h's deadlineCtx, the first time.
+func (h *recorded) withDeadline(ctx context.Context, dl time.Time) context.Context {
+	if h.dlLent {
+		return withDeadline(ctx, dl)
+	}
+	if cur, ok := ctx.Deadline(); ok && cur.Before(dl) {
+		return ctx
+	}
+	h.dlLent = true
+	h.dl = deadlineCtx{Context: ctx, dl: dl}
+	return &h.dl
 }
 
 var _ limiter.Settler = (*recorded)(nil)
@@ -103,7 +146,7 @@ func (r *Limiter) adjust(ctx context.Context, ops []*sharedOp, units func(*share
 	// late, and one lost here leaves what the request took counted.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.lateAllowance())
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(as))
+	cmds := make([]redis.Cmder, len(as))
 	for i, a := range as {
 		cmds[i] = newEvalCmd(ctx, "evalsha", a.script.Hash(), a.keys, a.args)
 	}

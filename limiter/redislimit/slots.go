@@ -20,20 +20,29 @@ func newSlots(n int) slots { return make(slots, max(1, n)) }
 // acquire takes a slot, waiting at most wait or until ctx ends. release must
 // be called once.
 func (s slots) acquire(ctx context.Context, wait time.Duration) (release func(), err error) {
+	if err := s.enter(ctx, wait); err != nil {
+		return nil, err
+	}
+	return s.release, nil
+}
+
+// enter is acquire without the release function (a closure, an allocation
+// on every decision): the caller calls release itself.
+func (s slots) enter(ctx context.Context, wait time.Duration) error {
 	select {
 	case s <- struct{}{}:
-		return s.release, nil
+		return nil
 	default:
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case s <- struct{}{}:
-		return s.release, nil
+		return nil
 	case <-timer.C:
-		return nil, errQueueTimeout
+		return errQueueTimeout
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 }
 
