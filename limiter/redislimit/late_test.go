@@ -7,6 +7,7 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/redis/go-redis/v9"
 )
 
 // A reservation whose reply comes after the decision's deadline is given
@@ -16,23 +17,13 @@ import (
 // instance reads it too late; Redis must end up holding only what the
 // admitted reservation took.
 func TestLateReplyGivesBackWhatItReserved(t *testing.T) {
-	s := redistest.Start(t)
-	p := redistest.StartDelayProxy(t, s.Addr())
-	// A deadline a loaded machine meets when the proxy holds nothing, and
-	// replies held four times as long, within lateAllowance.
-	const timeout = 200 * time.Millisecond
-	r := newTestRedis(t, newTestClient(t, timeout, p.Addr()), Config{Timeout: timeout, BreakerCooldown: 4 * time.Second})
-	e := newTestEngine(t, r)
-	rule := &limiter.Rule{Name: "daily-tokens", Algorithm: limiter.FixedWindow, OnRedisError: limiter.FailDeny}
-	check := limiter.Check{Rule: rule, Limit: limiter.Limit{Rate: 5000, Period: 24 * time.Hour}, Key: "acme", Cost: 308}
-	direct := newTestClient(t, time.Second, s.Addr())
-	avoidWindowEdge(t, direct, 24*time.Hour, 10*time.Second)
+	r, e, p, direct, rule, check := lateSetup(t)
 
 	v, held, err := e.Reserve(context.Background(), []limiter.Check{check})
 	if err != nil || !v.Allowed || held == nil {
 		t.Fatalf("first reservation: got %+v, %v, %v; want admitted", v, held, err)
 	}
-	p.SetDelay(4 * timeout) // replies now come after the deadline, within timeout + cooldown/2
+	p.SetDelay(4 * lateTimeout) // replies now come after the deadline, within timeout + cooldown/2
 	v, late, err := e.Reserve(context.Background(), []limiter.Check{check})
 	p.SetDelay(0)
 	if err != nil || v.Allowed || late != nil || v.Decisions[0].Reason != limiter.ReasonUnavailable {
@@ -59,23 +50,13 @@ func TestLateReplyGivesBackWhatItReserved(t *testing.T) {
 // for its reply as long as a late reservation does, and Redis ends up
 // holding what the request used.
 func TestLateSettlementApplies(t *testing.T) {
-	s := redistest.Start(t)
-	p := redistest.StartDelayProxy(t, s.Addr())
-	// A deadline a loaded machine meets when the proxy holds nothing, and
-	// replies held four times as long, within lateAllowance.
-	const timeout = 200 * time.Millisecond
-	r := newTestRedis(t, newTestClient(t, timeout, p.Addr()), Config{Timeout: timeout, BreakerCooldown: 4 * time.Second})
-	e := newTestEngine(t, r)
-	rule := &limiter.Rule{Name: "daily-tokens", Algorithm: limiter.FixedWindow, OnRedisError: limiter.FailDeny}
-	check := limiter.Check{Rule: rule, Limit: limiter.Limit{Rate: 5000, Period: 24 * time.Hour}, Key: "acme", Cost: 308}
-	direct := newTestClient(t, time.Second, s.Addr())
-	avoidWindowEdge(t, direct, 24*time.Hour, 10*time.Second)
+	r, e, p, direct, rule, check := lateSetup(t)
 
 	v, held, err := e.Reserve(context.Background(), []limiter.Check{check})
 	if err != nil || !v.Allowed || held == nil {
 		t.Fatalf("reservation: got %+v, %v, %v; want admitted", v, held, err)
 	}
-	p.SetDelay(4 * timeout)
+	p.SetDelay(4 * lateTimeout)
 	err = held.Settle(context.Background(), []int64{208})
 	p.SetDelay(0)
 	if err != nil {
@@ -121,4 +102,25 @@ func TestVerifyDeadlineStartsAfterTheSlot(t *testing.T) {
 	if st := r.Stats(); st.BreakerOpens != 0 {
 		t.Fatalf("breaker opened %d times by a Redis answering in %s, want 0", st.BreakerOpens, cooldown*4/10)
 	}
+}
+
+// lateTimeout is the late tests' Redis deadline: one a loaded machine meets
+// when the proxy holds nothing; their replies are held four times as long,
+// within lateAllowance.
+const lateTimeout = 200 * time.Millisecond
+
+// lateSetup is the late tests' limiter, talking to Redis through a delaying
+// proxy, with a direct client to read what Redis holds, and an llm-sized
+// token check on a daily window away from its edge.
+func lateSetup(t *testing.T) (*Limiter, *limiter.Engine, *redistest.DelayProxy, redis.UniversalClient, *limiter.Rule, limiter.Check) {
+	t.Helper()
+	s := redistest.Start(t)
+	p := redistest.StartDelayProxy(t, s.Addr())
+	r := newTestRedis(t, newTestClient(t, lateTimeout, p.Addr()), Config{Timeout: lateTimeout, BreakerCooldown: 4 * time.Second})
+	e := newTestEngine(t, r)
+	rule := &limiter.Rule{Name: "daily-tokens", Algorithm: limiter.FixedWindow, OnRedisError: limiter.FailDeny}
+	check := limiter.Check{Rule: rule, Limit: limiter.Limit{Rate: 5000, Period: 24 * time.Hour}, Key: "acme", Cost: 308}
+	direct := newTestClient(t, time.Second, s.Addr())
+	avoidWindowEdge(t, direct, 24*time.Hour, 10*time.Second)
+	return r, e, p, direct, rule, check
 }
