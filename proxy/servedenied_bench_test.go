@@ -72,23 +72,11 @@ policies:
 	}
 
 	b.Run("turns", func(b *testing.B) {
-		clock := processClock()
-		const block = 64
-		b.ReportAllocs()
-		var took [2]time.Duration
-		var n [2]int
-		conns := [2]*loopConn{bare, gateway}
-		i := 0
-		for b.Loop() {
-			which := (i / block) % 2
-			start := clock()
-			conns[which].send(b, http.StatusTooManyRequests)
-			took[which] += clock() - start
-			n[which]++
-			i++
-		}
-		if n[0] > 0 && n[1] > 0 {
-			base, with := float64(took[0])/float64(n[0]), float64(took[1])/float64(n[1])
+		base, with := takeTurnsOn(b, processClock(), [2]func(){
+			func() { bare.send(b, http.StatusTooManyRequests) },
+			func() { gateway.send(b, http.StatusTooManyRequests) },
+		})
+		if base > 0 && with > 0 {
 			b.ReportMetric(base, "bare429-cpu-ns/op")
 			b.ReportMetric(with, "deny-cpu-ns/op")
 			b.ReportMetric(base/with, "deny/bare429")
