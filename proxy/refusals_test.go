@@ -76,7 +76,7 @@ func newHandler(t testing.TB, snap *policies.Snapshot, lim Limiter, refusals Ref
 // headers) without Refusals, the anchor, and with a topk.Set: the hook's
 // cost on the path a flood takes, from 1024 client networks each over its
 // limit. The two handlers take turns in blocks of 64 requests within one
-// loop, so that a busy machine slows both alike; it reports each one's
+// loop (takeTurns, each timed by its thread's CPU clock); it reports each one's
 // ns/op and their ratio (topk/none):
 //
 //	go test -run '^$' -bench BenchmarkDenyPath -benchmem ./proxy/
@@ -113,22 +113,18 @@ func BenchmarkDenyPath(b *testing.B) {
 		}
 	}
 	b.Run("serial", func(b *testing.B) {
-		b.ReportAllocs()
-		var took [2]time.Duration
-		var n [2]int
 		i := 0
-		for b.Loop() {
-			which := (i / block) % 2
-			start := time.Now()
-			if code := serve(handlers[which], i); code != http.StatusTooManyRequests {
-				b.Fatalf("status: got %d, want 429", code)
+		var turn [2]func()
+		for which, h := range handlers {
+			turn[which] = func() {
+				if code := serve(h, i); code != http.StatusTooManyRequests {
+					b.Fatalf("status: got %d, want 429", code)
+				}
+				i++
 			}
-			took[which] += time.Since(start)
-			n[which]++
-			i++
 		}
-		if n[0] > 0 && n[1] > 0 {
-			none, with := float64(took[0])/float64(n[0]), float64(took[1])/float64(n[1])
+		none, with := takeTurns(b, turn)
+		if none > 0 && with > 0 {
 			b.ReportMetric(none, "none-ns/op")
 			b.ReportMetric(with, "topk-ns/op")
 			b.ReportMetric(with/none, "topk/none")
