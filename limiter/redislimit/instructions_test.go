@@ -1,0 +1,202 @@
+package redislimit
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-gateway/gateway/internal/redistest"
+	"github.com/ratelimit-gateway/gateway/limiter"
+)
+
+// BenchmarkNodeScriptInstructions counts the instructions Redis executes
+// per GCRA decision (redis-server under valgrind --tool=callgrind: the
+// whole process, from reading the call to answering it) for the calls the
+// gateway sends at wrk -c64: 14 decisions merged into one call on a
+// standalone server (decideManyScript), 5 on a Cluster-mode server holding
+// every slot (decideManyNodeScript, what each of 3 masters gets). Unlike
+// INFO's µs, instruction counts do not move with the machine's load, so
+// cluster/standalone is the ratio to hold within 1.2. ns/op is the
+// valgrind run, not a figure to read.
+//
+//	go test -run '^$' -bench BenchmarkNodeScriptInstructions -benchtime 1x ./limiter/redislimit/
+func BenchmarkNodeScriptInstructions(b *testing.B) {
+	for _, tool := range []string{"valgrind", "callgrind_control"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			b.Skipf("%s not on PATH (apt-get install -y valgrind): it counts redis-server's instructions", tool)
+		}
+	}
+	var standalone, cluster float64
+	for b.Loop() {
+		standalone = decisionInstructions(b, false, 14)
+		cluster = decisionInstructions(b, true, 5)
+	}
+	b.ReportMetric(standalone, "standalone@14-instr/decision")
+	b.ReportMetric(cluster, "cluster@5-instr/decision")
+	b.ReportMetric(cluster/standalone, "cluster/standalone")
+}
+
+// callgrindCalls is how many calls are counted: enough that the server's
+// own timer work (serverCron, 10 a second) stays under a fraction of a
+// percent of the count.
+const callgrindCalls = 200
+
+// decisionInstructions starts redis-server under callgrind (in Cluster mode
+// holding every slot when cluster) and returns the instructions it spends
+// per decision on the merged call of batch GCRA decisions the gateway would
+// send it (see callInstructions).
+func decisionInstructions(b *testing.B, cluster bool, batch int) float64 {
+	b.Helper()
+	s := startCallgrind(b, cluster)
+	check := limiter.Check{Rule: policy("ni-gcra", limiter.GCRA), Limit: limiter.Limit{Rate: 1_000_000, Period: time.Hour}}
+	cmds := make([]redis.Cmder, batch)
+	for i := range cmds {
+		cmds[i] = decideCall(b, strconv.Itoa(i*7919%1000), check)
+	}
+	var merged []redis.Cmder
+	if cluster {
+		merged, _, _ = mergeNodeDecides(cmds)
+	} else {
+		merged, _ = mergeDecides(cmds)
+	}
+	if len(merged) != 1 {
+		b.Fatalf("merged into %d calls, want 1", len(merged))
+	}
+	return float64(s.callInstructions(b, merged[0].Args(), 6*batch)) / float64(batch)
+}
+
+// callInstructions loads the decision scripts, warms s up with the call
+// args, then counts the instructions of callgrindCalls such calls, sent one
+// round trip at a time as pipelines are, and returns them per call. Each
+// reply must be replyLen integers, the first 1 (admitted).
+func (s *callgrindServer) callInstructions(b *testing.B, args []any, replyLen int) int64 {
+	b.Helper()
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: s.addr, ReadTimeout: time.Minute})
+	defer c.Close()
+	for _, src := range []string{decideSrc, decideManySrc, decideManyNodeSrc} {
+		if err := c.ScriptLoad(ctx, src).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	call := func(n int) {
+		for range n {
+			v, err := c.Do(ctx, args...).Int64Slice()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(v) != replyLen || v[0] != 1 {
+				b.Fatalf("got reply %v, want %d integers, the first 1", v, replyLen)
+			}
+		}
+	}
+	call(20) // keys made, allocator and Lua warm
+	s.control(b, "-z")
+	call(callgrindCalls)
+	return s.dump(b) / callgrindCalls
+}
+
+// callgrindServer is a redis-server running under callgrind.
+type callgrindServer struct {
+	addr, dir string
+	pid       int
+}
+
+func startCallgrind(b *testing.B, cluster bool) *callgrindServer {
+	b.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	dir := b.TempDir()
+	args := []string{"--tool=callgrind", "--callgrind-out-file=" + filepath.Join(dir, "callgrind.out"),
+		"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--daemonize", "no"}
+	if cluster {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	}
+	logf, err := os.Create(filepath.Join(dir, "valgrind.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("valgrind", args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("starting valgrind: %v", err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+	})
+	s := &callgrindServer{addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, pid: cmd.Process.Pid}
+	s.wait(b, func() bool { reply, err := redistest.Do(s.addr, "PING"); return err == nil && reply == "PONG" })
+	if cluster {
+		if _, err := redistest.Do(s.addr, "CLUSTER", "ADDSLOTSRANGE", "0", "16383"); err != nil {
+			b.Fatalf("CLUSTER ADDSLOTSRANGE: %v", err)
+		}
+		s.wait(b, func() bool {
+			info, err := redistest.Do(s.addr, "CLUSTER", "INFO")
+			return err == nil && strings.Contains(info, "cluster_state:ok")
+		})
+	}
+	return s
+}
+
+// wait polls ready, for a minute: a server under valgrind starts slowly,
+// and an external process sends no event to wait on.
+func (s *callgrindServer) wait(b *testing.B, ready func() bool) {
+	b.Helper()
+	for deadline := time.Now().Add(time.Minute); !ready(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(s.dir, "valgrind.log"))
+			b.Fatalf("redis-server under valgrind on %s not ready within a minute; log:\n%s", s.addr, log)
+		}
+	}
+}
+
+func (s *callgrindServer) control(b *testing.B, flag string) {
+	b.Helper()
+	if out, err := exec.Command("callgrind_control", flag, strconv.Itoa(s.pid)).CombinedOutput(); err != nil {
+		b.Fatalf("callgrind_control %s: %v\n%s", flag, err, out)
+	}
+}
+
+// dump has callgrind write its counts since the last zeroing and returns
+// the instructions executed (the dump's summary line).
+func (s *callgrindServer) dump(b *testing.B) int64 {
+	b.Helper()
+	s.control(b, "-d")
+	files, _ := filepath.Glob(filepath.Join(s.dir, "callgrind.out.*"))
+	if len(files) != 1 {
+		b.Fatalf("got callgrind dumps %v, want one", files)
+	}
+	f, err := os.Open(files[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "summary: "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				b.Fatalf("callgrind summary %q: %v", v, err)
+			}
+			return n
+		}
+	}
+	b.Fatalf("no summary line in %s", files[0])
+	return 0
+}
