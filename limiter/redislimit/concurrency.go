@@ -21,10 +21,11 @@ import (
 // concurrencySuffix is the lease set's key under the base key.
 const concurrencySuffix = ":cc"
 
-// concurrencyLua is decideScript's shared_concurrency. The trim stays even
+// concurrencyLua is decideScript's shared_concurrency: it sets decideLoop's
+// concurrency, made only when a call carries one. The trim stays even
 // when nothing is recorded: lapsed leases change no decision.
 const concurrencyLua = `
-local function concurrency(key, limit, lease_us, member)
+concurrency = function(key, limit, lease_us, member)
   local now_ms = math.floor(now_us / 1000)
   local lease = math.max(1, math.floor(lease_us / 1000))
   redis.call("ZREMRANGEBYSCORE", key, "-inf", now_ms)

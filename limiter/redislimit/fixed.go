@@ -13,9 +13,10 @@ import (
 // window edge it may admit up to twice the quota in a short time: the price
 // of one counter per key.
 
-// fixedLua is decideScript's fixed window.
+// fixedLua is decideScript's fixed window: it sets decideLoop's fixed,
+// made only when a call carries a fixed window.
 const fixedLua = monthEndLua + `
-local function fixed(key, limit, period_us, cost)
+fixed = function(key, limit, period_us, cost)
   local now = math.floor(now_us / 1000)
   local reset_at
   if period_us == 0 then

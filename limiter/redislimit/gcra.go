@@ -50,51 +50,45 @@ func (r *Limiter) allowGCRA(ctx context.Context, op *sharedOp) (recorded bool, e
 
 // gcraLua is decideScript's GCRA: redis_rate's arithmetic, split into a
 // decision and a record, so the record happens only if every check of the
-// request admits. Within one call a key's TAT is read once and written once
-// (gcra_flush, at the end): a merged call often carries many requests of
-// one hot key, and each redis.call costs Redis more than the arithmetic.
-// For the same reason its record is a plain function given its arguments,
-// not a closure as the other algorithms' are: a merged call decides a dozen
-// GCRA checks or more, and a closure and a reply table per check measured a
-// fifth of the script's time in Redis (INFO commandstats, the measure
-// BenchmarkMergedScript reports).
+// request admits. It is the GCRA branch of decideLoop, inline (no function
+// call per check), reading the loop's locals. Within one call a key's TAT
+// is read once and written once (after the loop): a merged call often
+// carries many requests of one hot key, and each redis.call costs Redis
+// more than the arithmetic. tats holds each key's TAT as read, already
+// raised to now (every use raises it); a recorded TAT is kept negated, which
+// marks it to be written (a TAT is seconds since 2017, never negative). The
+// limit's numbers are parsed only when they differ from the previous GCRA
+// check's (a merged call mostly repeats one policy's).
 const gcraLua = `
-local gcra_tats, gcra_dirty = {}, {}
-local gcra_now = (tonumber(t[1]) - ` + gcraEpoch + `) + (tonumber(t[2]) / 1000000)
-
-local function gcra_record(key, new_tat, reset)
-  if reset > 0 then
-    gcra_tats[key], gcra_dirty[key] = new_tat, math.ceil(reset)
-  end
-end
-
-local function gcra(key, rate, period_us, burst, cost)
-  local now = gcra_now
-  local emission = (period_us / 1000000) / rate
-  local tat = gcra_tats[key]
-  if tat == nil then
-    tat = tonumber(redis.call("GET", key)) or false
-    gcra_tats[key] = tat
-  end
-  if not tat or tat < now then tat = now end
-  local new_tat = tat + emission * cost
-  local allow_at = new_tat - emission * burst
-  if now < allow_at then
-    return 0, 0, math.ceil((allow_at - now) * 1000000), math.ceil((tat - now) * 1000000), 0
-  end
-  local reset = new_tat - now
-  return 1, 0, 0, math.ceil(reset * 1000000), 0, gcra_record, key, new_tat, reset
-end
-
--- gcra_flush writes each TAT that the call moved, once, however many of
--- its requests moved it.
-local function gcra_flush()
-  for key, ex in pairs(gcra_dirty) do
-    redis.call("SET", key, gcra_tats[key], "EX", ex)
-  end
-end
-
-`
+      if argv[a + 2] ~= rate_s or argv[a + 3] ~= period_s then
+        rate_s, period_s = argv[a + 2], argv[a + 3]
+        emission = (tonumber(period_s) / 1000000) / tonumber(rate_s)
+      end
+      if argv[a + 4] ~= burst_s then burst_s = argv[a + 4]; burst = tonumber(burst_s) end
+      if argv[a + 5] ~= cost_s then cost_s = argv[a + 5]; cost = tonumber(cost_s) end
+      local key = K[k + 1]
+      local tat = tats[key]
+      if tat == nil then
+        tat = tonumber(call("GET", key))
+        if not tat or tat < gcra_now then tat = gcra_now end
+        tats[key] = tat
+      elseif tat < 0 then
+        tat = -tat
+      end
+      local new_tat = tat + emission * cost
+      local allow_at = new_tat - emission * burst
+      if gcra_now < allow_at then
+        all = false
+        reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] =
+          0, 0, ceil((allow_at - gcra_now) * 1000000), ceil((tat - gcra_now) * 1000000), 0
+      else
+        local reset = new_tat - gcra_now
+        reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = 1, 0, 0, ceil(reset * 1000000), 0
+        if reset > 0 then
+          nrec = nrec + 1
+          rec_f[nrec], rec_v[nrec] = key, -new_tat
+        end
+      end`
 
 // gcraEpoch is redis_rate's epoch, 2017-01-01 UTC, as the scripts spell it:
 // its TATs are seconds since then, so that a float keeps microseconds.

@@ -41,72 +41,86 @@ import (
 // recorded, 0 when not.
 //
 // Each algorithm's Lua is in its own file: gcraLua, slidingLua, fixedLua,
-// concurrencyLua. Each returns its 5 integers, then, when it admits, the
-// function that records the check and up to 3 arguments for it.
-const decideSrc = decidePrelude + `
-local n, peek = tonumber(ARGV[1]), ARGV[2] == "peek"
-decide(n, peek, 2, 0, 0)
-gcra_flush()
-return decide_reply
+// concurrencyLua.
+const decideSrc = decideHead + `
+local K, k, a, groups = KEYS, 0, 0, 1
+` + decideLoop
+
+// decideHead reads Redis's clock, once a call.
+const decideHead = `
+local t = redis.call("TIME")
+local sec, usec = tonumber(t[1]), tonumber(t[2])
+local now_us = sec * 1000000 + usec
+local gcra_now = (sec - ` + gcraEpoch + `) + (usec / 1000000)
 `
 
-// decidePrelude reads Redis's clock and defines every algorithm and
-// decide(n, peek, a, k, r), which decides the n checks whose arguments
-// follow ARGV[a] and whose keys follow KEYS[k], writes their replies and
-// the recorded flag into decide_reply after its r-th element, and returns
-// the next argument, key and reply positions.
-const decidePrelude = `
-local t = redis.call("TIME")
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-
-` + gcraLua + slidingLua + fixedLua + concurrencyLua + `
-local decide_reply = {}
-local rec_f, rec_1, rec_2, rec_3 = {}, {}, {}, {}
-
--- The checks of a merged call mostly repeat a few limits: a number is
--- parsed once per call and then looked up (strtod measured a tenth of the
--- script's time).
-local nums = {}
-local function num(s)
-  local v = tonumber(s)
-  nums[s] = v
-  return v
-end
-
-local function decide(n, peek, a, k, r)
-  local reply, all = decide_reply, true
+// decideLoop decides groups requests (one for decideScript), whose
+// arguments follow ARGV[a] and whose keys follow K[k] (KEYS, or ARGV for
+// decideManyNodeScript), writing each check's 5 integers and each
+// request's recorded flag into the reply. What a call costs Redis before
+// its first decision is shared by the decisions merged into it, so it is
+// kept small (a Cluster master's calls carry about a third of a standalone
+// server's decisions; BenchmarkNodeScriptInstructions counts it): GCRA, the
+// common check, is decided inline, not through a function; the other
+// algorithms are made only when a call carries them; each number is parsed
+// once while the checks repeat it; and a request's records wait in two
+// reused tables until all its checks admit: a GCRA record is its key and
+// its new TAT (negated: see gcraLua), another algorithm's a function.
+const decideLoop = `
+local call, ceil, argv = redis.call, math.ceil, ARGV
+local reply, r, tats, rec_f, rec_v = {}, 0, {}, {}, {}
+local sliding, fixed, concurrency
+local n_s, n, rate_s, period_s, emission, burst_s, burst, cost_s, cost
+for g = 1, groups do
+  if argv[a + 1] ~= n_s then n_s = argv[a + 1]; n = tonumber(n_s) end
+  local all, nrec = argv[a + 2] ~= "peek", 0
+  a = a + 2
   for i = 1, n do
-    local alg = ARGV[a + 1]
-    local rate, period = nums[ARGV[a + 2]] or num(ARGV[a + 2]), nums[ARGV[a + 3]] or num(ARGV[a + 3])
-    local quota, cost = nums[ARGV[a + 4]] or num(ARGV[a + 4]), nums[ARGV[a + 5]] or num(ARGV[a + 5])
-    local ok, left, retry, reset, extra, f, r1, r2, r3
-    if alg == "gcra" then
-      ok, left, retry, reset, extra, f, r1, r2, r3 = gcra(KEYS[k + 1], rate, period, quota, cost)
+    local alg = argv[a + 1]
+    if alg == "gcra" then` + gcraLua + `
       a, k = a + 5, k + 1
-    elseif alg == "sliding_window" then
-      ok, left, retry, reset, extra, f = sliding(KEYS[k + 1], KEYS[k + 2], quota, period, cost, ARGV[a + 6])
-      a, k = a + 6, k + 2
-    elseif alg == "fixed_window" then
-      ok, left, retry, reset, extra, f = fixed(KEYS[k + 1], quota, period, cost)
-      a, k = a + 5, k + 1
-    elseif alg == "shared_concurrency" then
-      ok, left, retry, reset, extra, f = concurrency(KEYS[k + 1], quota, period, ARGV[a + 6])
-      a, k = a + 6, k + 1
     else
-      error("unknown algorithm " .. tostring(alg))
+      local ok, left, retry, reset, extra, f
+      local period, quota, c = tonumber(argv[a + 3]), tonumber(argv[a + 4]), tonumber(argv[a + 5])
+      if alg == "sliding_window" then
+        if not sliding then` + slidingLua + `end
+        ok, left, retry, reset, extra, f = sliding(K[k + 1], K[k + 2], quota, period, c, argv[a + 6])
+        a, k = a + 6, k + 2
+      elseif alg == "fixed_window" then
+        if not fixed then` + fixedLua + `end
+        ok, left, retry, reset, extra, f = fixed(K[k + 1], quota, period, c)
+        a, k = a + 5, k + 1
+      elseif alg == "shared_concurrency" then
+        if not concurrency then` + concurrencyLua + `end
+        ok, left, retry, reset, extra, f = concurrency(K[k + 1], quota, period, argv[a + 6])
+        a, k = a + 6, k + 1
+      else
+        error("unknown algorithm " .. tostring(alg))
+      end
+      if ok == 0 then
+        all = false
+      else
+        nrec = nrec + 1
+        rec_f[nrec], rec_v[nrec] = f, false
+      end
+      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = ok, left, retry, reset, extra
     end
-    if ok == 0 then all = false end
-    rec_f[i], rec_1[i], rec_2[i], rec_3[i] = f, r1, r2, r3
-    reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = ok, left, retry, reset, extra
     r = r + 5
   end
-  if peek then all = false end
   if all then
-    for i = 1, n do rec_f[i](rec_1[i], rec_2[i], rec_3[i]) end
+    for j = 1, nrec do
+      local v = rec_v[j]
+      if v then tats[rec_f[j]] = v else rec_f[j]() end
+    end
   end
   reply[r + 1] = all and 1 or 0
-  return a, k, r + 1
+  r = r + 1
 end
+-- Each TAT the call moved is written once, however many requests moved it.
+for key, tat in pairs(tats) do
+  if tat < 0 then call("SET", key, -tat, "EX", ceil(-tat - gcra_now)) end
+end
+return reply
 `
 
 // decideManySrc is decideScript for several requests at once: the calls
@@ -119,16 +133,9 @@ end
 // theirs, concatenated. It is hand-written because neither go-redis nor
 // redis_rate merges script calls: without it Redis runs one script per
 // request of a pipeline instead of one for all of them.
-const decideManySrc = decidePrelude + `
-local groups = tonumber(ARGV[1])
-local a, k, r = 1, 0, 0
-for g = 1, groups do
-  local n, peek = tonumber(ARGV[a + 1]), ARGV[a + 2] == "peek"
-  a, k, r = decide(n, peek, a + 2, k, r)
-end
-gcra_flush()
-return decide_reply
-`
+const decideManySrc = decideHead + `
+local K, k, a, groups = KEYS, 0, 1, tonumber(ARGV[1])
+` + decideLoop
 
 var decideManyScript = redis.NewScript(decideManySrc)
 
@@ -136,21 +143,12 @@ var decideManyScript = redis.NewScript(decideManySrc)
 // keys live in many slots of the master, and a script may declare keys of
 // one slot only, so KEYS holds the first key alone (the node checks that it
 // holds it) and ARGV starts with the number of keys and the keys
-// themselves; allow-cross-slot-keys lets the script touch them (Redis 7).
-const decideManyNodeSrc = "#!lua flags=allow-cross-slot-keys\n" + `
+// themselves, read from there; allow-cross-slot-keys lets the script touch
+// them (Redis 7).
+const decideManyNodeSrc = "#!lua flags=allow-cross-slot-keys\n" + decideHead + `
 local nk = tonumber(ARGV[1])
-local KEYS = {}
-for i = 1, nk do KEYS[i] = ARGV[i + 1] end
-` + decidePrelude + `
-local groups = tonumber(ARGV[nk + 2])
-local a, k, r = nk + 2, 0, 0
-for g = 1, groups do
-  local n, peek = tonumber(ARGV[a + 1]), ARGV[a + 2] == "peek"
-  a, k, r = decide(n, peek, a + 2, k, r)
-end
-gcra_flush()
-return decide_reply
-`
+local K, k, a, groups = ARGV, 1, nk + 2, tonumber(ARGV[nk + 2])
+` + decideLoop
 
 var decideManyNodeScript = redis.NewScript(decideManyNodeSrc)
 

@@ -15,13 +15,14 @@ import (
 // already left the window). Its retry time is when the oldest entries holding
 // the missing units leave the window.
 
-// slidingLua is decideScript's sliding window.
+// slidingLua is decideScript's sliding window: it sets decideLoop's
+// sliding, made only when a call carries a sliding window.
 const slidingLua = `
 local function cost_of(member)
   return tonumber(string.match(member, ":(%d+)$")) or 1
 end
 
-local function sliding(log, sum_key, limit, window, cost, member)
+sliding = function(log, sum_key, limit, window, cost, member)
   local sum = tonumber(redis.call("GET", sum_key))
   local dirty = false
   local old = redis.call("ZRANGEBYSCORE", log, "-inf", now_us - window)
