@@ -85,8 +85,12 @@ const gcraLua = `
         local reset = new_tat - gcra_now
         reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = 1, 0, 0, ceil(reset * 1000000), 0
         if reset > 0 then
-          nrec = nrec + 1
-          rec_f[nrec], rec_v[nrec] = key, -new_tat
+          if n == 1 then
+            if all then tats[key] = -new_tat end
+          else
+            nrec = nrec + 1
+            rec_f[nrec], rec_v[nrec] = key, -new_tat
+          end
         end
       end`
 

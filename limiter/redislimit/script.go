@@ -67,7 +67,7 @@ local gcra_now = (sec - ` + gcraEpoch + `) + (usec / 1000000)
 // reused tables until all its checks admit: a GCRA record is its key and
 // its new TAT (negated: see gcraLua), another algorithm's a function.
 const decideLoop = `
-local call, ceil, argv = redis.call, math.ceil, ARGV
+local call, ceil, tonumber, argv = redis.call, math.ceil, tonumber, ARGV
 local reply, r, tats, rec_f, rec_v = {}, 0, {}, {}, {}
 local sliding, fixed, concurrency
 local n_s, n, rate_s, period_s, emission, burst_s, burst, cost_s, cost
@@ -117,7 +117,7 @@ for g = 1, groups do
   r = r + 1
 end
 -- Each TAT the call moved is written once, however many requests moved it.
-for key, tat in pairs(tats) do
+for key, tat in next, tats do
   if tat < 0 then call("SET", key, -tat, "EX", ceil(-tat - gcra_now)) end
 end
 return reply
