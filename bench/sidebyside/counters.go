@@ -143,7 +143,11 @@ func readCounters(ctx context.Context, metricsURL string, redisAddrs []string) (
 		if err != nil {
 			return counters{}, err
 		}
-		n := &nodeCounters{Calls: calls, Usec: usec, CPU: cpuSeconds(cpuInfo)}
+		cpu, err := redistest.ParseCPU(cpuInfo)
+		if err != nil {
+			return counters{}, fmt.Errorf("%s: %w", a, err)
+		}
+		n := &nodeCounters{Calls: calls, Usec: usec, CPU: cpu.Seconds()}
 		delete(n.Usec, "info")
 		c.Nodes[a] = n
 		c.Calls = addCounts(c.Calls, calls)
@@ -151,19 +155,6 @@ func readCounters(ctx context.Context, metricsURL string, redisAddrs []string) (
 		c.CPU += n.CPU
 	}
 	return c, nil
-}
-
-// cpuSeconds is INFO cpu's used_cpu_user + used_cpu_sys.
-func cpuSeconds(info string) float64 {
-	var s float64
-	for _, line := range strings.Split(info, "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if k == "used_cpu_user" || k == "used_cpu_sys" {
-			f, _ := strconv.ParseFloat(v, 64)
-			s += f
-		}
-	}
-	return s
 }
 
 // scrapeMetrics reads unlabelled samples from a Prometheus text exposition.

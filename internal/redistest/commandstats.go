@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // CommandCount returns how often addr executed the named commands (lower
@@ -92,4 +93,42 @@ func ResetStats(t TB, addr string) {
 	if _, err := Do(addr, "CONFIG", "RESETSTAT"); err != nil {
 		t.Fatalf("redistest: CONFIG RESETSTAT on %s: %v", addr, err)
 	}
+}
+
+// CPU returns the CPU time addr's server has spent since it started (INFO
+// cpu: used_cpu_user + used_cpu_sys): all of it, reading, writing and its
+// event loop included, where CommandTime counts the commands alone.
+func CPU(t TB, addr string) time.Duration {
+	t.Helper()
+	info, err := Do(addr, "INFO", "cpu")
+	if err != nil {
+		t.Fatalf("redistest: INFO cpu on %s: %v", addr, err)
+	}
+	d, err := ParseCPU(info)
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	return d
+}
+
+// ParseCPU reads INFO cpu's used_cpu_user + used_cpu_sys (not the
+// children's: a fork for a snapshot is not the server serving).
+func ParseCPU(info string) (time.Duration, error) {
+	var s float64
+	n := 0
+	for _, line := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k != "used_cpu_user" && k != "used_cpu_sys" {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("INFO cpu line %q: %w", line, err)
+		}
+		s, n = s+f, n+1
+	}
+	if n != 2 {
+		return 0, fmt.Errorf("INFO cpu: found %d of used_cpu_user and used_cpu_sys", n)
+	}
+	return time.Duration(s * float64(time.Second)), nil
 }

@@ -140,3 +140,31 @@ func TestStartTLS(t *testing.T) {
 		t.Fatal("plain PING to a TLS-only server: got an answer, want an error")
 	}
 }
+
+// ParseCPU adds the server's user and system time, not its children's, and
+// names what is missing or malformed.
+func TestParseCPU(t *testing.T) {
+	got, err := ParseCPU("# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:2.250000\r\nused_cpu_sys_children:9.000000\r\n")
+	if err != nil || got != 3750*time.Millisecond {
+		t.Errorf("got %v, %v; want 3.75s", got, err)
+	}
+	for _, bad := range []string{"# CPU\r\nused_cpu_sys:1.5\r\n", "used_cpu_sys:x\r\nused_cpu_user:1\r\n", ""} {
+		if _, err := ParseCPU(bad); err == nil {
+			t.Errorf("ParseCPU(%q): no error", bad)
+		}
+	}
+}
+
+// CPU reads a live server's clock, which only goes forward.
+func TestCPU(t *testing.T) {
+	s := Start(t)
+	a := CPU(t, s.Addr())
+	for range 200 {
+		if _, err := Do(s.Addr(), "PING"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b := CPU(t, s.Addr()); b < a || b == 0 {
+		t.Errorf("CPU %v then %v: want a clock that has run and goes forward", a, b)
+	}
+}

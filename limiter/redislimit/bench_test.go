@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -211,13 +210,13 @@ func BenchmarkNodeScriptBatch(b *testing.B) {
 				args := merged[0].Args()
 				b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
 					redistest.ResetStats(b, s.Addr())
-					cpu := serverCPU(b, s.Addr())
+					cpu := redistest.CPU(b, s.Addr())
 					for b.Loop() {
 						if err := c.Do(ctx, args...).Err(); err != nil {
 							b.Fatal(err)
 						}
 					}
-					cpu = serverCPU(b, s.Addr()) - cpu
+					cpu = redistest.CPU(b, s.Addr()) - cpu
 					st := redistest.CommandTime(b, s.Addr(), "evalsha")
 					decisions := float64(st.Calls) * float64(batch)
 					b.ReportMetric(float64(st.Usec)/decisions, "redis-µs/decision")
@@ -226,29 +225,6 @@ func BenchmarkNodeScriptBatch(b *testing.B) {
 			}
 		})
 	}
-}
-
-// serverCPU is the CPU time the server at addr has used (INFO cpu, user +
-// system): the script and everything around it, reading calls, writing
-// replies, waking up.
-func serverCPU(b *testing.B, addr string) time.Duration {
-	b.Helper()
-	info, err := redistest.Do(addr, "INFO", "cpu")
-	if err != nil {
-		b.Fatalf("INFO cpu on %s: %v", addr, err)
-	}
-	var s float64
-	for _, line := range strings.Split(info, "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if k == "used_cpu_user" || k == "used_cpu_sys" {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatalf("INFO cpu %s: %v", line, err)
-			}
-			s += f
-		}
-	}
-	return time.Duration(s * float64(time.Second))
 }
 
 // BenchmarkRedisDecideParallel measures what this process spends on a Redis
