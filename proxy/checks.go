@@ -37,15 +37,26 @@ const spillChecks = 8
 
 // checkSpill backs the checks and costs of a route with more policies than
 // a plan holds (up to spillChecks): one allocation for both, however many
-// policies, rather than one each.
-type checkSpill struct {
-	checks [spillChecks]limiter.Check
-	costs  [spillChecks]policies.Cost
-}
+// policies, rather than one each. checkPair is the same for a list of
+// policies built outside a plan (checksOf), most often one or two.
+type (
+	checkSpill struct {
+		checks [spillChecks]limiter.Check
+		costs  [spillChecks]policies.Cost
+	}
+	checkPair struct {
+		checks [planChecks]limiter.Check
+		costs  [planChecks]policies.Cost
+	}
+)
 
 // newChecks returns empty checks and costs with room for n each.
 func newChecks(n int) ([]limiter.Check, []policies.Cost) {
-	if n <= spillChecks {
+	switch {
+	case n <= planChecks:
+		s := new(checkPair)
+		return s.checks[:0], s.costs[:0]
+	case n <= spillChecks:
 		s := new(checkSpill)
 		return s.checks[:0], s.costs[:0]
 	}
