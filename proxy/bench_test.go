@@ -140,7 +140,7 @@ func BenchmarkServePolicies(b *testing.B) {
 // policiesHandler is a Handler whose one route has n token buckets keyed
 // by the client IP, as a config gives them (parsed from YAML, with the
 // default rate-limit headers), its upstream answered in memory.
-func policiesHandler(b *testing.B, lim Limiter, n int) *Handler {
+func policiesHandler(b testing.TB, lim Limiter, n int) *Handler {
 	b.Helper()
 	var names, defs strings.Builder
 	for i := range n {
@@ -239,7 +239,7 @@ func allocsOf(f func()) (allocs, bytes float64) {
 }
 
 // plainGet serves a GET through h, which must answer 200.
-func plainGet(b *testing.B, h *Handler) func() {
+func plainGet(b testing.TB, h *Handler) func() {
 	return func() {
 		req := httptest.NewRequest(http.MethodGet, "/bench", nil)
 		req.RemoteAddr = "10.1.2.3:4000"
@@ -252,7 +252,7 @@ func plainGet(b *testing.B, h *Handler) func() {
 }
 
 // configHandler is a Handler over the configuration cfg (YAML).
-func configHandler(b *testing.B, cfg string, lim Limiter, up http.RoundTripper) *Handler {
+func configHandler(b testing.TB, cfg string, lim Limiter, up http.RoundTripper) *Handler {
 	b.Helper()
 	snap, err := policies.Parse("gateway.yaml", []byte(cfg), policies.Options{})
 	if err != nil {

@@ -33,3 +33,26 @@ func BenchmarkServePolicyRoute(b *testing.B) {
 		})
 	}
 }
+
+// A policy past the second allocates nothing on the allow path: a route of
+// 8 local policies allocates what one of 3 does (one array for the checks
+// past the plan's), and a route of 2 what one of 1 does.
+func TestExtraPoliciesAllocateNothing(t *testing.T) {
+	if raceDetector {
+		t.Skip("allocation counts are not exact with -race")
+	}
+	engine, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocs := func(n int) float64 {
+		get := plainGet(t, policiesHandler(t, engine, n))
+		get()
+		return testing.AllocsPerRun(200, get)
+	}
+	for _, pair := range [][2]int{{1, 2}, {3, 8}} {
+		if few, many := allocs(pair[0]), allocs(pair[1]); many > few {
+			t.Errorf("allocations per request: got %v with %d policies, %v with %d; want no more", many, pair[1], few, pair[0])
+		}
+	}
+}
