@@ -114,23 +114,19 @@ func (e *Engine) decideLocal(checks []Check) (Verdict, bool) {
 			return Verdict{}, false
 		}
 	}
+	// Every decision is written below, so the allow path fills none ahead;
+	// a denial fills those it left unasked.
 	v := Verdict{Allowed: true, Decisions: make([]Decision, len(checks))}
-	for i, c := range checks {
-		v.Decisions[i] = notAsked(c)
-	}
 	var takes [maxFastChecks]localTake
 	now := e.clock()
 	for i, c := range checks {
 		d, ok := e.local.take(now, c.group(), c.Key, c.Units(), &takes[i])
 		v.Decisions[i] = d
 		if !ok {
-			idx := make([]int, 0, i)
 			for j := range i {
 				takes[j].release()
-				idx = append(idx, j)
 			}
-			v.refunded(checks, idx)
-			v.deny(i)
+			v.deniedLocally(checks, i)
 			return v, true
 		}
 	}
@@ -153,10 +149,9 @@ func (e *Engine) Reserve(ctx context.Context, checks []Check) (Verdict, *Reserva
 	if !allShared || e.shared == nil {
 		// A request of shared checks alone takes the backend's decisions
 		// as its own (below): one allocation fewer on the Redis path.
+		// Every decision is written below unless a local check denies,
+		// which fills those it left unasked.
 		v.Decisions = make([]Decision, len(checks))
-		for i, c := range checks {
-			v.Decisions[i] = notAsked(c)
-		}
 	}
 	res := &Reservation{clock: e.clock, checks: checks}
 	if len(checks) == 1 {
@@ -165,7 +160,6 @@ func (e *Engine) Reserve(ctx context.Context, checks []Check) (Verdict, *Reserva
 		res.local = make([]localTake, len(checks))
 	}
 	now := e.clock()
-	var taken []int // local decisions to correct when their tokens go back
 	for i, c := range checks {
 		if c.Rule.Algorithm.Shared() {
 			res.sharedIdx = append(res.sharedIdx, i)
@@ -175,11 +169,9 @@ func (e *Engine) Reserve(ctx context.Context, checks []Check) (Verdict, *Reserva
 		v.Decisions[i] = d
 		if !d.Allowed {
 			res.release()
-			v.refunded(checks, taken)
-			v.deny(i)
+			v.deniedLocally(checks, i)
 			return v, nil, nil
 		}
-		taken = append(taken, i)
 	}
 	if len(res.sharedIdx) == 0 {
 		return v, res, nil
@@ -212,7 +204,7 @@ func (e *Engine) Reserve(ctx context.Context, checks []Check) (Verdict, *Reserva
 	}
 	if !v.Allowed {
 		res.release()
-		v.refunded(checks, taken)
+		v.refunded(checks, len(checks))
 		return v, nil, nil
 	}
 	res.shared = shared
@@ -404,12 +396,29 @@ func (r *Reservation) release() {
 	}
 }
 
-// refunded corrects the Remaining of decisions whose cost was given back, so
-// the headers of a denied request show what those policies really have left.
-func (v *Verdict) refunded(checks []Check, idx []int) {
-	for _, i := range idx {
+// deniedLocally marks v denied by check i, a local one: the local checks
+// before it took their cost and gave it back (see refunded); the checks
+// after it and every shared one (asked after the local ones) were not asked.
+func (v *Verdict) deniedLocally(checks []Check, i int) {
+	v.refunded(checks, i)
+	for j := range checks {
+		if j > i || (j < i && checks[j].Rule.Algorithm.Shared()) {
+			v.Decisions[j] = notAsked(checks[j])
+		}
+	}
+	v.deny(i)
+}
+
+// refunded corrects the Remaining of the local decisions before check end,
+// whose cost was given back, so that the headers of a denied request show
+// what those policies really have left.
+func (v *Verdict) refunded(checks []Check, end int) {
+	for i, c := range checks[:end] {
+		if c.Rule.Algorithm.Shared() {
+			continue
+		}
 		d := &v.Decisions[i]
-		d.Remaining = min(d.Remaining+checks[i].Units(), d.Limit.Quota())
+		d.Remaining = min(d.Remaining+c.Units(), d.Limit.Quota())
 	}
 }
 

@@ -289,16 +289,27 @@ func (v Verdict) DeniedBy() (i int, ok bool) {
 // most restrictive one (fewest remaining units) that is not Shadow. ok is
 // false when there is none.
 func (v Verdict) Deciding() (d Decision, ok bool) {
-	if i, denied := v.DeniedBy(); denied && i < len(v.Decisions) {
+	if i := v.deciding(); i >= 0 {
 		return v.Decisions[i], true
 	}
-	// Shadow decisions are reports, not limits: they never decide.
-	for _, c := range v.Decisions {
-		if !c.Shadow && (!ok || c.Remaining < d.Remaining) {
-			d, ok = c, true
+	return Decision{}, false
+}
+
+// deciding is the index of Deciding's decision, -1 for none. It keeps the
+// index, not a copy of each better decision: it runs on every response
+// with rate-limit headers, once per policy. On a tie the first one decides.
+func (v Verdict) deciding() int {
+	if i, denied := v.DeniedBy(); denied && i < len(v.Decisions) {
+		return i
+	}
+	best := -1
+	for i := range v.Decisions {
+		// Shadow decisions are reports, not limits: they never decide.
+		if d := &v.Decisions[i]; !d.Shadow && (best < 0 || d.Remaining < v.Decisions[best].Remaining) {
+			best = i
 		}
 	}
-	return d, ok
+	return best
 }
 
 // Unavailable reports whether the request was refused because a fail-closed

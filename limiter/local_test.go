@@ -188,3 +188,146 @@ func TestVerdictDeciding(t *testing.T) {
 		t.Fatalf("got %q unavailable=%v, want c and unavailable", d.Policy, v.Unavailable())
 	}
 }
+
+// askedBackend is a downBackend that counts the requests it is asked.
+type askedBackend struct {
+	downBackend
+	asked *int
+}
+
+func (b askedBackend) Decide(ctx context.Context, checks []Check, fallback Fallback) ([]Decision, Settler) {
+	*b.asked++
+	return b.downBackend.Decide(ctx, checks, fallback)
+}
+
+// When local policy k denies, the policies after it (and every shared one,
+// asked after the local ones) are reported as not asked, with their policy
+// and limit, and none of them is charged; those before it get their token
+// back and report it. Decide (its all-local fast path) and Reserve alike.
+func TestEngineLocalDenialLeavesLaterUnasked(t *testing.T) {
+	ctx := context.Background()
+	lim := Limit{Rate: 10, Period: time.Hour, Burst: 10}
+	type decideFunc func(e *Engine, checks []Check) Verdict
+	decide := func(e *Engine, checks []Check) Verdict {
+		v, err := e.Decide(ctx, checks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	reserve := func(e *Engine, checks []Check) Verdict {
+		v, res, err := e.Reserve(ctx, checks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res != nil {
+			t.Fatal("got a reservation for a denied request")
+		}
+		return v
+	}
+	for _, tt := range []struct {
+		name   string
+		n, k   int
+		shared int // index of a shared check, -1 for none
+		decide decideFunc
+	}{
+		{"Decide first of 4 denies", 4, 0, -1, decide},
+		{"Decide third of 4 denies", 4, 2, -1, decide},
+		{"Decide last of 8 denies", 8, 7, -1, decide},
+		{"Reserve second of 4 denies", 4, 1, -1, reserve},
+		{"Reserve with a shared check before the denial", 4, 2, 0, reserve},
+		{"Reserve with a shared check after the denial", 4, 1, 3, reserve},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			asked := 0
+			e, err := NewEngine(func() time.Time { return t0 }, NewLocal(0), askedBackend{asked: &asked})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checks := make([]Check, tt.n)
+			for i := range checks {
+				rule := &Rule{Name: fmt.Sprintf("p%d", i)}
+				if i == tt.shared {
+					rule.Algorithm, rule.OnRedisError = GCRA, FailLocal
+				}
+				checks[i] = Check{Rule: rule, Limit: lim, Key: "k"}
+			}
+			// Empty policy k's bucket: it denies the next request.
+			kg := checks[tt.k].group()
+			if d, _ := e.local.Reserve(t0, kg, "k", lim.Quota()); !d.Allowed {
+				t.Fatal("could not empty the denying policy's bucket")
+			}
+			v := tt.decide(e, checks)
+			if i, denied := v.DeniedBy(); v.Allowed || !denied || i != tt.k {
+				t.Fatalf("got allowed=%v denied by %d (%v), want denied by %d", v.Allowed, i, denied, tt.k)
+			}
+			if asked != 0 {
+				t.Fatalf("backend asked %d times, want 0: a local denial stops the request before Redis", asked)
+			}
+			for i, d := range v.Decisions {
+				if d.Policy != checks[i].Rule.Name || d.Limit != lim {
+					t.Fatalf("decision %d: got policy %q limit %s, want %q %s", i, d.Policy, d.Limit, checks[i].Rule.Name, lim)
+				}
+				wantNotAsked := i > tt.k || i == tt.shared
+				if got := d.Reason == ReasonNotAsked; got != wantNotAsked {
+					t.Fatalf("decision %d: got reason %s, want not asked = %v", i, d.Reason, wantNotAsked)
+				}
+				if i < tt.k && i != tt.shared && (!d.Allowed || d.Remaining != lim.Quota()) {
+					t.Fatalf("decision %d: got allowed=%v remaining %d, want allowed with %d (its token went back)", i, d.Allowed, d.Remaining, lim.Quota())
+				}
+			}
+			for i, d := range e.Peek(ctx, checks) {
+				if i != tt.k && i != tt.shared && d.Remaining != lim.Quota() {
+					t.Fatalf("policy %d: got %d remaining, want %d: a denied request charges nothing", i, d.Remaining, lim.Quota())
+				}
+			}
+		})
+	}
+}
+
+// Deciding names the check that denied; for an admitted request the one
+// with the fewest remaining, the first of them on a tie, never a shadow
+// policy's (however few it has left); none when only shadow ones remain.
+func TestVerdictDecidingTiesAndShadow(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		v    Verdict
+		want string // "" for none
+	}{
+		{"tie goes to the first", Verdict{Allowed: true, Decisions: []Decision{
+			{Policy: "a", Allowed: true, Remaining: 5},
+			{Policy: "b", Allowed: true, Remaining: 3},
+			{Policy: "c", Allowed: true, Remaining: 3},
+		}}, "b"},
+		{"shadow with fewer never decides", Verdict{Allowed: true, Decisions: []Decision{
+			{Policy: "a", Allowed: true, Remaining: 5},
+			{Policy: "s", Allowed: true, Remaining: 0, Shadow: true},
+			{Policy: "b", Allowed: true, Remaining: 7},
+		}}, "a"},
+		{"shadow first, tie after it", Verdict{Allowed: true, Decisions: []Decision{
+			{Policy: "s", Allowed: true, Remaining: 1, Shadow: true},
+			{Policy: "a", Allowed: true, Remaining: 4},
+			{Policy: "b", Allowed: true, Remaining: 4},
+		}}, "a"},
+		{"only shadow", Verdict{Allowed: true, Decisions: []Decision{
+			{Policy: "s", Allowed: true, Remaining: 1, Shadow: true},
+		}}, ""},
+		{"no decisions", Verdict{Allowed: true}, ""},
+		{"the denial decides over fewer remaining", DeniedBy(1, []Decision{
+			{Policy: "a", Allowed: true, Remaining: 0},
+			{Policy: "b", Reason: ReasonLimited, Remaining: 2},
+			{Policy: "c", Reason: ReasonNotAsked},
+		}), "b"},
+		{"a shadow denial named by DeniedBy decides", DeniedBy(0, []Decision{
+			{Policy: "s", Reason: ReasonLimited, Shadow: true},
+			{Policy: "a", Allowed: true, Remaining: 1},
+		}), "s"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d, ok := tt.v.Deciding()
+			if ok != (tt.want != "") || d.Policy != tt.want {
+				t.Fatalf("got %q (%v), want %q", d.Policy, ok, tt.want)
+			}
+		})
+	}
+}

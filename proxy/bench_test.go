@@ -121,28 +121,12 @@ func BenchmarkServePolicies(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	handler := func(n int) *Handler {
-		var names, defs strings.Builder
-		for i := range n {
-			if i > 0 {
-				names.WriteString(", ")
-			}
-			fmt.Fprintf(&names, "p%d", i)
-			fmt.Fprintf(&defs, "  p%d: {key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}\n", i)
-		}
-		cfg := "routes:\n  - name: bench\n    match: {path_prefix: /}\n    upstream: http://127.0.0.1:1\n" +
-			"    policies: [" + names.String() + "]\n"
-		if n > 0 {
-			cfg += "policies:\n" + defs.String()
-		}
-		return configHandler(b, cfg, engine, memoryUpstream{})
-	}
 	for _, n := range []int{1, 2, 4, 8} {
 		anchor := 1
 		if n == 1 {
 			anchor = 0
 		}
-		hs := [2]*Handler{handler(anchor), handler(n)}
+		hs := [2]*Handler{policiesHandler(b, engine, anchor), policiesHandler(b, engine, n)}
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			base, with := takeTurns(b, [2]func(){plainGet(b, hs[0]), plainGet(b, hs[1])})
 			b.ReportMetric(base, "anchor-ns/op")
@@ -151,6 +135,27 @@ func BenchmarkServePolicies(b *testing.B) {
 			b.ReportMetric((with/base-1)/float64(n-anchor), "per-policy/request")
 		})
 	}
+}
+
+// policiesHandler is a Handler whose one route has n token buckets keyed
+// by the client IP, as a config gives them (parsed from YAML, with the
+// default rate-limit headers), its upstream answered in memory.
+func policiesHandler(b testing.TB, lim Limiter, n int) *Handler {
+	b.Helper()
+	var names, defs strings.Builder
+	for i := range n {
+		if i > 0 {
+			names.WriteString(", ")
+		}
+		fmt.Fprintf(&names, "p%d", i)
+		fmt.Fprintf(&defs, "  p%d: {key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}\n", i)
+	}
+	cfg := "routes:\n  - name: bench\n    match: {path_prefix: /}\n    upstream: http://127.0.0.1:1\n" +
+		"    policies: [" + names.String() + "]\n"
+	if n > 0 {
+		cfg += "policies:\n" + defs.String()
+	}
+	return configHandler(b, cfg, lim, memoryUpstream{})
 }
 
 // BenchmarkLLMCall prices a small chat call on an llm route (body read,
@@ -234,7 +239,7 @@ func allocsOf(f func()) (allocs, bytes float64) {
 }
 
 // plainGet serves a GET through h, which must answer 200.
-func plainGet(b *testing.B, h *Handler) func() {
+func plainGet(b testing.TB, h *Handler) func() {
 	return func() {
 		req := httptest.NewRequest(http.MethodGet, "/bench", nil)
 		req.RemoteAddr = "10.1.2.3:4000"
@@ -247,7 +252,7 @@ func plainGet(b *testing.B, h *Handler) func() {
 }
 
 // configHandler is a Handler over the configuration cfg (YAML).
-func configHandler(b *testing.B, cfg string, lim Limiter, up http.RoundTripper) *Handler {
+func configHandler(b testing.TB, cfg string, lim Limiter, up http.RoundTripper) *Handler {
 	b.Helper()
 	snap, err := policies.Parse("gateway.yaml", []byte(cfg), policies.Options{})
 	if err != nil {

@@ -32,6 +32,37 @@ func (p *plan) buildChecks(cost func(policies.Cost) int64) {
 // planChecks is how many checks a plan holds without allocating.
 const planChecks = 2
 
+// spillChecks is how many checks a checkSpill holds.
+const spillChecks = 8
+
+// checkSpill backs the checks and costs of a route with more policies than
+// a plan holds (up to spillChecks): one allocation for both, however many
+// policies, rather than one each. checkPair is the same for a list of
+// policies built outside a plan (checksOf), most often one or two.
+type (
+	checkSpill struct {
+		checks [spillChecks]limiter.Check
+		costs  [spillChecks]policies.Cost
+	}
+	checkPair struct {
+		checks [planChecks]limiter.Check
+		costs  [planChecks]policies.Cost
+	}
+)
+
+// newChecks returns empty checks and costs with room for n each.
+func newChecks(n int) ([]limiter.Check, []policies.Cost) {
+	switch {
+	case n <= planChecks:
+		s := new(checkPair)
+		return s.checks[:0], s.costs[:0]
+	case n <= spillChecks:
+		s := new(checkSpill)
+		return s.checks[:0], s.costs[:0]
+	}
+	return make([]limiter.Check, 0, n), make([]policies.Cost, 0, n)
+}
+
 // checksOf is buildChecks for a list of policies.
 func checksOf(r *http.Request, pols []*policies.Policy, s *policies.Subject, cost func(policies.Cost) int64) (checks []limiter.Check, costs []policies.Cost, rejectedBy *policies.Policy) {
 	return checksInto(nil, nil, r, pols, s, cost)
@@ -43,11 +74,8 @@ func checksInto(checks []limiter.Check, costs []policies.Cost, r *http.Request, 
 	if len(pols) == 0 {
 		return nil, nil, nil
 	}
-	if cap(checks) < len(pols) {
-		checks = make([]limiter.Check, 0, len(pols))
-	}
-	if cap(costs) < len(pols) {
-		costs = nil
+	if cap(checks) < len(pols) || cap(costs) < len(pols) {
+		checks, costs = newChecks(len(pols))
 	}
 	var rejectedBy *policies.Policy
 	for _, p := range pols {

@@ -43,8 +43,10 @@ func setRateLimitHeaders(h http.Header, v limiter.Verdict, set policies.RateLimi
 }
 
 // headerStack is the stack buffer of a response's header values: enough
-// for every rate-limit header of a few policies and Retry-After.
-const headerStack = 320
+// for every rate-limit header of 8 policies with names of 10 characters
+// (about 2×name+40 bytes each, and 30 for X-RateLimit-*), so that such a
+// route's headers do not spill to the heap.
+const headerStack = 512
 
 // maxHeaderValues is how many headers one headerValues renders: the five
 // rate-limit headers, Retry-After and Retry-After-Ms.
