@@ -2,8 +2,10 @@ package llm
 
 import (
 	"hash/maphash"
+	"runtime"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/tiktoken-go/tokenizer/codec"
 )
@@ -102,6 +104,28 @@ func tokenize(enc Encoding, text string) int64 {
 	if enc == Cl100kBase {
 		c = cl100k()
 	}
+	return countChunked(c, text, chunkAbove, chunkBytes)
+}
+
+// countChunked counts text in chunks of at least size bytes while more
+// than above are left (see nextCut).
+func countChunked(c *codec.Codec, text string, above, size int) int64 {
+	var n int64
+	for len(text) > above {
+		i := nextCut(text, size)
+		if i < 0 {
+			break // no cut left: the rest is counted in one piece
+		}
+		n += countWhole(c, text[:i])
+		text = text[i:]
+		// A large prompt counts for tens of milliseconds; between chunks
+		// the small calls waiting for this P get it.
+		runtime.Gosched()
+	}
+	return n + countWhole(c, text)
+}
+
+func countWhole(c *codec.Codec, text string) int64 {
 	n, err := c.Count(text)
 	if err != nil {
 		// Count fails only when the split regexp gives up (it has no
@@ -111,6 +135,58 @@ func tokenize(enc Encoding, text string) int64 {
 	}
 	return int64(n)
 }
+
+// A text longer than chunkAbove bytes is counted in chunks of about
+// chunkBytes, each cut where the count of the parts is the whole's. The
+// tokenizer splits a text with its vocabulary's pre-tokenizer regexp and
+// encodes each piece alone, so a cut between two pieces that the regexp
+// finds in the whole text, where the pieces before it are found the same
+// way without the text after it and those after it the same way without
+// the text before it, adds up exactly. nextCut finds such a cut.
+const (
+	chunkAbove = 32 << 10
+	chunkBytes = 16 << 10
+)
+
+// nextCut returns the first index i >= from where text[i-1] is an ASCII
+// letter and text[i] an ASCII byte that is neither a letter nor an
+// apostrophe; -1 if there is none.
+//
+// Both vocabularies' pre-tokenizers (o200k_base:
+// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
+// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|...)?|\p{N}{1,3}|
+// ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+ ; cl100k_base:
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+// \s*[\r\n]+|\s+(?!\S)|\s+) split such a text there, whatever
+// surrounds it:
+//   - a letter is consumed only by the letter alternatives (and the
+//     contractions, which end in a letter); after a letter they go on only
+//     with another letter or mark, or with an apostrophe (a contraction).
+//     The byte at i is none of these (ASCII, so not a mark either), so the
+//     piece holding text[i-1] ends at i, and every path the matcher tries
+//     while reading text[i] fails there as it fails at the end of text[:i]:
+//     the pieces of text[:i] are the same with or without the rest;
+//   - the regexp has no look-behind and no anchor, so the pieces from i on
+//     are the same with or without what comes before i;
+//   - the byte is ASCII, so the cut splits no UTF-8 sequence (valid or
+//     not) and the decoding into runes of both sides is unchanged.
+//
+// TestChunkedCountIsExact and FuzzChunkedCount check it against the
+// tokenizer on whole texts.
+func nextCut(text string, from int) int {
+	for i := max(from, 1); i < len(text); i++ {
+		b := text[i]
+		if b >= utf8.RuneSelf || isASCIILetter(b) || b == '\'' {
+			continue
+		}
+		if isASCIILetter(text[i-1]) {
+			return i
+		}
+	}
+	return -1
+}
+
+func isASCIILetter(b byte) bool { return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' }
 
 // Calls resend the same texts: a conversation's earlier turns, its system
 // prompt and tools on every call. The tokenizer's cost is mostly per
