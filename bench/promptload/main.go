@@ -2,7 +2,10 @@
 // llm calls beside them: an admitted small chat call's latency, one call at
 // a time, idle and while K clients keep 1 MiB prompts (o200k, of a known
 // key) in flight, against a gateway started as a child process with an llm
-// route in front of builtin:openai-mock. It prints p50 and p99 per point
+// route in front of an upstream in this process that reads each call and
+// answers a fixed completion at once (builtin:openai-mock would count the
+// large prompts again, outside the gateway's bound, and pace its answer).
+// It prints p50 and p99 per point
 // and each point's p99 over the idle p99 of the same round; with several
 // rounds (points in turn: idle, then each K), the medians of those ratios.
 //
@@ -25,6 +28,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -32,13 +36,14 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/bench/openloop"
 )
 
 // config is a tenant's key, a token policy that needs it, and an llm route
-// to the built-in mock that admits a 1 MiB prompt.
+// that admits a 1 MiB prompt.
 const config = `# promptload: small calls beside large prompts
 server:
   listen: %s
@@ -50,13 +55,18 @@ tenants:
 routes:
   - name: llm
     match: {path_prefix: /v1/, methods: [POST]}
-    upstream: builtin:openai-mock
+    upstream: %s
     llm: openai
     max_body_bytes: 2097152
     policies: [tokens]
 policies:
   tokens: {key: tenant, cost: tokens, rate: 1000000000000, per: 1s, on_missing_key: reject}
 `
+
+// completion is the upstream's answer to every call, usage included.
+const completion = `{"id":"chatcmpl-bench","object":"chat.completion","created":1764720000,"model":"gpt-4o-mini",` +
+	`"choices":[{"index":0,"message":{"role":"assistant","content":"lorem ipsum dolor sit amet"},"finish_reason":"length"}],` +
+	`"usage":{"prompt_tokens":11,"completion_tokens":16,"total_tokens":27}}`
 
 const smallBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello there, mock!"}],"max_tokens":16}`
 
@@ -88,7 +98,9 @@ func fail(err error) {
 }
 
 func run(gateway, base string, ks []int, rounds, calls int, phase time.Duration, size int) error {
-	ctx := context.Background()
+	// An interrupt ends the run and its gateways (ctx kills them).
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
 	dir, err := os.MkdirTemp("", "promptload")
 	if err != nil {
 		return err
@@ -100,13 +112,18 @@ func run(gateway, base string, ks []int, rounds, calls int, phase time.Duration,
 			return fmt.Errorf("building the gateway: %w\n%s", err, out)
 		}
 	}
+	upstream, err := serveUpstream()
+	if err != nil {
+		return err
+	}
+	defer upstream.Close()
 	bins := []string{gateway}
 	if base != "" {
 		bins = append(bins, base)
 	}
 	urls := make([]string, len(bins))
 	for i, bin := range bins {
-		listen, stop, err := start(bin, dir, strconv.Itoa(i))
+		listen, stop, err := start(ctx, bin, dir, strconv.Itoa(i), "http://"+upstream.Addr().String())
 		if err != nil {
 			return err
 		}
@@ -165,15 +182,15 @@ func run(gateway, base string, ks []int, rounds, calls int, phase time.Duration,
 
 // start runs the gateway bin on a free loopback port, its config in dir,
 // and waits until it listens; stop ends it.
-func start(bin, dir, name string) (listen string, stop func(), err error) {
+func start(ctx context.Context, bin, dir, name, upstream string) (listen string, stop func(), err error) {
 	if listen, err = freeAddr(); err != nil {
 		return "", nil, err
 	}
 	cfg := filepath.Join(dir, "gateway-"+name+".yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, config, listen), 0o644); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, config, listen, upstream), 0o644); err != nil {
 		return "", nil, err
 	}
-	gw := exec.Command(bin, "serve", "-config", cfg)
+	gw := exec.CommandContext(ctx, bin, "serve", "-config", cfg)
 	gw.Stderr = io.Discard
 	if err := gw.Start(); err != nil {
 		return "", nil, fmt.Errorf("starting %s: %w", bin, err)
@@ -270,6 +287,21 @@ func prose(n int) string {
 		b.WriteByte(' ')
 	}
 	return b.String()[:n]
+}
+
+// serveUpstream answers every request with completion once it has read the
+// body, on a loopback port.
+func serveUpstream() (net.Listener, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, completion)
+	}))
+	return l, nil
 }
 
 func freeAddr() (string, error) {
