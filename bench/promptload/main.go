@@ -10,10 +10,11 @@
 // rounds (points in turn: idle, then each K), the medians of those ratios.
 //
 //	go run ./bench/promptload                      # builds ./cmd/gateway
-//	go run ./bench/promptload -gateway ./gw -rounds 3 -calls 300 -phase 10s
+//	go run ./bench/promptload -gateway ./gw -rounds 3 -phase 4s
 //	go run ./bench/promptload -gateway ./new -base ./old  # both, in turn in every round
 //
-// Every phase is bounded: at most -calls small calls and at most -phase.
+// Every point is bounded: at most -calls small calls, for -phase from the
+// first large prompt's answer (which must come within -phase).
 package main
 
 import (
@@ -75,8 +76,9 @@ func main() {
 	base := flag.String("base", "", "another gateway binary measured in the same rounds, for before/after")
 	inFlight := flag.String("inflight", "1,2", "large prompts kept in flight, per point after idle (comma-separated)")
 	rounds := flag.Int("rounds", 3, "rounds of idle and every in-flight point")
-	calls := flag.Int("calls", 400, "at most this many small calls per point")
-	phase := flag.Duration("phase", 15*time.Second, "at most this long per point")
+	calls := flag.Int("calls", 4000, "at most this many small calls per point")
+	phase := flag.Duration("phase", 6*time.Second, "how long each point measures, once the large prompts' first answer came")
+	every := flag.Duration("every", 2*time.Millisecond, "start a small call this often (one at a time)")
 	size := flag.Int("size", 1<<20, "bytes of the large prompt's text")
 	flag.Parse()
 	var ks []int
@@ -87,7 +89,7 @@ func main() {
 		}
 		ks = append(ks, k)
 	}
-	if err := run(*gateway, *base, ks, *rounds, *calls, *phase, *size); err != nil {
+	if err := run(*gateway, *base, ks, *rounds, *calls, *phase, *every, *size); err != nil {
 		fail(err)
 	}
 }
@@ -97,7 +99,7 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-func run(gateway, base string, ks []int, rounds, calls int, phase time.Duration, size int) error {
+func run(gateway, base string, ks []int, rounds, calls int, phase, every time.Duration, size int) error {
 	// An interrupt ends the run and its gateways (ctx kills them).
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -141,8 +143,8 @@ func run(gateway, base string, ks []int, rounds, calls int, phase time.Duration,
 			}
 		}
 	}
-	fmt.Printf("%d CPUs; small calls one at a time, at most %d or %v per point; large prompt %d bytes; gateways %s\n",
-		runtime.NumCPU(), calls, phase, len(big), strings.Join(bins, ", "))
+	fmt.Printf("%d CPUs; per point, small calls one at a time every %v for %v (at most %d) once the large prompts answer; large prompt %d bytes; gateways %s\n",
+		runtime.NumCPU(), every, phase, calls, len(big), strings.Join(bins, ", "))
 	type point struct{ gw, k int }
 	ratios := map[point][]float64{}
 	for r := range rounds {
@@ -150,8 +152,8 @@ func run(gateway, base string, ks []int, rounds, calls int, phase time.Duration,
 			g := (j + r) % len(bins) // the order changes from round to round
 			var idle time.Duration
 			for _, k := range append([]int{0}, ks...) {
-				stop := flood(ctx, client, urls[g], big, k)
-				lat, err := smallCalls(ctx, client, urls[g], calls, phase)
+				answered, stop := flood(ctx, client, urls[g], big, k)
+				lat, err := smallCalls(ctx, client, urls[g], answered, calls, phase, every)
 				done, other := stop()
 				if err != nil {
 					return err
@@ -204,11 +206,17 @@ func start(ctx context.Context, bin, dir, name, upstream string) (listen string,
 }
 
 // flood keeps n POSTs of body in flight until stop, which says how many
-// were answered 200 and how many otherwise.
-func flood(ctx context.Context, client *http.Client, url string, body []byte, n int) (stop func() (ok, other int64)) {
+// were answered 200 and how many otherwise. answered is closed at the
+// first answer (at once when n is 0): from then on the load is steady.
+func flood(ctx context.Context, client *http.Client, url string, body []byte, n int) (answered <-chan struct{}, stop func() (ok, other int64)) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var ok, other atomic.Int64
+	first := make(chan struct{})
+	var once sync.Once
+	if n == 0 {
+		close(first)
+	}
 	for range n {
 		wg.Go(func() {
 			for ctx.Err() == nil {
@@ -218,6 +226,7 @@ func flood(ctx context.Context, client *http.Client, url string, body []byte, n 
 				}
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
+				once.Do(func() { close(first) })
 				if resp.StatusCode == http.StatusOK {
 					ok.Add(1)
 				} else {
@@ -226,20 +235,36 @@ func flood(ctx context.Context, client *http.Client, url string, body []byte, n 
 			}
 		})
 	}
-	return func() (int64, int64) {
+	return first, func() (int64, int64) {
 		cancel()
 		wg.Wait()
 		return ok.Load(), other.Load()
 	}
 }
 
-// smallCalls times up to calls small calls one at a time, for at most
-// phase.
-func smallCalls(ctx context.Context, client *http.Client, url string, calls int, phase time.Duration) ([]time.Duration, error) {
+// smallCalls times small calls one at a time, one started every every
+// (or at once when the last took longer), for phase from steady's close
+// (waiting for it at most phase), stopping early at calls of them.
+func smallCalls(ctx context.Context, client *http.Client, url string, steady <-chan struct{}, calls int, phase, every time.Duration) ([]time.Duration, error) {
+	select {
+	case <-steady:
+	case <-time.After(phase):
+		return nil, fmt.Errorf("no large prompt answered within %v", phase)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	ctx, cancel := context.WithTimeout(ctx, phase)
 	defer cancel()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	var lat []time.Duration
 	for len(lat) < calls {
+		if len(lat) > 0 {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+			}
+		}
 		d, err := smallCall(ctx, client, url)
 		if err != nil {
 			if ctx.Err() != nil && len(lat) > 0 {
