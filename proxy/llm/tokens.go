@@ -74,7 +74,7 @@ var (
 func countRoles(enc Encoding) [len(roles)]int64 {
 	var n [len(roles)]int64
 	for i, r := range roles {
-		n[i] = tokenize(enc, r)
+		n[i] = countWhole(codecOf(enc), r)
 	}
 	return n
 }
@@ -100,29 +100,44 @@ func tokenize(enc Encoding, text string) int64 {
 	if text == "" {
 		return 0
 	}
-	c := o200k()
-	if enc == Cl100kBase {
-		c = cl100k()
-	}
-	return countChunked(c, text, chunkAbove, chunkBytes)
+	return countChunked(enc, text, chunkAbove, chunkBytes)
 }
 
-// countChunked counts text in chunks of at least size bytes while more
-// than above are left (see nextCut).
-func countChunked(c *codec.Codec, text string, above, size int) int64 {
+// codecOf returns enc's tokenizer.
+func codecOf(enc Encoding) *codec.Codec {
+	if enc == Cl100kBase {
+		return cl100k()
+	}
+	return o200k()
+}
+
+// countChunked counts text in enc, in chunks of at least size bytes while
+// more than above are left (see nextCut), each piece by piece (see
+// pieceCounter).
+func countChunked(enc Encoding, text string, above, size int) int64 {
+	c := codecOf(enc)
+	if len(text) <= above {
+		return countWhole(c, text)
+	}
+	split := o200kSplit()
+	if enc == Cl100kBase {
+		split = cl100kSplit()
+	}
+	p := newPieceCounter(c, split)
+	defer p.release()
 	var n int64
 	for len(text) > above {
 		i := nextCut(text, size)
 		if i < 0 {
 			break // no cut left: the rest is counted in one piece
 		}
-		n += countWhole(c, text[:i])
+		n += p.count(text[:i])
 		text = text[i:]
 		// A large prompt counts for tens of milliseconds; between chunks
 		// the small calls waiting for this P get it.
 		runtime.Gosched()
 	}
-	return n + countWhole(c, text)
+	return n + p.count(text)
 }
 
 func countWhole(c *codec.Codec, text string) int64 {

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/tiktoken-go/tokenizer/codec"
 )
 
 func TestEncodingFor(t *testing.T) {
@@ -232,13 +230,9 @@ func chunkTexts() map[string]string {
 func TestChunkedCountIsExact(t *testing.T) {
 	for name, text := range chunkTexts() {
 		for _, enc := range []Encoding{O200kBase, Cl100kBase} {
-			c := o200k()
-			if enc == Cl100kBase {
-				c = cl100k()
-			}
-			want := countWhole(c, text)
+			want := countWhole(codecOf(enc), text)
 			for _, size := range []int{1, 2, 7, 64, 1000, chunkBytes} {
-				if got := countChunked(c, text, 0, size); got != want {
+				if got := countChunked(enc, text, 0, size); got != want {
 					t.Errorf("%s, %s: chunks of %d bytes count %d, the whole text %d", name, enc, size, got, want)
 				}
 			}
@@ -254,9 +248,9 @@ func FuzzChunkedCount(f *testing.F) {
 	f.Add("a'b a's A'S a\u0301 a.b a\nb a\r\n\r\nb a  b a1 a/b", 1)
 	f.Fuzz(func(t *testing.T, text string, size int) {
 		size = 1 + abs(size)%64
-		for _, c := range []*codec.Codec{o200k(), cl100k()} {
-			if got, want := countChunked(c, text, 0, size), countWhole(c, text); got != want {
-				t.Fatalf("%s: %q in chunks of %d counts %d, whole %d", c.GetName(), text, size, got, want)
+		for _, enc := range []Encoding{O200kBase, Cl100kBase} {
+			if got, want := countChunked(enc, text, 0, size), countWhole(codecOf(enc), text); got != want {
+				t.Fatalf("%s: %q in chunks of %d counts %d, whole %d", enc, text, size, got, want)
 			}
 		}
 	})
@@ -306,11 +300,7 @@ func TestNextCut(t *testing.T) {
 func TestLongTextCountIsTheTokenizers(t *testing.T) {
 	text := longText(200 << 10)
 	for _, model := range []string{"gpt-4o", "gpt-4"} {
-		c := o200k()
-		if EncodingFor(model) == Cl100kBase {
-			c = cl100k()
-		}
-		want, err := c.Count(text)
+		want, err := codecOf(EncodingFor(model)).Count(text)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -330,4 +320,20 @@ func longText(n int) string {
 		}
 	}
 	return b.String()
+}
+
+// A long text of prose is counted from the regexp's index scan, not by a
+// match object per piece: tens of allocations per chunk where the
+// library's Count makes several per piece.
+func TestLongTextCountsWithoutAMatchPerPiece(t *testing.T) {
+	text := strings.Repeat(prompt1KB, 256) // 256 KiB, ~16 chunks
+	pieces, err := o200kSplit().FindAllStringIndex(text, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	CountTokens("gpt-4o", text) // the pools and the vocabulary
+	allocs := testing.AllocsPerRun(5, func() { CountTokens("gpt-4o", text) })
+	if allocs > float64(len(pieces))/20 {
+		t.Errorf("counting %d bytes (%d pieces) made %.0f allocations, want under %d", len(text), len(pieces), allocs, len(pieces)/20)
+	}
 }
