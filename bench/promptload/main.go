@@ -73,7 +73,7 @@ const smallBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"
 
 func main() {
 	gateway := flag.String("gateway", "", "gateway binary to start (default: go build ./cmd/gateway into a temporary directory)")
-	base := flag.String("base", "", "another gateway binary measured in the same rounds, for before/after")
+	base := flag.String("base", "", "other gateway binaries (comma-separated) measured in the same rounds, for before/after")
 	inFlight := flag.String("inflight", "1,2", "large prompts kept in flight, per point after idle (comma-separated)")
 	rounds := flag.Int("rounds", 3, "rounds of idle and every in-flight point")
 	calls := flag.Int("calls", 4000, "at most this many small calls per point")
@@ -121,7 +121,7 @@ func run(gateway, base string, ks []int, rounds, calls int, phase, every time.Du
 	defer upstream.Close()
 	bins := []string{gateway}
 	if base != "" {
-		bins = append(bins, base)
+		bins = append(bins, strings.Split(base, ",")...)
 	}
 	urls := make([]string, len(bins))
 	for i, bin := range bins {
