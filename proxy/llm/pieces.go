@@ -41,6 +41,10 @@ type pieceCounter struct {
 	// those alone costs more than Count's own pass, so the rest of the
 	// text is counted by Count.
 	off bool
+	// perByte is the last chunk's pieces per byte: the index scan's
+	// result is sized from it (grown by appends instead, it allocates
+	// twice what it keeps).
+	perByte float64
 }
 
 const (
@@ -83,7 +87,7 @@ func (p *pieceCounter) countPieces(chunk string) (n int64, ok bool) {
 	if !utf8.ValidString(chunk) {
 		return 0, false
 	}
-	idx, err := p.split.FindAllStringIndex(chunk, -1)
+	idx, err := p.pieces(chunk)
 	if err != nil {
 		return 0, false
 	}
@@ -105,6 +109,23 @@ func (p *pieceCounter) countPieces(chunk string) (n int64, ok bool) {
 		n += k
 	}
 	return n, true
+}
+
+// pieces returns the byte ranges of chunk's pieces.
+func (p *pieceCounter) pieces(chunk string) ([][]int, error) {
+	if p.perByte > 0 {
+		// Given a count, the scan allocates that much and stops there:
+		// when it found as many as asked, the count may have cut it short.
+		want := int(float64(len(chunk))*p.perByte*1.25) + 64
+		idx, err := p.split.FindAllStringIndex(chunk, want)
+		if err != nil || len(idx) < want {
+			p.perByte = float64(len(idx)) / float64(len(chunk))
+			return idx, err
+		}
+	}
+	idx, err := p.split.FindAllStringIndex(chunk, -1)
+	p.perByte = float64(len(idx)) / float64(len(chunk))
+	return idx, err
 }
 
 // encodeAlone returns the tokens the tokenizer encodes piece into; ok is
