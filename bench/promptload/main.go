@@ -147,6 +147,7 @@ func run(gateway, base string, ks []int, rounds, calls int, phase, every time.Du
 		runtime.NumCPU(), every, phase, calls, len(big), strings.Join(bins, ", "))
 	type point struct{ gw, k int }
 	ratios := map[point][]float64{}
+	p99s := map[point][]float64{} // ms
 	for r := range rounds {
 		for j := range bins {
 			g := (j + r) % len(bins) // the order changes from round to round
@@ -160,6 +161,7 @@ func run(gateway, base string, ks []int, rounds, calls int, phase, every time.Du
 				}
 				slices.Sort(lat)
 				p50, p99 := openloop.Quantile(lat, 0.50), openloop.Quantile(lat, 0.99)
+				p99s[point{g, k}] = append(p99s[point{g, k}], ms(p99))
 				line := fmt.Sprintf("round %d, %s, large in flight %d: %d small calls p50=%.2fms p99=%.2fms", r+1, bins[g], k, len(lat), ms(p50), ms(p99))
 				if k == 0 {
 					idle = p99
@@ -172,11 +174,21 @@ func run(gateway, base string, ks []int, rounds, calls int, phase, every time.Du
 			}
 		}
 	}
+	// The idle point does not reach the code that counts large prompts,
+	// and on a shared machine its p99 moves with the others' load: the
+	// median of every gateway's idle p99s is a steadier anchor than each
+	// round's own.
+	var idle []float64
+	for g := range bins {
+		idle = append(idle, p99s[point{g, 0}]...)
+	}
+	anchor := median(idle)
+	fmt.Printf("idle p99, all gateways and rounds: median %.2fms (%s)\n", anchor, fmtRatios(sorted(idle)))
 	for g, bin := range bins {
 		for _, k := range ks {
-			rs := ratios[point{g, k}]
-			slices.Sort(rs)
-			fmt.Printf("RATIO %s: small-call p99 with %d large in flight / idle: median %.2f (rounds %s)\n", bin, k, rs[len(rs)/2], fmtRatios(rs))
+			pt := point{g, k}
+			fmt.Printf("RATIO %s: small-call p99 with %d large in flight: median %.2fms, over the idle median %.2f; p99/idle of its round: median %.2f (rounds %s)\n",
+				bin, k, median(p99s[pt]), median(p99s[pt])/anchor, median(ratios[pt]), fmtRatios(sorted(ratios[pt])))
 		}
 	}
 	return nil
@@ -351,6 +363,19 @@ func waitTCP(addr string, within time.Duration) error {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func sorted(xs []float64) []float64 {
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	return xs
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return sorted(xs)[len(xs)/2]
+}
 
 func fmtRatios(rs []float64) string {
 	s := make([]string, len(rs))
