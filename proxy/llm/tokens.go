@@ -112,8 +112,7 @@ func codecOf(enc Encoding) *codec.Codec {
 }
 
 // countChunked counts text in enc, in chunks of at least size bytes while
-// more than above are left (see nextCut), each piece by piece (see
-// pieceCounter).
+// more than above are left (see nextCut), with a pieceCounter.
 func countChunked(enc Encoding, text string, above, size int) int64 {
 	c := codecOf(enc)
 	if len(text) <= above {
@@ -167,13 +166,8 @@ const (
 // letter and text[i] an ASCII byte that is neither a letter nor an
 // apostrophe; -1 if there is none.
 //
-// Both vocabularies' pre-tokenizers (o200k_base:
-// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
-// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|...)?|\p{N}{1,3}|
-// ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+ ; cl100k_base:
-// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
-// \s*[\r\n]+|\s+(?!\S)|\s+) split such a text there, whatever
-// surrounds it:
+// Both vocabularies' pre-tokenizer regexps (o200kPattern, cl100kPattern)
+// split such a text there, whatever surrounds it:
 //   - a letter is consumed only by the letter alternatives (and the
 //     contractions, which end in a letter); after a letter they go on only
 //     with another letter or mark, or with an apostrophe (a contraction).
