@@ -37,9 +37,8 @@ type pieceCounter struct {
 	c     *codec.Codec
 	split *regexp2.Regexp
 	seen  map[string]int64 // piece → its tokens; keys are slices of the text
-	// off is set once a chunk had mostly new pieces: encoding each of
-	// those alone costs more than Count's own pass, so the rest of the
-	// text is counted by Count.
+	// off is set once a chunk had mostly new pieces (or one could not be
+	// counted so): the rest of the text is counted by Count.
 	off bool
 	// perByte is the last chunk's pieces per byte: the index scan's
 	// result is sized from it (grown by appends instead, it allocates
@@ -47,13 +46,8 @@ type pieceCounter struct {
 	perByte float64
 }
 
-const (
-	// maxPieces bounds the pieces a text remembers (a few hundred KB).
-	maxPieces = 1 << 14
-	// A chunk whose pieces are mostly new (past the first
-	// newPiecesGrace) turns the piece counting off.
-	newPiecesGrace = 64
-)
+// maxPieces bounds the pieces a text remembers (about 2 MB).
+const maxPieces = 1 << 15
 
 var seenPool = sync.Pool{New: func() any { return make(map[string]int64) }}
 
@@ -71,44 +65,46 @@ func (p *pieceCounter) release() {
 // count returns chunk's tokens.
 func (p *pieceCounter) count(chunk string) int64 {
 	if !p.off {
-		if n, ok := p.countPieces(chunk); ok {
+		n, fresh, total, ok := p.countPieces(chunk)
+		// A piece seen before costs a fraction of what Count spends on
+		// it, a new one about twice: a chunk of mostly new pieces (hashes,
+		// base64, random text) says the rest will be alike.
+		p.off = !ok || 2*fresh > total
+		if ok {
 			return n
 		}
-		p.off = true
 	}
 	return countWhole(p.c, chunk)
 }
 
-// countPieces counts chunk piece by piece; ok is false when it cannot be
-// sure of the library's count (or would be slower) and Count must do it.
-func (p *pieceCounter) countPieces(chunk string) (n int64, ok bool) {
+// countPieces counts chunk piece by piece, saying how many pieces it found
+// and how many of them were new; ok is false when it cannot be sure of the
+// library's count and Count must do it.
+func (p *pieceCounter) countPieces(chunk string) (n int64, fresh, total int, ok bool) {
 	// Count encodes a piece's runes back to UTF-8, so an invalid byte
 	// becomes U+FFFD there and the pieces are not slices of the text.
 	if !utf8.ValidString(chunk) {
-		return 0, false
+		return 0, 0, 0, false
 	}
 	idx, err := p.pieces(chunk)
 	if err != nil {
-		return 0, false
+		return 0, 0, 0, false
 	}
-	fresh := 0
-	for i, m := range idx {
+	for _, m := range idx {
 		piece := chunk[m[0]:m[1]]
 		k, ok := p.seen[piece]
 		if !ok {
 			if k, ok = p.encodeAlone(piece); !ok {
-				return 0, false
+				return 0, 0, 0, false
 			}
 			if len(p.seen) < maxPieces {
 				p.seen[piece] = k
 			}
-			if fresh++; fresh > newPiecesGrace && 2*fresh > i+1 {
-				return 0, false
-			}
+			fresh++
 		}
 		n += k
 	}
-	return n, true
+	return n, fresh, len(idx), true
 }
 
 // pieces returns the byte ranges of chunk's pieces.
