@@ -185,13 +185,19 @@ type tokenizeGate struct {
 
 func newTokenizeGate(slots int, wait time.Duration) tokenizeGate {
 	if slots <= 0 {
-		slots = runtime.GOMAXPROCS(0)
+		slots = defaultTokenizeSlots(runtime.GOMAXPROCS(0))
 	}
 	if wait <= 0 {
 		wait = DefaultTokenizeWait
 	}
 	return tokenizeGate{slots: make(chan struct{}, slots), wait: wait}
 }
+
+// defaultTokenizeSlots is one slot fewer than procs (at least one): large
+// prompts counting on every P would leave the small calls beside them
+// queued for a P behind tens of milliseconds of counting; with one P never
+// taken by counting, a small call waits for a goroutine switch at most.
+func defaultTokenizeSlots(procs int) int { return max(procs-1, 1) }
 
 // enter takes a slot, waiting at most g.wait; ok is false when none came
 // (or the client left). release gives the slot back.

@@ -84,7 +84,8 @@ type Config struct {
 	// upstream (W3C traceparent). Nil means no tracing, at no cost.
 	Tracing trace.TracerProvider
 	// TokenizeSlots bounds how many llm calls count their prompt's tokens
-	// at once; zero means GOMAXPROCS.
+	// at once; zero means GOMAXPROCS-1 (at least 1), which keeps a core
+	// for the calls beside them.
 	TokenizeSlots int
 	// TokenizeWait is how long a call waits for one of those slots before
 	// it is refused with 503; zero means DefaultTokenizeWait.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -708,6 +709,23 @@ policies:
 	}
 	if n := len(h.tokenize.slots); n != 0 {
 		t.Fatalf("%d tokenizing slots still taken, want 0", n)
+	}
+}
+
+// By default the gate leaves one P to the calls beside the large prompts
+// it admits: GOMAXPROCS-1 slots, and one on a single P (no slot would
+// refuse every large prompt).
+func TestTokenizeGateLeavesAP(t *testing.T) {
+	for _, tt := range []struct{ procs, want int }{{1, 1}, {2, 1}, {4, 3}, {64, 63}} {
+		if got := defaultTokenizeSlots(tt.procs); got != tt.want {
+			t.Errorf("defaultTokenizeSlots(%d) = %d, want %d", tt.procs, got, tt.want)
+		}
+	}
+	if got, want := cap(newTokenizeGate(0, 0).slots), max(runtime.GOMAXPROCS(0)-1, 1); got != want {
+		t.Errorf("newTokenizeGate(0, 0) has %d slots, want %d (GOMAXPROCS %d)", got, want, runtime.GOMAXPROCS(0))
+	}
+	if got := cap(newTokenizeGate(5, 0).slots); got != 5 {
+		t.Errorf("newTokenizeGate(5, 0) has %d slots, want the 5 configured", got)
 	}
 }
 

@@ -2,8 +2,10 @@ package llm
 
 import (
 	"hash/maphash"
+	"runtime"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/tiktoken-go/tokenizer/codec"
 )
@@ -72,7 +74,7 @@ var (
 func countRoles(enc Encoding) [len(roles)]int64 {
 	var n [len(roles)]int64
 	for i, r := range roles {
-		n[i] = tokenize(enc, r)
+		n[i] = countWhole(codecOf(enc), r)
 	}
 	return n
 }
@@ -98,10 +100,46 @@ func tokenize(enc Encoding, text string) int64 {
 	if text == "" {
 		return 0
 	}
-	c := o200k()
+	return countChunked(enc, text, chunkAbove, chunkBytes)
+}
+
+// codecOf returns enc's tokenizer.
+func codecOf(enc Encoding) *codec.Codec {
 	if enc == Cl100kBase {
-		c = cl100k()
+		return cl100k()
 	}
+	return o200k()
+}
+
+// countChunked counts text in enc, in chunks of at least size bytes while
+// more than above are left (see nextCut), with a pieceCounter.
+func countChunked(enc Encoding, text string, above, size int) int64 {
+	c := codecOf(enc)
+	if len(text) <= above {
+		return countWhole(c, text)
+	}
+	split := o200kSplit()
+	if enc == Cl100kBase {
+		split = cl100kSplit()
+	}
+	p := newPieceCounter(c, split)
+	defer p.release()
+	var n int64
+	for len(text) > above {
+		i := nextCut(text, size)
+		if i < 0 {
+			break // no cut left: the rest is counted in one piece
+		}
+		n += p.count(text[:i])
+		text = text[i:]
+		// A large prompt counts for tens of milliseconds; between chunks
+		// the small calls waiting for this P get it.
+		runtime.Gosched()
+	}
+	return n + p.count(text)
+}
+
+func countWhole(c *codec.Codec, text string) int64 {
 	n, err := c.Count(text)
 	if err != nil {
 		// Count fails only when the split regexp gives up (it has no
@@ -111,6 +149,53 @@ func tokenize(enc Encoding, text string) int64 {
 	}
 	return int64(n)
 }
+
+// A text longer than chunkAbove bytes is counted in chunks of about
+// chunkBytes, each cut where the count of the parts is the whole's. The
+// tokenizer splits a text with its vocabulary's pre-tokenizer regexp and
+// encodes each piece alone, so a cut between two pieces that the regexp
+// finds in the whole text, where the pieces before it are found the same
+// way without the text after it and those after it the same way without
+// the text before it, adds up exactly. nextCut finds such a cut.
+const (
+	chunkAbove = 32 << 10
+	chunkBytes = 16 << 10
+)
+
+// nextCut returns the first index i >= from where text[i-1] is an ASCII
+// letter and text[i] an ASCII byte that is neither a letter nor an
+// apostrophe; -1 if there is none.
+//
+// Both vocabularies' pre-tokenizer regexps (o200kPattern, cl100kPattern)
+// split such a text there, whatever surrounds it:
+//   - a letter is consumed only by the letter alternatives (and the
+//     contractions, which end in a letter); after a letter they go on only
+//     with another letter or mark, or with an apostrophe (a contraction).
+//     The byte at i is none of these (ASCII, so not a mark either), so the
+//     piece holding text[i-1] ends at i, and every path the matcher tries
+//     while reading text[i] fails there as it fails at the end of text[:i]:
+//     the pieces of text[:i] are the same with or without the rest;
+//   - the regexp has no look-behind and no anchor, so the pieces from i on
+//     are the same with or without what comes before i;
+//   - the byte is ASCII, so the cut splits no UTF-8 sequence (valid or
+//     not) and the decoding into runes of both sides is unchanged.
+//
+// TestChunkedCountIsExact and FuzzChunkedCount check it against the
+// tokenizer on whole texts.
+func nextCut(text string, from int) int {
+	for i := max(from, 1); i < len(text); i++ {
+		b := text[i]
+		if b >= utf8.RuneSelf || isASCIILetter(b) || b == '\'' {
+			continue
+		}
+		if isASCIILetter(text[i-1]) {
+			return i
+		}
+	}
+	return -1
+}
+
+func isASCIILetter(b byte) bool { return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' }
 
 // Calls resend the same texts: a conversation's earlier turns, its system
 // prompt and tools on every call. The tokenizer's cost is mostly per

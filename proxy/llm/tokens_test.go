@@ -202,3 +202,138 @@ func TestCountCacheBound(t *testing.T) {
 		}
 	}
 }
+
+// chunkTexts are texts whose chunked count must be the tokenizer's: prose,
+// other scripts, marks, code, contractions and digits around the cuts,
+// whitespace runs, invalid UTF-8, and runs with no cut at all.
+func chunkTexts() map[string]string {
+	return map[string]string{
+		"english":      prompt1KB,
+		"contractions": strings.Repeat("it's what they'd DON'T we've I'M you're 'tis l'été o'clock ", 40),
+		"code": strings.Repeat("func (c *Codec) Count(input string) (int, error) {\n\tif x>=0&&y<2 {return n+1}\n}\n"+
+			`{"role":"user","content":"hi\n\tthere","k":[1,22,333,4444]}`+"\r\n", 30),
+		"multilingual": strings.Repeat("Grüße aus Köln; naïve café résumé. Привет, мир! 日本語のテキストです。 مرحبا بالعالم "+
+			"देवनागरी लिपि x\u0301y\u0308z ÅngströmABCdef ǅemal ", 30),
+		"whitespace":  strings.Repeat("word  \t  word\n\n\n  word   \r\n\r\nword\u00a0\u2003word \n ", 60),
+		"digits":      strings.Repeat("abc123456 x1y22z333 v1.2.3 3.14159e10 ", 80),
+		"invalid":     strings.Repeat("valid \xff\xfe bytes a\x80b c\xe2\x82 d\xf0\x9f end ", 60),
+		"punctuation": strings.Repeat("a.b,c;d:e!f?g(h)i[j]k{l}m<n>o/p\\q|r-s_t+u=v*w&x^y%z$a#b@c~d`e\"f ", 40),
+		"letters":     strings.Repeat("abcdefghijklmnopqrstuvwxyz", 3000), // no cut at all
+		"cjk":         strings.Repeat("漢字かな交じり文", 3000),                   // nor here
+		"mixed":       strings.Repeat("abc", 500) + " " + strings.Repeat("漢", 3000) + strings.Repeat("word ", 2000),
+	}
+}
+
+// The chunked count adds up to the tokenizer's count of the whole text,
+// for both vocabularies, with chunks small enough to cut at most places
+// nextCut allows, and with the sizes the gateway uses.
+func TestChunkedCountIsExact(t *testing.T) {
+	for name, text := range chunkTexts() {
+		for _, enc := range []Encoding{O200kBase, Cl100kBase} {
+			want := countWhole(codecOf(enc), text)
+			for _, size := range []int{1, 2, 7, 64, 1000, chunkBytes} {
+				if got := countChunked(enc, text, 0, size); got != want {
+					t.Errorf("%s, %s: chunks of %d bytes count %d, the whole text %d", name, enc, size, got, want)
+				}
+			}
+		}
+	}
+}
+
+// FuzzChunkedCount: whatever the text, the chunked count is the whole's.
+func FuzzChunkedCount(f *testing.F) {
+	for _, text := range chunkTexts() {
+		f.Add(text[:min(len(text), 300)], 3)
+	}
+	f.Add("a'b a's A'S a\u0301 a.b a\nb a\r\n\r\nb a  b a1 a/b", 1)
+	f.Fuzz(func(t *testing.T, text string, size int) {
+		size = 1 + abs(size)%64
+		for _, enc := range []Encoding{O200kBase, Cl100kBase} {
+			if got, want := countChunked(enc, text, 0, size), countWhole(codecOf(enc), text); got != want {
+				t.Fatalf("%s: %q in chunks of %d counts %d, whole %d", enc, text, size, got, want)
+			}
+		}
+	})
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+func TestNextCut(t *testing.T) {
+	tests := []struct {
+		text string
+		from int
+		want int
+	}{
+		{"hello world", 0, 5},
+		{"hello world", 6, -1}, // "world" ends the text
+		{"hello, world", 0, 5},
+		{"don't stop", 0, 5},     // not at the apostrophe: "'t" joins "don"
+		{"ab1 cd", 0, 2},         // a digit after a letter
+		{"12 34", 0, -1},         // no letter before
+		{"é x", 0, -1},           // a letter, but not ASCII
+		{"aé x", 0, -1},          // a non-ASCII byte after the letter
+		{"a\u0301 b", 0, -1},     // a combining mark after the letter
+		{"x\ny", 0, 1},           // a newline after a letter
+		{"  a  b", 0, 3},         // the first after from
+		{"  a  b", 4, -1},        // none after from
+		{"abc def", 100, -1},     // from past the end
+		{"a b", 0, 1},            // at 1, never 0
+		{"\xffa b", 0, 2},        // invalid UTF-8 before
+		{"a\xff b", 0, -1},       // invalid UTF-8 after the letter
+		{"Q-Z", 1, 1},            // from itself
+		{"日本a:b", 0, len("日本a")}, // after a multi-byte rune
+	}
+	for _, tt := range tests {
+		if got := nextCut(tt.text, tt.from); got != tt.want {
+			t.Errorf("nextCut(%q, %d) = %d, want %d", tt.text, tt.from, got, tt.want)
+		}
+	}
+}
+
+// A text long enough to be chunked counts through CountTokens what the
+// tokenizer counts for it whole.
+func TestLongTextCountIsTheTokenizers(t *testing.T) {
+	text := longText(200 << 10)
+	for _, model := range []string{"gpt-4o", "gpt-4"} {
+		want, err := codecOf(EncodingFor(model)).Count(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := CountTokens(model, text); got != int64(want) {
+			t.Errorf("CountTokens(%s, %d bytes) = %d, the tokenizer counts %d", model, len(text), got, want)
+		}
+	}
+}
+
+// longText is n bytes of prose, code and other scripts.
+func longText(n int) string {
+	var b strings.Builder
+	texts := chunkTexts()
+	for b.Len() < n {
+		for _, name := range []string{"english", "code", "multilingual", "contractions", "whitespace"} {
+			b.WriteString(texts[name])
+		}
+	}
+	return b.String()
+}
+
+// A long text of prose is counted from the regexp's index scan, not by a
+// match object per piece: tens of allocations per chunk where the
+// library's Count makes several per piece.
+func TestLongTextCountsWithoutAMatchPerPiece(t *testing.T) {
+	text := strings.Repeat(prompt1KB, 256) // 256 KiB, ~16 chunks
+	pieces, err := o200kSplit().FindAllStringIndex(text, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	CountTokens("gpt-4o", text) // the pools and the vocabulary
+	allocs := testing.AllocsPerRun(5, func() { CountTokens("gpt-4o", text) })
+	if allocs > float64(len(pieces))/20 {
+		t.Errorf("counting %d bytes (%d pieces) made %.0f allocations, want under %d", len(text), len(pieces), allocs, len(pieces)/20)
+	}
+}

@@ -1,0 +1,386 @@
+// Command promptload measures what counting large prompts costs the small
+// llm calls beside them: an admitted small chat call's latency, one call at
+// a time, idle and while K clients keep 1 MiB prompts (o200k, of a known
+// key) in flight, against a gateway started as a child process with an llm
+// route in front of an upstream in this process that reads each call and
+// answers a fixed completion at once (builtin:openai-mock would count the
+// large prompts again, outside the gateway's bound, and pace its answer).
+// It prints p50 and p99 per point
+// and each point's p99 over the idle p99 of the same round; with several
+// rounds (points in turn: idle, then each K), the medians of those ratios.
+//
+//	go run ./bench/promptload                      # builds ./cmd/gateway
+//	go run ./bench/promptload -gateway ./gw -rounds 3 -phase 4s
+//	go run ./bench/promptload -gateway ./new -base ./old  # both, in turn in every round
+//
+// Every point is bounded: at most -calls small calls, for -phase from the
+// first large prompt's answer (which must come within -phase).
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/bench/openloop"
+)
+
+// config is a tenant's key, a token policy that needs it, and an llm route
+// that admits a 1 MiB prompt.
+const config = `# promptload: small calls beside large prompts
+server:
+  listen: %s
+admin:
+  listen: ""
+tenants:
+  keys:
+    sk-bench: {tenant: bench, plan: free}
+routes:
+  - name: llm
+    match: {path_prefix: /v1/, methods: [POST]}
+    upstream: %s
+    llm: openai
+    max_body_bytes: 2097152
+    policies: [tokens]
+policies:
+  tokens: {key: tenant, cost: tokens, rate: 1000000000000, per: 1s, on_missing_key: reject}
+`
+
+// completion is the upstream's answer to every call, usage included.
+const completion = `{"id":"chatcmpl-bench","object":"chat.completion","created":1764720000,"model":"gpt-4o-mini",` +
+	`"choices":[{"index":0,"message":{"role":"assistant","content":"lorem ipsum dolor sit amet"},"finish_reason":"length"}],` +
+	`"usage":{"prompt_tokens":11,"completion_tokens":16,"total_tokens":27}}`
+
+const smallBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello there, mock!"}],"max_tokens":16}`
+
+func main() {
+	gateway := flag.String("gateway", "", "gateway binary to start (default: go build ./cmd/gateway into a temporary directory)")
+	base := flag.String("base", "", "other gateway binaries (comma-separated) measured in the same rounds, for before/after")
+	inFlight := flag.String("inflight", "1,2", "large prompts kept in flight, per point after idle (comma-separated)")
+	rounds := flag.Int("rounds", 3, "rounds of idle and every in-flight point")
+	calls := flag.Int("calls", 4000, "at most this many small calls per point")
+	phase := flag.Duration("phase", 6*time.Second, "how long each point measures, once the large prompts' first answer came")
+	every := flag.Duration("every", 2*time.Millisecond, "start a small call this often (one at a time)")
+	size := flag.Int("size", 1<<20, "bytes of the large prompt's text")
+	flag.Parse()
+	var ks []int
+	for _, f := range strings.Split(*inFlight, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k < 1 {
+			fail(fmt.Errorf("-inflight: %q is not a positive count", f))
+		}
+		ks = append(ks, k)
+	}
+	if err := run(*gateway, *base, ks, *rounds, *calls, *phase, *every, *size); err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "promptload:", err)
+	os.Exit(1)
+}
+
+func run(gateway, base string, ks []int, rounds, calls int, phase, every time.Duration, size int) error {
+	// An interrupt ends the run and its gateways (ctx kills them).
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "promptload")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if gateway == "" {
+		gateway = filepath.Join(dir, "gateway")
+		if out, err := exec.Command("go", "build", "-o", gateway, "./cmd/gateway").CombinedOutput(); err != nil {
+			return fmt.Errorf("building the gateway: %w\n%s", err, out)
+		}
+	}
+	upstream, err := serveUpstream()
+	if err != nil {
+		return err
+	}
+	defer upstream.Close()
+	bins := []string{gateway}
+	if base != "" {
+		bins = append(bins, strings.Split(base, ",")...)
+	}
+	urls := make([]string, len(bins))
+	for i, bin := range bins {
+		listen, stop, err := start(ctx, bin, dir, strconv.Itoa(i), "http://"+upstream.Addr().String())
+		if err != nil {
+			return err
+		}
+		defer stop()
+		urls[i] = "http://" + listen + "/v1/chat/completions"
+	}
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: time.Minute}
+	defer client.CloseIdleConnections()
+	big := []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"` + prose(size) + `"}],"max_tokens":16}`)
+	for _, url := range urls {
+		for range 20 { // warm up: the vocabulary, connections
+			if _, err := smallCall(ctx, client, url); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Printf("%d CPUs; per point, small calls one at a time every %v for %v (at most %d) once the large prompts answer; large prompt %d bytes; gateways %s\n",
+		runtime.NumCPU(), every, phase, calls, len(big), strings.Join(bins, ", "))
+	type point struct{ gw, k int }
+	ratios := map[point][]float64{}
+	p99s := map[point][]float64{} // ms
+	for r := range rounds {
+		for j := range bins {
+			g := (j + r) % len(bins) // the order changes from round to round
+			var idle time.Duration
+			for _, k := range append([]int{0}, ks...) {
+				answered, stop := flood(ctx, client, urls[g], big, k)
+				lat, err := smallCalls(ctx, client, urls[g], answered, calls, phase, every)
+				done, other := stop()
+				if err != nil {
+					return err
+				}
+				slices.Sort(lat)
+				p50, p99 := openloop.Quantile(lat, 0.50), openloop.Quantile(lat, 0.99)
+				p99s[point{g, k}] = append(p99s[point{g, k}], ms(p99))
+				line := fmt.Sprintf("round %d, %s, large in flight %d: %d small calls p50=%.2fms p99=%.2fms", r+1, bins[g], k, len(lat), ms(p50), ms(p99))
+				if k == 0 {
+					idle = p99
+				} else {
+					ratio := float64(p99) / float64(idle)
+					ratios[point{g, k}] = append(ratios[point{g, k}], ratio)
+					line += fmt.Sprintf(" p99/idle=%.2f; large answered 200: %d (other %d)", ratio, done, other)
+				}
+				fmt.Println(line)
+			}
+		}
+	}
+	// The idle point does not reach the code that counts large prompts,
+	// and on a shared machine its p99 moves with the others' load: the
+	// median of every gateway's idle p99s is a steadier anchor than each
+	// round's own.
+	var idle []float64
+	for g := range bins {
+		idle = append(idle, p99s[point{g, 0}]...)
+	}
+	anchor := median(idle)
+	fmt.Printf("idle p99, all gateways and rounds: median %.2fms (%s)\n", anchor, fmtRatios(sorted(idle)))
+	for g, bin := range bins {
+		for _, k := range ks {
+			pt := point{g, k}
+			fmt.Printf("RATIO %s: small-call p99 with %d large in flight: median %.2fms, over the idle median %.2f; p99/idle of its round: median %.2f (rounds %s)\n",
+				bin, k, median(p99s[pt]), median(p99s[pt])/anchor, median(ratios[pt]), fmtRatios(sorted(ratios[pt])))
+		}
+	}
+	return nil
+}
+
+// start runs the gateway bin on a free loopback port, its config in dir,
+// and waits until it listens; stop ends it.
+func start(ctx context.Context, bin, dir, name, upstream string) (listen string, stop func(), err error) {
+	if listen, err = freeAddr(); err != nil {
+		return "", nil, err
+	}
+	cfg := filepath.Join(dir, "gateway-"+name+".yaml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, config, listen, upstream), 0o644); err != nil {
+		return "", nil, err
+	}
+	gw := exec.CommandContext(ctx, bin, "serve", "-config", cfg)
+	gw.Stderr = io.Discard
+	if err := gw.Start(); err != nil {
+		return "", nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	stop = func() { gw.Process.Kill(); gw.Wait() }
+	if err := waitTCP(listen, 10*time.Second); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return listen, stop, nil
+}
+
+// flood keeps n POSTs of body in flight until stop, which says how many
+// were answered 200 and how many otherwise. answered is closed at the
+// first answer (at once when n is 0): from then on the load is steady.
+func flood(ctx context.Context, client *http.Client, url string, body []byte, n int) (answered <-chan struct{}, stop func() (ok, other int64)) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var ok, other atomic.Int64
+	first := make(chan struct{})
+	var once sync.Once
+	if n == 0 {
+		close(first)
+	}
+	for range n {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				resp, err := post(ctx, client, url, bytes.NewReader(body))
+				if err != nil {
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				once.Do(func() { close(first) })
+				if resp.StatusCode == http.StatusOK {
+					ok.Add(1)
+				} else {
+					other.Add(1)
+				}
+			}
+		})
+	}
+	return first, func() (int64, int64) {
+		cancel()
+		wg.Wait()
+		return ok.Load(), other.Load()
+	}
+}
+
+// smallCalls times small calls one at a time, one started every every
+// (or at once when the last took longer), for phase from steady's close
+// (waiting for it at most phase), stopping early at calls of them.
+func smallCalls(ctx context.Context, client *http.Client, url string, steady <-chan struct{}, calls int, phase, every time.Duration) ([]time.Duration, error) {
+	select {
+	case <-steady:
+	case <-time.After(phase):
+		return nil, fmt.Errorf("no large prompt answered within %v", phase)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	ctx, cancel := context.WithTimeout(ctx, phase)
+	defer cancel()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var lat []time.Duration
+	for len(lat) < calls {
+		if len(lat) > 0 {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+			}
+		}
+		d, err := smallCall(ctx, client, url)
+		if err != nil {
+			if ctx.Err() != nil && len(lat) > 0 {
+				break // the phase is over
+			}
+			return nil, err
+		}
+		lat = append(lat, d)
+	}
+	return lat, nil
+}
+
+func smallCall(ctx context.Context, client *http.Client, url string) (time.Duration, error) {
+	start := time.Now()
+	resp, err := post(ctx, client, url, strings.NewReader(smallBody))
+	if err != nil {
+		return 0, fmt.Errorf("small call: %w", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("small call answered %d", resp.StatusCode)
+	}
+	return time.Since(start), nil
+}
+
+func post(ctx context.Context, client *http.Client, url string, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", url, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer sk-bench")
+	req.Header.Set("Content-Type", "application/json")
+	return client.Do(req)
+}
+
+// prose is n bytes of English words in a fixed pseudo-random order.
+func prose(n int) string {
+	words := strings.Fields("the gateway counts every token of a prompt before it forwards the call so that a tenant " +
+		"cannot spend more than its quota allows; limits hold across instances and reloads keep state intact")
+	rng := rand.New(rand.NewPCG(7, 11))
+	var b strings.Builder
+	for b.Len() < n {
+		b.WriteString(words[rng.IntN(len(words))])
+		b.WriteByte(' ')
+	}
+	return b.String()[:n]
+}
+
+// serveUpstream answers every request with completion once it has read the
+// body, on a loopback port.
+func serveUpstream() (net.Listener, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, completion)
+	}))
+	return l, nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func waitTCP(addr string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return errors.New("the gateway did not listen on " + addr + " within " + within.String())
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func sorted(xs []float64) []float64 {
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	return xs
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return sorted(xs)[len(xs)/2]
+}
+
+func fmtRatios(rs []float64) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = strconv.FormatFloat(r, 'f', 2, 64)
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,140 @@
+package llm
+
+import (
+	"sync"
+	"unicode/utf8"
+
+	"github.com/dlclark/regexp2/v2"
+	"github.com/tiktoken-go/tokenizer/codec"
+)
+
+// The tokenizer's Count allocates a match object of a few hundred bytes for
+// every piece its pre-tokenizer regexp finds, and a string for the piece:
+// ~57 MB for a MiB of prose, which keeps the collector running while large
+// prompts are counted, and the small calls beside them pay for it. A long
+// text is counted here instead from the same regexp's index scan, which
+// reuses one match, and each distinct piece of the text is encoded once
+// (by Count, on the piece alone) and then looked up: the same sum, since
+// the tokenizer encodes every piece on its own.
+//
+// The patterns are the library's (codec.NewO200kBase, codec.NewCl100kBase),
+// byte for byte, so that regexp2 runs the matchers the library generated
+// for them; TestChunkedCountIsExact and FuzzChunkedCount compare the counts
+// with the library's Count, and would catch a pattern that drifted.
+const (
+	o200kPattern  = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	cl100kPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+)
+
+var (
+	o200kSplit  = sync.OnceValue(func() *regexp2.Regexp { return regexp2.MustCompile(o200kPattern, regexp2.None) })
+	cl100kSplit = sync.OnceValue(func() *regexp2.Regexp { return regexp2.MustCompile(cl100kPattern, regexp2.None) })
+)
+
+// pieceCounter counts the chunks of one text in one vocabulary, remembering
+// the count of each distinct piece. Not safe for concurrent use.
+type pieceCounter struct {
+	c     *codec.Codec
+	split *regexp2.Regexp
+	seen  map[string]int64 // piece → its tokens; keys are slices of the text
+	// off is set once a chunk had mostly new pieces (or one could not be
+	// counted so): the rest of the text is counted by Count.
+	off bool
+	// perByte is the last chunk's pieces per byte: the index scan's
+	// result is sized from it (grown by appends instead, it allocates
+	// twice what it keeps).
+	perByte float64
+}
+
+// maxPieces bounds the pieces a text remembers (about 2 MB).
+const maxPieces = 1 << 15
+
+var seenPool = sync.Pool{New: func() any { return make(map[string]int64) }}
+
+func newPieceCounter(c *codec.Codec, split *regexp2.Regexp) *pieceCounter {
+	return &pieceCounter{c: c, split: split, seen: seenPool.Get().(map[string]int64)}
+}
+
+// release returns the map, emptied: its keys point into the text.
+func (p *pieceCounter) release() {
+	clear(p.seen)
+	seenPool.Put(p.seen)
+	p.seen = nil
+}
+
+// count returns chunk's tokens.
+func (p *pieceCounter) count(chunk string) int64 {
+	if !p.off {
+		n, fresh, total, ok := p.countPieces(chunk)
+		// A piece seen before costs a fraction of what Count spends on
+		// it, a new one about twice: a chunk of mostly new pieces (hashes,
+		// base64, random text) says the rest will be alike.
+		p.off = !ok || 2*fresh > total
+		if ok {
+			return n
+		}
+	}
+	return countWhole(p.c, chunk)
+}
+
+// countPieces counts chunk piece by piece, saying how many pieces it found
+// and how many of them were new; ok is false when it cannot be sure of the
+// library's count and Count must do it.
+func (p *pieceCounter) countPieces(chunk string) (n int64, fresh, total int, ok bool) {
+	// Count encodes a piece's runes back to UTF-8, so an invalid byte
+	// becomes U+FFFD there and the pieces are not slices of the text.
+	if !utf8.ValidString(chunk) {
+		return 0, 0, 0, false
+	}
+	idx, err := p.pieces(chunk)
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	for _, m := range idx {
+		piece := chunk[m[0]:m[1]]
+		k, ok := p.seen[piece]
+		if !ok {
+			if k, ok = p.encodeAlone(piece); !ok {
+				return 0, 0, 0, false
+			}
+			if len(p.seen) < maxPieces {
+				p.seen[piece] = k
+			}
+			fresh++
+		}
+		n += k
+	}
+	return n, fresh, len(idx), true
+}
+
+// pieces returns the byte ranges of chunk's pieces.
+func (p *pieceCounter) pieces(chunk string) ([][]int, error) {
+	if p.perByte > 0 {
+		// Given a count, the scan allocates that much and stops there:
+		// when it found as many as asked, the count may have cut it short.
+		want := int(float64(len(chunk))*p.perByte*1.25) + 64
+		idx, err := p.split.FindAllStringIndex(chunk, want)
+		if err != nil || len(idx) < want {
+			p.perByte = float64(len(idx)) / float64(len(chunk))
+			return idx, err
+		}
+	}
+	idx, err := p.split.FindAllStringIndex(chunk, -1)
+	p.perByte = float64(len(idx)) / float64(len(chunk))
+	return idx, err
+}
+
+// encodeAlone returns the tokens the tokenizer encodes piece into; ok is
+// false when the regexp does not find piece alone as one piece (then Count
+// of it would split it, and its sum need not be piece's encoding).
+func (p *pieceCounter) encodeAlone(piece string) (int64, bool) {
+	idx, err := p.split.FindAllStringIndex(piece, 2)
+	if err != nil || len(idx) != 1 || idx[0][0] != 0 || idx[0][1] != len(piece) {
+		return 0, false
+	}
+	n, err := p.c.Count(piece)
+	if err != nil {
+		return 0, false
+	}
+	return int64(n), true
+}
