@@ -139,8 +139,12 @@ func (h *Handler) peekUnread(ctx context.Context, checks []limiter.Check, costs 
 	return append(slices.Clone(peeked), h.limiter.Peek(ctx, unread)...)
 }
 
-// localChecks returns the checks (and their costs) decided in-process.
+// localChecks returns the checks (and their costs) decided in-process:
+// checks and costs themselves when every one is (most routes), no copy.
 func localChecks(checks []limiter.Check, costs []policies.Cost) ([]limiter.Check, []policies.Cost) {
+	if !slices.ContainsFunc(checks, func(c limiter.Check) bool { return c.Rule.Algorithm.Shared() }) {
+		return checks, costs
+	}
 	var lc []limiter.Check
 	var lcost []policies.Cost
 	for i, c := range checks {

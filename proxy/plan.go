@@ -208,8 +208,10 @@ func (pl *planner) llmCall(p *plan) answer {
 			pols = append(pols, pol)
 		}
 	}
+	// In the plan's arrays: the checks after the body are built there
+	// later, and only the peek's decisions are kept.
 	one := func(policies.Cost) int64 { return 1 }
-	checks, costs, rejectedBy := checksOf(r, pols, &p.subject, one)
+	checks, costs, rejectedBy := checksInto(p.checkBuf[:0], p.costBuf[:0], r, pols, &p.subject, one)
 	if rejectedBy != nil {
 		// A missing or unknown key: the policies that count requests decide
 		// it (each guess costs its share, as on any route), then 401, or 429
