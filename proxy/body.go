@@ -15,17 +15,17 @@ import (
 // from there. A later step that needs the bytes takes them from it rather
 // than reading the body again.
 type heldBody struct {
-	*bytes.Reader
+	bytes.Reader
 	b []byte
 }
 
-func (heldBody) Close() error { return nil }
+func (*heldBody) Close() error { return nil }
 
 // readBody returns r's body, read whole and bounded by the route's
 // max_body_bytes (413 beyond, with the message to answer), and r's body
 // held in memory. A body already held is returned as it is.
 func readBody(w http.ResponseWriter, r *http.Request, route *policies.Route) (*http.Request, []byte, int, string) {
-	if hb, ok := r.Body.(heldBody); ok {
+	if hb, ok := r.Body.(*heldBody); ok {
 		return r, hb.b, 0, ""
 	}
 	body, err := readAllBounded(w, r, max(route.MaxBodyBytes, 1))
@@ -85,7 +85,9 @@ const presizeMax = 1 << 20
 func withBody(r *http.Request, body []byte) *http.Request {
 	out := new(http.Request)
 	*out = *r
-	out.Body = heldBody{Reader: bytes.NewReader(body), b: body}
+	hb := &heldBody{b: body} // one allocation, its reader in it
+	hb.Reset(body)
+	out.Body = hb
 	out.ContentLength = int64(len(body))
 	out.TransferEncoding = nil
 	return out

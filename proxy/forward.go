@@ -184,7 +184,7 @@ func (h *Handler) forward(w http.ResponseWriter, p *plan, dec decision, idem *id
 			h.afterSettle()
 		}()
 	}
-	held, isHeld := r.Body.(heldBody)
+	held, isHeld := r.Body.(*heldBody)
 	if r.Body != nil && r.Body != http.NoBody && !isHeld {
 		body := r.Body
 		if route.MaxBodyBytes > 0 {

@@ -64,7 +64,8 @@ type llmCall struct {
 
 	status  int                // the upstream's, 0 when it never answered
 	stream  *llm.StreamWatcher // an SSE response
-	tapped  *teeBody           // a JSON response, its first maxUsageBody bytes
+	tapped  *teeBody           // a JSON response, its first maxUsageBody bytes: tap
+	tap     teeBody
 	settled bool
 	// charged says the call was settled; chargedUsage, chargedTokens and
 	// chargedMicroUSD are what it cost (for metrics and traces), whatever
@@ -287,7 +288,8 @@ func (c *llmCall) watch(resp *http.Response) {
 		resp.Body = c.stream
 		return
 	}
-	c.tapped = &teeBody{ReadCloser: resp.Body, max: maxUsageBody}
+	c.tap = teeBody{ReadCloser: resp.Body, max: maxUsageBody} // in the call: no allocation of its own
+	c.tapped = &c.tap
 	if n := resp.ContentLength; n > 0 && n <= maxUsageBody {
 		c.tapped.buf = make([]byte, 0, n) // one allocation, not one per doubling
 	}
