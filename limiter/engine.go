@@ -255,7 +255,18 @@ func fallbackLimit(c Check) Limit {
 // Without a shared backend that can peek, shared checks come back
 // ReasonUnavailable.
 func (e *Engine) Peek(ctx context.Context, checks []Check) []Decision {
-	ds := make([]Decision, len(checks))
+	return e.PeekInto(ctx, checks, nil)
+}
+
+// PeekInto is Peek into ds's array when it holds every check's decision
+// (the caller's own, which it keeps for as long as it needs them).
+func (e *Engine) PeekInto(ctx context.Context, checks []Check, ds []Decision) []Decision {
+	if cap(ds) >= len(checks) {
+		ds = ds[:len(checks)]
+		clear(ds)
+	} else {
+		ds = make([]Decision, len(checks))
+	}
 	now := e.clock()
 	var shared []Check
 	var sharedIdx []int

@@ -50,7 +50,7 @@ func (h *Handler) peekBeforeBody(w http.ResponseWriter, p *plan, rep *report, ch
 		}
 	}
 	start := time.Now()
-	peeked = h.limiter.Peek(r.Context(), checks)
+	peeked = peekInto(r.Context(), h.limiter, checks, p.peekBuf[:0])
 	took := time.Since(start)
 	provider := openAIErrors(r)
 	for i, d := range peeked {
@@ -83,6 +83,15 @@ func (h *Handler) peekBeforeBody(w http.ResponseWriter, p *plan, rep *report, ch
 		return peeked, true
 	}
 	return peeked, false
+}
+
+// peekInto is lim's Peek, into ds's array when lim can (the engine can):
+// the plan keeps what its llm call's peek saw without an allocation.
+func peekInto(ctx context.Context, lim Limiter, checks []limiter.Check, ds []limiter.Decision) []limiter.Decision {
+	if e, ok := lim.(*limiter.Engine); ok {
+		return e.PeekInto(ctx, checks, ds)
+	}
+	return lim.Peek(ctx, checks)
 }
 
 // peekSharedAbove is the body size from which a call's shared policies are

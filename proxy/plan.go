@@ -55,9 +55,11 @@ type plan struct {
 	costs      []policies.Cost
 	rejectedBy *policies.Policy
 	// checkBuf and costBuf back checks and costs for up to planChecks
-	// policies.
+	// policies; peekBuf backs peeked for one (every plan carries it: one
+	// decision keeps a plan within the next size class, 576 bytes).
 	checkBuf [planChecks]limiter.Check
 	costBuf  [planChecks]policies.Cost
+	peekBuf  [1]limiter.Decision
 	// reserve: the decision holds what it takes until the request ends (an
 	// llm call's tokens, in-flight slots), settled then.
 	reserve bool
