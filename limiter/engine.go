@@ -247,7 +247,18 @@ func fallbackLimit(c Check) Limit {
 // Without a shared backend that can peek, shared checks come back
 // ReasonUnavailable.
 func (e *Engine) Peek(ctx context.Context, checks []Check) []Decision {
-	ds := make([]Decision, len(checks))
+	return e.PeekInto(ctx, checks, nil)
+}
+
+// PeekInto is Peek into ds's array when it holds every check's decision
+// (the caller's own, which it keeps for as long as it needs them).
+func (e *Engine) PeekInto(ctx context.Context, checks []Check, ds []Decision) []Decision {
+	if cap(ds) >= len(checks) {
+		ds = ds[:len(checks)]
+		clear(ds)
+	} else {
+		ds = make([]Decision, len(checks))
+	}
 	now := e.clock()
 	var shared []Check
 	var sharedIdx []int
@@ -302,20 +313,21 @@ func (r *Reservation) Settle(ctx context.Context, actual []int64) error {
 	if len(actual) != len(r.checks) {
 		return fmt.Errorf("limiter: settling %d checks with %d costs", len(r.checks), len(actual))
 	}
-	actual = slices.Clone(actual)
-	for i, c := range r.checks {
-		if c.Rule.Algorithm.InFlight() {
-			actual[i] = 0
+	// Read, not copied: actual is the caller's.
+	cost := func(i int) int64 {
+		if r.checks[i].Rule.Algorithm.InFlight() {
+			return 0
 		}
+		return actual[i]
 	}
 	now := r.clock()
 	for i := range r.local {
-		r.local[i].adjust(now, actual[i])
+		r.local[i].adjust(now, cost(i))
 	}
 	if r.shared != nil {
 		units := make([]int64, len(r.sharedIdx))
 		for j, i := range r.sharedIdx {
-			units[j] = max(actual[i], 0)
+			units[j] = max(cost(i), 0)
 		}
 		r.shared.Settle(ctx, units)
 	}

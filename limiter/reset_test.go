@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -198,5 +199,34 @@ func TestEnginePeekOne(t *testing.T) {
 	e, _ := NewEngine(func() time.Time { return t0 }, NewLocal(0), nil)
 	if _, err := e.PeekOne(ctx, Check{Key: "k"}); err == nil {
 		t.Fatal("without policy: got nil error, want one")
+	}
+}
+
+// PeekInto tells what Peek does, in the caller's array when it is large
+// enough (whatever it held before), in a new one when it is not.
+func TestEnginePeekInto(t *testing.T) {
+	ctx := context.Background()
+	e, _ := NewEngine(func() time.Time { return t0 }, NewLocal(0), nil)
+	lim := Limit{Rate: 5, Period: time.Minute, Burst: 5}
+	checks := []Check{
+		{Rule: &Rule{Name: "a", Algorithm: TokenBucket}, Limit: lim, Key: "k", Cost: 2},
+		{Rule: &Rule{Name: "shared", Algorithm: GCRA}, Limit: lim, Key: "k"},
+	}
+	if _, err := e.Decide(ctx, checks[:1]); err != nil {
+		t.Fatal(err)
+	}
+	want := e.Peek(ctx, checks)
+	for _, size := range []int{1, 2, 3} {
+		buf := make([]Decision, size)
+		for i := range buf {
+			buf[i] = Decision{Policy: "stale", Allowed: true, Remaining: 99}
+		}
+		got := e.PeekInto(ctx, checks, buf[:0])
+		if !slices.Equal(got, want) {
+			t.Fatalf("into %d: got %+v, want %+v", size, got, want)
+		}
+		if inPlace := &got[0] == &buf[0]; inPlace != (size >= len(checks)) {
+			t.Errorf("into %d: in the caller's array %v, want %v", size, inPlace, size >= len(checks))
+		}
 	}
 }

@@ -26,8 +26,11 @@ const anthropicVersion = "2023-06-01"
 // meters a stream. A status other than 0 refuses the call with msg.
 func (c *llmCall) forRoute(r *http.Request, route *policies.Route, lim reserver) (int, string) {
 	if c.kind == llm.AnthropicMessages {
-		body, _ := r.Body.(heldBody)
-		p, err := llm.ParseAnthropicPrompt(body.b, c.req.Family)
+		var held []byte
+		if body, ok := r.Body.(*heldBody); ok {
+			held = body.b
+		}
+		p, err := llm.ParseAnthropicPrompt(held, c.req.Family)
 		if err != nil {
 			return http.StatusBadRequest, err.Error()
 		}

@@ -50,7 +50,7 @@ func (h *Handler) peekBeforeBody(w http.ResponseWriter, p *plan, rep *report, ch
 		}
 	}
 	start := time.Now()
-	peeked = h.limiter.Peek(r.Context(), checks)
+	peeked = peekInto(r.Context(), h.limiter, checks, p.peekBuf[:0])
 	took := time.Since(start)
 	provider := openAIErrors(r)
 	for i, d := range peeked {
@@ -83,6 +83,15 @@ func (h *Handler) peekBeforeBody(w http.ResponseWriter, p *plan, rep *report, ch
 		return peeked, true
 	}
 	return peeked, false
+}
+
+// peekInto is lim's Peek, into ds's array when lim can (the engine can):
+// the plan keeps what its llm call's peek saw without an allocation.
+func peekInto(ctx context.Context, lim Limiter, checks []limiter.Check, ds []limiter.Decision) []limiter.Decision {
+	if e, ok := lim.(*limiter.Engine); ok {
+		return e.PeekInto(ctx, checks, ds)
+	}
+	return lim.Peek(ctx, checks)
 }
 
 // peekSharedAbove is the body size from which a call's shared policies are
@@ -139,8 +148,12 @@ func (h *Handler) peekUnread(ctx context.Context, checks []limiter.Check, costs 
 	return append(slices.Clone(peeked), h.limiter.Peek(ctx, unread)...)
 }
 
-// localChecks returns the checks (and their costs) decided in-process.
+// localChecks returns the checks (and their costs) decided in-process:
+// checks and costs themselves when every one is (most routes), no copy.
 func localChecks(checks []limiter.Check, costs []policies.Cost) ([]limiter.Check, []policies.Cost) {
+	if !slices.ContainsFunc(checks, func(c limiter.Check) bool { return c.Rule.Algorithm.Shared() }) {
+		return checks, costs
+	}
 	var lc []limiter.Check
 	var lcost []policies.Cost
 	for i, c := range checks {

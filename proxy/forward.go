@@ -184,7 +184,7 @@ func (h *Handler) forward(w http.ResponseWriter, p *plan, dec decision, idem *id
 			h.afterSettle()
 		}()
 	}
-	held, isHeld := r.Body.(heldBody)
+	held, isHeld := r.Body.(*heldBody)
 	if r.Body != nil && r.Body != http.NoBody && !isHeld {
 		body := r.Body
 		if route.MaxBodyBytes > 0 {
@@ -343,19 +343,31 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	// The gateway's rate-limit headers go on the client's response as they
 	// are, and the upstream's own under those names are dropped. (Set on
 	// resp.Header, ReverseProxy would copy each once more, and five more
-	// names push a small response's header map into a bigger table.)
-	if setRateLimitHeaders(st.w.Header(), st.verdict, route.RateLimitHeaders) {
-		dropRateLimitHeaders(resp.Header, route.RateLimitHeaders)
+	// names push a small response's header map into a bigger table.) They
+	// are rendered into one buffer, an OpenAI route's own sets with them,
+	// and cut from one string.
+	var stack [headerStack]byte
+	var hv headerValues
+	buf, _ := hv.rateLimit(stack[:0], st.verdict, route.RateLimitHeaders)
+	if route.LLM {
+		switch {
+		case route.Anthropic:
+			setAnthropicHeaders(resp.Header, st.verdict, st.costs, nil, time.Now())
+		case st.idem != nil:
+			// On resp.Header, where replay_headers may keep them.
+			setOpenAIHeadersWith(resp.Header, st.verdict, st.costs, nil)
+		default:
+			buf = hv.openAI(buf, st.verdict, st.costs, nil)
+		}
 	}
+	hv.dropFrom(resp.Header)
+	hv.setOn(st.w.Header(), buf)
 	// The response's Date is the gateway's, stamped by net/http as it
 	// writes, as nginx's proxy does: the clock that computed the rate-limit
 	// headers' resets. It also keeps a small response within the eight
 	// header names a Go header map holds before it grows into a table,
 	// which measured a tenth of the throughput of a small proxied response.
 	delete(resp.Header, "Date")
-	if route.LLM {
-		setLLMHeaders(route, resp.Header, st.verdict, st.costs, nil)
-	}
 	if st.p.call != nil {
 		st.p.call.watch(resp)
 	}

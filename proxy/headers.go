@@ -49,8 +49,9 @@ func setRateLimitHeaders(h http.Header, v limiter.Verdict, set policies.RateLimi
 const headerStack = 512
 
 // maxHeaderValues is how many headers one headerValues renders: the five
-// rate-limit headers, Retry-After and Retry-After-Ms.
-const maxHeaderValues = 7
+// rate-limit headers, and Retry-After and Retry-After-Ms on a 429 or
+// OpenAI's three sets of three on an llm call's response.
+const maxHeaderValues = 14
 
 // headerValues cuts a response's header values from one buffer, into which
 // they were rendered one after the other (the buffer is passed along, not
@@ -89,6 +90,14 @@ func (hv *headerValues) setOn(h http.Header, buf []byte) {
 		vals[i] = all[start:hv.ends[i]]
 		start = hv.ends[i]
 		h[hv.names[i]] = vals[i : i+1 : i+1]
+	}
+}
+
+// dropFrom removes from h the names rendered, so that an upstream's values
+// under them do not join the gateway's.
+func (hv *headerValues) dropFrom(h http.Header) {
+	for _, name := range hv.names[:hv.n] {
+		delete(h, name)
 	}
 }
 
@@ -139,19 +148,6 @@ func (hv *headerValues) rateLimit(buf []byte, v limiter.Verdict, set policies.Ra
 		buf = hv.int(buf, hdrXReset, t)
 	}
 	return buf, true
-}
-
-// dropRateLimitHeaders removes from h the names set writes.
-func dropRateLimitHeaders(h http.Header, set policies.RateLimitHeaders) {
-	if set.IETF() {
-		delete(h, hdrPolicy)
-		delete(h, hdrRateLimit)
-	}
-	if set.Legacy() {
-		delete(h, hdrXLimit)
-		delete(h, hdrXRemaining)
-		delete(h, hdrXReset)
-	}
 }
 
 // rendered reports whether d is a client's limit the headers show: one that

@@ -64,11 +64,14 @@ type llmCall struct {
 
 	status  int                // the upstream's, 0 when it never answered
 	stream  *llm.StreamWatcher // an SSE response
-	tapped  *teeBody           // a JSON response, its first maxUsageBody bytes
+	tapped  *teeBody           // a JSON response, its first maxUsageBody bytes: tap
+	tap     teeBody
 	settled bool
-	// charged says the call was settled; chargedTokens and chargedMicroUSD
-	// are what it cost (for metrics), whatever its policies count.
+	// charged says the call was settled; chargedUsage, chargedTokens and
+	// chargedMicroUSD are what it cost (for metrics and traces), whatever
+	// its policies count.
 	charged         bool
+	chargedUsage    usage
 	chargedTokens   int64
 	chargedMicroUSD int64
 }
@@ -285,7 +288,8 @@ func (c *llmCall) watch(resp *http.Response) {
 		resp.Body = c.stream
 		return
 	}
-	c.tapped = &teeBody{ReadCloser: resp.Body, max: maxUsageBody}
+	c.tap = teeBody{ReadCloser: resp.Body, max: maxUsageBody} // in the call: no allocation of its own
+	c.tapped = &c.tap
 	if n := resp.ContentLength; n > 0 && n <= maxUsageBody {
 		c.tapped.buf = make([]byte, 0, n) // one allocation, not one per doubling
 	}
@@ -313,13 +317,10 @@ func (c *llmCall) settle(ctx context.Context) error {
 		return nil
 	}
 	c.settled = true
-	bounded := c.actual(false)
-	c.charged, c.chargedTokens = true, llm.AddSat(bounded.input, bounded.output)
+	bounded, delivered := c.actual()
+	c.charged, c.chargedUsage = true, bounded
+	c.chargedTokens = llm.AddSat(bounded.input, bounded.output)
 	c.chargedMicroUSD = bounded.microUSD(c.price)
-	var delivered usage
-	if c.delivered.counts {
-		delivered = c.actual(true)
-	}
 	actual := make([]int64, len(c.costs))
 	for i, cost := range c.costs {
 		u := bounded
@@ -352,17 +353,19 @@ func (u usage) microUSD(p policies.Price) int64 {
 
 // actual is what the call cost in input tokens (cached ones among them) and
 // output tokens: the provider's usage when it came (its numbers, negative
-// ones as 0). Without it: nothing for an upstream error status or a
-// connection never made (nothing was billed); otherwise (a cut stream, a
-// JSON answer cut or unreadable, no answer after the request was sent) the
-// reservation, an upper bound of what was billed, or with delivered the
-// prompt and the text that reached the client.
-func (c *llmCall) actual(delivered bool) usage {
+// ones as 0), read once for both answers. Without it: nothing for an
+// upstream error status or a connection never made (nothing was billed);
+// otherwise (a cut stream, a JSON answer cut or unreadable, no answer after
+// the request was sent) bounded is the reservation, an upper bound of what
+// was billed, and delivered the prompt and the text that reached the
+// client.
+func (c *llmCall) actual() (bounded, delivered usage) {
 	if c.status >= 400 || (c.status == 0 && neverSent(c.upstreamErr)) {
-		return usage{}
+		return usage{}, usage{}
 	}
 	if c.meter != nil && c.stream != nil && c.stream.Ended() {
-		return c.meter.charge(c.stream)
+		u := c.meter.charge(c.stream)
+		return u, u
 	}
 	var u llm.Usage
 	var ok bool
@@ -374,16 +377,14 @@ func (c *llmCall) actual(delivered bool) usage {
 	}
 	if ok {
 		in, out := max(u.Input, 0), max(u.Output, 0)
-		return usage{input: in, cached: min(max(u.CachedInput, 0), in), output: out}
+		u := usage{input: in, cached: min(max(u.CachedInput, 0), in), output: out}
+		return u, u
 	}
-	if delivered {
-		var out int64
-		if c.stream != nil {
-			out = c.stream.Delivered()
-		}
-		return usage{input: c.req.PromptTokens, output: out}
+	var out int64
+	if c.stream != nil {
+		out = c.stream.Delivered()
 	}
-	return usage{input: c.req.PromptTokens, output: c.maxOutput}
+	return usage{input: c.req.PromptTokens, output: c.maxOutput}, usage{input: c.req.PromptTokens, output: out}
 }
 
 // neverSent reports whether err ended the exchange before the request could

@@ -3,7 +3,6 @@ package proxy
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -75,18 +74,23 @@ var rateSets = [...]struct {
 		"X-Ratelimit-Limit-Usd", "X-Ratelimit-Remaining-Usd", "X-Ratelimit-Reset-Usd"},
 }
 
-// setOpenAIHeaders adds OpenAI's rate-limit headers, one set per unit (see
-// rateSets), each from the denying policy of its unit or else the most
-// restrictive one. costs holds each decision's policy cost.
-func setOpenAIHeaders(h http.Header, v limiter.Verdict, costs []policies.Cost) {
-	setOpenAIHeadersWith(h, v, costs, nil)
+// setOpenAIHeadersWith adds OpenAI's rate-limit headers, one set per unit
+// (see rateSets), each from the denying policy of its unit or else the most
+// restrictive one. costs holds each decision's policy cost. peeked is what
+// a peek before the body found: a policy the decision did not read (not
+// asked because another denied first, denied without reading its state)
+// shows the peek's remaining, so a 429 carries every set that applies with
+// its true values.
+func setOpenAIHeadersWith(h http.Header, v limiter.Verdict, costs []policies.Cost, peeked []limiter.Decision) {
+	var stack [headerStack]byte
+	var hv headerValues
+	hv.setOn(h, hv.openAI(stack[:0], v, costs, peeked))
 }
 
-// setOpenAIHeadersWith is setOpenAIHeaders with what a peek before the body
-// found: a policy the decision did not read (not asked because another
-// denied first, denied without reading its state) shows the peek's
-// remaining, so a 429 carries every set that applies with its true values.
-func setOpenAIHeadersWith(h http.Header, v limiter.Verdict, costs []policies.Cost, peeked []limiter.Decision) {
+// openAI renders OpenAI's rate-limit headers into buf (see
+// setOpenAIHeadersWith), so that they can share one string with the
+// response's other header values.
+func (hv *headerValues) openAI(buf []byte, v limiter.Verdict, costs []policies.Cost, peeked []limiter.Decision) []byte {
 	deniedBy, denied := v.DeniedBy()
 	for _, set := range rateSets {
 		var best limiter.Decision
@@ -128,14 +132,19 @@ func setOpenAIHeadersWith(h http.Header, v limiter.Verdict, costs []policies.Cos
 		if !best.Allowed {
 			reset = max(best.RetryAfter, best.ResetAfter)
 		}
-		limit, remaining := strconv.FormatInt(best.Limit.Quota(), 10), strconv.FormatInt(bestRemaining, 10)
 		if set.usd {
-			limit, remaining = dollars(best.Limit.Quota()), dollars(bestRemaining)
+			buf = appendDollars(buf, best.Limit.Quota())
+			hv.end(buf, set.limitKey)
+			buf = appendDollars(buf, bestRemaining)
+			hv.end(buf, set.remainingKey)
+		} else {
+			buf = hv.int(buf, set.limitKey, best.Limit.Quota())
+			buf = hv.int(buf, set.remainingKey, bestRemaining)
 		}
-		// As h.Set, the three values in one allocation.
-		v := []string{limit, remaining, openAIDuration(reset)}
-		h[set.limitKey], h[set.remainingKey], h[set.resetKey] = v[0:1:1], v[1:2:2], v[2:3:3]
+		buf = appendOpenAIDuration(buf, reset)
+		hv.end(buf, set.resetKey)
 	}
+	return buf
 }
 
 // stateRemaining is what remains under d's policy, when d read the key's
@@ -160,20 +169,54 @@ func peekedFor(peeked []limiter.Decision, policy string) (limiter.Decision, bool
 	return limiter.Decision{}, false
 }
 
-// dollars writes micro-dollars as dollars with six decimals.
-func dollars(micro int64) string {
+// appendDollars appends micro-dollars as dollars with six decimals.
+func appendDollars(b []byte, micro int64) []byte {
 	micro = max(micro, 0)
-	frac := strconv.FormatInt(micro%1_000_000, 10)
-	return strconv.FormatInt(micro/1_000_000, 10) + "." + strings.Repeat("0", 6-len(frac)) + frac
+	b = strconv.AppendInt(b, micro/1_000_000, 10)
+	b = append(b, '.')
+	frac := micro % 1_000_000
+	for unit := int64(100_000); unit > 0; unit /= 10 {
+		b = append(b, byte('0'+frac/unit))
+		frac %= unit
+	}
+	return b
 }
 
-// openAIDuration writes d as OpenAI's headers do: "6m0s", "1s", "120ms".
-func openAIDuration(d time.Duration) string {
+// appendOpenAIDuration appends d as OpenAI's headers write it: "6m0s",
+// "1.5s", "120ms" (under a second, in whole milliseconds rounded up; from
+// a second, as time.Duration's String of d rounded to the millisecond).
+func appendOpenAIDuration(b []byte, d time.Duration) []byte {
 	if d <= 0 {
-		return "0s"
+		return append(b, "0s"...)
 	}
 	if d < time.Second {
-		return strconv.FormatInt(ceilDiv(int64(d), int64(time.Millisecond)), 10) + "ms"
+		b = strconv.AppendInt(b, ceilDiv(int64(d), int64(time.Millisecond)), 10)
+		return append(b, "ms"...)
 	}
-	return d.Round(time.Millisecond).String()
+	u := uint64(d.Round(time.Millisecond)) // Round saturates: still positive
+	secs, frac := u/uint64(time.Second), u%uint64(time.Second)
+	if secs >= 3600 {
+		b = strconv.AppendUint(b, secs/3600, 10)
+		b = append(b, 'h')
+	}
+	if secs >= 60 {
+		b = strconv.AppendUint(b, secs/60%60, 10)
+		b = append(b, 'm')
+	}
+	b = strconv.AppendUint(b, secs%60, 10)
+	if frac > 0 {
+		// Nine digits of nanoseconds, without the trailing zeros.
+		var digits [9]byte
+		for i := len(digits) - 1; i >= 0; i-- {
+			digits[i] = byte('0' + frac%10)
+			frac /= 10
+		}
+		n := len(digits)
+		for digits[n-1] == '0' {
+			n--
+		}
+		b = append(b, '.')
+		b = append(b, digits[:n]...)
+	}
+	return append(b, 's')
 }

@@ -55,9 +55,11 @@ type plan struct {
 	costs      []policies.Cost
 	rejectedBy *policies.Policy
 	// checkBuf and costBuf back checks and costs for up to planChecks
-	// policies.
+	// policies; peekBuf backs peeked for one (every plan carries it: one
+	// decision keeps a plan within the next size class, 576 bytes).
 	checkBuf [planChecks]limiter.Check
 	costBuf  [planChecks]policies.Cost
+	peekBuf  [1]limiter.Decision
 	// reserve: the decision holds what it takes until the request ends (an
 	// llm call's tokens, in-flight slots), settled then.
 	reserve bool
@@ -208,8 +210,10 @@ func (pl *planner) llmCall(p *plan) answer {
 			pols = append(pols, pol)
 		}
 	}
+	// In the plan's arrays: the checks after the body are built there
+	// later, and only the peek's decisions are kept.
 	one := func(policies.Cost) int64 { return 1 }
-	checks, costs, rejectedBy := checksOf(r, pols, &p.subject, one)
+	checks, costs, rejectedBy := checksInto(p.checkBuf[:0], p.costBuf[:0], r, pols, &p.subject, one)
 	if rejectedBy != nil {
 		// A missing or unknown key: the policies that count requests decide
 		// it (each guess costs its share, as on any route), then 401, or 429

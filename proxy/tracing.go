@@ -104,7 +104,7 @@ func (h *Handler) endSpan(r *http.Request, rep *report, route, outcome string, s
 	if c := rep.llm; c != nil {
 		attrs = append(attrs, attrModel.String(c.req.Model))
 		if c.charged {
-			u := c.actual(false)
+			u := c.chargedUsage
 			attrs = append(attrs, attrInTokens.Int64(u.input), attrOutTokens.Int64(u.output))
 		}
 	}

@@ -116,7 +116,7 @@ func checkParseUsage(t *testing.T, body []byte) {
 			t.Fatalf("%s %q: got %+v, %v; want %+v, %v", kind, body, got, ok, want, wantOK)
 		}
 	}
-	if w, ok := usageMember(body); ok && wantOK && !reflect.DeepEqual(w, resp.Usage) {
-		t.Fatalf("%q: got %+v, want %+v", body, w, resp.Usage)
+	if w, present, ok := usageMember(body); ok && wantOK && (!present || !reflect.DeepEqual(&w, resp.Usage)) {
+		t.Fatalf("%q: got %+v (present %v), want %+v", body, w, present, resp.Usage)
 	}
 }

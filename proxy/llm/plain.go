@@ -41,10 +41,10 @@ func (c *counter) messagePlain(m []byte) bool {
 			return false // not a string: messagesDecoded's error
 		}
 		c.add(tokensPerMessage)
-		c.text(stringValue(v))
+		c.textJSON(v)
 		if name, ok := last(ms, "name"); ok && m[name.val] == '"' {
 			c.add(tokensPerName)
-			c.text(stringValue(m[name.val:name.end]))
+			c.textJSON(m[name.val:name.end])
 		}
 		if content, ok := last(ms, "content"); ok {
 			switch m[content.val] {
@@ -67,7 +67,7 @@ func (c *counter) partPlain(m []byte, ms []member) bool {
 	}
 	if _, isMessage := last(ms, "role"); !isMessage {
 		if name, ok := last(ms, "name"); ok && m[name.val] == '"' {
-			c.text(stringValue(m[name.val:name.end]))
+			c.textJSON(m[name.val:name.end])
 		}
 	}
 	for _, k := range textKeys {
@@ -82,7 +82,7 @@ func (c *counter) partPlain(m []byte, ms []member) bool {
 func (c *counter) valuePlain(v []byte) bool {
 	switch v[0] {
 	case '"':
-		c.text(stringValue(v))
+		c.textJSON(v)
 	case '[':
 		return eachElement(v, c.valuePlain)
 	case '{':
@@ -112,14 +112,23 @@ func eachElement(a []byte, f func([]byte) bool) bool {
 // stringValue is the valid JSON string v decoded as encoding/json decodes
 // it (escapes, and invalid UTF-8 as U+FFFD).
 func stringValue(v []byte) string {
-	if bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
-		return string(v[1 : len(v)-1])
+	if b, ok := plainString(v); ok {
+		return string(b)
 	}
 	var s string
 	if json.Unmarshal(v, &s) != nil {
 		return "" // unreachable for a valid string
 	}
 	return s
+}
+
+// plainString is the valid JSON string v's value when v holds it as it
+// is (no escapes, valid UTF-8): its bytes between the quotes.
+func plainString(v []byte) ([]byte, bool) {
+	if bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
+		return v[1 : len(v)-1], true
+	}
+	return nil, false
 }
 
 // plainNumbers reports whether every number in the valid JSON b is one a

@@ -527,6 +527,20 @@ func (c *counter) text(s string) {
 	c.add(countIn(c.enc, s))
 }
 
+// textJSON counts the valid JSON string v as text does its value; a
+// string without escapes is counted from the body's bytes, not copied.
+func (c *counter) textJSON(v []byte) {
+	b, ok := plainString(v)
+	if !ok {
+		c.text(stringValue(v))
+		return
+	}
+	if c.enc == "" {
+		c.enc = EncodingFor(c.model)
+	}
+	c.add(countBytesIn(c.enc, b))
+}
+
 func (c *counter) raw(b json.RawMessage) {
 	if len(b) > 0 && string(b) != "null" {
 		c.text(string(b))

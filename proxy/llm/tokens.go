@@ -83,17 +83,36 @@ func countRoles(enc Encoding) [len(roles)]int64 {
 func countIn(enc Encoding, text string) int64 {
 	for i, r := range roles {
 		if text == r {
-			if enc == Cl100kBase {
-				return cl100kRoles()[i]
-			}
-			return o200kRoles()[i]
+			return roleCounts(enc)[i]
 		}
 	}
-	cache := &o200kCounts
-	if enc == Cl100kBase {
-		cache = &cl100kCounts
+	return countsOf(enc).count(text, func() int64 { return tokenize(enc, text) })
+}
+
+// countBytesIn is countIn for text held as bytes (a request body's): a
+// role, or a text counted lately, is found without converting text to a
+// string.
+func countBytesIn(enc Encoding, text []byte) int64 {
+	for i, r := range roles {
+		if string(text) == r {
+			return roleCounts(enc)[i]
+		}
 	}
-	return cache.count(text, func() int64 { return tokenize(enc, text) })
+	return countsOf(enc).countBytes(text, func(s string) int64 { return tokenize(enc, s) })
+}
+
+func roleCounts(enc Encoding) [len(roles)]int64 {
+	if enc == Cl100kBase {
+		return cl100kRoles()
+	}
+	return o200kRoles()
+}
+
+func countsOf(enc Encoding) *countCache {
+	if enc == Cl100kBase {
+		return &cl100kCounts
+	}
+	return &o200kCounts
 }
 
 func tokenize(enc Encoding, text string) int64 {
@@ -257,6 +276,23 @@ func (c *countCache) count(text string, tokenize func() int64) int64 {
 	}
 	s.mu.Unlock()
 	return n
+}
+
+// countBytes is count for text held as bytes: a text of the current
+// generation is found by its bytes (Go converts nothing to look a map up
+// by string(b)); anything else goes through count as a string.
+func (c *countCache) countBytes(text []byte, tokenize func(string) int64) int64 {
+	if len(text) <= maxCachedText {
+		s := &c.shards[maphash.Bytes(shardSeed, text)%countShards]
+		s.mu.Lock()
+		n, ok := s.cur[string(text)]
+		s.mu.Unlock()
+		if ok {
+			return n
+		}
+	}
+	t := string(text)
+	return c.count(t, func() int64 { return tokenize(t) })
 }
 
 // add puts text's count in the current generation, which becomes the old

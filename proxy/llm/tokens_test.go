@@ -337,3 +337,23 @@ func TestLongTextCountsWithoutAMatchPerPiece(t *testing.T) {
 		t.Errorf("counting %d bytes (%d pieces) made %.0f allocations, want under %d", len(text), len(pieces), allocs, len(pieces)/20)
 	}
 }
+
+// A text held as bytes counts as the same text as a string, and once
+// counted it is found again without an allocation (the body's bytes are
+// never converted to look it up).
+func TestCountBytesInIsCountIn(t *testing.T) {
+	for _, enc := range []Encoding{O200kBase, Cl100kBase} {
+		for _, text := range []string{"", "user", "assistant", "Hello there, mock!", strings.Repeat("ab ", 9000)} {
+			b := []byte(text)
+			if got, want := countBytesIn(enc, b), countIn(enc, text); got != want {
+				t.Errorf("%s %.20q: got %d, want %d", enc, text, got, want)
+			}
+			if len(text) > maxCachedText {
+				continue // never cached: counted each time
+			}
+			if allocs := testing.AllocsPerRun(20, func() { countBytesIn(enc, b) }); allocs != 0 {
+				t.Errorf("%s %.20q: %v allocations a count, want 0", enc, text, allocs)
+			}
+		}
+	}
+}

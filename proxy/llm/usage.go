@@ -88,17 +88,17 @@ func (w *wireUsage) usage(kind Kind) Usage {
 // of the wrong type: the caller then keeps its estimate. It is safe for
 // concurrent use.
 func ParseUsage(kind Kind, body []byte) (u Usage, ok bool) {
-	w, ok := usageMember(body)
+	w, present, ok := usageMember(body)
 	if !ok {
 		var resp struct {
 			Usage *wireUsage `json:"usage"`
 		}
-		if err := json.Unmarshal(body, &resp); err != nil {
+		if err := json.Unmarshal(body, &resp); err != nil || resp.Usage == nil {
 			return Usage{}, false
 		}
-		w = resp.Usage
+		return resp.Usage.usage(kind), true
 	}
-	if w == nil {
+	if !present {
 		return Usage{}, false
 	}
 	return w.usage(kind), true
@@ -109,16 +109,18 @@ func ParseUsage(kind Kind, body []byte) (u Usage, ok bool) {
 // text is skipped, not decoded. Member names match as encoding/json
 // matches a field's, case folded; ok is false when a name is not plain
 // ASCII (encoding/json folds some other letters too) or body is not a
-// valid object, and ParseUsage then decodes it whole.
-func usageMember(body []byte) (w *wireUsage, ok bool) {
+// valid object, and ParseUsage then decodes it whole. present is false
+// when there is no usage (or it is null, or not an object). The usage is
+// a value, kept off the heap.
+func usageMember(body []byte) (w wireUsage, present, ok bool) {
 	open := skipSpace(body, 0)
 	if open >= len(body) || body[open] != '{' || !validJSON(body) {
-		return nil, false
+		return wireUsage{}, false, false
 	}
 	var buf [16]member
 	for _, m := range appendMembers(buf[:0], body, open) {
 		if !plainASCII(m.key) {
-			return nil, false
+			return wireUsage{}, false, false
 		}
 		if !bytes.EqualFold(m.key, usageKey) {
 			continue
@@ -126,23 +128,28 @@ func usageMember(body []byte) (w *wireUsage, ok bool) {
 		v := body[m.val:m.end]
 		switch v[0] {
 		case 'n': // null
-			w = nil
+			w, present = wireUsage{}, false
 			continue
 		case '{':
 		default:
-			return nil, true // not an object: json.Unmarshal fails
+			return wireUsage{}, false, true // not an object: json.Unmarshal fails
 		}
-		if w == nil {
-			w = new(wireUsage)
+		if !present {
+			w, present = wireUsage{}, true
 		}
 		if w.decodePlain(v) {
 			continue
 		}
-		if json.Unmarshal(v, w) != nil {
-			return nil, true
+		// Into a copy on the heap: json.Unmarshal would move w there on
+		// every call.
+		slow := new(wireUsage)
+		*slow = w
+		if json.Unmarshal(v, slow) != nil {
+			return wireUsage{}, false, true
 		}
+		w = *slow
 	}
-	return w, true
+	return w, present, true
 }
 
 // decodePlain decodes the valid usage object v into w as json.Unmarshal
