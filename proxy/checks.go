@@ -63,13 +63,8 @@ func newChecks(n int) ([]limiter.Check, []policies.Cost) {
 	return make([]limiter.Check, 0, n), make([]policies.Cost, 0, n)
 }
 
-// checksOf is buildChecks for a list of policies.
-func checksOf(r *http.Request, pols []*policies.Policy, s *policies.Subject, cost func(policies.Cost) int64) (checks []limiter.Check, costs []policies.Cost, rejectedBy *policies.Policy) {
-	return checksInto(nil, nil, r, pols, s, cost)
-}
-
-// checksInto is checksOf building into checks and costs (length 0) when
-// their capacity holds every policy's.
+// checksInto is buildChecks for a list of policies, building into checks
+// and costs (length 0) when their capacity holds every policy's.
 func checksInto(checks []limiter.Check, costs []policies.Cost, r *http.Request, pols []*policies.Policy, s *policies.Subject, cost func(policies.Cost) int64) ([]limiter.Check, []policies.Cost, *policies.Policy) {
 	if len(pols) == 0 {
 		return nil, nil, nil
