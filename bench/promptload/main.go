@@ -24,7 +24,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -40,29 +39,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/bench/internal/llmload"
 	"github.com/ratelimit-gateway/gateway/bench/openloop"
 )
-
-// config is a tenant's key, a token policy that needs it, and an llm route
-// that admits a 1 MiB prompt.
-const config = `# promptload: small calls beside large prompts
-server:
-  listen: %s
-admin:
-  listen: ""
-tenants:
-  keys:
-    sk-bench: {tenant: bench, plan: free}
-routes:
-  - name: llm
-    match: {path_prefix: /v1/, methods: [POST]}
-    upstream: %s
-    llm: openai
-    max_body_bytes: 2097152
-    policies: [tokens]
-policies:
-  tokens: {key: tenant, cost: tokens, rate: 1000000000000, per: 1s, on_missing_key: reject}
-`
 
 // completion is the upstream's answer to every call, usage included.
 const completion = `{"id":"chatcmpl-bench","object":"chat.completion","created":1764720000,"model":"gpt-4o-mini",` +
@@ -135,7 +114,7 @@ func run(gateway, base string, ks []int, rounds, calls int, phase, every time.Du
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: time.Minute}
 	defer client.CloseIdleConnections()
-	big := []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"` + prose(size) + `"}],"max_tokens":16}`)
+	big := []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"` + llmload.Text(size) + `"}],"max_tokens":16}`)
 	for _, url := range urls {
 		for range 20 { // warm up: the vocabulary, connections
 			if _, err := smallCall(ctx, client, url); err != nil {
@@ -201,7 +180,7 @@ func start(ctx context.Context, bin, dir, name, upstream string) (listen string,
 		return "", nil, err
 	}
 	cfg := filepath.Join(dir, "gateway-"+name+".yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, config, listen, upstream), 0o644); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, llmload.Config, listen, upstream), 0o644); err != nil {
 		return "", nil, err
 	}
 	gw := exec.CommandContext(ctx, bin, "serve", "-config", cfg)
@@ -308,22 +287,9 @@ func post(ctx context.Context, client *http.Client, url string, body io.Reader) 
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer sk-bench")
+	req.Header.Set("Authorization", "Bearer "+llmload.Key)
 	req.Header.Set("Content-Type", "application/json")
 	return client.Do(req)
-}
-
-// prose is n bytes of English words in a fixed pseudo-random order.
-func prose(n int) string {
-	words := strings.Fields("the gateway counts every token of a prompt before it forwards the call so that a tenant " +
-		"cannot spend more than its quota allows; limits hold across instances and reloads keep state intact")
-	rng := rand.New(rand.NewPCG(7, 11))
-	var b strings.Builder
-	for b.Len() < n {
-		b.WriteString(words[rng.IntN(len(words))])
-		b.WriteByte(' ')
-	}
-	return b.String()[:n]
 }
 
 // serveUpstream answers every request with completion once it has read the

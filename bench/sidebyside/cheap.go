@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratelimit-gateway/gateway/bench/internal/llmload"
 )
 
 // The cheap-before-costly measurement: an admitted small llm call's p99,
@@ -26,27 +28,6 @@ const (
 	cheapPhaseLimit = 60 * time.Second // a phase stops by itself past this
 )
 
-// cheapConfig is a tenant's key, a token policy that needs it, and a route
-// to the shared upstream.
-const cheapConfig = `# cheap-before-costly: an llm route whose policy needs a known key
-server:
-  listen: %s
-admin:
-  listen: ""
-tenants:
-  keys:
-    sk-bench: {tenant: bench, plan: free}
-routes:
-  - name: llm
-    match: {path_prefix: /v1/, methods: [POST]}
-    upstream: %s
-    llm: openai
-    max_body_bytes: 2097152
-    policies: [tokens]
-policies:
-  tokens: {key: tenant, cost: tokens, rate: 1000000000, per: 1s, on_missing_key: reject}
-`
-
 // measureCheap starts its own gateway on l's upstream (stopped with the
 // other servers), measures, and writes its lines to w.
 func (l *lab) measureCheap(ctx context.Context, w io.Writer) error {
@@ -56,7 +37,7 @@ func (l *lab) measureCheap(ctx context.Context, w io.Writer) error {
 	}
 	listen := addr(ports[0])
 	path := filepath.Join(l.dir, "gateway-cheap.yaml")
-	if err := os.WriteFile(path, []byte(fmt.Sprintf(cheapConfig, listen, "http://"+l.upstream)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(llmload.Config, listen, "http://"+l.upstream)), 0o644); err != nil {
 		return err
 	}
 	p, err := l.ps.start("gateway-cheap", l.dir, nil, l.gateway, "serve", "-config", path)
@@ -146,7 +127,7 @@ func smallCallLatencies(ctx context.Context, client *http.Client, url string) ([
 // smallCall times one admitted small llm call of the tenant sk-bench.
 func smallCall(ctx context.Context, client *http.Client, url string) (time.Duration, error) {
 	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(llmBody))
-	req.Header.Set("Authorization", "Bearer sk-bench")
+	req.Header.Set("Authorization", "Bearer "+llmload.Key)
 	req.Header.Set("Content-Type", "application/json")
 	start := time.Now()
 	resp, err := client.Do(req)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/bench/internal/llmload"
 	"github.com/ratelimit-gateway/gateway/bench/plot"
 )
 
@@ -404,7 +405,7 @@ func (l *lab) measurePromptLoad(ctx context.Context, w io.Writer, c *curves) err
 	}
 	listen := addr(ports[0])
 	path := filepath.Join(l.dir, "gateway-prompts.yaml")
-	if err := os.WriteFile(path, []byte(fmt.Sprintf(cheapConfig, listen, "http://"+l.upstream)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(llmload.Config, listen, "http://"+l.upstream)), 0o644); err != nil {
 		return err
 	}
 	p, err := l.ps.start("gateway-prompts", l.dir, nil, l.gateway, "serve", "-config", path)
@@ -419,10 +420,10 @@ func (l *lab) measurePromptLoad(ctx context.Context, w io.Writer, c *curves) err
 	defer client.CloseIdleConnections()
 	// Just under 1 MiB with its JSON: the upstream nginx refuses a body
 	// over its client_max_body_size of 1m.
-	big := promptBody(promptText(1<<20 - 256))
+	big := promptBody(llmload.Text(1<<20 - 256))
 	fmt.Fprintf(w, "\n## Admitted small llm call while 1 MiB prompts of a known key are counted (up to %d calls one at a time, at most %v, per point)\n\n", cheapCalls, promptLoadPhase)
 	for _, n := range promptLoadFlooders {
-		stop := flood(ctx, client, url, big, "sk-bench", n, http.StatusOK)
+		stop := flood(ctx, client, url, big, llmload.Key, n, http.StatusOK)
 		// Small calls one at a time for the phase's time (at most
 		// cheapCalls), so that a phase where they wait long still ends.
 		var lat []time.Duration

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tiktoken-go/tokenizer"
 
+	"github.com/ratelimit-gateway/gateway/bench/internal/llmload"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/llm"
@@ -311,19 +312,6 @@ func measureClientKeys() ([]curvePoint, error) {
 // promptSizes are the prompt sizes of the llm curve.
 var promptSizes = []int{1 << 10, 10 << 10, 100 << 10, 1 << 20}
 
-// promptText is n bytes of English-like words, the same every run.
-func promptText(n int) string {
-	words := strings.Fields("the gateway counts every token of a prompt before it forwards the call so that a tenant " +
-		"cannot spend more than its quota allows; limits hold across instances and reloads keep state intact")
-	rng := rand.New(rand.NewPCG(7, 11))
-	var b strings.Builder
-	for b.Len() < n {
-		b.WriteString(words[rng.IntN(len(words))])
-		b.WriteByte(' ')
-	}
-	return b.String()[:n]
-}
-
 // promptBody is a chat completion whose one message is text.
 func promptBody(text string) []byte {
 	return []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + text + `"}],"max_tokens":16}`)
@@ -338,7 +326,7 @@ func promptBody(text string) []byte {
 func measurePrompts() ([]curvePoint, map[string]float64, error) {
 	var out []curvePoint
 	for _, n := range promptSizes {
-		body := promptBody(promptText(n))
+		body := promptBody(llmload.Text(n))
 		req, err := llm.ParseRequest(llm.ChatCompletions, body)
 		if err != nil {
 			return nil, nil, err
@@ -355,7 +343,7 @@ func measurePrompts() ([]curvePoint, map[string]float64, error) {
 		return nil, nil, err
 	}
 	lib := map[string]float64{}
-	for name, text := range map[string]string{"count-4KiB-letters": letters(4096), "count-1MiB-text": promptText(1 << 20)} {
+	for name, text := range map[string]string{"count-4KiB-letters": letters(4096), "count-1MiB-text": llmload.Text(1 << 20)} {
 		count, err := tok.Count(text)
 		if err != nil {
 			return nil, nil, err
