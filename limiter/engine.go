@@ -120,7 +120,7 @@ func (e *Engine) decideLocal(checks []Check) (Verdict, bool) {
 	var takes [maxFastChecks]localTake
 	now := e.clock()
 	for i, c := range checks {
-		d, ok := e.local.take(now, c.group(), c.Key, c.Units(), &takes[i])
+		d, ok := e.local.take(now, c.Rule, c.group(), c.Key, c.Units(), &takes[i])
 		v.Decisions[i] = d
 		if !ok {
 			for j := range i {
@@ -165,7 +165,7 @@ func (e *Engine) Reserve(ctx context.Context, checks []Check) (Verdict, *Reserva
 			res.sharedIdx = append(res.sharedIdx, i)
 			continue
 		}
-		d := e.local.reserve(now, c.group(), c.Key, c.Units(), &res.local[i])
+		d := e.local.reserve(now, c.Rule, c.group(), c.Key, c.Units(), &res.local[i])
 		v.Decisions[i] = d
 		if !d.Allowed {
 			res.release()
@@ -215,7 +215,7 @@ func (e *Engine) Reserve(ctx context.Context, checks []Check) (Verdict, *Reserva
 // share of its limit this instance enforces alone (FailLocal), in buckets
 // or slots of their own (BucketGroup.Fallback); what it takes goes into t.
 func (e *Engine) fallback(c Check, t *localTake) Decision {
-	d := e.local.reserve(e.clock(), fallbackGroup(c), c.Key, c.Units(), t)
+	d := e.local.reserve(e.clock(), c.Rule, fallbackGroup(c), c.Key, c.Units(), t)
 	d.Policy = c.Rule.Name
 	if d.Reason == ReasonNone || d.Reason == ReasonLimited {
 		d.Reason = ReasonLocalFallback

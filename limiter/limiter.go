@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -143,6 +144,11 @@ type Rule struct {
 	// and counts it like any other, and its caller does not enforce its
 	// denials (the proxy decides again without it).
 	Shadow bool
+
+	// store is the in-process bucket store this rule's checks last used
+	// (see Local.storeFor): found through the rule, a pointer load and a
+	// comparison, rather than by hashing the group on every check.
+	store atomic.Pointer[ruleStore]
 }
 
 // Check asks whether Cost units may pass for Key under Rule at Limit. A

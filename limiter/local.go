@@ -105,6 +105,36 @@ func (l *Local) store(g BucketGroup) *bucketStore {
 	return s
 }
 
+// ruleStore is the bucket store a rule's checks found for group g in the
+// stores map m: valid while m is the current map (a group that appears or
+// goes replaces it) and the checks ask for g.
+type ruleStore struct {
+	m *map[BucketGroup]*bucketStore
+	g BucketGroup
+	s *bucketStore
+}
+
+// storeFor is store(g) for a check of rule, remembering the store on the
+// rule. A rule asked at more than one limit (a tenant's plan picks it)
+// keeps the first it was asked at since the map last changed, and finds
+// the others by the map: the cache never allocates on every check.
+func (l *Local) storeFor(rule *Rule, g BucketGroup) *bucketStore {
+	m := l.stores.Load()
+	c := rule.store.Load()
+	if c != nil && c.m == m {
+		if c.g == g {
+			return c.s
+		}
+		return l.store(g)
+	}
+	s := (*m)[g.buckets()]
+	if s == nil {
+		return l.store(g) // a new group, cached by the next check
+	}
+	rule.store.Store(&ruleStore{m: m, g: g, s: s})
+	return s
+}
+
 // BucketGroup names the buckets of one policy at one limit. Fallback marks
 // the buckets a shared policy falls back to while Redis is down (see
 // FailLocal), kept apart from any local policy of the same name. Algorithm
@@ -135,7 +165,7 @@ func (l *Local) Allow(key string, lim Limit, cost int64) Decision {
 // Keys of different limits never share a bucket.
 func (l *Local) AllowAt(now time.Time, key string, lim Limit, cost int64) Decision {
 	var t localTake
-	return l.reserve(now, BucketGroup{Limit: lim}, key, cost, &t)
+	return l.reserve(now, nil, BucketGroup{Limit: lim}, key, cost, &t)
 }
 
 // Reserve takes cost units (at least 1) from key's bucket in g at now. When
@@ -151,7 +181,7 @@ func (l *Local) AllowAt(now time.Time, key string, lim Limit, cost int64) Decisi
 func (l *Local) Reserve(now time.Time, g BucketGroup, key string, cost int64) (Decision, *Reservation) {
 	c := Check{Rule: &Rule{Name: g.Policy, Algorithm: g.Algorithm}, Limit: g.Limit, Key: key, Cost: cost}
 	res := &Reservation{clock: time.Now, checks: []Check{c}, local: make([]localTake, 1)}
-	d := l.reserve(now, g, key, cost, &res.local[0])
+	d := l.reserve(now, nil, g, key, cost, &res.local[0])
 	if !d.Allowed {
 		return d, nil
 	}
@@ -159,8 +189,9 @@ func (l *Local) Reserve(now time.Time, g BucketGroup, key string, cost int64) (D
 }
 
 // reserve is Reserve filling t, which must have taken nothing, instead of
-// allocating a Reservation; t holds what an allowed decision took.
-func (l *Local) reserve(now time.Time, g BucketGroup, key string, cost int64, t *localTake) Decision {
+// allocating a Reservation; t holds what an allowed decision took. rule,
+// when not nil, is the check's, which remembers its bucket store.
+func (l *Local) reserve(now time.Time, rule *Rule, g BucketGroup, key string, cost int64, t *localTake) Decision {
 	cost = max(cost, 1)
 	if g.Algorithm.InFlight() {
 		cost = 1
@@ -171,18 +202,24 @@ func (l *Local) reserve(now time.Time, g BucketGroup, key string, cost int64, t 
 	if g.Algorithm.InFlight() {
 		return l.acquireSlot(now, g, key, t)
 	}
-	d, _ := l.take(now, g, key, cost, t)
+	d, _ := l.take(now, rule, g, key, cost, t)
 	return d
 }
 
 // take is reserve for a rate group (not InFlight); it reports whether the
 // request was allowed (t is then what settles it).
-func (l *Local) take(now time.Time, g BucketGroup, key string, cost int64, t *localTake) (Decision, bool) {
+func (l *Local) take(now time.Time, rule *Rule, g BucketGroup, key string, cost int64, t *localTake) (Decision, bool) {
 	cost = max(cost, 1)
 	if reason := g.Limit.refusal(cost); reason != ReasonNone {
 		return staticDenial(g.Policy, g.Limit, reason), false
 	}
-	b := l.store(g).get(key, now)
+	var s *bucketStore
+	if rule != nil {
+		s = l.storeFor(rule, g)
+	} else {
+		s = l.store(g)
+	}
+	b := s.get(key, now)
 	r := b.take(now, g.Limit, cost)
 	d := Decision{Policy: g.Policy, Limit: g.Limit, Allowed: r.allowed, Remaining: r.remaining, ResetAfter: r.resetAfter, RetryAfter: r.retryAfter}
 	if !r.allowed {

@@ -111,9 +111,9 @@ redis: {addrs: ["127.0.0.1:6379"]}
 		t.Errorf("route: got strip %q timeout %v", rt.StripPrefix, rt.Timeout)
 	}
 	b := snap.Policies["b"]
-	want := limiter.Rule{Name: "b", Algorithm: limiter.FixedWindow, OnRedisError: limiter.FailDeny}
-	if *b.Rule != want || b.Name() != "b" {
-		t.Errorf("limiter policy: got %+v, want %+v", *b.Rule, want)
+	r := b.Rule
+	if r.Name != "b" || r.Algorithm != limiter.FixedWindow || r.OnRedisError != limiter.FailDeny || r.LocalShare != 0 || r.Shadow || b.Name() != "b" {
+		t.Errorf("limiter policy: got %q %s %s share %v shadow %v, want b fixed_window deny share 0 not shadow", r.Name, r.Algorithm, r.OnRedisError, r.LocalShare, r.Shadow)
 	}
 }
 

@@ -114,7 +114,7 @@ redis: {addrs: ["127.0.0.1:6379"]}
 `)
 	pol := snap.Policies["shared"].Rule
 	if pol.LocalShare != 1 || pol.OnRedisError != limiter.FailLocal || pol.Algorithm != limiter.GCRA {
-		t.Errorf("got %+v, want gcra, local, share 1", *pol)
+		t.Errorf("got %s, %s, share %v, want gcra, local, share 1", pol.Algorithm, pol.OnRedisError, pol.LocalShare)
 	}
 }
 
