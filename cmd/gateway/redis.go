@@ -59,6 +59,9 @@ func redisClientOptions(cfg policies.RedisConfig) redisclient.Options {
 		TLS:                cfg.TLS,
 		PoolSize:           cfg.PoolSize,
 		Timeout:            cfg.Timeout,
+		// A dial outlasts the longest call the limiter makes: the direct
+		// check that settles its breaker, a breaker_cooldown.
+		DialTimeout: max(redisclient.DefaultDialTimeout, cfg.BreakerCooldown),
 	}
 }
 

@@ -8,6 +8,7 @@
 package redisclient
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -30,6 +31,13 @@ const socketBackstop = 5 * time.Second
 // Redis costs a request little, long enough for a loaded server on the same
 // network.
 const DefaultTimeout = 30 * time.Millisecond
+
+// DefaultDialTimeout bounds making one connection (TCP, and TLS when on)
+// when Options.DialTimeout is zero: at least the longest deadline of a call
+// the limiter makes (the direct check that settles its breaker, a
+// breaker_cooldown of 500 ms by default), so that no such call fails for a
+// dial cut shorter than itself.
+const DefaultDialTimeout = time.Second
 
 // Options describes the one Redis connection a gateway process
 // builds at start and shares across reloads. The zero value is invalid: set
@@ -61,6 +69,13 @@ type Options struct {
 	// Timeout is the decision deadline, applied through each call's context
 	// and to waiting for a pooled connection; zero means DefaultTimeout.
 	Timeout time.Duration
+	// DialTimeout bounds making one connection; zero means
+	// DefaultDialTimeout, and it is never below Timeout. go-redis dials in
+	// the background, so no caller waits for a dial past its own deadline:
+	// a longer dial only lets the callers that may wait longer (the
+	// breaker's probe, the direct checks) connect on a busy machine, and
+	// leaves a connection made late in the pool for the next call.
+	DialTimeout time.Duration
 	// MaxRetries is how often a failed command is retried; zero means never
 	// (unlike go-redis, whose zero means 3) because a retry cannot fit in a
 	// decision deadline and the circuit breaker already handles outages.
@@ -118,6 +133,9 @@ func (o Options) resolve() (resolvedRedis, error) {
 	if o.Timeout < 0 {
 		return resolvedRedis{}, fmt.Errorf("redis options: timeout %s is negative", o.Timeout)
 	}
+	if o.DialTimeout < 0 {
+		return resolvedRedis{}, fmt.Errorf("redis options: dial timeout %s is negative", o.DialTimeout)
+	}
 	if o.MaxRetries < 0 {
 		return resolvedRedis{}, fmt.Errorf("redis options: max retries %d is negative", o.MaxRetries)
 	}
@@ -148,6 +166,7 @@ func (o Options) resolve() (resolvedRedis, error) {
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
+	dialTimeout := max(cmp.Or(o.DialTimeout, DefaultDialTimeout), timeout)
 	retries := o.MaxRetries
 	if retries == 0 {
 		retries = -1 // go-redis: -1 disables retries, 0 means its default of 3
@@ -160,7 +179,10 @@ func (o Options) resolve() (resolvedRedis, error) {
 	// and for the check that tells a hung Redis from a starved gateway. The
 	// socket timeouts are only a backstop above all of them, since go-redis
 	// applies the shorter of the two. Dials run in the background in go-redis
-	// and never delay a caller past its deadline. DialerRetries 1 makes a refused dial fail at once
+	// and never delay a caller past its deadline, so they are bounded by
+	// DialTimeout, not by the decision timeout: a dial cut at 30 ms failed
+	// the breaker's probe against a healthy Redis whenever a busy gateway
+	// took longer to connect (TestDialOutlastsTheDecisionTimeout). DialerRetries 1 makes a refused dial fail at once
 	// instead of sleeping out the decision deadline in go-redis's dial
 	// backoff; PipelinePoolSize -1 keeps pipelines and single commands on one
 	// pool, so a Redis outage trips go-redis's dial gate (PoolSize failed
@@ -183,7 +205,7 @@ func (o Options) resolve() (resolvedRedis, error) {
 		DialerRetries:            1,
 		PipelinePoolSize:         -1,
 		MaintNotificationsConfig: noMaint,
-		Dialer:                   redisDialer(timeout, tlsCfg),
+		Dialer:                   redisDialer(dialTimeout, tlsCfg),
 	}
 	switch {
 	case o.SentinelMasterName != "":
