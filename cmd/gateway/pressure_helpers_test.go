@@ -44,6 +44,10 @@ type answer struct {
 	retryAfter int    // Retry-After header in seconds, -1 when absent
 	retryMs    int64  // retry_after_ms of the JSON body, -1 when absent
 	policy     string // the JSON body's policy on 429 and 503
+	// overloaded marks a 429 the gateway answered because the limit could
+	// not be checked in time (its queue or Redis's reply ran late), not
+	// because the limit was spent.
+	overloaded bool
 }
 
 // floodAnswers is what one HTTP flood saw.
@@ -119,11 +123,13 @@ func pressureSend(c *http.Client, url string, headers []string) (answer, error) 
 		return a, err
 	}
 	var body struct {
+		Message      string `json:"message"`
 		Policy       string `json:"policy"`
 		RetryAfterMs *int64 `json:"retry_after_ms"`
 	}
 	if err := json.NewDecoder(res.Body).Decode(&body); err == nil {
 		a.policy = body.Policy
+		a.overloaded = res.StatusCode == http.StatusTooManyRequests && strings.Contains(body.Message, "could not be checked in time")
 		if body.RetryAfterMs != nil {
 			a.retryMs = *body.RetryAfterMs
 		}
@@ -138,9 +144,13 @@ func pressureSend(c *http.Client, url string, headers []string) (answer, error) 
 // bounds use it).
 type flooded struct {
 	admitted, limited int
-	other             map[int]int // statuses other than 200 and 429
-	outer, inner      time.Duration
-	p50, p99          time.Duration // latency, for the log
+	// overloaded counts the 429s (among limited) answered because the
+	// check ran late: a reply that came too late may still have spent a
+	// unit in Redis, so each can stand for one unit no one got.
+	overloaded   int
+	other        map[int]int // statuses other than 200 and 429
+	outer, inner time.Duration
+	p50, p99     time.Duration // latency, for the log
 }
 
 func summarize(as []answer) flooded {
@@ -152,6 +162,9 @@ func summarize(as []answer) flooded {
 			f.admitted++
 		case http.StatusTooManyRequests:
 			f.limited++
+			if a.overloaded {
+				f.overloaded++
+			}
 		default:
 			f.other[a.status]++
 		}

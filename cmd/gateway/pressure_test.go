@@ -55,10 +55,15 @@ func TestPressureFloodKeepsSharedLimit(t *testing.T) {
 	}
 	f := summarize(res.answers)
 	upper, lower := bucketLimits(rate, burst, f)
+	// A check whose reply came after the 30 ms timeout is answered 429
+	// (overloaded) though Redis may have spent a unit on it: on a machine
+	// too busy to read Redis's replies in time, each such answer lowers the
+	// floor by one. The log shows how many there were.
+	lower -= float64(f.overloaded)
 	opened := g.countLog(from, "circuit breaker opened")
-	t.Logf("gcra %d/s burst %d, %d connections, default redis settings: admitted %d, bound %.1f (burst + rate × %s + %d), floor %.0f (95%% over %s); "+
+	t.Logf("gcra %d/s burst %d, %d connections, default redis settings: admitted %d, bound %.1f (burst + rate × %s + %d), floor %.0f (95%% over %s, less %d overloaded); "+
 		"%d requests, %d limited, other %v, latency p50 %s p99 %s; breaker opened %d times",
-		rate, burst, conns, f.admitted, upper, f.outer.Round(time.Millisecond), pressureSlack, lower, f.inner.Round(time.Millisecond),
+		rate, burst, conns, f.admitted, upper, f.outer.Round(time.Millisecond), pressureSlack, lower, f.inner.Round(time.Millisecond), f.overloaded,
 		len(res.answers), f.limited, f.other, f.p50.Round(time.Millisecond), f.p99.Round(time.Millisecond), opened)
 
 	if float64(f.admitted) > upper {
@@ -75,7 +80,7 @@ func TestPressureFloodKeepsSharedLimit(t *testing.T) {
 		t.Fatalf("sent %d requests for a bound of %.0f: want at least 3×, or the limit was not saturated (machine too slow)", len(res.answers), upper)
 	}
 	if float64(f.admitted) < lower {
-		t.Errorf("admitted %d, want at least %.0f (95%% of burst %d + %d/s × %s)", f.admitted, lower, burst, rate, f.inner)
+		t.Errorf("admitted %d, want at least %.0f (95%% of burst %d + %d/s × %s, less %d overloaded)", f.admitted, lower, burst, rate, f.inner, f.overloaded)
 	}
 }
 
