@@ -48,8 +48,6 @@ const completion = `{"id":"chatcmpl-bench","object":"chat.completion","created":
 	`"choices":[{"index":0,"message":{"role":"assistant","content":"lorem ipsum dolor sit amet"},"finish_reason":"length"}],` +
 	`"usage":{"prompt_tokens":11,"completion_tokens":16,"total_tokens":27}}`
 
-const smallBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello there, mock!"}],"max_tokens":16}`
-
 func main() {
 	gateway := flag.String("gateway", "", "gateway binary to start (default: go build ./cmd/gateway into a temporary directory)")
 	base := flag.String("base", "", "other gateway binaries (comma-separated) measured in the same rounds, for before/after")
@@ -117,7 +115,7 @@ func run(gateway, base string, ks []int, rounds, calls int, phase, every time.Du
 	big := []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"` + llmload.Text(size) + `"}],"max_tokens":16}`)
 	for _, url := range urls {
 		for range 20 { // warm up: the vocabulary, connections
-			if _, err := smallCall(ctx, client, url); err != nil {
+			if _, err := llmload.SmallCall(ctx, client, url); err != nil {
 				return err
 			}
 		}
@@ -211,7 +209,7 @@ func flood(ctx context.Context, client *http.Client, url string, body []byte, n 
 	for range n {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				resp, err := post(ctx, client, url, bytes.NewReader(body))
+				resp, err := llmload.Post(ctx, client, url, bytes.NewReader(body))
 				if err != nil {
 					continue
 				}
@@ -256,7 +254,7 @@ func smallCalls(ctx context.Context, client *http.Client, url string, steady <-c
 			case <-ctx.Done():
 			}
 		}
-		d, err := smallCall(ctx, client, url)
+		d, err := llmload.SmallCall(ctx, client, url)
 		if err != nil {
 			if ctx.Err() != nil && len(lat) > 0 {
 				break // the phase is over
@@ -266,30 +264,6 @@ func smallCalls(ctx context.Context, client *http.Client, url string, steady <-c
 		lat = append(lat, d)
 	}
 	return lat, nil
-}
-
-func smallCall(ctx context.Context, client *http.Client, url string) (time.Duration, error) {
-	start := time.Now()
-	resp, err := post(ctx, client, url, strings.NewReader(smallBody))
-	if err != nil {
-		return 0, fmt.Errorf("small call: %w", err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("small call answered %d", resp.StatusCode)
-	}
-	return time.Since(start), nil
-}
-
-func post(ctx context.Context, client *http.Client, url string, body io.Reader) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, "POST", url, body)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+llmload.Key)
-	req.Header.Set("Content-Type", "application/json")
-	return client.Do(req)
 }
 
 // serveUpstream answers every request with completion once it has read the

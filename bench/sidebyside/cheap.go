@@ -115,31 +115,13 @@ func smallCallLatencies(ctx context.Context, client *http.Client, url string) ([
 	defer cancel()
 	out := make([]time.Duration, 0, cheapCalls)
 	for range cheapCalls {
-		d, err := smallCall(ctx, client, url)
+		d, err := llmload.SmallCall(ctx, client, url)
 		if err != nil {
 			return nil, fmt.Errorf("cheap-before-costly: %w", err)
 		}
 		out = append(out, d)
 	}
 	return out, nil
-}
-
-// smallCall times one admitted small llm call of the tenant sk-bench.
-func smallCall(ctx context.Context, client *http.Client, url string) (time.Duration, error) {
-	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(llmBody))
-	req.Header.Set("Authorization", "Bearer "+llmload.Key)
-	req.Header.Set("Content-Type", "application/json")
-	start := time.Now()
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("small call: %w", err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("small call answered %d", resp.StatusCode)
-	}
-	return time.Since(start), nil
 }
 
 func p99(ds []time.Duration) time.Duration { return quantile(ds, 0.99) }

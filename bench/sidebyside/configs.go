@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"text/template"
+
+	"github.com/ratelimit-gateway/gateway/bench/internal/llmload"
 )
 
 //go:embed templates/*.tmpl
@@ -45,9 +47,8 @@ type gatewayConfig struct {
 	SampleRatio float64 // tracing's sample_ratio
 }
 
-// llmBody is what the LLM target posts: 12 prompt tokens, 16 output tokens
-// reserved and answered (the mock stops at max_tokens), not streamed.
-const llmBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello there, mock!"}],"max_tokens":16}`
+// llmBody is what the LLM target posts: the small call of llmload.
+const llmBody = llmload.SmallBody
 
 // llmCompletion is the upstream's answer to it, at once: what a provider
 // returns for llmBody, usage included, which the gateway settles to.

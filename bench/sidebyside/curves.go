@@ -429,7 +429,7 @@ func (l *lab) measurePromptLoad(ctx context.Context, w io.Writer, c *curves) err
 		var lat []time.Duration
 		phase, done := context.WithTimeout(ctx, promptLoadPhase)
 		for len(lat) < cheapCalls {
-			d, err := smallCall(phase, client, url)
+			d, err := llmload.SmallCall(phase, client, url)
 			if err != nil {
 				if phase.Err() != nil && ctx.Err() == nil {
 					break // the phase is over, not the run

@@ -1,10 +1,15 @@
 // Package llmload is what the benchmarks that put prompts through an llm
-// route share: the route's config and the prompts' text.
+// route share: the route's config, the prompts' text and the small call.
 package llmload
 
 import (
+	"context"
+	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"strings"
+	"time"
 )
 
 // Config is a gateway config (fmt verbs: listen address, upstream URL) with
@@ -44,4 +49,37 @@ func Text(n int) string {
 		b.WriteByte(' ')
 	}
 	return b.String()[:n]
+}
+
+// SmallBody is a small chat call: 12 prompt tokens, 16 output tokens
+// reserved and answered (the mock stops at max_tokens), not streamed.
+const SmallBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello there, mock!"}],"max_tokens":16}`
+
+// Post posts body to url as tenant Key's JSON call.
+func Post(ctx context.Context, client *http.Client, url string, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+Key)
+	req.Header.Set("Content-Type", "application/json")
+	return client.Do(req)
+}
+
+// SmallCall times one SmallBody call to url, which must be admitted.
+func SmallCall(ctx context.Context, client *http.Client, url string) (time.Duration, error) {
+	start := time.Now()
+	resp, err := Post(ctx, client, url, strings.NewReader(SmallBody))
+	if err != nil {
+		return 0, fmt.Errorf("small call: %w", err)
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("small call answered %d", resp.StatusCode)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("small call: reading the answer: %w", err)
+	}
+	return time.Since(start), nil
 }

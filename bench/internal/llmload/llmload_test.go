@@ -1,7 +1,12 @@
 package llmload
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ratelimit-gateway/gateway/policies"
@@ -25,5 +30,29 @@ func TestConfigParses(t *testing.T) {
 	src := strings.Replace(strings.Replace(Config, "%s", "127.0.0.1:0", 1), "%s", "http://127.0.0.1:9", 1)
 	if _, err := policies.Parse("llmload.yaml", []byte(src), policies.Options{}); err != nil {
 		t.Fatalf("Config does not parse: %v", err)
+	}
+}
+
+// SmallCall sends SmallBody as tenant Key's JSON call, and an answer other
+// than 200 is an error.
+func TestSmallCall(t *testing.T) {
+	var status atomic.Int32 // set between calls, read by the handler
+	status.Store(http.StatusOK)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.Method != http.MethodPost || r.Header.Get("Authorization") != "Bearer "+Key ||
+			r.Header.Get("Content-Type") != "application/json" || string(body) != SmallBody {
+			http.Error(w, "unexpected request", http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(int(status.Load()))
+	}))
+	defer srv.Close()
+	if d, err := SmallCall(context.Background(), srv.Client(), srv.URL); err != nil || d <= 0 {
+		t.Fatalf("SmallCall: %s, %v; want a duration and no error", d, err)
+	}
+	status.Store(http.StatusTooManyRequests)
+	if _, err := SmallCall(context.Background(), srv.Client(), srv.URL); err == nil || !strings.Contains(err.Error(), "429") {
+		t.Fatalf("SmallCall against a 429: got %v, want an error naming 429", err)
 	}
 }
