@@ -133,6 +133,10 @@ func ratios(by map[string]summary) []ratio {
 		rps(tGatewayStd, tBare),
 		rps(tNginxLimitReq, tNginxProxy),
 		rps(tGatewayLLM, tGatewayNone),
+		// Informational: what the llm route's own work costs, the POST and
+		// the completion's bytes in both.
+		rps(tGatewayLLM, tGatewayNonePost),
+		rps(tGatewayNonePost, tGatewayNone),
 		rps(tGatewayCluster, tGatewayUsers),
 		usecRatio(by, tGatewayCluster, tGatewayUsers),
 		cpuRatio(by, tGatewayCluster, tGatewayUsers),

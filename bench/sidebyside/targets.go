@@ -33,6 +33,7 @@ const (
 	tGatewayDeny     = "gateway-deny"
 	tGatewayDenyRed  = "gateway-deny-redis"
 	tGatewayLLM      = "gateway-llm"
+	tGatewayNonePost = "gateway-nopolicy-post"
 	tGatewayUsers    = "gateway-redis-users"
 	tGatewayCluster  = "gateway-redis-cluster"
 	tGatewayTraced   = "gateway-local-traced"
@@ -84,6 +85,7 @@ var specs = []spec{
 	{tGatewayDeny, "gateway, token_bucket per IP at 1/min: a flood it denies", (*lab).gatewayTarget},
 	{tGatewayDenyRed, "gateway, Redis gcra per IP at 1/min: a flood it denies", (*lab).gatewayTarget},
 	{tGatewayLLM, "gateway, llm: openai to a static chat completion, token policy never reached", (*lab).gatewayTarget},
+	{tGatewayNonePost, "gateway-nopolicy sent gateway-llm's call and answer (no llm route): its bytes without its work", (*lab).gatewayTarget},
 	{tGatewayUsers, "gateway, Redis gcra per X-User over 1,000 users, never reached", (*lab).gatewayTarget},
 	{tGatewayCluster, "gateway-redis-users on a 3-master Redis Cluster", (*lab).gatewayTarget},
 }
@@ -103,6 +105,7 @@ var gatewayPolicies = map[string]string{
 	tGatewayDeny:     "{key: ip, algorithm: token_bucket, rate: 1, per: 1m}",
 	tGatewayDenyRed:  "{key: ip, algorithm: gcra, rate: 1, per: 1m}",
 	tGatewayLLM:      "{key: ip, cost: tokens, rate: 1000000000, per: 1s}",
+	tGatewayNonePost: "",
 	tGatewayUsers:    "{key: 'header:X-User', algorithm: gcra, rate: 10000000, per: 1s}",
 	tGatewayCluster:  "{key: 'header:X-User', algorithm: gcra, rate: 10000000, per: 1s}",
 }
@@ -373,7 +376,7 @@ func (l *lab) gatewayKind(ctx context.Context, t *target, bin, name string) erro
 	}
 	t.url = "http://" + cfg.Listen + "/"
 	t.deny = t.name == tGatewayDeny || t.name == tGatewayDenyRed
-	if cfg.LLM {
+	if cfg.LLM || t.name == tGatewayNonePost {
 		t.url = "http://" + cfg.Listen + "/v1/chat/completions"
 		t.script = filepath.Join(l.dir, "llm.lua")
 		if err := render("llm.lua", t.script, map[string]string{"Body": llmBody}); err != nil {
