@@ -158,7 +158,6 @@ func (h *Handler) newReverseProxy(transport http.RoundTripper) *httputil.Reverse
 func (h *Handler) forward(w http.ResponseWriter, p *plan, dec decision, idem *idemState, rep *report) {
 	r, route := p.r, p.route
 	st := &requestState{p: p, verdict: dec.verdict, costs: dec.costs, idem: idem, rep: rep, w: w, sent: time.Now()}
-	rep.upstream.forwarded = true
 	if idem != nil {
 		defer idem.finish(r.Context(), h.log, route.Name)
 	}
@@ -184,6 +183,17 @@ func (h *Handler) forward(w http.ResponseWriter, p *plan, dec decision, idem *id
 			h.afterSettle()
 		}()
 	}
+	if h.holdable(r, route) {
+		// After the defers: what the decision reserved is given back if
+		// the body never comes.
+		var err error
+		if r, err = h.hold(w, r, route); err != nil {
+			h.holdFailed(w, r, st, err)
+			return
+		}
+		st.sent = time.Now() // the upstream's time starts now
+	}
+	rep.upstream.forwarded = true
 	held, isHeld := r.Body.(*heldBody)
 	if r.Body != nil && r.Body != http.NoBody && !isHeld {
 		body := r.Body

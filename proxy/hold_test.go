@@ -1,0 +1,166 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// signalTimers are manualTimers that say when a timer is armed and each
+// time one is pushed back (a read of the body moved), so that a test moves
+// the fake clock only after the gateway has seen what it sent.
+type signalTimers struct {
+	manualTimers
+	armed, reset chan struct{}
+}
+
+func newSignalTimers() *signalTimers {
+	return &signalTimers{armed: make(chan struct{}, 16), reset: make(chan struct{}, 1024)}
+}
+
+func (s *signalTimers) afterFunc(d time.Duration, f func()) timer {
+	tm := s.manualTimers.afterFunc(d, f)
+	s.armed <- struct{}{}
+	return signalTimer{tm, s.reset}
+}
+
+type signalTimer struct {
+	timer
+	reset chan struct{}
+}
+
+func (t signalTimer) Reset(d time.Duration) bool {
+	ok := t.timer.Reset(d)
+	t.reset <- struct{}{}
+	return ok
+}
+
+// wait receives from c or fails the test after 10 s.
+func wait(t *testing.T, c <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s never happened", what)
+	}
+}
+
+// A small body of known length is read whole before the upstream is asked:
+// the upstream gets it in one piece with its Content-Length. The route
+// timeout bounds the wait between two of its reads, as for a streamed
+// upload: a body that keeps arriving is never cut however long it takes,
+// one that stops gets a 408 and the upstream never sees the request. The
+// client is a raw connection, so the test decides when each byte leaves;
+// the fake clock moves only after the gateway has read what was sent.
+func TestSmallBodyHeldBeforeForwarding(t *testing.T) {
+	const (
+		chunk   = 1000
+		chunks  = 5
+		timeout = 100 * time.Millisecond
+	)
+	for _, tt := range []struct {
+		name       string
+		gap        time.Duration // fake time after each chunk the gateway read
+		sent       int           // chunks sent before the client stops
+		wantStatus int
+	}{
+		{"slow body that moves", 60 * time.Millisecond, chunks, http.StatusOK},
+		{"body that stalls", 60 * time.Millisecond, 2, http.StatusRequestTimeout},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int64
+			up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				b, _ := io.ReadAll(r.Body)
+				fmt.Fprintf(w, "%d %s %d", r.ContentLength, r.Header.Get("Content-Length"), len(b))
+			}))
+			timers := newSignalTimers()
+			rt := testRoute(t, "upload", "/", up.URL)
+			rt.Timeout = timeout
+			gw, _ := newGateway(t, testSnapshot(t, nil, rt), fakeLimiter{}, gatewayOpts{afterFunc: timers.afterFunc})
+
+			c, err := net.Dial("tcp", strings.TrimPrefix(gw.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: gw\r\nContent-Length: %d\r\n\r\n", chunk*chunks)
+			wait(t, timers.armed, "the body's timer being armed")
+			for i := range tt.sent {
+				for len(timers.reset) > 0 { // pushes back from the last chunk's reads
+					<-timers.reset
+				}
+				if _, err := c.Write(bytes.Repeat([]byte{'x'}, chunk)); err != nil {
+					t.Fatal(err)
+				}
+				wait(t, timers.reset, fmt.Sprintf("the gateway reading chunk %d", i+1))
+				if n := timers.advance(tt.gap); n != 0 {
+					t.Fatalf("a timer fired after chunk %d, %s after the last read: the timeout is %s", i+1, tt.gap, timeout)
+				}
+			}
+			if tt.sent < chunks {
+				// Nothing more comes: the timeout passes with no read.
+				if n := timers.advance(timeout); n != 1 {
+					t.Fatalf("%d timers fired when the body stalled, want 1", n)
+				}
+			}
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("reading the answer: %v", err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantStatus {
+				t.Fatalf("status %d (%s), want %d", resp.StatusCode, body, tt.wantStatus)
+			}
+			if tt.wantStatus == http.StatusOK {
+				if want := fmt.Sprintf("%d %d %d", chunk*chunks, chunk*chunks, chunk*chunks); string(body) != want {
+					t.Errorf("upstream saw ContentLength, Content-Length and bytes %q, want %q", body, want)
+				}
+				return
+			}
+			if !strings.Contains(string(body), "stopped arriving") || !resp.Close {
+				t.Errorf("408 body %s, closing %v: want the stall named and the connection closed", body, resp.Close)
+			}
+			if n := calls.Load(); n != 0 {
+				t.Errorf("the upstream was asked %d times for a body that never came, want 0", n)
+			}
+		})
+	}
+}
+
+// A client that goes away in the middle of a small body: the upstream is
+// never asked, and the gateway keeps serving.
+func TestSmallBodyClientGone(t *testing.T) {
+	var calls atomic.Int64
+	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		io.Copy(io.Discard, r.Body)
+	}))
+	timers := newSignalTimers()
+	gw, _ := newGateway(t, testSnapshot(t, nil, testRoute(t, "upload", "/", up.URL)), fakeLimiter{}, gatewayOpts{afterFunc: timers.afterFunc})
+	for range 16 {
+		c, err := net.Dial("tcp", strings.TrimPrefix(gw.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: gw\r\nContent-Length: 5000\r\n\r\n%s", strings.Repeat("x", 100))
+		wait(t, timers.armed, "the body's timer being armed")
+		c.Close()
+	}
+	r := do(t, gw.Client(), "POST", gw.URL+"/upload", strings.NewReader("after"), nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("a request after the clients left: status %d (%s)", r.status, r.body)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the upstream was asked %d times, want 1 (only the whole request)", n)
+	}
+}
