@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // A connection that takes longer to make than a decision's timeout is still
@@ -25,38 +26,33 @@ func TestDialOutlastsTheDecisionTimeout(t *testing.T) {
 	s, pool := redistest.StartTLS(t)
 	slow := redistest.StartDelayProxy(t, s.Addr())
 	slow.SetDelay(100 * time.Millisecond)
-	c, err := New(Options{
-		Addrs:     []string{slow.Addr()},
-		TLSConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12},
-		Timeout:   30 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
+	// Each call on a client of its own, so each makes its connection.
+	client := func() redis.UniversalClient {
+		c, err := New(Options{
+			Addrs:     []string{slow.Addr()},
+			TLSConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12},
+			Timeout:   30 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
 	}
-	defer c.Close()
 
 	// A caller with the decision timeout gives up at its deadline: the
 	// dial goes on without it.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
-	err = c.Ping(ctx).Err()
+	err := client().Ping(ctx).Err()
 	cancel()
 	if err == nil {
 		t.Fatal("PING within 30 ms through a 100 ms handshake: got an answer, want a timeout")
 	}
 
 	// A caller that may wait a second gets its answer.
-	fresh, err := New(Options{
-		Addrs:     []string{slow.Addr()},
-		TLSConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12},
-		Timeout:   30 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fresh.Close()
 	ctx, cancel = context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := fresh.Ping(ctx).Err(); err != nil {
+	if err := client().Ping(ctx).Err(); err != nil {
 		t.Fatalf("PING within 1 s through a 100 ms handshake on a client whose decision timeout is 30 ms: %v", err)
 	}
 }
