@@ -513,16 +513,22 @@ routes:
 		body       io.Reader
 		// held: exactly one write; streamed: the headers' own, then the
 		// body's (several for a large one).
-		held bool
+		held   bool
+		expect bool // sent with Expect: 100-continue, which is never held
 	}{
-		{"llm call", "/v1/chat/completions", strings.NewReader(chat), true},
-		{"small body", "/upload", strings.NewReader(chat), true},
-		{"body over holdMax", "/upload", strings.NewReader(large), false},
-		{"body of unknown length", "/upload", io.MultiReader(strings.NewReader(chat)), false},
-		{"llm call again", "/v1/chat/completions", strings.NewReader(chat), true},
+		{"llm call", "/v1/chat/completions", strings.NewReader(chat), true, false},
+		{"small body", "/upload", strings.NewReader(chat), true, false},
+		{"body over holdMax", "/upload", strings.NewReader(large), false, false},
+		{"body of unknown length", "/upload", io.MultiReader(strings.NewReader(chat)), false, false},
+		{"small body with Expect: 100-continue", "/upload", strings.NewReader(chat), false, true},
+		{"llm call again", "/v1/chat/completions", strings.NewReader(chat), true, false},
 	} {
 		before := writes.Load()
-		r := do(t, gw.Client(), "POST", gw.URL+tt.path, tt.body, http.Header{"Content-Type": {"application/json"}})
+		h := http.Header{"Content-Type": {"application/json"}}
+		if tt.expect {
+			h.Set("Expect", "100-continue")
+		}
+		r := do(t, gw.Client(), "POST", gw.URL+tt.path, tt.body, h)
 		if r.status != http.StatusOK {
 			t.Fatalf("%s: status %d (%s)", tt.name, r.status, r.body)
 		}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/ratelimit-gateway/gateway/policies"
+	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 
 // holdMax is the largest request body forward reads whole before it sends
@@ -32,12 +33,7 @@ func (h *Handler) holdable(r *http.Request, route *policies.Route) bool {
 	if _, held := r.Body.(*heldBody); held {
 		return false
 	}
-	if route.Upstream == nil || route.Upstream.Scheme != "http" || r.Method == http.MethodConnect {
-		return false
-	}
-	_, expect := r.Header["Expect"]
-	_, upgrade := r.Header["Upgrade"]
-	return !expect && !upgrade
+	return route.Upstream != nil && route.Upstream.Scheme == "http" && h1.LeanExchange(r.Method, r.Header)
 }
 
 // errBodyStalled is a held body's read cut by the route timeout: the client

@@ -151,7 +151,7 @@ func New(cfg Config) *Transport {
 // Lean reports whether RoundTrip carries req itself, rather than handing it
 // to the fallback (which ignores a Timeout in its context).
 func Lean(req *http.Request) bool {
-	if req.URL.Scheme != "http" || req.Method == http.MethodConnect {
+	if req.URL.Scheme != "http" || !LeanExchange(req.Method, req.Header) {
 		return false
 	}
 	if req.Body != nil && req.Body != http.NoBody {
@@ -162,13 +162,19 @@ func Lean(req *http.Request) bool {
 			return false // the answer may come before the body is taken
 		}
 	}
-	if _, ok := req.Header["Upgrade"]; ok {
-		return false
-	}
-	if _, ok := req.Header["Expect"]; ok {
-		return false
-	}
 	return true
+}
+
+// LeanExchange reports whether a plain-HTTP request of method and header
+// is one the lean path may carry, its body aside: not a CONNECT, a protocol
+// upgrade or an Expect: 100-continue.
+func LeanExchange(method string, header http.Header) bool {
+	if method == http.MethodConnect {
+		return false
+	}
+	_, upgrade := header["Upgrade"]
+	_, expect := header["Expect"]
+	return !upgrade && !expect
 }
 
 // RoundTrip sends req and returns the response whose headers arrived. The
