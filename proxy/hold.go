@@ -45,7 +45,6 @@ var errBodyStalled = errors.New("the request body stopped arriving")
 // reads, as it does for a body streamed upstream: a body that keeps moving
 // is never cut, one that stalls is (errBodyStalled).
 func (h *Handler) hold(w http.ResponseWriter, r *http.Request, route *policies.Route) (*http.Request, error) {
-	buf := make([]byte, r.ContentLength)
 	body := &uploadBody{ReadCloser: r.Body}
 	if route.Timeout > 0 {
 		watch := &stallWatch{w: w}
@@ -53,13 +52,43 @@ func (h *Handler) hold(w http.ResponseWriter, r *http.Request, route *policies.R
 		watch.rd.arm(h.afterFunc, route.Timeout, watch)
 		defer watch.rd.stop()
 	}
-	if _, err := io.ReadFull(body, buf); err != nil {
+	buf, err := readHeld(body, int(r.ContentLength))
+	if err != nil {
 		if body.deadline.timedOut() {
 			return r, errBodyStalled
 		}
 		return r, err
 	}
 	return withBody(r, buf), nil
+}
+
+// holdFirst is the buffer a held body is read into first; it doubles, up
+// to the declared length, only as the body's bytes fill it.
+const holdFirst = 4 << 10
+
+// readHeld reads exactly n bytes of body (io.ErrUnexpectedEOF when it ends
+// sooner). The buffer grows with what arrives, not with what the client
+// declared: a client that declares 16 KiB and then sends a byte at a time
+// holds 4 KiB of the gateway's memory, and never more than twice what it
+// has sent. A body of at most holdFirst bytes takes one allocation.
+func readHeld(body io.Reader, n int) ([]byte, error) {
+	buf := make([]byte, 0, min(n, holdFirst))
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			buf = append(make([]byte, 0, min(n, 2*cap(buf))), buf...)
+		}
+		m, err := body.Read(buf[len(buf):min(cap(buf), n)])
+		buf = buf[:len(buf)+m]
+		switch {
+		case len(buf) == n:
+			return buf, nil
+		case err == io.EOF:
+			return nil, io.ErrUnexpectedEOF
+		case err != nil:
+			return nil, err
+		}
+	}
+	return buf, nil
 }
 
 // stallWatch cuts a held body's read when the route timeout passes with

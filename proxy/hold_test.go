@@ -164,3 +164,92 @@ func TestSmallBodyClientGone(t *testing.T) {
 		t.Errorf("the upstream was asked %d times, want 1 (only the whole request)", n)
 	}
 }
+
+// chunkReader hands out data in the chunks given, one per Read (less when
+// the caller's buffer is smaller), and records what each Read was offered
+// and how much it had handed out before.
+type chunkReader struct {
+	data   []byte
+	chunks []int
+	sent   int
+	offers []struct{ offered, sentBefore int }
+	err    error // returned once data is out; io.EOF when nil
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	c.offers = append(c.offers, struct{ offered, sentBefore int }{len(p), c.sent})
+	if c.sent == len(c.data) {
+		if c.err != nil {
+			return 0, c.err
+		}
+		return 0, io.EOF
+	}
+	n := len(c.data) - c.sent
+	if len(c.chunks) > 0 {
+		n = min(n, c.chunks[0])
+		c.chunks = c.chunks[1:]
+	}
+	n = copy(p, c.data[c.sent:c.sent+n])
+	c.sent += n
+	return n, nil
+}
+
+// readHeld returns exactly the declared bytes, however they arrive, and an
+// error, not a short body, when fewer come.
+func TestReadHeld(t *testing.T) {
+	data := make([]byte, holdMax)
+	for i := range data {
+		data[i] = byte(i*7 + i>>8)
+	}
+	for _, n := range []int{1, 2, 100, holdFirst - 1, holdFirst, holdFirst + 1, 3 * holdFirst, holdMax - 1, holdMax} {
+		for _, chunk := range []int{1, 3, 1000, holdFirst, holdMax} {
+			name := fmt.Sprintf("n=%d/chunks=%d", n, chunk)
+			src := &chunkReader{data: data[:n], chunks: repeat(chunk, n)}
+			got, err := readHeld(src, n)
+			if err != nil || !bytes.Equal(got, data[:n]) {
+				t.Fatalf("%s: got %d bytes (equal %v), err %v", name, len(got), bytes.Equal(got, data[:n]), err)
+			}
+			if n < holdMax && src.sent != n {
+				t.Fatalf("%s: read %d bytes past the declared %d", name, src.sent-n, n)
+			}
+			short := &chunkReader{data: data[:n-1], chunks: repeat(chunk, n)}
+			if got, err := readHeld(short, n); err != io.ErrUnexpectedEOF || got != nil {
+				t.Fatalf("%s, one byte short: got %d bytes, err %v; want io.ErrUnexpectedEOF", name, len(got), err)
+			}
+		}
+	}
+	broken := &chunkReader{data: data[:10], err: errBodyStalled}
+	if _, err := readHeld(broken, 20); err != errBodyStalled {
+		t.Fatalf("a failing read: err %v, want %v", err, errBodyStalled)
+	}
+}
+
+// A client that declares a large body and sends it a byte at a time is
+// never offered more buffer than holdFirst, or than twice what it has sent.
+func TestReadHeldGrowsWithWhatArrives(t *testing.T) {
+	data := bytes.Repeat([]byte("x"), holdMax)
+	for _, chunk := range []int{1, 100, 3000} {
+		src := &chunkReader{data: data, chunks: repeat(chunk, holdMax)}
+		if _, err := readHeld(src, holdMax); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range src.offers {
+			// The buffer offered ends where the allocation does: at most
+			// max(holdFirst, 2 × what had arrived before it was grown).
+			if end := o.sentBefore + o.offered; end > max(holdFirst, 2*o.sentBefore) {
+				t.Fatalf("chunks of %d: with %d bytes received, a read was offered %d more (a buffer of %d)", chunk, o.sentBefore, o.offered, end)
+			}
+		}
+		if len(src.offers) < holdMax/max(chunk, holdFirst) {
+			t.Fatalf("chunks of %d: %d reads, fewer than the body needs", chunk, len(src.offers))
+		}
+	}
+}
+
+func repeat(chunk, total int) []int {
+	out := make([]int, 0, total/chunk+1)
+	for range total/chunk + 1 {
+		out = append(out, chunk)
+	}
+	return out
+}
