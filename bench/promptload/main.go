@@ -57,6 +57,7 @@ func main() {
 	phase := flag.Duration("phase", 6*time.Second, "how long each point measures, once the large prompts' first answer came")
 	every := flag.Duration("every", 2*time.Millisecond, "start a small call this often (one at a time)")
 	size := flag.Int("size", 1<<20, "bytes of the large prompt's text")
+	lang := flag.String("lang", "en", "the large prompt's language: en (English words) or ja (Japanese, no spaces)")
 	flag.Parse()
 	var ks []int
 	for _, f := range strings.Split(*inFlight, ",") {
@@ -66,7 +67,16 @@ func main() {
 		}
 		ks = append(ks, k)
 	}
-	if err := run(*gateway, *base, ks, *rounds, *calls, *phase, *every, *size); err != nil {
+	var text string
+	switch *lang {
+	case "en":
+		text = llmload.Text(*size)
+	case "ja":
+		text = llmload.Japanese(*size)
+	default:
+		fail(fmt.Errorf("-lang: %q is neither en nor ja", *lang))
+	}
+	if err := run(*gateway, *base, ks, *rounds, *calls, *phase, *every, text); err != nil {
 		fail(err)
 	}
 }
@@ -76,7 +86,7 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-func run(gateway, base string, ks []int, rounds, calls int, phase, every time.Duration, size int) error {
+func run(gateway, base string, ks []int, rounds, calls int, phase, every time.Duration, text string) error {
 	// An interrupt ends the run and its gateways (ctx kills them).
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -112,7 +122,7 @@ func run(gateway, base string, ks []int, rounds, calls int, phase, every time.Du
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: time.Minute}
 	defer client.CloseIdleConnections()
-	big := []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"` + llmload.Text(size) + `"}],"max_tokens":16}`)
+	big := []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"` + text + `"}],"max_tokens":16}`)
 	for _, url := range urls {
 		for range 20 { // warm up: the vocabulary, connections
 			if _, err := llmload.SmallCall(ctx, client, url); err != nil {

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/tiktoken-go/tokenizer/codec"
@@ -181,37 +182,67 @@ const (
 	chunkBytes = 16 << 10
 )
 
-// nextCut returns the first index i >= from where text[i-1] is an ASCII
-// letter and text[i] an ASCII byte that is neither a letter nor an
-// apostrophe; -1 if there is none.
+// nextCut returns the first index i >= from where a letter ends and a
+// character that is neither a letter, a mark nor an apostrophe begins:
+// text[:i] ends with a valid UTF-8 encoding of a letter (\p{L}) and text[i:]
+// begins with a valid one of anything else but a mark (\p{M}) or an
+// apostrophe.
+// -1 if there is none. In English that is after a word, before a space or
+// punctuation; in Chinese or Japanese, which have no spaces, before a
+// punctuation mark (、。，「), or a digit.
 //
 // Both vocabularies' pre-tokenizer regexps (o200kPattern, cl100kPattern)
 // split such a text there, whatever surrounds it:
 //   - a letter is consumed only by the letter alternatives (and the
-//     contractions, which end in a letter); after a letter they go on only
-//     with another letter or mark, or with an apostrophe (a contraction).
-//     The byte at i is none of these (ASCII, so not a mark either), so the
-//     piece holding text[i-1] ends at i, and every path the matcher tries
-//     while reading text[i] fails there as it fails at the end of text[:i]:
-//     the pieces of text[:i] are the same with or without the rest;
+//     contractions, which end in a letter): the other alternatives'
+//     classes all exclude \p{L}. After a letter the letter alternatives go
+//     on only with another letter or mark, or with an apostrophe (a
+//     contraction). The character at i is none of these, so the piece
+//     holding the letter before i ends at i, and every path the matcher
+//     tries while reading text[i] fails there as it fails at the end of
+//     text[:i]: the pieces of text[:i] are the same with or without the
+//     rest;
 //   - the regexp has no look-behind and no anchor, so the pieces from i on
 //     are the same with or without what comes before i;
-//   - the byte is ASCII, so the cut splits no UTF-8 sequence (valid or
-//     not) and the decoding into runes of both sides is unchanged.
+//   - i is the first byte of a valid UTF-8 sequence, and text[:i] ends
+//     with a whole valid one; a valid sequence's first byte is never a
+//     continuation byte, so no sequence before it (valid or not) decodes
+//     across it: the decoding into runes of both sides is the whole's.
 //
 // TestChunkedCountIsExact and FuzzChunkedCount check it against the
 // tokenizer on whole texts.
 func nextCut(text string, from int) int {
 	for i := max(from, 1); i < len(text); i++ {
 		b := text[i]
-		if b >= utf8.RuneSelf || isASCIILetter(b) || b == '\'' {
+		if b < utf8.RuneSelf {
+			if isASCIILetter(b) || b == '\'' {
+				continue
+			}
+		} else if !utf8.RuneStart(b) || !endsWord(text[i:]) {
 			continue
 		}
-		if isASCIILetter(text[i-1]) {
+		if endsLetter(text[:i]) {
 			return i
 		}
 	}
 	return -1
+}
+
+// endsLetter reports whether text ends with a valid UTF-8 letter.
+func endsLetter(text string) bool {
+	if b := text[len(text)-1]; b < utf8.RuneSelf {
+		return isASCIILetter(b)
+	}
+	r, size := utf8.DecodeLastRuneInString(text)
+	return size > 1 && unicode.IsLetter(r)
+}
+
+// endsWord reports whether text begins with a valid multi-byte UTF-8
+// character that is neither a letter nor a mark: one before which a
+// letter's piece ends.
+func endsWord(text string) bool {
+	r, size := utf8.DecodeRuneInString(text)
+	return size > 1 && !unicode.IsLetter(r) && !unicode.IsMark(r)
 }
 
 func isASCIILetter(b byte) bool { return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' }

@@ -220,7 +220,9 @@ func chunkTexts() map[string]string {
 		"punctuation": strings.Repeat("a.b,c;d:e!f?g(h)i[j]k{l}m<n>o/p\\q|r-s_t+u=v*w&x^y%z$a#b@c~d`e\"f ", 40),
 		"letters":     strings.Repeat("abcdefghijklmnopqrstuvwxyz", 3000), // no cut at all
 		"cjk":         strings.Repeat("漢字かな交じり文", 3000),                   // nor here
-		"mixed":       strings.Repeat("abc", 500) + " " + strings.Repeat("漢", 3000) + strings.Repeat("word ", 2000),
+		"cjk-punctuated": strings.Repeat("漢字かな交じり文です。「引用」、そして１２３と全角ＡＢＣ！　"+
+			"中文的句子，包括标点符号；还有“引号”和（括号）。한국어 텍스트입니다. ไทยไม่มีช่องว่าง ", 200),
+		"mixed": strings.Repeat("abc", 500) + " " + strings.Repeat("漢", 3000) + strings.Repeat("word ", 2000),
 	}
 }
 
@@ -272,21 +274,39 @@ func TestNextCut(t *testing.T) {
 		{"hello world", 0, 5},
 		{"hello world", 6, -1}, // "world" ends the text
 		{"hello, world", 0, 5},
-		{"don't stop", 0, 5},     // not at the apostrophe: "'t" joins "don"
-		{"ab1 cd", 0, 2},         // a digit after a letter
-		{"12 34", 0, -1},         // no letter before
-		{"é x", 0, -1},           // a letter, but not ASCII
-		{"aé x", 0, -1},          // a non-ASCII byte after the letter
-		{"a\u0301 b", 0, -1},     // a combining mark after the letter
-		{"x\ny", 0, 1},           // a newline after a letter
-		{"  a  b", 0, 3},         // the first after from
-		{"  a  b", 4, -1},        // none after from
-		{"abc def", 100, -1},     // from past the end
-		{"a b", 0, 1},            // at 1, never 0
-		{"\xffa b", 0, 2},        // invalid UTF-8 before
-		{"a\xff b", 0, -1},       // invalid UTF-8 after the letter
-		{"Q-Z", 1, 1},            // from itself
-		{"日本a:b", 0, len("日本a")}, // after a multi-byte rune
+		{"don't stop", 0, 5},                 // not at the apostrophe: "'t" joins "don"
+		{"ab1 cd", 0, 2},                     // a digit after a letter
+		{"12 34", 0, -1},                     // no letter before
+		{"é x", 0, 2},                        // a letter, not ASCII
+		{"aé x", 0, 3},                       // a word ending in one
+		{"日本語。かな", 0, len("日本語")},            // CJK: before its punctuation
+		{"日本語、「かな」", 0, len("日本語")},          // and its quotes
+		{"かな1", 0, len("かな")},                // a digit after a letter
+		{"日本　x", 0, len("日本")},               // an ideographic space
+		{"日本語", 0, -1},                       // letters only
+		{"日本語\xe3\x80", 0, -1},               // a truncated sequence after the letters
+		{"\xe8\xaa\x9e,", 0, 3},              // a whole letter before the comma
+		{"\xaa\x9e,", 0, -1},                 // continuation bytes only before it
+		{"مَرْحَبًا x", 0, len("مَرْحَبًا")}, // Arabic: not within its marks
+		{"한국어입니다. x", 0, len("한국어입니다")},      // Hangul
+		{"a\u0301 b", 0, -1},                 // a combining mark after the letter
+		{"x\ny", 0, 1},                       // a newline after a letter
+		{"  a  b", 0, 3},                     // the first after from
+		{"  a  b", 4, -1},                    // none after from
+		{"abc def", 100, -1},                 // from past the end
+		{"a b", 0, 1},                        // at 1, never 0
+		{"\xffa b", 0, 2},                    // invalid UTF-8 before
+		{"a\xff b", 0, -1},                   // invalid UTF-8 after the letter
+		{"Q-Z", 1, 1},                        // from itself
+		{"日本a:b", 0, len("日本a")},             // after a multi-byte rune
+	}
+	// A long text in scripts without spaces is cut near every chunk's
+	// size, so its count gives up the core between chunks as English does.
+	cjk := chunkTexts()["cjk-punctuated"]
+	for from := chunkBytes; from < len(cjk)-chunkBytes; from += chunkBytes {
+		if i := nextCut(cjk, from); i < from || i > from+100 {
+			t.Fatalf("CJK text of %d bytes: the cut after %d is at %d, want within 100 bytes", len(cjk), from, i)
+		}
 	}
 	for _, tt := range tests {
 		if got := nextCut(tt.text, tt.from); got != tt.want {

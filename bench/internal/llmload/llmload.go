@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Config is a gateway config (fmt verbs: listen address, upstream URL) with
@@ -49,6 +50,32 @@ func Text(n int) string {
 		b.WriteByte(' ')
 	}
 	return b.String()[:n]
+}
+
+// Japanese is at most n bytes of Japanese sentences in a fixed
+// pseudo-random order, the same every run: no spaces, a 、 or 。 every few
+// words, as a prompt in a language written without spaces has. It ends on
+// a whole character.
+func Japanese(n int) string {
+	words := strings.Fields("ゲートウェイ は 呼び出し を 転送 する 前に プロンプト の すべて の トークン を 数え " +
+		"テナント が 割り当て を 超えて 使う こと は でき ない 制限 は インスタンス を またいで 保たれ 設定 の 再読み込み でも 状態 を 失わ ない")
+	rng := rand.New(rand.NewPCG(7, 11))
+	var b strings.Builder
+	for b.Len() < n {
+		for range 3 + rng.IntN(6) {
+			b.WriteString(words[rng.IntN(len(words))])
+		}
+		if rng.IntN(3) == 0 {
+			b.WriteString("。")
+		} else {
+			b.WriteString("、")
+		}
+	}
+	s := b.String()[:n]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // SmallBody is a small chat call: 12 prompt tokens, 16 output tokens

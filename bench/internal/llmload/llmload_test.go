@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/ratelimit-gateway/gateway/policies"
 )
@@ -22,6 +23,21 @@ func TestText(t *testing.T) {
 	}
 	if got := len(strings.Fields(Text(4096))); got < 400 {
 		t.Errorf("Text(4096) has %d words, want prose", got)
+	}
+}
+
+// Japanese is valid UTF-8 of at most the asked length (less by at most a
+// character's bytes), the same every call, without spaces, and punctuated.
+func TestJapanese(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 1000, 1 << 20} {
+		a, b := Japanese(n), Japanese(n)
+		if len(a) > n || len(a) < n-3 || a != b || !utf8.ValidString(a) {
+			t.Fatalf("Japanese(%d): length %d, same twice %v, valid %v", n, len(a), a == b, utf8.ValidString(a))
+		}
+	}
+	text := Japanese(1 << 16)
+	if strings.ContainsAny(text, " \t\n") || strings.Count(text, "、")+strings.Count(text, "。") < 1000 {
+		t.Errorf("Japanese(64 KiB): spaces %v, %d punctuation marks", strings.ContainsAny(text, " \t\n"), strings.Count(text, "、")+strings.Count(text, "。"))
 	}
 }
 
