@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // BenchmarkParseRequest prices the prompt count of a typical 1 KB chat
@@ -110,7 +111,28 @@ func BenchmarkCountTokens(b *testing.B) {
 // goroutine, in tokens per second per core: CountTokens (chunked) beside
 // the tokenizer library's own Count of the same text whole.
 func BenchmarkCountLongText(b *testing.B) {
-	text := strings.Repeat(prompt1KB, (1<<20)/len(prompt1KB)+1)[:1<<20]
+	benchmarkCountLongText(b, prompt1KB)
+	// A language written without spaces: chunks end at its punctuation.
+	b.Run("ja", func(b *testing.B) { benchmarkCountLongText(b, promptJA) })
+}
+
+// promptJA is a Japanese paragraph of about 1 KB: no spaces, a 、 or 。
+// every few words, a few Latin words and digits.
+const promptJA = "ゲートウェイは呼び出しを転送する前に、プロンプトのすべてのトークンを数えます。" +
+	"テナントが割り当てを超えて使うことはできず、制限はインスタンスをまたいで保たれます。" +
+	"設定を再読み込みしても状態は失われません。Redisが落ちたときの振る舞いは、ポリシーごとに選べます。" +
+	"大きなプロンプトは約16KiBずつ区切って数え、その合間にほかの小さな呼び出しが進みます。" +
+	"区切りは、どちらの語彙の分割規則でも必ず切れる場所、つまり文字のあとで句読点や数字の前に置かれます。" +
+	"こうして数えた合計は、全体を一度に数えた値と一致します。"
+
+// benchmarkCountLongText counts 1 MiB of text repeated (cut on a whole
+// character) with the tokenizer library's Count, the anchor, and with
+// CountTokens.
+func benchmarkCountLongText(b *testing.B, unit string) {
+	text := strings.Repeat(unit, (1<<20)/len(unit)+1)[:1<<20]
+	for !utf8.ValidString(text) {
+		text = text[:len(text)-1]
+	}
 	c := o200k()
 	tokens, err := c.Count(text)
 	if err != nil {
