@@ -41,15 +41,12 @@ const Key = "sk-bench"
 // Text is n bytes of English words in a fixed pseudo-random order, the same
 // every run.
 func Text(n int) string {
-	words := strings.Fields("the gateway counts every token of a prompt before it forwards the call so that a tenant " +
-		"cannot spend more than its quota allows; limits hold across instances and reloads keep state intact")
-	rng := rand.New(rand.NewPCG(7, 11))
-	var b strings.Builder
-	for b.Len() < n {
-		b.WriteString(words[rng.IntN(len(words))])
-		b.WriteByte(' ')
-	}
-	return b.String()[:n]
+	return compose(n, "the gateway counts every token of a prompt before it forwards the call so that a tenant "+
+		"cannot spend more than its quota allows; limits hold across instances and reloads keep state intact",
+		func(b *strings.Builder, word func() string, _ *rand.Rand) {
+			b.WriteString(word())
+			b.WriteByte(' ')
+		})
 }
 
 // Japanese is at most n bytes of Japanese sentences in a fixed
@@ -57,19 +54,26 @@ func Text(n int) string {
 // words, as a prompt in a language written without spaces has. It ends on
 // a whole character.
 func Japanese(n int) string {
-	words := strings.Fields("ゲートウェイ は 呼び出し を 転送 する 前に プロンプト の すべて の トークン を 数え " +
-		"テナント が 割り当て を 超えて 使う こと は でき ない 制限 は インスタンス を またいで 保たれ 設定 の 再読み込み でも 状態 を 失わ ない")
+	return compose(n, "ゲートウェイ は 呼び出し を 転送 する 前に プロンプト の すべて の トークン を 数え "+
+		"テナント が 割り当て を 超えて 使う こと は でき ない 制限 は インスタンス を またいで 保たれ 設定 の 再読み込み でも 状態 を 失わ ない",
+		func(b *strings.Builder, word func() string, rng *rand.Rand) {
+			for range 3 + rng.IntN(6) {
+				b.WriteString(word())
+			}
+			b.WriteString([]string{"。", "、", "、"}[rng.IntN(3)])
+		})
+}
+
+// compose appends what add makes of vocabulary's words (picked by word, at
+// random from a fixed seed) until it has n bytes, and returns the first n,
+// less a character cut in two.
+func compose(n int, vocabulary string, add func(b *strings.Builder, word func() string, rng *rand.Rand)) string {
+	words := strings.Fields(vocabulary)
 	rng := rand.New(rand.NewPCG(7, 11))
+	word := func() string { return words[rng.IntN(len(words))] }
 	var b strings.Builder
 	for b.Len() < n {
-		for range 3 + rng.IntN(6) {
-			b.WriteString(words[rng.IntN(len(words))])
-		}
-		if rng.IntN(3) == 0 {
-			b.WriteString("。")
-		} else {
-			b.WriteString("、")
-		}
+		add(&b, word, rng)
 	}
 	s := b.String()[:n]
 	for !utf8.ValidString(s) {
