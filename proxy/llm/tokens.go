@@ -186,8 +186,7 @@ const (
 // character that is neither a letter, a mark nor an apostrophe begins:
 // text[:i] ends with a valid UTF-8 encoding of a letter (\p{L}) and text[i:]
 // begins with a valid one of anything else but a mark (\p{M}) or an
-// apostrophe.
-// -1 if there is none. In English that is after a word, before a space or
+// apostrophe; -1 if there is none. In English that is after a word, before a space or
 // punctuation; in Chinese or Japanese, which have no spaces, before a
 // punctuation mark (、。，「), or a digit.
 //
