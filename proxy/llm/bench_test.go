@@ -157,3 +157,22 @@ func benchmarkCountLongText(b *testing.B, unit string) {
 		})
 	}
 }
+
+// BenchmarkSkipString skips 1 MiB of prompt text in one JSON string, as a
+// call's walk does several times, against the byte loop it replaced.
+func BenchmarkSkipString(b *testing.B) {
+	s := []byte(`"` + strings.Repeat(prompt1KB, (1<<20)/len(prompt1KB)) + `"`)
+	for _, bm := range []struct {
+		name string
+		skip func([]byte, int) int
+	}{{"anchor=byte-loop", skipStringByByte}, {"skipString", skipString}} {
+		b.Run(bm.name, func(b *testing.B) {
+			b.SetBytes(int64(len(s)))
+			for b.Loop() {
+				if bm.skip(s, 0) != len(s) {
+					b.Fatal("did not reach the closing quote")
+				}
+			}
+		})
+	}
+}

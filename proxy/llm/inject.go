@@ -140,13 +140,31 @@ func skipSpace(b []byte, i int) int {
 }
 
 // skipString returns the offset just past the string starting at b[i].
+//
+// A prompt's text is one string of up to megabytes, which a call's walk
+// skips several times (its members, its messages, their numbers), so the
+// quotes and backslashes are found with bytes.IndexByte rather than byte by
+// byte. Each byte is searched at most once for each: a quote found stays
+// the one to reach while escapes before it are stepped over.
 func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
+	i++
+	q := -1 // the first quote at or after i, once searched for
+	for i < len(b) {
+		if q < i {
+			if q = bytes.IndexByte(b[i:], '"'); q < 0 {
+				break // no closing quote: the loop below walks to the end
+			}
+			q += i
+		}
+		e := bytes.IndexByte(b[i:q], '\\')
+		if e < 0 {
+			return q + 1
+		}
+		i += e + 2 // past the backslash and what it escapes
+	}
+	for ; i < len(b); i++ {
+		if b[i] == '\\' {
 			i++
-		case '"':
-			return i + 1
 		}
 	}
 	return i

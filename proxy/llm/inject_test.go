@@ -3,6 +3,7 @@ package llm
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -159,4 +160,50 @@ func TestWithOutputCap(t *testing.T) {
 			t.Errorf("%q: got %v, want ErrInvalidRequest", bad, err)
 		}
 	}
+}
+
+// skipStringByByte is skipString as a plain byte loop: what the search
+// with bytes.IndexByte must agree with.
+func skipStringByByte(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+func TestSkipStringIsTheByteLoop(t *testing.T) {
+	long := strings.Repeat("word ", 20000)
+	escapes := strings.Repeat(`\n\"\\`, 5000)
+	for _, s := range []string{
+		`""`, `"a"`, `"\""`, `"\\"`, `"\\\""`, `"a\"b"x`, `"\\\\"`, `"\u0041"`,
+		`"`, `"\`, `"a\`, `"\"`, `"a\\`, `"abc`, // unterminated: only invalid JSON
+		`"` + long + `"`, `"` + escapes + `"`, `"` + escapes + long + `\"` + `"`,
+		`"` + long + `\` + `"` + long, `"` + long + `\\` + `"` + long,
+	} {
+		for _, tail := range []string{"", `,"b":"c"}`, `\"`} {
+			b := []byte(s + tail)
+			if got, want := skipString(b, 0), skipStringByByte(b, 0); got != want {
+				t.Errorf("skipString(%.40q…, len %d) = %d, the byte loop %d", b, len(b), got, want)
+			}
+		}
+	}
+}
+
+func FuzzSkipString(f *testing.F) {
+	for _, s := range []string{`"a\"b"c`, `"\\\\"`, `"x`, `"\`, `"a\\"b\"c"`} {
+		f.Add([]byte(s), 0)
+	}
+	f.Fuzz(func(t *testing.T, b []byte, i int) {
+		if i < 0 || i >= len(b) {
+			return
+		}
+		if got, want := skipString(b, i), skipStringByByte(b, i); got != want {
+			t.Fatalf("skipString(%q, %d) = %d, the byte loop %d", b, i, got, want)
+		}
+	})
 }
