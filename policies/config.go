@@ -57,8 +57,8 @@ type LogConfig struct {
 
 // ServerConfig holds listener settings. They take effect at start only (a
 // reload that changes them is applied except for these, and says so), except
-// TrustedProxies, ForwardedHeader, IPv4Prefix, IPv6Prefix and PathParameters,
-// which the proxy reads from each snapshot.
+// TrustedProxies, ForwardedHeader, IPv4Prefix, IPv6Prefix, PathParameters and
+// PromptCountShare, which the proxy reads from each snapshot.
 type ServerConfig struct {
 	Listen            string        `koanf:"listen"`              // default 127.0.0.1:8080
 	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"` // default 5s
@@ -88,6 +88,10 @@ type ServerConfig struct {
 	// while little is alive (default 64 MiB; -1: Go's GOGC rule alone, as
 	// does a GOGC set in the environment). See internal/heapfloor.
 	MinHeapBytes int64 `koanf:"min_heap_bytes"`
+	// PromptCountShare is the share of one core the token count of one
+	// long llm prompt (over 32 KiB of text) may take, in (0, 1] (default
+	// 0.5; 1 counts without pausing): see llm.Pace.
+	PromptCountShare float64 `koanf:"prompt_count_share"`
 }
 
 // The values of server.path_parameters.

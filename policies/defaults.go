@@ -26,6 +26,7 @@ const (
 	DefaultPathParameters     = PathParametersReject
 	DefaultUpstreamTransport  = UpstreamTransportLean
 	DefaultMinHeapBytes       = 64 << 20
+	DefaultPromptCountShare   = 0.5
 	DefaultTenantHeader       = "X-API-Key"
 	DefaultRouteTimeout       = 30 * time.Second
 	DefaultMaxBodyBytes       = 10 << 20
@@ -87,6 +88,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&s.MaxKeysPerPolicy, limiter.DefaultMaxKeys)
 	setDefault(&s.IdempotencyMaxBytes, DefaultIdempotencyMaxBytes)
 	setDefault(&s.MinHeapBytes, DefaultMinHeapBytes)
+	setDefault(&s.PromptCountShare, DefaultPromptCountShare)
 
 	r := &c.Redis
 	setDefault(&r.Timeout, redisclient.DefaultTimeout)

@@ -78,6 +78,7 @@ func TestDefaults(t *testing.T) {
 		{"server.ipv6_prefix", c.Server.IPv6Prefix, 64},
 		{"server.max_keys_per_policy", c.Server.MaxKeysPerPolicy, 100000},
 		{"server.min_heap_bytes", c.Server.MinHeapBytes, int64(64 << 20)},
+		{"server.prompt_count_share", c.Server.PromptCountShare, 0.5},
 		{"server.idempotency_max_bytes", c.Server.IdempotencyMaxBytes, int64(64 << 20)},
 		{"redis.timeout", c.Redis.Timeout, 30 * time.Millisecond},
 		{"redis.breaker_failures", c.Redis.BreakerFailures, 3},
@@ -140,7 +141,7 @@ func TestUnknownKeys(t *testing.T) {
 		{"wrong case", minimalYAML + "  other: {key: ip, Rate: 5}\n",
 			`gateway.yaml: policies.other.Rate: unknown key (did you mean "rate"?)`},
 		{"nothing close", minimalYAML + "server: {zzzzzzzz: 1}\n",
-			"gateway.yaml: server.zzzzzzzz: unknown key (known: forwarded_header, idempotency_max_bytes, idle_timeout, ipv4_prefix, ipv6_prefix, listen, max_header_bytes, max_keys_per_policy, min_heap_bytes, path_parameters, read_header_timeout, read_timeout, shutdown_timeout, trusted_proxies, upstream_transport, write_timeout)"},
+			"gateway.yaml: server.zzzzzzzz: unknown key (known: forwarded_header, idempotency_max_bytes, idle_timeout, ipv4_prefix, ipv6_prefix, listen, max_header_bytes, max_keys_per_policy, min_heap_bytes, path_parameters, prompt_count_share, read_header_timeout, read_timeout, shutdown_timeout, trusted_proxies, upstream_transport, write_timeout)"},
 		{"in sentinel", minimalYAML + "redis: {sentinel: {master: x}}\n",
 			`gateway.yaml: redis.sentinel.master: unknown key (did you mean "master_name"?)`},
 	}
@@ -223,7 +224,7 @@ policies:
   per-ip: {key: ip, rate: -1}
 `
 	want := []string{
-		`gateway.yaml: server.bogus: unknown key (known: forwarded_header, idempotency_max_bytes, idle_timeout, ipv4_prefix, ipv6_prefix, listen, max_header_bytes, max_keys_per_policy, min_heap_bytes, path_parameters, read_header_timeout, read_timeout, shutdown_timeout, trusted_proxies, upstream_transport, write_timeout)`,
+		`gateway.yaml: server.bogus: unknown key (known: forwarded_header, idempotency_max_bytes, idle_timeout, ipv4_prefix, ipv6_prefix, listen, max_header_bytes, max_keys_per_policy, min_heap_bytes, path_parameters, prompt_count_share, read_header_timeout, read_timeout, shutdown_timeout, trusted_proxies, upstream_transport, write_timeout)`,
 		`gateway.yaml: server.listen: must be host:port, got "nowhere"`,
 		`gateway.yaml: routes[0].upstream: must be http(s)://host or builtin:NAME, got "ftp://x"`,
 		`gateway.yaml: routes[0].policies[0]: unknown policy "missing"`,

@@ -80,6 +80,9 @@ func validateServer(p *problems, s *ServerConfig) {
 	if s.MinHeapBytes < -1 {
 		p.addf("server.min_heap_bytes", "must be > 0, or -1 for Go's own rule, got %d", s.MinHeapBytes)
 	}
+	if !(s.PromptCountShare > 0 && s.PromptCountShare <= 1) {
+		p.addf("server.prompt_count_share", "must be more than 0 and at most 1 (a share of one core), got %v", s.PromptCountShare)
+	}
 	if s.MaxKeysPerPolicy < 0 {
 		p.add("server.max_keys_per_policy", "must be > 0")
 	}

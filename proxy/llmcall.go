@@ -103,9 +103,9 @@ func llmKind(r *http.Request) (llm.Kind, bool) {
 // counts tokens: an output cap for a call without one, unsized inputs
 // refused or bounded, upgrades refused), asks a stream for its usage when
 // the client did not, and returns the request to forward with the body it
-// will carry. A request that is not an LLM call returns a nil call and r
-// itself.
-func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, prices policies.Prices) (*http.Request, *llmCall, int, string) {
+// will carry; a long prompt is counted at pace. A request that is not an
+// LLM call returns a nil call and r itself.
+func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, prices policies.Prices, pace llm.Pace) (*http.Request, *llmCall, int, string) {
 	if msg := refuseUpgrade(r, route); msg != "" {
 		return nil, nil, http.StatusBadRequest, msg
 	}
@@ -117,7 +117,7 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, 
 	if status != 0 {
 		return nil, nil, status, msg
 	}
-	req, err := llm.ParseRequestFor(kind, body, route.Models)
+	req, err := llm.ParseRequestPaced(kind, body, route.Models, pace)
 	if err != nil {
 		return nil, nil, http.StatusBadRequest, err.Error()
 	}

@@ -256,12 +256,17 @@ func (pl *planner) readCall(p *plan) answer {
 					cap(h.tokenize.slots), h.tokenize.wait)}
 		}
 	}
+	var pace llm.Pace // Explain counts at once
 	if pl.h != nil {
 		lim = pl.h.limiter
+		if c := p.snap.Config; c != nil { // nil in a snapshot built by hand: no pause
+			pace = pl.h.countPace
+			pace.Share = c.Server.PromptCountShare
+		}
 	}
 	out, call, status, msg := func() (*http.Request, *llmCall, int, string) {
 		defer release()
-		return readLLMCall(pl.w, rq, p.route, p.snap.Prices)
+		return readLLMCall(pl.w, rq, p.route, p.snap.Prices, pace)
 	}()
 	if status != 0 {
 		return answer{status: status, msg: msg}

@@ -18,6 +18,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
+	"github.com/ratelimit-gateway/gateway/proxy/llm"
 )
 
 // DefaultMaxHeaderBytes is the request header limit used when
@@ -121,6 +122,9 @@ type Handler struct {
 	// tracer starts the request's spans; nil when tracing is off.
 	tracer   trace.Tracer
 	tokenize tokenizeGate
+	// countPace is how a long prompt's tokens are counted, its Share taken
+	// from each snapshot (server.prompt_count_share); tests set its clock.
+	countPace llm.Pace
 	// headerPeeks bounds the reads of Redis made only for a 429's headers
 	// (peekUnread, withUnpeeked): a flood of refusals stays a flood the
 	// denial path answers without Redis.

@@ -21,6 +21,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/llm"
 )
 
@@ -726,6 +727,66 @@ func TestTokenizeGateLeavesAP(t *testing.T) {
 	}
 	if got := cap(newTokenizeGate(5, 0).slots); got != 5 {
 		t.Errorf("newTokenizeGate(5, 0) has %d slots, want the 5 configured", got)
+	}
+}
+
+// A long prompt is counted at the share of a core that
+// server.prompt_count_share gives, read from each snapshot: with 0.5 it
+// pauses between its chunks as long as they took (the clock here makes
+// each chunk take 1 ms), with 1 it never pauses.
+func TestLongPromptCountedAtItsShare(t *testing.T) {
+	up := newUpstream(t, builtin.OpenAIMock(builtin.OpenAIMockConfig{CompletionTokens: 1 << 20}))
+	config := func(share string) *policies.Snapshot {
+		return compileYAML(t, `
+server: {prompt_count_share: `+share+`}
+routes:
+  - {name: llm, match: {path_prefix: /v1/}, upstream: `+up.URL+`, llm: openai, policies: [tpm]}
+policies:
+  tpm: {key: ip, cost: tokens, rate: 100000000, per: 1m}
+`)
+	}
+	srv, h := newGateway(t, config("0.5"), newEngine(t, newTestClock()), gatewayOpts{})
+	var mu sync.Mutex
+	var now time.Time
+	var pauses []time.Duration
+	h.countPace.Now = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(time.Millisecond)
+		return now
+	}
+	h.countPace.Sleep = func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		pauses = append(pauses, d)
+		now = now.Add(d)
+	}
+	// 256 KiB of text: cut every 16 KiB while more than 32 KiB are left (the
+	// count cache keeps texts up to 16 KiB, so each call counts it again).
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("tokens ", 256<<10/7) + `"}],"max_tokens":10}`
+	call := func() (status int, paused []time.Duration) {
+		mu.Lock()
+		pauses = nil
+		mu.Unlock()
+		a := llmDo(t, "POST", srv.URL+"/v1/chat/completions", "", body)
+		mu.Lock()
+		defer mu.Unlock()
+		return a.status, pauses
+	}
+	// 14 chunks of 1 ms owe 14 ms of pauses; each pause's two clock
+	// readings take 1 ms of it too, so a pause of 1 ms every other chunk.
+	status, paused := call()
+	if status != 200 || len(paused) < 6 {
+		t.Fatalf("share 0.5: %d, %d pauses (%v); want 200 and a pause every other chunk of the 14", status, len(paused), paused)
+	}
+	for _, d := range paused {
+		if d < time.Millisecond {
+			t.Fatalf("share 0.5: a pause of %v after a chunk of 1ms, want at least 1ms", d)
+		}
+	}
+	h.snapshots.(*snapshotHolder).p.Store(config("1"))
+	if status, paused := call(); status != 200 || len(paused) != 0 {
+		t.Fatalf("share 1, after a reload: %d, %d pauses; want 200 and none", status, len(paused))
 	}
 }
 

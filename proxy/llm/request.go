@@ -294,6 +294,13 @@ func ParseRequest(kind Kind, body []byte) (Request, error) {
 // holds are errors wrapping ErrInvalidRequest, as the provider refuses
 // them.
 func ParseRequestFor(kind Kind, body []byte, models Models) (Request, error) {
+	return ParseRequestPaced(kind, body, models, Pace{})
+}
+
+// ParseRequestPaced is ParseRequestFor counting a long text at pace: a
+// large prompt then leaves the cores it shares a part of their time (see
+// Pace). The count is the same.
+func ParseRequestPaced(kind Kind, body []byte, models Models, pace Pace) (Request, error) {
 	if kind < ChatCompletions || kind > AnthropicMessages {
 		return Request{}, fmt.Errorf("parsing request: unknown kind %d", int(kind))
 	}
@@ -334,7 +341,7 @@ func ParseRequestFor(kind Kind, body []byte, models Models) (Request, error) {
 		}
 		r.MaxToolCalls = *w.MaxToolCalls
 	}
-	c := counter{model: r.Model, family: r.Family}
+	c := counter{model: r.Model, family: r.Family, pace: pace}
 	if err = c.prompt(kind, &w); err != nil {
 		return Request{}, invalid(kind, err)
 	}
@@ -515,6 +522,7 @@ type counter struct {
 	family  Family
 	n       int64
 	unsized []string // item references found in the input
+	pace    Pace     // how a long text is counted
 }
 
 // add adds n tokens, saturating (see AddSat).
@@ -524,7 +532,7 @@ func (c *counter) text(s string) {
 	if c.enc == "" {
 		c.enc = EncodingFor(c.model)
 	}
-	c.add(countIn(c.enc, s))
+	c.add(countIn(c.enc, s, c.pace))
 }
 
 // textJSON counts the valid JSON string v as text does its value; a
@@ -538,7 +546,7 @@ func (c *counter) textJSON(v []byte) {
 	if c.enc == "" {
 		c.enc = EncodingFor(c.model)
 	}
-	c.add(countBytesIn(c.enc, b))
+	c.add(countBytesIn(c.enc, b, c.pace))
 }
 
 func (c *counter) raw(b json.RawMessage) {

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -59,7 +60,7 @@ func EncodingFor(model string) Encoding {
 
 // CountTokens returns the number of tokens text encodes to in model's
 // vocabulary (see EncodingFor). It is safe for concurrent use.
-func CountTokens(model, text string) int64 { return countIn(EncodingFor(model), text) }
+func CountTokens(model, text string) int64 { return countIn(EncodingFor(model), text, Pace{}) }
 
 // roles are the message roles the APIs define. Every message counts its
 // role, and a short text costs the tokenizer a good part of what a long
@@ -80,26 +81,27 @@ func countRoles(enc Encoding) [len(roles)]int64 {
 	return n
 }
 
-// countIn is CountTokens in the vocabulary enc.
-func countIn(enc Encoding, text string) int64 {
+// countIn is CountTokens in the vocabulary enc, a long text counted at
+// pace.
+func countIn(enc Encoding, text string, pace Pace) int64 {
 	for i, r := range roles {
 		if text == r {
 			return roleCounts(enc)[i]
 		}
 	}
-	return countsOf(enc).count(text, func() int64 { return tokenize(enc, text) })
+	return countsOf(enc).count(text, func() int64 { return tokenize(enc, text, pace) })
 }
 
 // countBytesIn is countIn for text held as bytes (a request body's): a
 // role, or a text counted lately, is found without converting text to a
 // string.
-func countBytesIn(enc Encoding, text []byte) int64 {
+func countBytesIn(enc Encoding, text []byte, pace Pace) int64 {
 	for i, r := range roles {
 		if string(text) == r {
 			return roleCounts(enc)[i]
 		}
 	}
-	return countsOf(enc).countBytes(text, func(s string) int64 { return tokenize(enc, s) })
+	return countsOf(enc).countBytes(text, func(s string) int64 { return tokenize(enc, s, pace) })
 }
 
 func roleCounts(enc Encoding) [len(roles)]int64 {
@@ -116,11 +118,11 @@ func countsOf(enc Encoding) *countCache {
 	return &o200kCounts
 }
 
-func tokenize(enc Encoding, text string) int64 {
+func tokenize(enc Encoding, text string, pace Pace) int64 {
 	if text == "" {
 		return 0
 	}
-	return countChunked(enc, text, chunkAbove, chunkBytes)
+	return countChunked(enc, text, chunkAbove, chunkBytes, pace)
 }
 
 // codecOf returns enc's tokenizer.
@@ -132,8 +134,9 @@ func codecOf(enc Encoding) *codec.Codec {
 }
 
 // countChunked counts text in enc, in chunks of at least size bytes while
-// more than above are left (see nextCut), with a pieceCounter.
-func countChunked(enc Encoding, text string, above, size int) int64 {
+// more than above are left (see nextCut), with a pieceCounter, pausing
+// between chunks as pace asks.
+func countChunked(enc Encoding, text string, above, size int, pace Pace) int64 {
 	c := codecOf(enc)
 	if len(text) <= above {
 		return countWhole(c, text)
@@ -145,18 +148,79 @@ func countChunked(enc Encoding, text string, above, size int) int64 {
 	p := newPieceCounter(c, split)
 	defer p.release()
 	var n int64
+	var owed time.Duration
 	for len(text) > above {
 		i := nextCut(text, size)
 		if i < 0 {
 			break // no cut left: the rest is counted in one piece
 		}
-		n += p.count(text[:i])
+		chunk := text[:i]
+		owed += pace.run(func() { n += p.count(chunk) })
 		text = text[i:]
+		if owed >= pacePause {
+			owed = pace.pause(owed)
+			continue
+		}
 		// A large prompt counts for tens of milliseconds; between chunks
 		// the small calls waiting for this P get it.
 		runtime.Gosched()
 	}
 	return n + p.count(text)
+}
+
+// Pace is how much of a core the count of one long text (over chunkAbove
+// bytes) may take. Counting holds a core for tens of milliseconds a MiB,
+// and on a machine whose cores are all busy (the gateway's other calls,
+// a sidecar, the kernel moving the bodies) whatever waits for that core
+// waits for the count: the small calls beside a large prompt see it in
+// their p99. So after each chunk the count owes a pause of
+// (1-Share)/Share of the time the chunk took, and takes it once it owes
+// pacePause or more; a pause that ran over (a sleep is rarely exact) is
+// owed back by the chunks after it. The zero Pace never pauses.
+type Pace struct {
+	// Share is the share of one core, in (0, 1); 0, or 1 and above,
+	// never pauses.
+	Share float64
+	// Now and Sleep are the clock; nil means time.Now and time.Sleep.
+	Now   func() time.Time
+	Sleep func(time.Duration)
+}
+
+// pacePause is the shortest pause a count takes: shorter sleeps cost about
+// as much as they last (a timer, two switches) and an idle Go scheduler
+// rounds them up to a millisecond anyway.
+const pacePause = time.Millisecond
+
+func (p Pace) paces() bool { return p.Share > 0 && p.Share < 1 }
+
+// run runs one chunk's count and returns the pause it owes.
+func (p Pace) run(count func()) time.Duration {
+	if !p.paces() {
+		count()
+		return 0
+	}
+	start := p.now()
+	count()
+	return time.Duration(float64(p.now().Sub(start)) * (1 - p.Share) / p.Share)
+}
+
+// pause sleeps for owed and returns what is still owed: negative when the
+// sleep ran over.
+func (p Pace) pause(owed time.Duration) time.Duration {
+	start := p.now()
+	if p.Sleep != nil {
+		p.Sleep(owed)
+	} else {
+		time.Sleep(owed)
+	}
+	return owed - p.now().Sub(start)
+}
+
+func (p Pace) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
 }
 
 func countWhole(c *codec.Codec, text string) int64 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestEncodingFor(t *testing.T) {
@@ -149,7 +150,7 @@ func TestCountCacheIsExact(t *testing.T) {
 			for round := range 3 {
 				for _, text := range texts {
 					for _, enc := range []Encoding{O200kBase, Cl100kBase} {
-						if got, want := countIn(enc, text), tokenize(enc, text); got != want {
+						if got, want := countIn(enc, text, Pace{}), tokenize(enc, text, Pace{}); got != want {
 							t.Errorf("round %d, %s, %.40q: got %d, want %d", round, enc, text, got, want)
 							return
 						}
@@ -234,7 +235,7 @@ func TestChunkedCountIsExact(t *testing.T) {
 		for _, enc := range []Encoding{O200kBase, Cl100kBase} {
 			want := countWhole(codecOf(enc), text)
 			for _, size := range []int{1, 2, 7, 64, 1000, chunkBytes} {
-				if got := countChunked(enc, text, 0, size); got != want {
+				if got := countChunked(enc, text, 0, size, Pace{}); got != want {
 					t.Errorf("%s, %s: chunks of %d bytes count %d, the whole text %d", name, enc, size, got, want)
 				}
 			}
@@ -251,7 +252,7 @@ func FuzzChunkedCount(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text string, size int) {
 		size = 1 + abs(size)%64
 		for _, enc := range []Encoding{O200kBase, Cl100kBase} {
-			if got, want := countChunked(enc, text, 0, size), countWhole(codecOf(enc), text); got != want {
+			if got, want := countChunked(enc, text, 0, size, Pace{}), countWhole(codecOf(enc), text); got != want {
 				t.Fatalf("%s: %q in chunks of %d counts %d, whole %d", enc, text, size, got, want)
 			}
 		}
@@ -365,15 +366,85 @@ func TestCountBytesInIsCountIn(t *testing.T) {
 	for _, enc := range []Encoding{O200kBase, Cl100kBase} {
 		for _, text := range []string{"", "user", "assistant", "Hello there, mock!", strings.Repeat("ab ", 9000)} {
 			b := []byte(text)
-			if got, want := countBytesIn(enc, b), countIn(enc, text); got != want {
+			if got, want := countBytesIn(enc, b, Pace{}), countIn(enc, text, Pace{}); got != want {
 				t.Errorf("%s %.20q: got %d, want %d", enc, text, got, want)
 			}
 			if len(text) > maxCachedText {
 				continue // never cached: counted each time
 			}
-			if allocs := testing.AllocsPerRun(20, func() { countBytesIn(enc, b) }); allocs != 0 {
+			if allocs := testing.AllocsPerRun(20, func() { countBytesIn(enc, b, Pace{}) }); allocs != 0 {
 				t.Errorf("%s %.20q: %v allocations a count, want 0", enc, text, allocs)
 			}
+		}
+	}
+}
+
+// pacedClock is a Pace's clock for tests: every reading moves it on by
+// step (so each chunk seems to take step), and a sleep moves it by what
+// was asked plus overrun of that (sleeps are rarely exact).
+type pacedClock struct {
+	t       time.Time
+	step    time.Duration
+	overrun float64
+	asked   []time.Duration // each sleep asked for
+	slept   time.Duration   // what the sleeps took
+}
+
+func (c *pacedClock) now() time.Time { c.t = c.t.Add(c.step); return c.t }
+
+func (c *pacedClock) sleep(d time.Duration) {
+	c.asked = append(c.asked, d)
+	took := d + time.Duration(float64(d)*c.overrun)
+	c.slept += took
+	c.t = c.t.Add(took)
+}
+
+func TestPaceTakesItsShare(t *testing.T) {
+	text := strings.Repeat(prompt1KB, 256) // 256 KiB: 64 chunks of 4 KiB
+	want := countWhole(o200k(), text)
+	for _, tc := range []struct {
+		share, overrun float64
+	}{{0.5, 0}, {0.5, 0.3}, {0.25, 0.1}, {0.8, 2}} {
+		c := &pacedClock{t: time.Unix(0, 0), step: 300 * time.Microsecond, overrun: tc.overrun}
+		pace := Pace{Share: tc.share, Now: c.now, Sleep: c.sleep}
+		if got := countChunked(O200kBase, text, 0, 4096, pace); got != want {
+			t.Fatalf("share %v: counted %d tokens at pace, %d at once", tc.share, got, want)
+		}
+		chunks := 0
+		for rest := text; ; chunks++ {
+			i := nextCut(rest, 4096)
+			if i < 0 {
+				break
+			}
+			rest = rest[i:]
+		}
+		work := time.Duration(chunks) * c.step
+		owed := time.Duration(float64(work) * (1 - tc.share) / tc.share)
+		// What the pauses took, as the count measured them (each pause's
+		// two clock readings add a step), is what the chunks owed, less
+		// what was still owed at the end (under pacePause) and more the
+		// last pause's overrun.
+		measured := c.slept + time.Duration(len(c.asked))*c.step
+		slack := pacePause + time.Duration(float64(pacePause)*tc.overrun) + 2*c.step
+		if d := measured - owed; d < -slack || d > slack {
+			t.Errorf("share %v, overrun %v: %d chunks of %v owed %v of pauses, they took %v (%d pauses)",
+				tc.share, tc.overrun, chunks, c.step, owed, measured, len(c.asked))
+		}
+		for _, d := range c.asked {
+			if d < pacePause-2*c.step {
+				t.Errorf("share %v: a pause of %v, shorter than %v", tc.share, d, pacePause)
+			}
+		}
+	}
+}
+
+func TestZeroPaceNeverPauses(t *testing.T) {
+	text := strings.Repeat(prompt1KB, 64)
+	for _, share := range []float64{0, 1, 1.5, -1} {
+		c := &pacedClock{t: time.Unix(0, 0), step: time.Millisecond}
+		countChunked(O200kBase, text, 0, 1024, Pace{Share: share, Now: c.now, Sleep: c.sleep})
+		if len(c.asked) != 0 {
+			t.Errorf("share %v paused %d times", share, len(c.asked))
 		}
 	}
 }
