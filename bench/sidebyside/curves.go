@@ -394,6 +394,10 @@ var promptLoadFlooders = []int{0, 1, 2}
 // makes in that time are its samples.
 const promptLoadPhase = 20 * time.Second
 
+// promptLoadCalls are the small calls of one point of the prompt load: its
+// p99 is then the 20th slowest, not one of a handful.
+const promptLoadCalls = 2000
+
 // measurePromptLoad times an admitted small llm call one at a time, idle
 // and while flooders keep 1 MiB prompts of a known key in flight (each
 // counted, then admitted and forwarded): what counting a large prompt
@@ -421,14 +425,14 @@ func (l *lab) measurePromptLoad(ctx context.Context, w io.Writer, c *curves) err
 	// Just under 1 MiB with its JSON: the upstream nginx refuses a body
 	// over its client_max_body_size of 1m.
 	big := promptBody(llmload.Text(1<<20 - 256))
-	fmt.Fprintf(w, "\n## Admitted small llm call while 1 MiB prompts of a known key are counted (up to %d calls one at a time, at most %v, per point)\n\n", cheapCalls, promptLoadPhase)
+	fmt.Fprintf(w, "\n## Admitted small llm call while 1 MiB prompts of a known key are counted (up to %d calls one at a time, at most %v, per point)\n\n", promptLoadCalls, promptLoadPhase)
 	for _, n := range promptLoadFlooders {
 		stop := flood(ctx, client, url, big, llmload.Key, n, http.StatusOK)
 		// Small calls one at a time for the phase's time (at most
-		// cheapCalls), so that a phase where they wait long still ends.
+		// promptLoadCalls), so that a phase where they wait long still ends.
 		var lat []time.Duration
 		phase, done := context.WithTimeout(ctx, promptLoadPhase)
-		for len(lat) < cheapCalls {
+		for len(lat) < promptLoadCalls {
 			d, err := llmload.SmallCall(phase, client, url)
 			if err != nil {
 				if phase.Err() != nil && ctx.Err() == nil {
