@@ -144,8 +144,10 @@ type curves struct {
 	// large prompts being counted.
 	promptLoad []curvePoint
 	// cpuPerReq is each HTTP target's median over the rounds of its
-	// gateway's CPU time per response.
+	// gateway's CPU time per response; cpuRounds the rounds' own, in
+	// round order.
 	cpuPerReq map[string]time.Duration
+	cpuRounds map[string][]time.Duration
 }
 
 // measureHTTP warms every HTTP curve target, then runs the rounds as
@@ -191,7 +193,7 @@ func (c *curves) measureHTTP(ctx context.Context, w io.Writer, o options) (map[s
 				round+1, o.rounds, t.name, r.RPS, ms(r.P99), usec(perReq), r.Non2xx, r.Requests, r.Errors)
 		}
 	}
-	c.cpuPerReq = map[string]time.Duration{}
+	c.cpuPerReq, c.cpuRounds = map[string]time.Duration{}, cpu
 	for name, ds := range cpu {
 		c.cpuPerReq[name] = median(ds)
 	}
@@ -470,8 +472,26 @@ func (c *curves) curveRatio(ct curveTarget, base string) (rps, p99 float64) {
 }
 
 // cpuRatio is a target's CPU time per response over base's.
+//
+// It is the median over the rounds of the two targets' ratio in each
+// round, not the ratio of their medians: a round measures both within
+// seconds, while the machine's speed drifts from round to round (other
+// work, the clock), and a point's median and its first point's median may
+// come from rounds far apart.
 func (c *curves) cpuRatio(name, base string) float64 {
-	return float64(c.cpuPerReq[name]) / float64(c.cpuPerReq[base])
+	a, b := c.cpuRounds[name], c.cpuRounds[base]
+	if len(a) == 0 || len(a) != len(b) {
+		return float64(c.cpuPerReq[name]) / float64(c.cpuPerReq[base])
+	}
+	ratios := make([]float64, len(a))
+	for i := range a {
+		ratios[i] = float64(a[i]) / float64(max(b[i], 1))
+	}
+	slices.Sort(ratios)
+	if n := len(ratios); n%2 == 0 {
+		return (ratios[n/2-1] + ratios[n/2]) / 2
+	}
+	return ratios[len(ratios)/2]
 }
 
 // base is the first point's target of a curve.
@@ -488,7 +508,7 @@ func (c *curves) base(curve string) string {
 }
 
 func (c *curves) writeHTTP(w io.Writer) {
-	fmt.Fprintf(w, "\n## HTTP curves (medians of the rounds; ratios to the curve's first point)\n\n")
+	fmt.Fprintf(w, "\n## HTTP curves (medians of the rounds; ratios to the curve's first point; cpu/req/first is the median of the rounds' own ratios)\n\n")
 	fmt.Fprintf(w, "%-22s %-12s %10s %10s %10s %12s %10s %10s %13s %10s\n", "target", "point", "rps", "p50 ms", "p99 ms", "cpu us/req", "rps/first", "p99/first", "cpu/req/first", "start ms")
 	for _, ct := range c.http {
 		s := c.sums[ct.name]
