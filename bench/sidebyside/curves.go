@@ -487,11 +487,7 @@ func (c *curves) cpuRatio(name, base string) float64 {
 	for i := range a {
 		ratios[i] = float64(a[i]) / float64(max(b[i], 1))
 	}
-	slices.Sort(ratios)
-	if n := len(ratios); n%2 == 0 {
-		return (ratios[n/2-1] + ratios[n/2]) / 2
-	}
-	return ratios[len(ratios)/2]
+	return median(ratios)
 }
 
 // base is the first point's target of a curve.
