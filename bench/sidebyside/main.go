@@ -38,6 +38,7 @@ type options struct {
 	resultsDir string
 	goBin      string
 	memory     bool
+	capacity   bool
 	cheap      bool
 	curves     bool
 	keep       bool
@@ -60,6 +61,7 @@ func main() {
 	flag.StringVar(&o.resultsDir, "results", "bench/results", "directory for the results file; a relative one is under the module root (\"\": none)")
 	flag.StringVar(&o.goBin, "go", "go", "the go command used to build and to run the memory benchmark")
 	flag.BoolVar(&o.memory, "memory", true, "run the local key memory microbenchmark too")
+	flag.BoolVar(&o.capacity, "capacity", true, "measure what one Redis and a 3-master Cluster hold with each server capped at a tenth of a core (needs root and a cgroup cpu controller)")
 	flag.BoolVar(&o.cheap, "cheap", true, "measure an admitted small llm call's p99 idle and with keyless 1 MiB prompts in flight")
 	flag.BoolVar(&o.curves, "curves", false, "measure how cost grows with the work instead (docs/scaling.md): policies, routes, API keys, client keys, prompt size")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs, logs) and print its path")
@@ -163,7 +165,7 @@ func run(ctx context.Context, o options) error {
 		}
 		fmt.Fprintf(w, "base:                  %s = %s (its gateway-* targets run as %sgateway-*)\n", o.base, commit, basePrefix)
 	}
-	var mem *memoryResult
+	var mem *benchResult
 	if o.memory {
 		fmt.Fprintf(w, "\n## Local key memory (go test -bench %s -benchtime 1x ./limiter/)\n\n", memoryBench)
 		m, err := runMemoryBench(ctx, o.goBin, root)
@@ -174,6 +176,12 @@ func run(ctx context.Context, o options) error {
 			fmt.Fprintln(w, line)
 		}
 		mem = &m
+	}
+	var capacity *capacityRun
+	if o.capacity {
+		if capacity, err = runCapacity(ctx, w, o.goBin, root, o.rounds); err != nil {
+			return err
+		}
 	}
 
 	ps, err := newProcs(filepath.Join(tmp, "logs"), o.pin.servers)
@@ -205,7 +213,7 @@ func run(ctx context.Context, o options) error {
 	logWarnings := append(l.warnings, ps.logWarnings()...)
 	ps.stopAll()
 
-	charts := writeResults(w, o, targets, runs, open, mem, logWarnings, time.Since(start))
+	charts := writeResults(w, o, targets, runs, open, mem, capacity, logWarnings, time.Since(start))
 	if o.resultsDir == "" {
 		return nil
 	}
@@ -346,7 +354,7 @@ func writeHeader(ctx context.Context, w io.Writer, o options, root string, start
 
 // writeResults writes the table, RATIO, TARGET and WARN lines, and
 // returns the charts of the run.
-func writeResults(w io.Writer, o options, targets []*target, runs map[string][]sample, open *openRun, mem *memoryResult, logWarnings []string, took time.Duration) []chartFile {
+func writeResults(w io.Writer, o options, targets []*target, runs map[string][]sample, open *openRun, mem *benchResult, capacity *capacityRun, logWarnings []string, took time.Duration) []chartFile {
 	sums := make([]summary, 0, len(targets))
 	by := make(map[string]summary, len(targets))
 	for _, t := range targets {
@@ -378,6 +386,9 @@ func writeResults(w io.Writer, o options, targets []*target, runs map[string][]s
 	all := ratios(by)
 	if open != nil {
 		all = append(all, openRatios(openSums, "")...)
+	}
+	if capacity != nil {
+		all = append(all, capacity.ratios()...)
 	}
 	for _, r := range all {
 		fmt.Fprintf(w, "RATIO %s %s\n", r.name, fmtRatio(r))

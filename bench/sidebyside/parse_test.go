@@ -113,7 +113,7 @@ BenchmarkLocalKeyMemory/cap=2M/keys=1M-2         	       1	1126843983 ns/op	    
 BenchmarkLocalKeyMemory/cap=100k/keys=1M-2       	       1	1479071745 ns/op	       118.0 B/cap-key	         1.024 heap-vs-2cap	         1.430 heap-vs-cap	    100032 keys
 PASS
 `
-	m, err := parseBenchOutput(out)
+	m, err := parseBenchOutput(memoryBench, out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -202,6 +202,16 @@ func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 // Port returns the server's port.
 func (s *Server) Port() int { return s.port }
 
+// Pid returns the running server's process id (0 when it is not running).
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Kill ends the server with SIGKILL and waits for it: connections drop, state
 // is lost. Killing a stopped server works too.
 func (s *Server) Kill() {

@@ -25,8 +25,11 @@ import (
 // standalone server (decideManyScript), 5 on a Cluster-mode server holding
 // every slot (decideManyNodeScript, what each of 3 masters gets). Unlike
 // INFO's µs, instruction counts do not move with the machine's load, so
-// cluster/standalone is the ratio to hold within 1.2. ns/op is the
-// valgrind run, not a figure to read.
+// cluster/standalone is the ratio to hold within 1.2. The same ratio at the
+// batches of saturated servers (80 a call on one server, 48 on each of 3
+// masters, as BenchmarkRedisCapacity finds them) says what a decision
+// costs a master that is full. ns/op is the valgrind run, not a figure to
+// read.
 //
 //	go test -run '^$' -bench BenchmarkNodeScriptInstructions -benchtime 1x ./limiter/redislimit/
 func BenchmarkNodeScriptInstructions(b *testing.B) {
@@ -35,14 +38,19 @@ func BenchmarkNodeScriptInstructions(b *testing.B) {
 			b.Skipf("%s not on PATH (apt-get install -y valgrind): it counts redis-server's instructions", tool)
 		}
 	}
-	var standalone, cluster float64
+	var standalone, cluster, standaloneSat, clusterSat float64
 	for b.Loop() {
 		standalone = decisionInstructions(b, false, 14)
 		cluster = decisionInstructions(b, true, 5)
+		standaloneSat = decisionInstructions(b, false, 80)
+		clusterSat = decisionInstructions(b, true, 48)
 	}
 	b.ReportMetric(standalone, "standalone@14-instr/decision")
 	b.ReportMetric(cluster, "cluster@5-instr/decision")
 	b.ReportMetric(cluster/standalone, "cluster/standalone")
+	// The batches saturation makes (BenchmarkRedisCapacity's
+	// decisions/pipeline): what a decision costs a master that is full.
+	b.ReportMetric(clusterSat/standaloneSat, "saturated-cluster@48/standalone@80")
 }
 
 // callgrindCalls is how many calls are counted: enough that the server's
