@@ -39,7 +39,8 @@ func runCapacity(ctx context.Context, w io.Writer, goBin, root string, rounds in
 	fmt.Fprintln(w, "Each redis-server capped at a tenth of a core, 512 decisions in flight, in process: what Redis holds when it, not the gateway, runs out.")
 	run := &capacityRun{}
 	for i := range rounds {
-		out, err := goTest(ctx, goBin, root, "-run", "^$", "-bench", "^"+capacityBench+"$", "-benchtime", "3s", "-count", "1", "./limiter/redislimit/")
+		// -v: a skip's reason is printed only then.
+		out, err := goTest(ctx, goBin, root, "-v", "-run", "^$", "-bench", "^"+capacityBench+"$", "-benchtime", "3s", "-count", "1", "./limiter/redislimit/")
 		if err != nil {
 			return nil, err
 		}
@@ -60,23 +61,23 @@ func runCapacity(ctx context.Context, w io.Writer, goBin, root string, rounds in
 	return run, nil
 }
 
-// benchSkipped returns the reason bench gave for skipping, from go test's
-// "--- SKIP: Bench" block, when it skipped.
+// benchSkipped returns the reason bench gave for skipping, when it
+// skipped: go test -v prints the benchmark's log lines, then
+// "--- SKIP: Bench"; the reason is the last of them.
 func benchSkipped(bench, out string) (string, bool) {
 	lines := strings.Split(out, "\n")
 	for i, line := range lines {
-		if !strings.HasPrefix(strings.TrimSpace(line), "--- SKIP: "+bench) {
+		if strings.TrimSpace(line) != "--- SKIP: "+bench {
 			continue
 		}
-		if i+1 < len(lines) {
-			why := strings.TrimSpace(lines[i+1])
-			// "capacity_test.go:61: cannot cap ...": the reason after the place.
-			if _, after, ok := strings.Cut(why, ": "); ok && strings.Contains(why[:len(why)-len(after)], ".go:") {
-				why = after
+		for j := i - 1; j >= 0 && strings.TrimSpace(lines[j]) != bench; j-- {
+			// "    capacity_test.go:67: cannot cap ...": the reason after its place.
+			place, why, ok := strings.Cut(strings.TrimSpace(lines[j]), ": ")
+			if ok && strings.Contains(place, ".go:") {
+				return why, true
 			}
-			return why, true
 		}
-		return "skipped", true
+		return "skipped, no reason given", true
 	}
 	return "", false
 }

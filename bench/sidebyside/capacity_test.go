@@ -6,9 +6,12 @@ import (
 )
 
 func TestBenchSkipped(t *testing.T) {
+	// As go test -v prints it.
 	out := `goos: linux
---- SKIP: BenchmarkRedisCapacity
+cpu: Oxide Virtual Turin-like Processor
+BenchmarkRedisCapacity
     capacity_test.go:61: cannot cap redis-server's CPU here, so cannot saturate it: redistest: cpu cap needs root
+--- SKIP: BenchmarkRedisCapacity
 PASS
 `
 	why, ok := benchSkipped(capacityBench, out)

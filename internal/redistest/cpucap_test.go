@@ -9,22 +9,28 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
-// cpuCapPossible reports whether this machine lets LimitCPU work: root and a
-// cpu controller, v1 or v2, mounted writable.
+// cpuCapPossible reports whether this machine lets LimitCPU work: root, and
+// a cpu controller, v1 or v2, in which a group can be made (tried with an
+// empty one, removed at once).
 func cpuCapPossible() bool {
 	if os.Geteuid() != 0 {
 		return false
 	}
-	v1 := filepath.Join(cgroupRoot, "cpu")
-	if _, err := os.Stat(filepath.Join(v1, "cpu.cfs_quota_us")); err == nil {
-		return unix.Access(v1, unix.W_OK) == nil
+	dir := filepath.Join(cgroupRoot, "cpu")
+	if _, err := os.Stat(filepath.Join(dir, "cpu.cfs_quota_us")); err != nil {
+		ctrl, err := os.ReadFile(filepath.Join(cgroupRoot, "cgroup.controllers"))
+		if err != nil || !slices.Contains(strings.Fields(string(ctrl)), "cpu") {
+			return false
+		}
+		dir = cgroupRoot
 	}
-	ctrl, err := os.ReadFile(filepath.Join(cgroupRoot, "cgroup.controllers"))
-	return err == nil && slices.Contains(strings.Fields(string(ctrl)), "cpu") && unix.Access(cgroupRoot, unix.W_OK) == nil
+	probe := filepath.Join(dir, "redistest-probe-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(probe, 0o755); err != nil {
+		return false
+	}
+	return os.Remove(probe) == nil
 }
 
 // A capped server gets its share and no more: a script spinning on it takes
