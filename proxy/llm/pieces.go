@@ -12,10 +12,11 @@ import (
 // every piece its pre-tokenizer regexp finds, and a string for the piece:
 // ~57 MB for a MiB of prose, which keeps the collector running while large
 // prompts are counted, and the small calls beside them pay for it. A long
-// text is counted here instead from the same regexp's index scan, which
-// reuses one match, and each distinct piece of the text is encoded once
-// (by Count, on the piece alone) and then looked up: the same sum, since
-// the tokenizer encodes every piece on its own.
+// text is counted here instead from the pieces' byte ranges (o200k's found
+// by o200kPieces, the same scan written out; cl100k's by the same regexp's
+// index scan, which reuses one match), and each distinct piece of the text
+// is encoded once (by Count, on the piece alone) and then looked up: the
+// same sum, since the tokenizer encodes every piece on its own.
 //
 // The patterns are the library's (codec.NewO200kBase, codec.NewCl100kBase),
 // byte for byte, so that regexp2 runs the matchers the library generated
@@ -31,19 +32,56 @@ var (
 	cl100kSplit = sync.OnceValue(func() *regexp2.Regexp { return regexp2.MustCompile(cl100kPattern, regexp2.None) })
 )
 
+// splitter appends the byte ranges of s's pieces (s valid UTF-8) to dst.
+type splitter func(s string, dst [][2]int) ([][2]int, error)
+
+// splitO200k is o200k's splitter.
+func splitO200k(s string, dst [][2]int) ([][2]int, error) { return o200kPieces(s, dst), nil }
+
+// regexpSplitter is a splitter on re's index scan.
+func regexpSplitter(re *regexp2.Regexp) splitter {
+	// perByte is the last text's pieces per byte: the scan's result is
+	// sized from it (grown by appends instead, it allocates twice what it
+	// keeps).
+	var perByte float64
+	return func(s string, dst [][2]int) ([][2]int, error) {
+		idx, err := findAll(re, s, &perByte)
+		for _, m := range idx {
+			dst = append(dst, [2]int{m[0], m[1]})
+		}
+		return dst, err
+	}
+}
+
+// findAll is re's FindAllStringIndex of s, sized from *perByte.
+func findAll(re *regexp2.Regexp, s string, perByte *float64) ([][]int, error) {
+	if *perByte > 0 && len(s) > 0 {
+		// Given a count, the scan allocates that much and stops there:
+		// when it found as many as asked, the count may have cut it short.
+		want := int(float64(len(s))**perByte*1.25) + 64
+		idx, err := re.FindAllStringIndex(s, want)
+		if err != nil || len(idx) < want {
+			*perByte = float64(len(idx)) / float64(len(s))
+			return idx, err
+		}
+	}
+	idx, err := re.FindAllStringIndex(s, -1)
+	if len(s) > 0 {
+		*perByte = float64(len(idx)) / float64(len(s))
+	}
+	return idx, err
+}
+
 // pieceCounter counts the chunks of one text in one vocabulary, remembering
 // the count of each distinct piece. Not safe for concurrent use.
 type pieceCounter struct {
 	c     *codec.Codec
-	split *regexp2.Regexp
+	split splitter
+	idx   [][2]int         // the current chunk's pieces, reused
 	seen  map[string]int64 // piece → its tokens; keys are slices of the text
 	// off is set once a chunk had mostly new pieces (or one could not be
 	// counted so): the rest of the text is counted by Count.
 	off bool
-	// perByte is the last chunk's pieces per byte: the index scan's
-	// result is sized from it (grown by appends instead, it allocates
-	// twice what it keeps).
-	perByte float64
 }
 
 // maxPieces bounds the pieces a text remembers (about 2 MB).
@@ -51,7 +89,7 @@ const maxPieces = 1 << 15
 
 var seenPool = sync.Pool{New: func() any { return make(map[string]int64) }}
 
-func newPieceCounter(c *codec.Codec, split *regexp2.Regexp) *pieceCounter {
+func newPieceCounter(c *codec.Codec, split splitter) *pieceCounter {
 	return &pieceCounter{c: c, split: split, seen: seenPool.Get().(map[string]int64)}
 }
 
@@ -86,7 +124,8 @@ func (p *pieceCounter) countPieces(chunk string) (n int64, fresh, total int, ok 
 	if !utf8.ValidString(chunk) {
 		return 0, 0, 0, false
 	}
-	idx, err := p.pieces(chunk)
+	idx, err := p.split(chunk, p.idx[:0])
+	p.idx = idx
 	if err != nil {
 		return 0, 0, 0, false
 	}
@@ -107,29 +146,13 @@ func (p *pieceCounter) countPieces(chunk string) (n int64, fresh, total int, ok 
 	return n, fresh, len(idx), true
 }
 
-// pieces returns the byte ranges of chunk's pieces.
-func (p *pieceCounter) pieces(chunk string) ([][]int, error) {
-	if p.perByte > 0 {
-		// Given a count, the scan allocates that much and stops there:
-		// when it found as many as asked, the count may have cut it short.
-		want := int(float64(len(chunk))*p.perByte*1.25) + 64
-		idx, err := p.split.FindAllStringIndex(chunk, want)
-		if err != nil || len(idx) < want {
-			p.perByte = float64(len(idx)) / float64(len(chunk))
-			return idx, err
-		}
-	}
-	idx, err := p.split.FindAllStringIndex(chunk, -1)
-	p.perByte = float64(len(idx)) / float64(len(chunk))
-	return idx, err
-}
-
 // encodeAlone returns the tokens the tokenizer encodes piece into; ok is
 // false when the regexp does not find piece alone as one piece (then Count
 // of it would split it, and its sum need not be piece's encoding).
 func (p *pieceCounter) encodeAlone(piece string) (int64, bool) {
-	idx, err := p.split.FindAllStringIndex(piece, 2)
-	if err != nil || len(idx) != 1 || idx[0][0] != 0 || idx[0][1] != len(piece) {
+	var one [2][2]int
+	idx, err := p.split(piece, one[:0])
+	if err != nil || len(idx) != 1 || idx[0] != [2]int{0, len(piece)} {
 		return 0, false
 	}
 	n, err := p.c.Count(piece)

@@ -141,9 +141,9 @@ func countChunked(enc Encoding, text string, above, size int, pace Pace) int64 {
 	if len(text) <= above {
 		return countWhole(c, text)
 	}
-	split := o200kSplit()
+	split := splitO200k
 	if enc == Cl100kBase {
-		split = cl100kSplit()
+		split = regexpSplitter(cl100kSplit())
 	}
 	p := newPieceCounter(c, split)
 	defer p.release()

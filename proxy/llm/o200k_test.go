@@ -1,0 +1,157 @@
+package llm
+
+import (
+	"flag"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+)
+
+// regexpPieces is what o200kPieces stands in for: regexp2's scan with the
+// library's generated matcher.
+func regexpPieces(t testing.TB, s string) [][2]int {
+	t.Helper()
+	idx, err := o200kSplit().FindAllStringIndex(s, -1)
+	if err != nil {
+		t.Fatalf("regexp2: %v", err)
+	}
+	out := make([][2]int, len(idx))
+	for i, m := range idx {
+		out[i] = [2]int{m[0], m[1]}
+	}
+	return out
+}
+
+func checkPieces(t testing.TB, s string) bool {
+	t.Helper()
+	got, want := o200kPieces(s, nil), regexpPieces(t, s)
+	if slices.Equal(got, want) {
+		return true
+	}
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			t.Errorf("%q: piece %d is %q at %v, regexp2's %q at %v", s, i, s[got[i][0]:got[i][1]], got[i], s[want[i][0]:want[i][1]], want[i])
+			return false
+		}
+	}
+	t.Errorf("%q: %d pieces, regexp2 %d", s, len(got), len(want))
+	return false
+}
+
+// allRunes sends every rune through TestO200kPiecesAreTheRegexps (about 40 s
+// on a quiet machine, several minutes under -race), not only those at the
+// edges of the classes; worth running when Go (its Unicode tables), regexp2
+// or the tokenizer library changes:
+//
+//	go test -run TestO200kPiecesAreTheRegexps -o200k.allrunes ./proxy/llm/
+var allRunes = flag.Bool("o200k.allrunes", false, "check o200kPieces on every rune, not only at the edges of the classes")
+
+// The runes TestO200kPiecesAreTheRegexps checks: all of ASCII and Latin-1,
+// and above it each rune whose classes differ from the rune before it, with
+// its neighbours. Both sides take the classes from Go's Unicode tables, so
+// a difference between them would show at such an edge.
+func classEdges() []rune {
+	var rs []rune
+	for r := rune(0); r <= utf8.MaxRune; r++ {
+		if r < 0x100 || *allRunes || classOf(r) != classOf(r-1) || unicode.IsSpace(r) != unicode.IsSpace(r-1) {
+			for _, x := range []rune{r - 1, r, r + 1} {
+				if utf8.ValidRune(x) && (len(rs) == 0 || x > rs[len(rs)-1]) {
+					rs = append(rs, x)
+				}
+			}
+		}
+	}
+	return rs
+}
+
+// Each rune, in every place the pattern treats differently: alone, in
+// words before and after letters of both cases, marks and apostrophes,
+// beside digits, after a space and a lead, and in runs of whitespace and
+// line ends. Runes go in blocks, one string a block, so that regexp2 scans
+// a long text as it does in a count.
+func TestO200kPiecesAreTheRegexps(t *testing.T) {
+	templates := []string{
+		"%", "a%", "A%", "%a", "%A", "%%a", "a%b", "A%b", "a%'s", "%'ll", "%'Re", " %", "! %x",
+		"1%", "%1", "%%%1", " %\n", "%\n\n", "\n%", "% \t\n%x", "x  %  y", "%/\r\n", "'%", "\u0301%a",
+	}
+	var b strings.Builder
+	flush := func() {
+		if b.Len() > 0 && !checkPieces(t, b.String()) {
+			t.FailNow()
+		}
+		b.Reset()
+	}
+	runes := classEdges()
+	for _, r := range runes {
+		for _, tpl := range templates {
+			b.WriteString(strings.ReplaceAll(tpl, "%", string(r)))
+			b.WriteByte('|')
+		}
+		if b.Len() > 64<<10 {
+			flush()
+		}
+	}
+	flush()
+	t.Logf("%d runes", len(runes))
+}
+
+func TestO200kPiecesEdges(t *testing.T) {
+	for _, s := range []string{
+		"", " ", "  ", "\n", "\r\n", " \n \n x", "  \n\n  x", "a  b", "a \t b", "a\u00a0\u00a0b", "x  ",
+		"HELLO world", "HELLOworld", "hELLO", "don't", "DON'T", "we'LL", "it'ſ", "I'M", "you'RE'", "'s",
+		"abc'", "abc'x", "12345678", "1a2b", "x\x7fy", "\x7f\x7f", "a!!!\n\n/b", " !?", "!abc", " \u0301\u0301a",
+		"\u0301", "Ⅻ12", "ﬁne", "ǅemal", "ʰello", "日本語のテキスト", "x\u2028y", "x\u0085\u0085y", "a/\n/b",
+	} {
+		checkPieces(t, s)
+	}
+}
+
+// Random texts from pieces that stress the alternatives' edges.
+func TestO200kPiecesRandomTexts(t *testing.T) {
+	parts := []string{"a", "B", "ab", "CD", "'", "'s", "'LL", "'re", " ", "  ", "\t", "\n", "\r", "\r\n", "1", "234", "!", "?!",
+		"/", "\u0301", "é", "É", "日本", "ǅ", "ʰ", "\u00a0", "\u2003", "\x7f", "ſ", "Ⅻ", "٣", "😀"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		var b strings.Builder
+		for range 1 + rng.IntN(40) {
+			b.WriteString(parts[rng.IntN(len(parts))])
+		}
+		if !checkPieces(t, b.String()) {
+			return
+		}
+	}
+}
+
+func FuzzO200kPieces(f *testing.F) {
+	for _, s := range []string{"Hello, World! It's 2026.\n\n  Done", "HELLO'll ab'RE x\u0301y", " \n \r\n\t x/\n", "日本語 123456 ǅx"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !utf8.ValidString(s) {
+			return // the piece counter sends invalid text to Count whole
+		}
+		checkPieces(t, s)
+	})
+}
+
+func BenchmarkO200kPieces(b *testing.B) {
+	text := longText(1 << 20)
+	b.Run("anchor=regexp2", func(b *testing.B) {
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			if _, err := o200kSplit().FindAllStringIndex(text, -1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("hand", func(b *testing.B) {
+		b.SetBytes(int64(len(text)))
+		var dst [][2]int
+		for b.Loop() {
+			dst = o200kPieces(text, dst[:0])
+		}
+	})
+}
