@@ -2,9 +2,12 @@ package llm
 
 import (
 	"flag"
+	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"unicode"
 	"unicode/utf8"
@@ -154,4 +157,136 @@ func BenchmarkO200kPieces(b *testing.B) {
 			dst = o200kPieces(text, dst[:0])
 		}
 	})
+}
+
+// forgetPieces empties the process's piece memory for the test, and again
+// after it.
+func forgetPieces(t testing.TB) {
+	o200kPieceCounts = countCache{}
+	t.Cleanup(func() { o200kPieceCounts = countCache{} })
+}
+
+// A short text counts what the tokenizer counts whole, whether its pieces
+// are new (Count whole, a few learned), known (looked up), or some of each.
+func TestShortCountIsTheTokenizers(t *testing.T) {
+	forgetPieces(t)
+	c := codecOf(O200kBase)
+	texts := []string{}
+	for _, text := range chunkTexts() {
+		texts = append(texts, text[:min(len(text), chunkAbove)])
+	}
+	parts := []string{"the", " cat", "'s", " SAT", "\n\n", "  ", "42", "1234", "!", " é", "日本", "\u0301", "\x7f", "\xff"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 300 {
+		var b strings.Builder
+		for range rng.IntN(60) {
+			b.WriteString(parts[rng.IntN(len(parts))])
+		}
+		texts = append(texts, b.String())
+	}
+	for pass := range 3 {
+		for _, text := range texts {
+			if got, want := countShort(c, text), countWhole(c, text); got != want {
+				t.Fatalf("pass %d: %q counts %d, the tokenizer %d", pass, text, got, want)
+			}
+		}
+	}
+}
+
+// Once the memory knows a text's pieces, the text is counted from them:
+// a wrong count put there on purpose shows in the sum.
+func TestShortCountUsesThePieceMemory(t *testing.T) {
+	forgetPieces(t)
+	c := codecOf(O200kBase)
+	text := "The cat sat on the mat, and the cat's hat sat on the cat."
+	want := countWhole(c, text)
+	for range 4 { // learned learnPieces at a time while most are new
+		if got := countShort(c, text); got != want {
+			t.Fatalf("counts %d, want %d", got, want)
+		}
+	}
+	setCount(&o200kPieceCounts, " cat", 1000) // twice in the text, a token each
+	if got := countShort(c, text); got != want-2+2000 {
+		t.Errorf("with \" cat\" remembered as 1000 tokens: %d, want %d (the memory not asked?)", got, want-2+2000)
+	}
+	// A text of mostly new pieces is counted whole, whatever the memory says.
+	if got, want := countShort(c, "zqx cat vbn mrp"), countWhole(c, "zqx cat vbn mrp"); got != want {
+		t.Errorf("mostly new: %d, want Count's %d", got, want)
+	}
+}
+
+// setCount overwrites text's count in c.
+func setCount(c *countCache, text string, n int64) {
+	s := &c.shards[maphash.String(shardSeed, text)%countShards]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.old, text)
+	if s.cur != nil {
+		delete(s.cur, text)
+	}
+	s.add(text, n)
+}
+
+func FuzzShortCount(f *testing.F) {
+	for _, s := range []string{"Hello, World! It's 2026.", "HELLO'll ab'RE x\u0301y", " \n \r\n\t x/\n", "日本語 123456 ǅx"} {
+		f.Add(s)
+	}
+	c := codecOf(O200kBase)
+	f.Fuzz(func(t *testing.T, s string) {
+		for range 2 { // cold, then with what the first call learned
+			if got, want := countShort(c, s), countWhole(c, s); got != want {
+				t.Fatalf("%q counts %d, the tokenizer %d", s, got, want)
+			}
+		}
+	})
+}
+
+func BenchmarkCountShort(b *testing.B) {
+	c := codecOf(O200kBase)
+	text := longText(1 << 10)
+	b.Run("anchor=library.Count", func(b *testing.B) {
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			countWhole(c, text)
+		}
+	})
+	b.Run("pieces", func(b *testing.B) {
+		countShort(c, text)
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			countShort(c, text)
+		}
+	})
+}
+
+// Requests count at once, sharing the memory: every count stays exact.
+func TestShortCountConcurrent(t *testing.T) {
+	forgetPieces(t)
+	c := codecOf(O200kBase)
+	texts := []string{}
+	for _, text := range chunkTexts() {
+		texts = append(texts, text[:min(len(text), 4<<10)])
+	}
+	want := make([]int64, len(texts))
+	for i, text := range texts {
+		want[i] = countWhole(c, text)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 32)
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 20 {
+				k := (g + i) % len(texts)
+				if got := countShort(c, texts[k]); got != want[k] {
+					errs <- fmt.Sprintf("%q counts %d, want %d", texts[k][:20], got, want[k])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
 }

@@ -72,13 +72,96 @@ func findAll(re *regexp2.Regexp, s string, perByte *float64) ([][]int, error) {
 	return idx, err
 }
 
+// o200kPieceCounts is the process's memory of o200k pieces' tokens: the
+// words and spaces of one prompt are mostly those of the prompts before
+// it, and a piece found here is not encoded again. Bounded as the text
+// counts are (countCache).
+var o200kPieceCounts countCache
+
+// Short texts (chunkAbove or less) are counted from their pieces when the
+// memory holds most of them; otherwise by Count whole, the memory then
+// learning up to learnPieces of the new ones (at a few µs each), so that
+// it fills with what is used.
+const learnPieces = 8
+
+// maxPieceBytes bounds the pieces remembered: a long one (a run of letters
+// with no space) is rarely seen twice.
+const maxPieceBytes = 64
+
+// remember puts piece's count in memory when it is short enough.
+func remember(memory *countCache, piece string, n int64) {
+	if len(piece) <= maxPieceBytes {
+		memory.put(piece, n)
+	}
+}
+
+// shortIdx recycles the piece ranges of short counts.
+var shortIdx = sync.Pool{New: func() any { return new([][2]int) }}
+
+// countShort counts a text of chunkAbove bytes or less in o200k from its
+// pieces, each looked up in o200kPieceCounts or encoded alone, when at
+// least three in four are there; by Count whole otherwise. The sum is the
+// same: the tokenizer encodes each piece on its own.
+func countShort(c *codec.Codec, text string) int64 {
+	// Count encodes a piece's runes back to UTF-8, so an invalid byte
+	// becomes U+FFFD there and the pieces are not slices of the text.
+	if !utf8.ValidString(text) {
+		return countWhole(c, text)
+	}
+	buf := shortIdx.Get().(*[][2]int)
+	idx := o200kPieces(text, (*buf)[:0])
+	defer func() {
+		*buf = idx[:0]
+		shortIdx.Put(buf)
+	}()
+	var n int64
+	misses := 0
+	for i, m := range idx {
+		if k, ok := o200kPieceCounts.lookup(text[m[0]:m[1]]); ok {
+			n += k
+			idx[i][1] = -1 // counted
+		} else {
+			misses++
+		}
+	}
+	if 4*misses > len(idx) {
+		learned := 0
+		for _, m := range idx {
+			if m[1] >= 0 && learned < learnPieces {
+				piece := text[m[0]:m[1]]
+				if k, ok := encodePiece(c, splitO200k, piece); ok {
+					remember(&o200kPieceCounts, piece, k)
+				}
+				learned++
+			}
+		}
+		return countWhole(c, text)
+	}
+	for _, m := range idx {
+		if m[1] < 0 {
+			continue
+		}
+		piece := text[m[0]:m[1]]
+		k, ok := encodePiece(c, splitO200k, piece)
+		if !ok {
+			return countWhole(c, text)
+		}
+		remember(&o200kPieceCounts, piece, k)
+		n += k
+	}
+	return n
+}
+
 // pieceCounter counts the chunks of one text in one vocabulary, remembering
 // the count of each distinct piece. Not safe for concurrent use.
 type pieceCounter struct {
 	c     *codec.Codec
 	split splitter
-	idx   [][2]int         // the current chunk's pieces, reused
-	seen  map[string]int64 // piece → its tokens; keys are slices of the text
+	// memory, when set, is the process's memory of the vocabulary's
+	// pieces, asked before a piece new to this text is encoded.
+	memory *countCache
+	idx    [][2]int         // the current chunk's pieces, reused
+	seen   map[string]int64 // piece → its tokens; keys are slices of the text
 	// off is set once a chunk had mostly new pieces (or one could not be
 	// counted so): the rest of the text is counted by Count.
 	off bool
@@ -133,29 +216,37 @@ func (p *pieceCounter) countPieces(chunk string) (n int64, fresh, total int, ok 
 		piece := chunk[m[0]:m[1]]
 		k, ok := p.seen[piece]
 		if !ok {
-			if k, ok = p.encodeAlone(piece); !ok {
-				return 0, 0, 0, false
+			if p.memory != nil {
+				k, ok = p.memory.lookup(piece)
+			}
+			if !ok {
+				if k, ok = encodePiece(p.c, p.split, piece); !ok {
+					return 0, 0, 0, false
+				}
+				if p.memory != nil {
+					remember(p.memory, piece, k)
+				}
+				fresh++
 			}
 			if len(p.seen) < maxPieces {
 				p.seen[piece] = k
 			}
-			fresh++
 		}
 		n += k
 	}
 	return n, fresh, len(idx), true
 }
 
-// encodeAlone returns the tokens the tokenizer encodes piece into; ok is
-// false when the regexp does not find piece alone as one piece (then Count
-// of it would split it, and its sum need not be piece's encoding).
-func (p *pieceCounter) encodeAlone(piece string) (int64, bool) {
+// encodePiece returns the tokens the tokenizer encodes piece into; ok is
+// false when split does not find piece alone as one piece (then Count of it
+// would split it, and its sum need not be piece's encoding).
+func encodePiece(c *codec.Codec, split splitter, piece string) (int64, bool) {
 	var one [2][2]int
-	idx, err := p.split(piece, one[:0])
+	idx, err := split(piece, one[:0])
 	if err != nil || len(idx) != 1 || idx[0] != [2]int{0, len(piece)} {
 		return 0, false
 	}
-	n, err := p.c.Count(piece)
+	n, err := c.Count(piece)
 	if err != nil {
 		return 0, false
 	}

@@ -139,13 +139,16 @@ func codecOf(enc Encoding) *codec.Codec {
 func countChunked(enc Encoding, text string, above, size int, pace Pace) int64 {
 	c := codecOf(enc)
 	if len(text) <= above {
-		return countWhole(c, text)
+		if enc == Cl100kBase {
+			return countWhole(c, text)
+		}
+		return countShort(c, text)
 	}
-	split := splitO200k
+	p := newPieceCounter(c, splitO200k)
+	p.memory = &o200kPieceCounts
 	if enc == Cl100kBase {
-		split = regexpSplitter(cl100kSplit())
+		p = newPieceCounter(c, regexpSplitter(cl100kSplit()))
 	}
-	p := newPieceCounter(c, split)
 	defer p.release()
 	var n int64
 	var owed time.Duration
@@ -351,6 +354,16 @@ func (c *countCache) count(text string, tokenize func() int64) int64 {
 	if len(text) > maxCachedText {
 		return tokenize()
 	}
+	if n, ok := c.lookup(text); ok {
+		return n
+	}
+	n := tokenize()
+	c.put(text, n)
+	return n
+}
+
+// lookup returns text's count if the cache holds it.
+func (c *countCache) lookup(text string) (int64, bool) {
 	s := &c.shards[maphash.String(shardSeed, text)%countShards]
 	s.mu.Lock()
 	n, ok := s.cur[text]
@@ -360,16 +373,17 @@ func (c *countCache) count(text string, tokenize func() int64) int64 {
 		}
 	}
 	s.mu.Unlock()
-	if ok {
-		return n
-	}
-	n = tokenize()
+	return n, ok
+}
+
+// put remembers text's count.
+func (c *countCache) put(text string, n int64) {
+	s := &c.shards[maphash.String(shardSeed, text)%countShards]
 	s.mu.Lock()
 	if _, ok := s.cur[text]; !ok {
 		s.add(text, n)
 	}
 	s.mu.Unlock()
-	return n
 }
 
 // countBytes is count for text held as bytes: a text of the current
