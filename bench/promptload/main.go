@@ -5,13 +5,17 @@
 // route in front of an upstream in this process that reads each call and
 // answers a fixed completion at once (builtin:openai-mock would count the
 // large prompts again, outside the gateway's bound, and pace its answer).
-// It prints p50 and p99 per point
+// With -rates, the points are large prompts started at fixed rates instead
+// (each on its own, at most maxRateInFlight at once): the same load for
+// every gateway, where K in flight is more load for a gateway that answers
+// them sooner. It prints p50 and p99 per point
 // and each point's p99 over the idle p99 of the same round; with several
-// rounds (points in turn: idle, then each K), the medians of those ratios.
+// rounds (points in turn: idle, then each K or rate), the medians of those ratios.
 //
 //	go run ./bench/promptload                      # builds ./cmd/gateway
 //	go run ./bench/promptload -gateway ./gw -rounds 3 -phase 4s
 //	go run ./bench/promptload -gateway ./new -base ./old  # both, in turn in every round
+//	go run ./bench/promptload -rates 5,10                 # 5 and 10 large prompts a second
 //
 // Every point is bounded: at most -calls small calls, for -phase from the
 // first large prompt's answer (which must come within -phase).
@@ -52,6 +56,7 @@ func main() {
 	gateway := flag.String("gateway", "", "gateway binary to start (default: go build ./cmd/gateway into a temporary directory)")
 	base := flag.String("base", "", "other gateway binaries (comma-separated) measured in the same rounds, for before/after")
 	inFlight := flag.String("inflight", "1,2", "large prompts kept in flight, per point after idle (comma-separated)")
+	rates := flag.String("rates", "", "instead of -inflight: large prompts started a second, per point after idle (comma-separated)")
 	rounds := flag.Int("rounds", 3, "rounds of idle and every in-flight point")
 	calls := flag.Int("calls", 4000, "at most this many small calls per point")
 	phase := flag.Duration("phase", 6*time.Second, "how long each point measures, once the large prompts' first answer came")
@@ -59,13 +64,23 @@ func main() {
 	size := flag.Int("size", 1<<20, "bytes of the large prompt's text")
 	lang := flag.String("lang", "en", "the large prompt's language: en (English words) or ja (Japanese, no spaces)")
 	flag.Parse()
-	var ks []int
-	for _, f := range strings.Split(*inFlight, ",") {
-		k, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || k < 1 {
-			fail(fmt.Errorf("-inflight: %q is not a positive count", f))
+	var ks []load
+	if *rates != "" {
+		for _, f := range strings.Split(*rates, ",") {
+			r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || r <= 0 || r > 1000 {
+				fail(fmt.Errorf("-rates: %q is not a rate in (0, 1000]", f))
+			}
+			ks = append(ks, load{rate: r})
 		}
-		ks = append(ks, k)
+	} else {
+		for _, f := range strings.Split(*inFlight, ",") {
+			k, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || k < 1 {
+				fail(fmt.Errorf("-inflight: %q is not a positive count", f))
+			}
+			ks = append(ks, load{inFlight: k})
+		}
 	}
 	var text string
 	switch *lang {
@@ -86,7 +101,23 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-func run(gateway, base string, ks []int, rounds, calls int, phase, every time.Duration, text string) error {
+// load is one point's large prompts: inFlight kept in flight, or started
+// at rate a second; the zero load is idle.
+type load struct {
+	inFlight int
+	rate     float64
+}
+
+func (l load) String() string {
+	switch {
+	case l.rate > 0:
+		return fmt.Sprintf("large at %g/s", l.rate)
+	default:
+		return fmt.Sprintf("large in flight %d", l.inFlight)
+	}
+}
+
+func run(gateway, base string, ks []load, rounds, calls int, phase, every time.Duration, text string) error {
 	// An interrupt ends the run and its gateways (ctx kills them).
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -132,15 +163,24 @@ func run(gateway, base string, ks []int, rounds, calls int, phase, every time.Du
 	}
 	fmt.Printf("%d CPUs; per point, small calls one at a time every %v for %v (at most %d) once the large prompts answer; large prompt %d bytes; gateways %s\n",
 		runtime.NumCPU(), every, phase, calls, len(big), strings.Join(bins, ", "))
-	type point struct{ gw, k int }
+	type point struct {
+		gw int
+		k  load
+	}
 	ratios := map[point][]float64{}
 	p99s := map[point][]float64{} // ms
 	for r := range rounds {
 		for j := range bins {
 			g := (j + r) % len(bins) // the order changes from round to round
 			var idle time.Duration
-			for _, k := range append([]int{0}, ks...) {
-				answered, stop := flood(ctx, client, urls[g], big, k)
+			for _, k := range append([]load{{}}, ks...) {
+				var answered <-chan struct{}
+				var stop func() (int64, int64)
+				if k.rate > 0 {
+					answered, stop = floodRate(ctx, client, urls[g], big, k.rate)
+				} else {
+					answered, stop = flood(ctx, client, urls[g], big, k.inFlight)
+				}
 				lat, err := smallCalls(ctx, client, urls[g], answered, calls, phase, every)
 				done, other := stop()
 				if err != nil {
@@ -149,8 +189,8 @@ func run(gateway, base string, ks []int, rounds, calls int, phase, every time.Du
 				slices.Sort(lat)
 				p50, p99 := openloop.Quantile(lat, 0.50), openloop.Quantile(lat, 0.99)
 				p99s[point{g, k}] = append(p99s[point{g, k}], ms(p99))
-				line := fmt.Sprintf("round %d, %s, large in flight %d: %d small calls p50=%.2fms p99=%.2fms", r+1, bins[g], k, len(lat), ms(p50), ms(p99))
-				if k == 0 {
+				line := fmt.Sprintf("round %d, %s, %s: %d small calls p50=%.2fms p99=%.2fms", r+1, bins[g], k, len(lat), ms(p50), ms(p99))
+				if k == (load{}) {
 					idle = p99
 				} else {
 					ratio := float64(p99) / float64(idle)
@@ -167,14 +207,14 @@ func run(gateway, base string, ks []int, rounds, calls int, phase, every time.Du
 	// round's own.
 	var idle []float64
 	for g := range bins {
-		idle = append(idle, p99s[point{g, 0}]...)
+		idle = append(idle, p99s[point{g, load{}}]...)
 	}
 	anchor := median(idle)
 	fmt.Printf("idle p99, all gateways and rounds: median %.2fms (%s)\n", anchor, fmtRatios(sorted(idle)))
 	for g, bin := range bins {
 		for _, k := range ks {
 			pt := point{g, k}
-			fmt.Printf("RATIO %s: small-call p99 with %d large in flight: median %.2fms, over the idle median %.2f; p99/idle of its round: median %.2f (rounds %s)\n",
+			fmt.Printf("RATIO %s: small-call p99, %s: median %.2fms, over the idle median %.2f; p99/idle of its round: median %.2f (rounds %s)\n",
 				bin, k, median(p99s[pt]), median(p99s[pt])/anchor, median(ratios[pt]), fmtRatios(sorted(ratios[pt])))
 		}
 	}
@@ -234,6 +274,63 @@ func flood(ctx context.Context, client *http.Client, url string, body []byte, n 
 			}
 		})
 	}
+	return first, func() (int64, int64) {
+		cancel()
+		wg.Wait()
+		return ok.Load(), other.Load()
+	}
+}
+
+// maxRateInFlight bounds the large prompts floodRate has in flight: a start
+// that would pass it is skipped and counted as not answered.
+const maxRateInFlight = 8
+
+// floodRate starts a POST of body rate times a second, each on its own,
+// until stop, which says how many were answered 200 and how many
+// otherwise (or skipped: maxRateInFlight were in flight). answered is
+// closed at the first answer.
+func floodRate(ctx context.Context, client *http.Client, url string, body []byte, rate float64) (answered <-chan struct{}, stop func() (ok, other int64)) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var ok, other atomic.Int64
+	first := make(chan struct{})
+	var once sync.Once
+	slots := make(chan struct{}, maxRateInFlight)
+	wg.Go(func() {
+		tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			select {
+			case slots <- struct{}{}:
+			default:
+				other.Add(1) // skipped
+				continue
+			}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				resp, err := llmload.Post(ctx, client, url, bytes.NewReader(body))
+				if err != nil {
+					if ctx.Err() == nil {
+						other.Add(1)
+					}
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				once.Do(func() { close(first) })
+				if resp.StatusCode == http.StatusOK {
+					ok.Add(1)
+				} else {
+					other.Add(1)
+				}
+			})
+		}
+	})
 	return first, func() (int64, int64) {
 		cancel()
 		wg.Wait()
