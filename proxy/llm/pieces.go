@@ -4,79 +4,43 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/dlclark/regexp2/v2"
 	"github.com/tiktoken-go/tokenizer/codec"
 )
 
 // The tokenizer's Count allocates a match object of a few hundred bytes for
 // every piece its pre-tokenizer regexp finds, and a string for the piece:
 // ~57 MB for a MiB of prose, which keeps the collector running while large
-// prompts are counted, and the small calls beside them pay for it. A long
-// text is counted here instead from the pieces' byte ranges (o200k's found
-// by o200kPieces, the same scan written out; cl100k's by the same regexp's
-// index scan, which reuses one match), and each distinct piece of the text
-// is encoded once (by Count, on the piece alone) and then looked up: the
-// same sum, since the tokenizer encodes every piece on its own.
-//
-// The patterns are the library's (codec.NewO200kBase, codec.NewCl100kBase),
-// byte for byte, so that regexp2 runs the matchers the library generated
-// for them; TestChunkedCountIsExact and FuzzChunkedCount compare the counts
-// with the library's Count, and would catch a pattern that drifted.
-const (
-	o200kPattern  = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-	cl100kPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-)
+// prompts are counted, and the small calls beside them pay for it, and
+// regexp2's run of the generated matcher is nearly all a count's time. A
+// text is counted here instead from its pieces' byte ranges, found by a
+// scan of our own that follows that matcher (split.go), and each distinct
+// piece is encoded once (by Count, on the piece alone) and then looked up:
+// the same sum, since the tokenizer encodes every piece on its own.
+
+// vocab is what counting needs of one vocabulary besides its codec.
+type vocab struct {
+	// pieces appends the byte ranges of s's pieces (s valid UTF-8) to dst.
+	pieces func(s string, dst [][2]int) [][2]int
+	// memory is the process's memory of the vocabulary's pieces' tokens:
+	// the words and spaces of one prompt are mostly those of the prompts
+	// before it, and a piece found here is not encoded again. Bounded as
+	// the text counts are (countCache).
+	memory *countCache
+}
 
 var (
-	o200kSplit  = sync.OnceValue(func() *regexp2.Regexp { return regexp2.MustCompile(o200kPattern, regexp2.None) })
-	cl100kSplit = sync.OnceValue(func() *regexp2.Regexp { return regexp2.MustCompile(cl100kPattern, regexp2.None) })
+	o200kPieceCounts, cl100kPieceCounts countCache
+
+	o200kVocab  = vocab{pieces: o200kPieces, memory: &o200kPieceCounts}
+	cl100kVocab = vocab{pieces: cl100kPieces, memory: &cl100kPieceCounts}
 )
 
-// splitter appends the byte ranges of s's pieces (s valid UTF-8) to dst.
-type splitter func(s string, dst [][2]int) ([][2]int, error)
-
-// splitO200k is o200k's splitter.
-func splitO200k(s string, dst [][2]int) ([][2]int, error) { return o200kPieces(s, dst), nil }
-
-// regexpSplitter is a splitter on re's index scan.
-func regexpSplitter(re *regexp2.Regexp) splitter {
-	// perByte is the last text's pieces per byte: the scan's result is
-	// sized from it (grown by appends instead, it allocates twice what it
-	// keeps).
-	var perByte float64
-	return func(s string, dst [][2]int) ([][2]int, error) {
-		idx, err := findAll(re, s, &perByte)
-		for _, m := range idx {
-			dst = append(dst, [2]int{m[0], m[1]})
-		}
-		return dst, err
+func vocabOf(enc Encoding) vocab {
+	if enc == Cl100kBase {
+		return cl100kVocab
 	}
+	return o200kVocab
 }
-
-// findAll is re's FindAllStringIndex of s, sized from *perByte.
-func findAll(re *regexp2.Regexp, s string, perByte *float64) ([][]int, error) {
-	if *perByte > 0 && len(s) > 0 {
-		// Given a count, the scan allocates that much and stops there:
-		// when it found as many as asked, the count may have cut it short.
-		want := int(float64(len(s))**perByte*1.25) + 64
-		idx, err := re.FindAllStringIndex(s, want)
-		if err != nil || len(idx) < want {
-			*perByte = float64(len(idx)) / float64(len(s))
-			return idx, err
-		}
-	}
-	idx, err := re.FindAllStringIndex(s, -1)
-	if len(s) > 0 {
-		*perByte = float64(len(idx)) / float64(len(s))
-	}
-	return idx, err
-}
-
-// o200kPieceCounts is the process's memory of o200k pieces' tokens: the
-// words and spaces of one prompt are mostly those of the prompts before
-// it, and a piece found here is not encoded again. Bounded as the text
-// counts are (countCache).
-var o200kPieceCounts countCache
 
 // Short texts (chunkAbove or less) are counted from their pieces when the
 // memory holds most of them; otherwise by Count whole, the memory then
@@ -98,18 +62,18 @@ func remember(memory *countCache, piece string, n int64) {
 // shortIdx recycles the piece ranges of short counts.
 var shortIdx = sync.Pool{New: func() any { return new([][2]int) }}
 
-// countShort counts a text of chunkAbove bytes or less in o200k from its
-// pieces, each looked up in o200kPieceCounts or encoded alone, when at
-// least three in four are there; by Count whole otherwise. The sum is the
-// same: the tokenizer encodes each piece on its own.
-func countShort(c *codec.Codec, text string) int64 {
+// countShort counts a text of chunkAbove bytes or less from its pieces,
+// each looked up in v's memory or encoded alone, when at least three in
+// four are there; by Count whole otherwise. The sum is the same: the
+// tokenizer encodes each piece on its own.
+func countShort(c *codec.Codec, v vocab, text string) int64 {
 	// Count encodes a piece's runes back to UTF-8, so an invalid byte
 	// becomes U+FFFD there and the pieces are not slices of the text.
 	if !utf8.ValidString(text) {
 		return countWhole(c, text)
 	}
 	buf := shortIdx.Get().(*[][2]int)
-	idx := o200kPieces(text, (*buf)[:0])
+	idx := v.pieces(text, (*buf)[:0])
 	defer func() {
 		*buf = idx[:0]
 		shortIdx.Put(buf)
@@ -117,7 +81,7 @@ func countShort(c *codec.Codec, text string) int64 {
 	var n int64
 	misses := 0
 	for i, m := range idx {
-		if k, ok := o200kPieceCounts.lookup(text[m[0]:m[1]]); ok {
+		if k, ok := v.memory.lookup(text[m[0]:m[1]]); ok {
 			n += k
 			idx[i][1] = -1 // counted
 		} else {
@@ -129,8 +93,8 @@ func countShort(c *codec.Codec, text string) int64 {
 		for _, m := range idx {
 			if m[1] >= 0 && learned < learnPieces {
 				piece := text[m[0]:m[1]]
-				if k, ok := encodePiece(c, splitO200k, piece); ok {
-					remember(&o200kPieceCounts, piece, k)
+				if k, ok := encodePiece(c, v, piece); ok {
+					remember(v.memory, piece, k)
 				}
 				learned++
 			}
@@ -142,11 +106,11 @@ func countShort(c *codec.Codec, text string) int64 {
 			continue
 		}
 		piece := text[m[0]:m[1]]
-		k, ok := encodePiece(c, splitO200k, piece)
+		k, ok := encodePiece(c, v, piece)
 		if !ok {
 			return countWhole(c, text)
 		}
-		remember(&o200kPieceCounts, piece, k)
+		remember(v.memory, piece, k)
 		n += k
 	}
 	return n
@@ -155,13 +119,10 @@ func countShort(c *codec.Codec, text string) int64 {
 // pieceCounter counts the chunks of one text in one vocabulary, remembering
 // the count of each distinct piece. Not safe for concurrent use.
 type pieceCounter struct {
-	c     *codec.Codec
-	split splitter
-	// memory, when set, is the process's memory of the vocabulary's
-	// pieces, asked before a piece new to this text is encoded.
-	memory *countCache
-	idx    [][2]int         // the current chunk's pieces, reused
-	seen   map[string]int64 // piece → its tokens; keys are slices of the text
+	c    *codec.Codec
+	v    vocab
+	idx  [][2]int         // the current chunk's pieces, reused
+	seen map[string]int64 // piece → its tokens; keys are slices of the text
 	// off is set once a chunk had mostly new pieces (or one could not be
 	// counted so): the rest of the text is counted by Count.
 	off bool
@@ -172,8 +133,8 @@ const maxPieces = 1 << 15
 
 var seenPool = sync.Pool{New: func() any { return make(map[string]int64) }}
 
-func newPieceCounter(c *codec.Codec, split splitter) *pieceCounter {
-	return &pieceCounter{c: c, split: split, seen: seenPool.Get().(map[string]int64)}
+func newPieceCounter(c *codec.Codec, v vocab) *pieceCounter {
+	return &pieceCounter{c: c, v: v, seen: seenPool.Get().(map[string]int64)}
 }
 
 // release returns the map, emptied: its keys point into the text.
@@ -207,25 +168,17 @@ func (p *pieceCounter) countPieces(chunk string) (n int64, fresh, total int, ok 
 	if !utf8.ValidString(chunk) {
 		return 0, 0, 0, false
 	}
-	idx, err := p.split(chunk, p.idx[:0])
+	idx := p.v.pieces(chunk, p.idx[:0])
 	p.idx = idx
-	if err != nil {
-		return 0, 0, 0, false
-	}
 	for _, m := range idx {
 		piece := chunk[m[0]:m[1]]
 		k, ok := p.seen[piece]
 		if !ok {
-			if p.memory != nil {
-				k, ok = p.memory.lookup(piece)
-			}
-			if !ok {
-				if k, ok = encodePiece(p.c, p.split, piece); !ok {
+			if k, ok = p.v.memory.lookup(piece); !ok {
+				if k, ok = encodePiece(p.c, p.v, piece); !ok {
 					return 0, 0, 0, false
 				}
-				if p.memory != nil {
-					remember(p.memory, piece, k)
-				}
+				remember(p.v.memory, piece, k)
 				fresh++
 			}
 			if len(p.seen) < maxPieces {
@@ -238,12 +191,11 @@ func (p *pieceCounter) countPieces(chunk string) (n int64, fresh, total int, ok 
 }
 
 // encodePiece returns the tokens the tokenizer encodes piece into; ok is
-// false when split does not find piece alone as one piece (then Count of it
+// false when v does not find piece alone as one piece (then Count of it
 // would split it, and its sum need not be piece's encoding).
-func encodePiece(c *codec.Codec, split splitter, piece string) (int64, bool) {
+func encodePiece(c *codec.Codec, v vocab, piece string) (int64, bool) {
 	var one [2][2]int
-	idx, err := split(piece, one[:0])
-	if err != nil || len(idx) != 1 || idx[0] != [2]int{0, len(piece)} {
+	if idx := v.pieces(piece, one[:0]); len(idx) != 1 || idx[0] != [2]int{0, len(piece)} {
 		return 0, false
 	}
 	n, err := c.Count(piece)

@@ -139,16 +139,9 @@ func codecOf(enc Encoding) *codec.Codec {
 func countChunked(enc Encoding, text string, above, size int, pace Pace) int64 {
 	c := codecOf(enc)
 	if len(text) <= above {
-		if enc == Cl100kBase {
-			return countWhole(c, text)
-		}
-		return countShort(c, text)
+		return countShort(c, vocabOf(enc), text)
 	}
-	p := newPieceCounter(c, splitO200k)
-	p.memory = &o200kPieceCounts
-	if enc == Cl100kBase {
-		p = newPieceCounter(c, regexpSplitter(cl100kSplit()))
-	}
+	p := newPieceCounter(c, vocabOf(enc))
 	defer p.release()
 	var n int64
 	var owed time.Duration

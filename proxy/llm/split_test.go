@@ -10,14 +10,40 @@ import (
 	"sync"
 	"testing"
 	"unicode"
+
+	"github.com/dlclark/regexp2/v2"
 	"unicode/utf8"
 )
 
-// regexpPieces is what o200kPieces stands in for: regexp2's scan with the
+// The patterns are the library's (codec.NewO200kBase, codec.NewCl100kBase),
+// byte for byte, so that regexp2 runs the matchers the library generated
+// for them: what the scans stand in for.
+const (
+	o200kPattern  = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	cl100kPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+)
+
+var (
+	o200kSplit  = sync.OnceValue(func() *regexp2.Regexp { return regexp2.MustCompile(o200kPattern, regexp2.None) })
+	cl100kSplit = sync.OnceValue(func() *regexp2.Regexp { return regexp2.MustCompile(cl100kPattern, regexp2.None) })
+)
+
+// vocabularies are the two scans, each with the regexp whose generated
+// matcher it stands in for.
+var vocabularies = []struct {
+	name   string
+	pieces func(string, [][2]int) [][2]int
+	re     func() *regexp2.Regexp
+}{
+	{"o200k", o200kPieces, o200kSplit},
+	{"cl100k", cl100kPieces, cl100kSplit},
+}
+
+// regexpPieces is what a scan stands in for: regexp2's scan with the
 // library's generated matcher.
-func regexpPieces(t testing.TB, s string) [][2]int {
+func regexpPieces(t testing.TB, re *regexp2.Regexp, s string) [][2]int {
 	t.Helper()
-	idx, err := o200kSplit().FindAllStringIndex(s, -1)
+	idx, err := re.FindAllStringIndex(s, -1)
 	if err != nil {
 		t.Fatalf("regexp2: %v", err)
 	}
@@ -28,31 +54,35 @@ func regexpPieces(t testing.TB, s string) [][2]int {
 	return out
 }
 
+// checkPieces compares both scans of s with regexp2's.
 func checkPieces(t testing.TB, s string) bool {
 	t.Helper()
-	got, want := o200kPieces(s, nil), regexpPieces(t, s)
-	if slices.Equal(got, want) {
-		return true
-	}
-	for i := range min(len(got), len(want)) {
-		if got[i] != want[i] {
-			t.Errorf("%q: piece %d is %q at %v, regexp2's %q at %v", s, i, s[got[i][0]:got[i][1]], got[i], s[want[i][0]:want[i][1]], want[i])
-			return false
+	for _, v := range vocabularies {
+		got, want := v.pieces(s, nil), regexpPieces(t, v.re(), s)
+		if slices.Equal(got, want) {
+			continue
 		}
+		for i := range min(len(got), len(want)) {
+			if got[i] != want[i] {
+				t.Errorf("%s, %q: piece %d is %q at %v, regexp2's %q at %v", v.name, s, i, s[got[i][0]:got[i][1]], got[i], s[want[i][0]:want[i][1]], want[i])
+				return false
+			}
+		}
+		t.Errorf("%s, %q: %d pieces, regexp2 %d", v.name, s, len(got), len(want))
+		return false
 	}
-	t.Errorf("%q: %d pieces, regexp2 %d", s, len(got), len(want))
-	return false
+	return true
 }
 
-// allRunes sends every rune through TestO200kPiecesAreTheRegexps (about 40 s
+// allRunes sends every rune through TestPiecesAreTheRegexps (about 40 s
 // on a quiet machine, several minutes under -race), not only those at the
 // edges of the classes; worth running when Go (its Unicode tables), regexp2
 // or the tokenizer library changes:
 //
-//	go test -run TestO200kPiecesAreTheRegexps -o200k.allrunes ./proxy/llm/
-var allRunes = flag.Bool("o200k.allrunes", false, "check o200kPieces on every rune, not only at the edges of the classes")
+//	go test -run TestPiecesAreTheRegexps -pieces.allrunes ./proxy/llm/
+var allRunes = flag.Bool("pieces.allrunes", false, "check the piece scans on every rune, not only at the edges of the classes")
 
-// The runes TestO200kPiecesAreTheRegexps checks: all of ASCII and Latin-1,
+// The runes TestPiecesAreTheRegexps checks: all of ASCII and Latin-1,
 // and above it each rune whose classes differ from the rune before it, with
 // its neighbours. Both sides take the classes from Go's Unicode tables, so
 // a difference between them would show at such an edge.
@@ -75,7 +105,7 @@ func classEdges() []rune {
 // beside digits, after a space and a lead, and in runs of whitespace and
 // line ends. Runes go in blocks, one string a block, so that regexp2 scans
 // a long text as it does in a count.
-func TestO200kPiecesAreTheRegexps(t *testing.T) {
+func TestPiecesAreTheRegexps(t *testing.T) {
 	templates := []string{
 		"%", "a%", "A%", "%a", "%A", "%%a", "a%b", "A%b", "a%'s", "%'ll", "%'Re", " %", "! %x",
 		"1%", "%1", "%%%1", " %\n", "%\n\n", "\n%", "% \t\n%x", "x  %  y", "%/\r\n", "'%", "\u0301%a",
@@ -101,7 +131,7 @@ func TestO200kPiecesAreTheRegexps(t *testing.T) {
 	t.Logf("%d runes", len(runes))
 }
 
-func TestO200kPiecesEdges(t *testing.T) {
+func TestPiecesEdges(t *testing.T) {
 	for _, s := range []string{
 		"", " ", "  ", "\n", "\r\n", " \n \n x", "  \n\n  x", "a  b", "a \t b", "a\u00a0\u00a0b", "x  ",
 		"HELLO world", "HELLOworld", "hELLO", "don't", "DON'T", "we'LL", "it'ſ", "I'M", "you'RE'", "'s",
@@ -113,7 +143,7 @@ func TestO200kPiecesEdges(t *testing.T) {
 }
 
 // Random texts from pieces that stress the alternatives' edges.
-func TestO200kPiecesRandomTexts(t *testing.T) {
+func TestPiecesRandomTexts(t *testing.T) {
 	parts := []string{"a", "B", "ab", "CD", "'", "'s", "'LL", "'re", " ", "  ", "\t", "\n", "\r", "\r\n", "1", "234", "!", "?!",
 		"/", "\u0301", "é", "É", "日本", "ǅ", "ʰ", "\u00a0", "\u2003", "\x7f", "ſ", "Ⅻ", "٣", "😀"}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -128,7 +158,7 @@ func TestO200kPiecesRandomTexts(t *testing.T) {
 	}
 }
 
-func FuzzO200kPieces(f *testing.F) {
+func FuzzPieces(f *testing.F) {
 	for _, s := range []string{"Hello, World! It's 2026.\n\n  Done", "HELLO'll ab'RE x\u0301y", " \n \r\n\t x/\n", "日本語 123456 ǅx"} {
 		f.Add(s)
 	}
@@ -140,37 +170,38 @@ func FuzzO200kPieces(f *testing.F) {
 	})
 }
 
-func BenchmarkO200kPieces(b *testing.B) {
+func BenchmarkPieces(b *testing.B) {
 	text := longText(1 << 20)
-	b.Run("anchor=regexp2", func(b *testing.B) {
-		b.SetBytes(int64(len(text)))
-		for b.Loop() {
-			if _, err := o200kSplit().FindAllStringIndex(text, -1); err != nil {
-				b.Fatal(err)
+	for _, v := range vocabularies {
+		b.Run(v.name+"/anchor=regexp2", func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				if _, err := v.re().FindAllStringIndex(text, -1); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
-	b.Run("hand", func(b *testing.B) {
-		b.SetBytes(int64(len(text)))
-		var dst [][2]int
-		for b.Loop() {
-			dst = o200kPieces(text, dst[:0])
-		}
-	})
+		})
+		b.Run(v.name+"/hand", func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			var dst [][2]int
+			for b.Loop() {
+				dst = v.pieces(text, dst[:0])
+			}
+		})
+	}
 }
 
 // forgetPieces empties the process's piece memory for the test, and again
 // after it.
 func forgetPieces(t testing.TB) {
-	o200kPieceCounts = countCache{}
-	t.Cleanup(func() { o200kPieceCounts = countCache{} })
+	o200kPieceCounts, cl100kPieceCounts = countCache{}, countCache{}
+	t.Cleanup(func() { o200kPieceCounts, cl100kPieceCounts = countCache{}, countCache{} })
 }
 
 // A short text counts what the tokenizer counts whole, whether its pieces
 // are new (Count whole, a few learned), known (looked up), or some of each.
 func TestShortCountIsTheTokenizers(t *testing.T) {
 	forgetPieces(t)
-	c := codecOf(O200kBase)
 	texts := []string{}
 	for _, text := range chunkTexts() {
 		texts = append(texts, text[:min(len(text), chunkAbove)])
@@ -184,10 +215,13 @@ func TestShortCountIsTheTokenizers(t *testing.T) {
 		}
 		texts = append(texts, b.String())
 	}
-	for pass := range 3 {
-		for _, text := range texts {
-			if got, want := countShort(c, text), countWhole(c, text); got != want {
-				t.Fatalf("pass %d: %q counts %d, the tokenizer %d", pass, text, got, want)
+	for _, enc := range []Encoding{O200kBase, Cl100kBase} {
+		c, v := codecOf(enc), vocabOf(enc)
+		for pass := range 3 {
+			for _, text := range texts {
+				if got, want := countShort(c, v, text), countWhole(c, text); got != want {
+					t.Fatalf("%s, pass %d: %q counts %d, the tokenizer %d", enc, pass, text, got, want)
+				}
 			}
 		}
 	}
@@ -201,16 +235,16 @@ func TestShortCountUsesThePieceMemory(t *testing.T) {
 	text := "The cat sat on the mat, and the cat's hat sat on the cat."
 	want := countWhole(c, text)
 	for range 4 { // learned learnPieces at a time while most are new
-		if got := countShort(c, text); got != want {
+		if got := countShort(c, o200kVocab, text); got != want {
 			t.Fatalf("counts %d, want %d", got, want)
 		}
 	}
 	setCount(&o200kPieceCounts, " cat", 1000) // twice in the text, a token each
-	if got := countShort(c, text); got != want-2+2000 {
+	if got := countShort(c, o200kVocab, text); got != want-2+2000 {
 		t.Errorf("with \" cat\" remembered as 1000 tokens: %d, want %d (the memory not asked?)", got, want-2+2000)
 	}
 	// A text of mostly new pieces is counted whole, whatever the memory says.
-	if got, want := countShort(c, "zqx cat vbn mrp"), countWhole(c, "zqx cat vbn mrp"); got != want {
+	if got, want := countShort(c, o200kVocab, "zqx cat vbn mrp"), countWhole(c, "zqx cat vbn mrp"); got != want {
 		t.Errorf("mostly new: %d, want Count's %d", got, want)
 	}
 }
@@ -231,11 +265,13 @@ func FuzzShortCount(f *testing.F) {
 	for _, s := range []string{"Hello, World! It's 2026.", "HELLO'll ab'RE x\u0301y", " \n \r\n\t x/\n", "日本語 123456 ǅx"} {
 		f.Add(s)
 	}
-	c := codecOf(O200kBase)
 	f.Fuzz(func(t *testing.T, s string) {
-		for range 2 { // cold, then with what the first call learned
-			if got, want := countShort(c, s), countWhole(c, s); got != want {
-				t.Fatalf("%q counts %d, the tokenizer %d", s, got, want)
+		for _, enc := range []Encoding{O200kBase, Cl100kBase} {
+			c, v := codecOf(enc), vocabOf(enc)
+			for range 2 { // cold, then with what the first call learned
+				if got, want := countShort(c, v, s), countWhole(c, s); got != want {
+					t.Fatalf("%s: %q counts %d, the tokenizer %d", enc, s, got, want)
+				}
 			}
 		}
 	})
@@ -251,10 +287,10 @@ func BenchmarkCountShort(b *testing.B) {
 		}
 	})
 	b.Run("pieces", func(b *testing.B) {
-		countShort(c, text)
+		countShort(c, o200kVocab, text)
 		b.SetBytes(int64(len(text)))
 		for b.Loop() {
-			countShort(c, text)
+			countShort(c, o200kVocab, text)
 		}
 	})
 }
@@ -277,7 +313,7 @@ func TestShortCountConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 20 {
 				k := (g + i) % len(texts)
-				if got := countShort(c, texts[k]); got != want[k] {
+				if got := countShort(c, o200kVocab, texts[k]); got != want[k] {
 					errs <- fmt.Sprintf("%q counts %d, want %d", texts[k][:20], got, want[k])
 					return
 				}

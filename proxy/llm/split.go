@@ -6,12 +6,14 @@ import (
 	"unicode/utf8"
 )
 
-// o200kPieces is o200kPattern's scan written out by hand: the pieces that
-// regexp2 finds with the matcher the tokenizer library generated for that
-// pattern (and so the pieces the library's Count encodes), about ten times
-// faster, since a long prompt's count spends nearly all its time in that
-// scan. It follows the generated matcher rather than the pattern where the
-// two part: that matcher is what the library runs.
+// o200kPieces is the scan of o200k's pre-tokenizer pattern written out by
+// hand (the pattern, byte for byte as the tokenizer library has it, is
+// o200kPattern in split_test.go): the pieces that regexp2 finds with the
+// matcher the library generated for that pattern, and so the pieces the
+// library's Count encodes, about ten times faster; a long prompt's count
+// spent nearly all its time in that scan. It follows the generated matcher
+// rather than the pattern where the two part: that matcher is what the
+// library runs.
 //
 //   - Alternatives are tried in order at each position, the first that
 //     matches wins (the alternation is atomic), and a position where none
@@ -20,12 +22,20 @@ import (
 //   - In `\s*[\r\n]+` the whitespace loop, having failed greedily, backs up
 //     to the first CR or LF of the run, not the last.
 //
-// TestO200kPiecesAreTheRegexps and FuzzO200kPieces compare it with regexp2
-// on every rune and on random text. s must be valid UTF-8 (the piece
-// counter checks); dst is appended to.
-func o200kPieces(s string, dst [][2]int) [][2]int {
+// TestPiecesAreTheRegexps and FuzzPieces compare it with regexp2 at every
+// edge of the classes (every rune with -pieces.allrunes) and on random
+// text. s must be valid UTF-8 (the counters check); dst is appended to.
+func o200kPieces(s string, dst [][2]int) [][2]int { return scanPieces(s, dst, o200kMatch) }
+
+// cl100kPieces is o200kPieces for cl100kPattern, with the same two
+// departures from the pattern (its generated matcher has them too).
+func cl100kPieces(s string, dst [][2]int) [][2]int { return scanPieces(s, dst, cl100kMatch) }
+
+// scanPieces appends the pieces match finds from the start of s on,
+// skipping a rune where it finds none.
+func scanPieces(s string, dst [][2]int, match func(s string, p int) int) [][2]int {
 	for p := 0; p < len(s); {
-		end := o200kMatch(s, p)
+		end := match(s, p)
 		if end <= p {
 			_, size := utf8.DecodeRuneInString(s[p:])
 			p += size
@@ -40,12 +50,13 @@ func o200kPieces(s string, dst [][2]int) [][2]int {
 // The classes of the pattern, as bits: for ASCII from a table (the generated
 // matcher's bitmaps), above from the Unicode categories.
 const (
-	clsUpper = 1 << iota // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
-	clsLower             // [\p{Ll}\p{Lm}\p{Lo}\p{M}]
-	clsDigit             // \p{N}
-	clsLead              // [^\r\n\p{L}\p{N}]
-	clsPunct             // [^\s\p{L}\p{N}]
-	clsSpace             // \s
+	clsUpper  = 1 << iota // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+	clsLower              // [\p{Ll}\p{Lm}\p{Lo}\p{M}]
+	clsDigit              // \p{N}
+	clsLead               // [^\r\n\p{L}\p{N}]
+	clsPunct              // [^\s\p{L}\p{N}]
+	clsSpace              // \s
+	clsLetter             // \p{L} (cl100k)
 )
 
 // asciiClass holds each ASCII character's classes. DEL is in none: the
@@ -55,9 +66,9 @@ var asciiClass = func() (t [utf8.RuneSelf]uint8) {
 		r := rune(c)
 		switch {
 		case 'A' <= r && r <= 'Z':
-			t[c] = clsUpper
+			t[c] = clsUpper | clsLetter
 		case 'a' <= r && r <= 'z':
-			t[c] = clsLower
+			t[c] = clsLower | clsLetter
 		case '0' <= r && r <= '9':
 			t[c] = clsDigit
 		case r == 0x7f:
@@ -80,6 +91,9 @@ func classOf(r rune) uint8 {
 	}
 	var c uint8
 	letter := unicode.IsLetter(r)
+	if letter {
+		c |= clsLetter
+	}
 	if letter || unicode.Is(unicode.M, r) {
 		if !unicode.Is(unicode.Ll, r) {
 			c |= clsUpper // Lu, Lt, Lm, Lo, M
@@ -165,6 +179,32 @@ func o200kMatch(s string, p int) int {
 			}
 		}
 	}
+	return matchRest(s, p, c, size, true)
+}
+
+// cl100kMatch is o200kMatch for cl100kPattern.
+func cl100kMatch(s string, p int) int {
+	// (?i:'s|'t|'re|'ve|'m|'ll|'d)
+	if e := contraction(s, p); e > p {
+		return e
+	}
+	// [^\r\n\p{L}\p{N}]?\p{L}+, the lead taken, then not.
+	_, size, c := runeAt(s, p)
+	if c&clsLead != 0 {
+		if e := scan(s, p+size, clsLetter); e > p+size {
+			return e
+		}
+	}
+	if c&clsLetter != 0 {
+		return scan(s, p, clsLetter)
+	}
+	return matchRest(s, p, c, size, false)
+}
+
+// matchRest is the alternatives both patterns end with, from p, whose rune
+// has classes c and size bytes: \p{N}{1,3}, then ' '?[^\s\p{L}\p{N}]+ and
+// its line ends (and slashes, when slash: o200k), then the whitespace ones.
+func matchRest(s string, p int, c uint8, size int, slash bool) int {
 	// \p{N}{1,3}
 	if c&clsDigit != 0 {
 		end := p + size
@@ -183,7 +223,7 @@ func o200kMatch(s string, p int) int {
 		q++
 	}
 	if e := scan(s, q, clsPunct); e > q {
-		for e < len(s) && (s[e] == '\r' || s[e] == '\n' || s[e] == '/') {
+		for e < len(s) && (s[e] == '\r' || s[e] == '\n' || slash && s[e] == '/') {
 			e++
 		}
 		return e
