@@ -244,41 +244,63 @@ func start(ctx context.Context, bin, dir, name, upstream string) (listen string,
 	return listen, stop, nil
 }
 
+// tally counts a point's large prompts: answered 200, otherwise (or not
+// sent), and closes first at the first answer.
+type tally struct {
+	ok, other atomic.Int64
+	first     chan struct{}
+	once      sync.Once
+}
+
+func newTally() *tally { return &tally{first: make(chan struct{})} }
+
+// post sends one large prompt and counts its answer; a POST that ends with
+// ctx (the point is over) is not counted.
+func (t *tally) post(ctx context.Context, client *http.Client, url string, body []byte) {
+	resp, err := llmload.Post(ctx, client, url, bytes.NewReader(body))
+	if err != nil {
+		if ctx.Err() == nil {
+			t.other.Add(1)
+		}
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	t.once.Do(func() { close(t.first) })
+	if resp.StatusCode == http.StatusOK {
+		t.ok.Add(1)
+	} else {
+		t.other.Add(1)
+	}
+}
+
+// stopper returns what ends a point: cancel, wait for wg, the counts.
+func (t *tally) stopper(cancel func(), wg *sync.WaitGroup) func() (ok, other int64) {
+	return func() (int64, int64) {
+		cancel()
+		wg.Wait()
+		return t.ok.Load(), t.other.Load()
+	}
+}
+
 // flood keeps n POSTs of body in flight until stop, which says how many
 // were answered 200 and how many otherwise. answered is closed at the
 // first answer (at once when n is 0): from then on the load is steady.
 func flood(ctx context.Context, client *http.Client, url string, body []byte, n int) (answered <-chan struct{}, stop func() (ok, other int64)) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	var ok, other atomic.Int64
-	first := make(chan struct{})
-	var once sync.Once
+	t := newTally()
 	if n == 0 {
-		close(first)
+		close(t.first)
 	}
 	for range n {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				resp, err := llmload.Post(ctx, client, url, bytes.NewReader(body))
-				if err != nil {
-					continue
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				once.Do(func() { close(first) })
-				if resp.StatusCode == http.StatusOK {
-					ok.Add(1)
-				} else {
-					other.Add(1)
-				}
+				t.post(ctx, client, url, body)
 			}
 		})
 	}
-	return first, func() (int64, int64) {
-		cancel()
-		wg.Wait()
-		return ok.Load(), other.Load()
-	}
+	return t.first, t.stopper(cancel, &wg)
 }
 
 // maxRateInFlight bounds the large prompts floodRate has in flight: a start
@@ -292,9 +314,7 @@ const maxRateInFlight = 8
 func floodRate(ctx context.Context, client *http.Client, url string, body []byte, rate float64) (answered <-chan struct{}, stop func() (ok, other int64)) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	var ok, other atomic.Int64
-	first := make(chan struct{})
-	var once sync.Once
+	t := newTally()
 	slots := make(chan struct{}, maxRateInFlight)
 	wg.Go(func() {
 		tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
@@ -308,34 +328,16 @@ func floodRate(ctx context.Context, client *http.Client, url string, body []byte
 			select {
 			case slots <- struct{}{}:
 			default:
-				other.Add(1) // skipped
+				t.other.Add(1) // skipped
 				continue
 			}
 			wg.Go(func() {
 				defer func() { <-slots }()
-				resp, err := llmload.Post(ctx, client, url, bytes.NewReader(body))
-				if err != nil {
-					if ctx.Err() == nil {
-						other.Add(1)
-					}
-					return
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				once.Do(func() { close(first) })
-				if resp.StatusCode == http.StatusOK {
-					ok.Add(1)
-				} else {
-					other.Add(1)
-				}
+				t.post(ctx, client, url, body)
 			})
 		}
 	})
-	return first, func() (int64, int64) {
-		cancel()
-		wg.Wait()
-		return ok.Load(), other.Load()
-	}
+	return t.first, t.stopper(cancel, &wg)
 }
 
 // smallCalls times small calls one at a time, one started every every
