@@ -59,8 +59,12 @@ func remember(memory *countCache, piece string, n int64) {
 	}
 }
 
-// shortIdx recycles the piece ranges of short counts.
+// shortIdx recycles the piece ranges of short counts, up to maxPooledPieces
+// each (64 KiB): a text of many tiny pieces would otherwise leave a buffer
+// of up to 512 KiB in the pool for every call that was in flight at once.
 var shortIdx = sync.Pool{New: func() any { return new([][2]int) }}
+
+const maxPooledPieces = 4096
 
 // countShort counts a text of chunkAbove bytes or less from its pieces,
 // each looked up in v's memory or encoded alone, when at least three in
@@ -75,8 +79,10 @@ func countShort(c *codec.Codec, v vocab, text string) int64 {
 	buf := shortIdx.Get().(*[][2]int)
 	idx := v.pieces(text, (*buf)[:0])
 	defer func() {
-		*buf = idx[:0]
-		shortIdx.Put(buf)
+		if cap(idx) <= maxPooledPieces {
+			*buf = idx[:0]
+			shortIdx.Put(buf)
+		}
 	}()
 	var n int64
 	misses := 0
