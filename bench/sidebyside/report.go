@@ -159,8 +159,12 @@ var goals = []goal{
 	{tGatewayLocal + "/" + tBare, true, 1.0},
 	{tGatewayLocal + "/" + tCaddy, true, 1.6},
 	{tGatewayLocal + "/" + tNginxLimitReq, true, 0.45},
-	{tGatewayRedis + "/" + tGatewayLocal, true, 0.85},
+	{tGatewayRedis + "/" + tGatewayLocal, true, 0.92},
 	{tGatewayDeny + "/" + tNginxDeny, true, 0.8},
+	{tGatewayDeny + "/" + tBareDeny, true, 0.95},
+	// A small chat call, its token policy never binding, against a GET
+	// through a route without policies.
+	{tGatewayLLM + "/" + tGatewayNone, true, 0.90},
 	{tGatewayTraced + "/" + tGatewayLocal, true, 0.95},
 	{"redis-calls-per-denied", false, 0.1},
 	{"redis-usec-per-decision " + tGatewayCluster + "/" + tGatewayUsers, false, 1.2},
