@@ -90,6 +90,8 @@ type Metrics struct {
 	evicting *prometheus.GaugeVec
 	// transport is the lean upstream transport's (see WatchTransport).
 	transport *statsCollector[h1.Stats]
+	// clients is the lean client server's (see WatchClientServer).
+	clients *statsCollector[h1.ServerStats]
 }
 
 type requestKey struct{ route, outcome string }
@@ -138,6 +140,7 @@ func New() *Metrics {
 		evicting: newEvictingGauge(),
 
 		transport: newTransportCollector(),
+		clients:   newClientServerCollector(),
 	}
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gateway_config_reloads_total",
@@ -152,7 +155,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.policyDecisions, m.decisionSeconds, m.upstreamTotal, m.upstreamSeconds,
-		m.inFlight, reloads, m.llm, m.config, m.redis, m.local, m.transport, m.idem, m.evicting,
+		m.inFlight, reloads, m.llm, m.config, m.redis, m.local, m.transport, m.clients, m.idem, m.evicting,
 	)
 	// Built once: HandlerOpts.Registry and InstrumentMetricHandler register
 	// the handler's own metrics, which a second registration would refuse.

@@ -31,3 +31,22 @@ func newTransportCollector() *statsCollector[h1.Stats] {
 			func(s st) int64 { return s.Fallback }),
 	)
 }
+
+// WatchClientServer exposes the lean client server's counters, read
+// through stats once per scrape (pass the h1.Server's Stats method).
+func (m *Metrics) WatchClientServer(stats func() h1.ServerStats) {
+	if m != nil {
+		m.clients.watch(stats)
+	}
+}
+
+func newClientServerCollector() *statsCollector[h1.ServerStats] {
+	type st = h1.ServerStats
+	return newStatsCollector(
+		counter("gateway_client_lean_requests_total", "Client requests the lean server read and answered itself.",
+			func(s st) int64 { return s.Served }),
+		counter("gateway_client_handed_over_total",
+			"Client connections the lean server handed to net/http's: HTTP/1.0, chunked or large uploads, upgrades, Expect, large heads, malformed requests.",
+			func(s st) int64 { return s.HandedOver }),
+	)
+}

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -63,4 +64,39 @@ func (neverEnding) Read(p []byte) (int, error) {
 		p[i] = 'x'
 	}
 	return len(p), nil
+}
+
+// The lean client server's counters, after requests over real HTTP: two
+// answered on the lean path, one connection (HTTP/1.0) handed over.
+func TestWatchClientServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &h1.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }),
+		Fallback: &http.Server{}}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		srv.Close()
+		<-done
+	})
+	m := New()
+	m.WatchClientServer(srv.Stats)
+	for _, raw := range []string{
+		"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+		"GET / HTTP/1.0\r\n\r\n",
+	} {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, raw)
+		io.Copy(io.Discard, c) // both answers, then the server closes
+		c.Close()
+	}
+	scrape(t, m).wantValues(t, map[string]float64{
+		"gateway_client_lean_requests_total": 2,
+		"gateway_client_handed_over_total":   1,
+	})
 }

@@ -84,6 +84,10 @@ type ServerConfig struct {
 	// UpstreamTransport: lean (default: proxy/h1 for http:// upstreams,
 	// net/http's transport for the rest) or standard (net/http's for all).
 	UpstreamTransport string `koanf:"upstream_transport"`
+	// ClientServer: lean (default: proxy/h1's Server reads plain HTTP/1.1
+	// requests, net/http's server takes the rest) or standard (net/http's
+	// for all).
+	ClientServer string `koanf:"client_server"`
 	// MinHeapBytes lets the heap grow this far before the runtime collects
 	// while little is alive (default 64 MiB; -1: Go's GOGC rule alone, as
 	// does a GOGC set in the environment). See internal/heapfloor.
@@ -100,7 +104,7 @@ const (
 	PathParametersStrip  = "strip"
 )
 
-// The values of server.upstream_transport.
+// The values of server.upstream_transport and server.client_server.
 const (
 	UpstreamTransportLean     = "lean"
 	UpstreamTransportStandard = "standard"

@@ -25,6 +25,7 @@ const (
 	DefaultForwardedHeader    = "x-forwarded-for"
 	DefaultPathParameters     = PathParametersReject
 	DefaultUpstreamTransport  = UpstreamTransportLean
+	DefaultClientServer       = UpstreamTransportLean
 	DefaultMinHeapBytes       = 64 << 20
 	DefaultPromptCountShare   = 0.5
 	DefaultTenantHeader       = "X-API-Key"
@@ -83,6 +84,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&s.ForwardedHeader, DefaultForwardedHeader)
 	setDefault(&s.PathParameters, DefaultPathParameters)
 	setDefault(&s.UpstreamTransport, DefaultUpstreamTransport)
+	setDefault(&s.ClientServer, DefaultClientServer)
 	setDefault(&s.IPv4Prefix, DefaultIPv4Prefix)
 	setDefault(&s.IPv6Prefix, DefaultIPv6Prefix)
 	setDefault(&s.MaxKeysPerPolicy, limiter.DefaultMaxKeys)

@@ -15,6 +15,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/metrics"
 	"github.com/ratelimit-gateway/gateway/metrics/topk"
 	"github.com/ratelimit-gateway/gateway/policies"
+	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 
 // BenchmarkServeDenied is make bench's gateway-deny against bare-429 in
@@ -64,10 +65,11 @@ policies:
 	}
 	bare := newLoopServer(b, http.HandlerFunc(bare429))
 	gateway := newLoopServer(b, gw)
+	lean := newLeanLoopServer(b, gw)
 	// The gateway's first request is admitted (forwarded, 200); every
 	// later one is refused.
 	gateway.send(b, http.StatusOK)
-	for _, c := range []*loopConn{bare, gateway} {
+	for _, c := range []*loopConn{bare, gateway, lean} {
 		c.send(b, http.StatusTooManyRequests)
 	}
 
@@ -82,10 +84,22 @@ policies:
 			b.ReportMetric(base/with, "deny/bare429")
 		}
 	})
+	// The same with the gateway's default client server, h1.Server.
+	b.Run("turns-lean", func(b *testing.B) {
+		base, with := takeTurnsOn(b, processClock(), [2]func(){
+			func() { bare.send(b, http.StatusTooManyRequests) },
+			func() { lean.send(b, http.StatusTooManyRequests) },
+		})
+		if base > 0 && with > 0 {
+			b.ReportMetric(base, "bare429-cpu-ns/op")
+			b.ReportMetric(with, "deny-cpu-ns/op")
+			b.ReportMetric(base/with, "deny/bare429")
+		}
+	})
 	for _, v := range []struct {
 		name string
 		c    *loopConn
-	}{{"bare", bare}, {"gateway", gateway}} {
+	}{{"bare", bare}, {"gateway", gateway}, {"gateway-lean", lean}} {
 		b.Run(v.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -113,6 +127,24 @@ func bare429(w http.ResponseWriter, _ *http.Request) {
 func newLoopServer(b *testing.B, h http.Handler) *loopConn {
 	c := newLoopConn("GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n")
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: policies.DefaultReadHeaderTimeout, IdleTimeout: policies.DefaultIdleTimeout}
+	ln := &oneConnListener{conn: c, closed: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(ln)
+	}()
+	b.Cleanup(func() {
+		srv.Close()
+		<-done
+	})
+	return c
+}
+
+// newLeanLoopServer is newLoopServer with h1.Server, as gateway serve
+// builds it by default (server.client_server: lean).
+func newLeanLoopServer(b *testing.B, h http.Handler) *loopConn {
+	c := newLoopConn("GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n")
+	srv := &h1.Server{Handler: h, Fallback: &http.Server{Handler: h, ReadHeaderTimeout: policies.DefaultReadHeaderTimeout, IdleTimeout: policies.DefaultIdleTimeout}}
 	ln := &oneConnListener{conn: c, closed: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {

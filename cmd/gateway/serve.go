@@ -85,7 +85,9 @@ type process struct {
 	// draining is set the moment shutdown starts: /readyz says so at once.
 	draining atomic.Bool
 	watcher  *policies.Watcher
-	srv      *http.Server
+	// srv serves the clients: net/http's server, or proxy/h1's with
+	// net/http's behind it (server.client_server).
+	srv      clientServer
 	ln       net.Listener
 	hup      chan os.Signal
 	closers  []func() error
@@ -292,11 +294,17 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 	return err
 }
 
+// clientServer is what serves the clients: *http.Server or *h1.Server.
+type clientServer interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+	Close() error
+}
+
 // listen opens server.listen and says so in the log.
 func (p *process) listen() error {
 	cfg := p.snap.Config
-	p.srv = &http.Server{
-		Addr:              cfg.Server.Listen,
+	std := &http.Server{
 		Handler:           p.handler,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		ReadTimeout:       cfg.Server.ReadTimeout,
@@ -305,9 +313,15 @@ func (p *process) listen() error {
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes + headerSlack,
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
-	ln, err := net.Listen("tcp", p.srv.Addr)
+	p.srv = std
+	if cfg.Server.ClientServer == policies.UpstreamTransportLean {
+		lean := &h1.Server{Handler: p.handler, Fallback: std}
+		p.metrics.WatchClientServer(lean.Stats)
+		p.srv = lean
+	}
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w", p.srv.Addr, err)
+		return fmt.Errorf("listening on %s: %w", cfg.Server.Listen, err)
 	}
 	p.onClose(ln.Close)
 	p.ln = ln

@@ -1,6 +1,8 @@
-// Package h1 is the gateway's transport to plain-HTTP upstreams: an
-// http.RoundTripper that does each HTTP/1.1 exchange on the calling goroutine,
-// over a pool of kept-alive connections.
+// Package h1 is the gateway's HTTP/1.1 on both sides: Server reads its
+// clients' requests (server.go), Transport talks to plain-HTTP upstreams.
+//
+// Transport is an http.RoundTripper that does each HTTP/1.1 exchange on the
+// calling goroutine, over a pool of kept-alive connections.
 //
 // Go's http.Transport hands every request to a write goroutine and every
 // response back from a read goroutine, and signals the end of each body

@@ -1,0 +1,1162 @@
+package h1
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// Server serves the gateway's clients: each plain HTTP/1.1 request on its
+// connection's own goroutine, with the connection's read and write buffers
+// and nothing else. What it does not serve, it hands to Fallback, a
+// net/http server, connection and all, before reading any of it: so every
+// request net/http would refuse is refused by net/http, in its words.
+//
+// net/http's server starts a goroutine for every request that reads the
+// client's connection while the handler runs (to cancel the request's
+// context if the client goes), and stops it at the end through a deadline
+// and a condition variable: two or three goroutine hand-offs a request, on
+// top of the reading and the writing. On a small machine those hand-offs are
+// most of what a refused request costs, and the wake-ups they take are where
+// a request at a steady rate meets a busy CPU (docs/performance.md). Here a
+// request that has not finished after WatchAfter starts that watch; a request
+// answered sooner never pays for it.
+//
+// Served here: HTTP/1.1 requests whose head fits the read buffer (4 KiB) and
+// MaxHeaderBytes, with a request target that is a path, no
+// Transfer-Encoding, no Upgrade, no Expect, a Connection header of at most
+// keep-alive or close, one valid Host, and a body of declared length up to
+// MaxLeanBody. The rest — HTTP/1.0, chunked and large uploads, WebSockets,
+// 100-continue, TLS, HTTP/2 prior knowledge, malformed requests — go to
+// Fallback, as does every later request on a connection handed over.
+//
+// The response is written as net/http writes it: its header snapshot at
+// WriteHeader, Content-Length for a body written whole, chunked otherwise,
+// Content-Type sniffed when none is set, Date, trailers, HEAD and bodiless
+// statuses, Connection: close when the client or handler asks or the
+// server is shutting down. Fallback's ReadHeaderTimeout, ReadTimeout,
+// WriteTimeout, IdleTimeout, MaxHeaderBytes and ErrorLog apply here too.
+type Server struct {
+	// Handler serves every request, lean or handed over (Fallback.Handler
+	// is the one net/http calls; Serve sets it to Handler when nil).
+	Handler http.Handler
+	// Fallback serves what the lean path does not; required.
+	Fallback *http.Server
+	// WatchAfter is how long a request runs before its client's connection
+	// is watched for going away (default 2 ms).
+	WatchAfter time.Duration
+
+	// hook, set by tests, hears the watch's steps: "deferred" (due before
+	// the body's end), "started", "byte" (a pipelined request's first
+	// byte read), "gone".
+	hook func(step string)
+
+	inShutdown atomic.Bool
+	served     atomic.Int64
+	handedOver atomic.Int64
+
+	mu      sync.Mutex
+	ln      net.Listener
+	handoff *handoffListener
+	conns   map[*serverConn]struct{}
+}
+
+// ServerStats counts requests served on the lean path and connections
+// handed to the fallback.
+type ServerStats struct {
+	Served, HandedOver int64
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() ServerStats {
+	return ServerStats{Served: s.served.Load(), HandedOver: s.handedOver.Load()}
+}
+
+const (
+	defaultWatchAfter = 2 * time.Millisecond
+	serverBufferSize  = 4 << 10
+	// drainTimeout bounds the read of what a handler left of a request
+	// body (at most MaxLeanBody), which keeps the connection for the next
+	// request, as net/http does.
+	drainTimeout = time.Second
+)
+
+// Serve accepts connections on ln until Shutdown or Close, and runs
+// Fallback on the connections it hands over. It returns
+// http.ErrServerClosed after Shutdown or Close.
+func (s *Server) Serve(ln net.Listener) error {
+	if s.Fallback == nil {
+		return errors.New("h1: Server.Fallback is required")
+	}
+	if s.Fallback.Handler == nil {
+		s.Fallback.Handler = s.Handler
+	}
+	s.mu.Lock()
+	if s.inShutdown.Load() || s.ln != nil {
+		s.mu.Unlock()
+		return http.ErrServerClosed
+	}
+	s.ln = ln
+	s.handoff = newHandoffListener(ln.Addr())
+	s.conns = make(map[*serverConn]struct{})
+	s.mu.Unlock()
+
+	fallbackDone := make(chan struct{})
+	go func() {
+		defer close(fallbackDone)
+		s.Fallback.Serve(s.handoff) // returns once handoff is closed
+	}()
+	err := s.accept(ln)
+	s.handoff.Close()
+	<-fallbackDone
+	return err
+}
+
+func (s *Server) accept(ln net.Listener) error {
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.inShutdown.Load() {
+				return http.ErrServerClosed
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			// As net/http: a failed accept (out of file descriptors, say)
+			// is retried after a pause that grows to a second.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.logf("http: Accept error: %v; retrying in %v", err, delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		c := s.newConn(nc)
+		if !s.track(c, true) {
+			nc.Close()
+			continue
+		}
+		go c.serve()
+	}
+}
+
+// track adds c to (or removes it from) the server's connections; it
+// refuses a new one once the server shuts down.
+func (s *Server) track(c *serverConn, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !add {
+		delete(s.conns, c)
+		return true
+	}
+	if s.inShutdown.Load() {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+// Shutdown stops accepting, closes the lean connections as they become idle
+// (a request in progress finishes, answered with Connection: close), shuts
+// Fallback down, and returns when both are done or ctx is.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.inShutdown.Store(true)
+	s.mu.Lock()
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	s.mu.Unlock()
+	fallback := make(chan error, 1)
+	go func() { fallback <- s.Fallback.Shutdown(ctx) }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !s.closeIdle() {
+		select {
+		case <-ctx.Done():
+			<-fallback
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return <-fallback
+}
+
+// Close closes the listener, every lean connection and Fallback at once.
+func (s *Server) Close() error {
+	s.inShutdown.Store(true)
+	s.mu.Lock()
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	return s.Fallback.Close()
+}
+
+// closeIdle closes the lean connections waiting for a request and reports
+// whether none is left.
+func (s *Server) closeIdle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.idle.Load() {
+			c.nc.Close()
+		}
+	}
+	return len(s.conns) == 0
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if l := s.Fallback.ErrorLog; l != nil {
+		l.Printf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}
+
+func (s *Server) note(step string) {
+	if s.hook != nil {
+		s.hook(step)
+	}
+}
+
+func (s *Server) watchAfter() time.Duration {
+	if s.WatchAfter > 0 {
+		return s.WatchAfter
+	}
+	return defaultWatchAfter
+}
+
+// handoffListener is the listener Fallback serves: the connections the
+// lean path hands over.
+type handoffListener struct {
+	addr  net.Addr
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newHandoffListener(addr net.Addr) *handoffListener {
+	return &handoffListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// push gives c to Fallback; false once the listener is closed.
+func (l *handoffListener) push(c net.Conn) bool {
+	select {
+	case l.conns <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *handoffListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *handoffListener) Addr() net.Addr { return l.addr }
+
+// replayConn is a handed-over connection: what the lean path buffered of
+// it, then the rest.
+type replayConn struct {
+	net.Conn
+	buffered []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.buffered) > 0 {
+		n := copy(p, c.buffered)
+		c.buffered = c.buffered[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// CloseWrite lets net/http half-close the connection after an error
+// answer, as it does on its own connections.
+func (c *replayConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// serverConn is one client connection on the lean path.
+type serverConn struct {
+	s      *Server
+	nc     net.Conn
+	ctx    context.Context
+	remote string
+	r      connReader
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	w      connWriter
+	// head parses a request head from a copy of its bytes, so that a head
+	// the lean path does not take is still whole in br for Fallback.
+	head   bytes.Reader
+	headBR *bufio.Reader
+	// idle is set while the connection waits for a request's first byte.
+	idle atomic.Bool
+	// keys, hdr and pending are reused by each response: its header
+	// block and the body it holds before sending it.
+	keys    []string
+	hdr     []byte
+	pending []byte
+
+	// The watch of the client's connection while a request runs.
+	mu        sync.Mutex
+	cond      sync.Cond
+	timer     *time.Timer
+	cancel    context.CancelFunc
+	body      *requestBody // the running request's, nil when none
+	running   bool         // a request is being served
+	wantWatch bool         // the watch is due, waiting for the body's end
+	watching  bool
+	aborted   bool
+	gone      bool // the client's side ended (EOF or error) during a watch
+}
+
+func (s *Server) newConn(nc net.Conn) *serverConn {
+	c := &serverConn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
+	c.r.nc = nc
+	c.br = bufio.NewReaderSize(&c.r, serverBufferSize)
+	c.w.c = c
+	c.bw = bufio.NewWriterSize(&c.w, serverBufferSize)
+	c.headBR = bufio.NewReaderSize(&c.head, serverBufferSize)
+	c.cond.L = &c.mu
+	ctx := context.WithValue(context.Background(), http.ServerContextKey, s.Fallback)
+	c.ctx = context.WithValue(ctx, http.LocalAddrContextKey, nc.LocalAddr())
+	c.timer = time.AfterFunc(time.Hour, c.watchDue)
+	c.timer.Stop()
+	return c
+}
+
+// connReader reads the connection, first giving back a byte that a watch
+// read (the start of a pipelined request).
+type connReader struct {
+	nc      net.Conn
+	b       byte
+	hasByte bool
+}
+
+func (r *connReader) Read(p []byte) (int, error) {
+	if r.hasByte && len(p) > 0 {
+		p[0] = r.b
+		r.hasByte = false
+		return 1, nil
+	}
+	return r.nc.Read(p)
+}
+
+// connWriter writes the connection; a failed write cancels the running
+// request, as it does in net/http.
+type connWriter struct{ c *serverConn }
+
+func (w *connWriter) Write(p []byte) (int, error) {
+	n, err := w.c.nc.Write(p)
+	if err != nil {
+		w.c.mu.Lock()
+		if w.c.cancel != nil {
+			w.c.cancel()
+		}
+		w.c.mu.Unlock()
+	}
+	return n, err
+}
+
+// errHandOver means the lean path does not take the request ahead.
+var errHandOver = errors.New("h1: handed over")
+
+func (c *serverConn) serve() {
+	defer c.s.track(c, false)
+	for {
+		req, err := c.readRequest()
+		if err == errHandOver {
+			c.handOver()
+			return
+		}
+		if err != nil {
+			c.nc.Close()
+			return
+		}
+		if !c.serveRequest(req) {
+			c.nc.Close()
+			return
+		}
+	}
+}
+
+// handOver gives the connection, with what br holds of it, to Fallback.
+func (c *serverConn) handOver() {
+	c.nc.SetDeadline(time.Time{})
+	buffered, _ := c.br.Peek(c.br.Buffered())
+	rc := &replayConn{Conn: c.nc, buffered: bytes.Clone(buffered)}
+	c.s.handedOver.Add(1)
+	if !c.s.handoff.push(rc) {
+		c.nc.Close()
+	}
+}
+
+// readRequest waits for a request and reads its head; errHandOver when it
+// is one for Fallback (nothing of it consumed).
+func (c *serverConn) readRequest() (*http.Request, error) {
+	srv := c.s.Fallback
+	idle := srv.IdleTimeout
+	if idle == 0 {
+		idle = srv.ReadTimeout
+	}
+	if idle > 0 {
+		c.nc.SetReadDeadline(time.Now().Add(idle))
+	}
+	c.idle.Store(true)
+	if c.s.inShutdown.Load() {
+		return nil, http.ErrServerClosed
+	}
+	_, err := c.br.Peek(1)
+	c.idle.Store(false)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	headTimeout := srv.ReadHeaderTimeout
+	if headTimeout == 0 {
+		headTimeout = srv.ReadTimeout
+	}
+	if headTimeout > 0 {
+		c.nc.SetReadDeadline(start.Add(headTimeout))
+	} else if idle > 0 {
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	head, err := c.readHead()
+	if err != nil {
+		return nil, err
+	}
+	c.head.Reset(head)
+	c.headBR.Reset(&c.head)
+	req, err := http.ReadRequest(c.headBR)
+	if err != nil || !leanRequest(req, head) {
+		return nil, errHandOver
+	}
+	c.br.Discard(len(head))
+	if d := srv.ReadTimeout; d > 0 {
+		c.nc.SetReadDeadline(start.Add(d))
+	} else if headTimeout > 0 {
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	if d := srv.WriteTimeout; d > 0 {
+		c.nc.SetWriteDeadline(time.Now().Add(d))
+	}
+	return req, nil
+}
+
+// readHead returns the request head buffered in br, through its empty
+// line; errHandOver when it starts with an empty line (net/http skips
+// those) or does not fit the buffer or MaxHeaderBytes.
+func (c *serverConn) readHead() ([]byte, error) {
+	limit := c.br.Size()
+	if m := c.s.Fallback.MaxHeaderBytes; m > 0 && m < limit {
+		limit = m
+	}
+	for {
+		buf, _ := c.br.Peek(c.br.Buffered())
+		if len(buf) > 0 && (buf[0] == '\r' || buf[0] == '\n') {
+			return nil, errHandOver
+		}
+		if n := headEnd(buf); n > 0 {
+			if n > limit {
+				return nil, errHandOver
+			}
+			return buf[:n], nil
+		}
+		if len(buf) >= limit {
+			return nil, errHandOver
+		}
+		if _, err := c.br.Peek(len(buf) + 1); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// headEnd returns the length of the head in buf through its empty line
+// (a line end, then CRLF or LF), or 0 if buf does not hold one yet.
+func headEnd(buf []byte) int {
+	for i := 0; ; {
+		j := bytes.IndexByte(buf[i:], '\n')
+		if j < 0 {
+			return 0
+		}
+		i += j + 1
+		switch {
+		case i < len(buf) && buf[i] == '\n':
+			return i + 1
+		case i+1 < len(buf) && buf[i] == '\r' && buf[i+1] == '\n':
+			return i + 2
+		}
+	}
+}
+
+// leanRequest reports whether the lean path serves req, parsed from head:
+// what net/http's server would accept and serve the same way here.
+func leanRequest(req *http.Request, head []byte) bool {
+	if req.ProtoMajor != 1 || req.ProtoMinor != 1 || len(req.RequestURI) == 0 || req.RequestURI[0] != '/' {
+		return false
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+	default:
+		return false
+	}
+	if len(req.TransferEncoding) > 0 || req.ContentLength < 0 || req.ContentLength > MaxLeanBody {
+		return false
+	}
+	h := req.Header
+	if _, ok := h["Upgrade"]; ok {
+		return false
+	}
+	if _, ok := h["Expect"]; ok {
+		return false
+	}
+	if v, ok := h["Connection"]; ok {
+		if len(v) != 1 || !(strings.EqualFold(v[0], "keep-alive") || strings.EqualFold(v[0], "close")) {
+			return false
+		}
+	}
+	if hostLines(head) != 1 || !httpguts.ValidHostHeader(req.Host) {
+		return false
+	}
+	for k, vv := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return false
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// hostLines counts the Host fields in a request head (http.ReadRequest
+// keeps only one, and net/http refuses a request with two).
+func hostLines(head []byte) int {
+	n := 0
+	for i := bytes.IndexByte(head, '\n'); i >= 0 && i+1 < len(head); {
+		line := head[i+1:]
+		if len(line) >= 5 && (line[0]|0x20) == 'h' && (line[1]|0x20) == 'o' && (line[2]|0x20) == 's' && (line[3]|0x20) == 't' && line[4] == ':' {
+			n++
+		}
+		j := bytes.IndexByte(line, '\n')
+		if j < 0 {
+			break
+		}
+		i += j + 1
+	}
+	return n
+}
+
+// serveRequest runs the handler on req and finishes its response; false
+// when the connection is to be closed.
+func (c *serverConn) serveRequest(req *http.Request) (keep bool) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	req = req.WithContext(ctx)
+	req.RemoteAddr = c.remote
+	var body *requestBody
+	if req.ContentLength > 0 {
+		body = &requestBody{c: c, remain: req.ContentLength}
+		req.Body = body
+	} else {
+		req.Body = http.NoBody
+	}
+	w := &response{c: c, req: req, header: make(http.Header), contentLength: -1, closeAfter: req.Close, pending: c.pending[:0]}
+
+	c.mu.Lock()
+	c.cancel, c.body, c.running = cancel, body, true
+	c.gone, c.wantWatch = false, false
+	c.mu.Unlock()
+	c.timer.Reset(c.s.watchAfter())
+
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		c.endWatch()
+		if v := recover(); v != nil && v != http.ErrAbortHandler {
+			buf := make([]byte, 64<<10)
+			buf = buf[:runtime.Stack(buf, false)]
+			c.s.logf("http: panic serving %v: %v\n%s", c.remote, v, buf)
+		}
+		w.done = true
+		keep = false
+	}()
+	c.s.Handler.ServeHTTP(w, req)
+	finished = true
+	gone := c.endWatch()
+	c.s.served.Add(1)
+	// A client that ended its side still gets the answer (it may have
+	// only half-closed), then the connection is closed.
+	if err := w.finish(); err != nil || gone || w.closeAfter {
+		return false
+	}
+	if body != nil && !body.drain() {
+		return false
+	}
+	if d := c.s.Fallback.WriteTimeout; d > 0 {
+		c.nc.SetWriteDeadline(time.Time{})
+	}
+	return true
+}
+
+// watchDue runs when a request has gone on for WatchAfter: it starts the
+// watch of the client's connection, or asks the body to when it ends.
+func (c *serverConn) watchDue() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.running || c.watching {
+		return
+	}
+	if c.body != nil && !c.body.end.Load() {
+		c.wantWatch = true
+		c.s.note("deferred")
+		return
+	}
+	c.startWatchLocked()
+}
+
+func (c *serverConn) startWatchLocked() {
+	c.watching, c.aborted, c.wantWatch = true, false, false
+	c.s.note("started")
+	go c.watch()
+}
+
+// watch reads the client's connection while the handler runs: an end or
+// error cancels the request; a byte is the next request, kept for it.
+func (c *serverConn) watch() {
+	var b [1]byte
+	n, err := c.nc.Read(b[:])
+	c.mu.Lock()
+	if n == 1 {
+		c.r.b, c.r.hasByte = b[0], true
+		c.s.note("byte")
+	}
+	if err != nil && !c.aborted {
+		c.gone = true
+		if c.cancel != nil {
+			c.cancel()
+		}
+		c.s.note("gone")
+	}
+	c.watching = false
+	c.mu.Unlock()
+	c.cond.Broadcast()
+}
+
+// endWatch ends the request's watch and reports whether the client's side
+// of the connection ended during it.
+func (c *serverConn) endWatch() bool {
+	c.timer.Stop()
+	c.mu.Lock()
+	c.running, c.wantWatch = false, false
+	if c.watching {
+		c.aborted = true
+		c.nc.SetReadDeadline(longAgo)
+		for c.watching {
+			c.cond.Wait()
+		}
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	gone := c.gone
+	c.cancel, c.body = nil, nil
+	c.mu.Unlock()
+	return gone
+}
+
+// requestBody is a lean request's body: ContentLength bytes from br.
+type requestBody struct {
+	c      *serverConn
+	mu     sync.Mutex
+	remain int64
+	closed bool
+	// end is set once remain is 0; read under the connection's lock
+	// (which is taken after mu, never before).
+	end atomic.Bool
+}
+
+func (b *requestBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	if b.remain == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.remain {
+		p = p[:b.remain]
+	}
+	n, err := b.c.br.Read(p)
+	b.remain -= int64(n)
+	if b.remain == 0 {
+		b.end.Store(true)
+		b.atEnd()
+		return n, io.EOF
+	}
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// atEnd starts the watch if it came due while the body was being read.
+func (b *requestBody) atEnd() {
+	c := b.c
+	c.mu.Lock()
+	if c.wantWatch && c.running && !c.watching && c.body == b {
+		c.startWatchLocked()
+	}
+	c.mu.Unlock()
+}
+
+func (b *requestBody) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	return nil
+}
+
+// drain reads what the handler left of the body, within drainTimeout, so
+// that the connection can serve the next request; false if it cannot.
+func (b *requestBody) drain() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.remain == 0 {
+		return true
+	}
+	b.c.nc.SetReadDeadline(time.Now().Add(drainTimeout))
+	n, err := b.c.br.Discard(int(b.remain))
+	b.remain -= int64(n)
+	b.end.Store(b.remain == 0)
+	b.c.nc.SetReadDeadline(time.Time{})
+	return err == nil && b.remain == 0
+}
+
+// response is a lean request's http.ResponseWriter.
+type response struct {
+	c      *serverConn
+	req    *http.Request
+	header http.Header
+
+	status        int
+	wroteHeader   bool // WriteHeader called (logically)
+	sent          bool // the header block written to the connection
+	chunked       bool
+	done          bool
+	closeAfter    bool
+	contentLength int64 // declared by the handler, or -1
+	written       int64
+	// At WriteHeader: the header block (the handler's fields, sorted, but
+	// for what is decided when it is sent) and what decides the rest.
+	haveType, haveDate, hasCE bool
+	te                        string
+	trailers                  []string // declared in Trailer
+	hasTrailers               bool
+	connClose                 bool // the handler's Connection says close
+	// pending is the body written before the header is sent: up to
+	// bufferBeforeChunking bytes, so that a short body gets a length.
+	pending []byte
+}
+
+// bufferBeforeChunking is net/http's: a body that ends within it is sent
+// with a Content-Length.
+const bufferBeforeChunking = 2048
+
+func (w *response) Header() http.Header { return w.header }
+
+func (w *response) WriteHeader(code int) {
+	if w.done {
+		return
+	}
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if w.wroteHeader {
+		w.c.s.logf("http: superfluous response.WriteHeader call")
+		return
+	}
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		w.writeInformational(code)
+		return
+	}
+	w.wroteHeader = true
+	w.status = code
+	h := w.header
+	if cl := h.Get("Content-Length"); cl != "" {
+		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
+			w.contentLength = v
+		} else {
+			w.c.s.logf("http: invalid Content-Length of %q", cl)
+			h.Del("Content-Length")
+		}
+	}
+	_, w.haveType = h["Content-Type"]
+	_, w.haveDate = h["Date"]
+	w.hasCE = h.Get("Content-Encoding") != ""
+	w.te = h.Get("Transfer-Encoding")
+	w.connClose = hasToken(h.Get("Connection"), "close")
+	for _, v := range h["Trailer"] {
+		w.hasTrailers = true
+		for f := range strings.SplitSeq(v, ",") {
+			if f = textprotoTrim(f); f != "" {
+				w.trailers = append(w.trailers, http.CanonicalHeaderKey(f))
+			}
+		}
+	}
+	w.c.hdr = w.appendFields(w.c.hdr[:0], func(k string) bool {
+		switch k {
+		case "Content-Length", "Transfer-Encoding", "Connection":
+			return false // decided when the header is sent
+		}
+		if !bodyAllowed(code) && k == "Content-Type" && code == http.StatusNotModified {
+			return false
+		}
+		return !strings.HasPrefix(k, http.TrailerPrefix)
+	})
+}
+
+// appendFields appends the handler's header fields that keep accepts, in
+// key order, as net/http writes them: names checked, line breaks in values
+// turned to spaces, values trimmed.
+func (w *response) appendFields(dst []byte, keep func(string) bool) []byte {
+	keys := w.c.keys[:0]
+	for k := range w.header {
+		if keep(k) && httpguts.ValidHeaderFieldName(k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		for _, v := range w.header[k] {
+			dst = appendField(dst, k, v)
+		}
+	}
+	clear(keys)
+	w.c.keys = keys[:0]
+	return dst
+}
+
+func appendField(dst []byte, k, v string) []byte {
+	dst = append(dst, k...)
+	dst = append(dst, ':', ' ')
+	v = textprotoTrim(v)
+	for i := 0; i < len(v); i++ {
+		b := v[i]
+		if b == '\r' || b == '\n' {
+			b = ' '
+		}
+		dst = append(dst, b)
+	}
+	return append(dst, '\r', '\n')
+}
+
+// writeInformational writes a 1xx answer at once, with the handler's
+// header as it is.
+func (w *response) writeInformational(code int) {
+	bw := w.c.bw
+	bw.Write(appendStatusLine(w.c.hdr[:0], code))
+	w.c.hdr = w.appendFields(w.c.hdr[:0], func(k string) bool {
+		return k != "Content-Length" && k != "Transfer-Encoding"
+	})
+	bw.Write(w.c.hdr)
+	bw.WriteString("\r\n")
+	bw.Flush()
+}
+
+// errResponseDone is what a write after the handler returned gets.
+var errResponseDone = errors.New("h1: response written after its handler returned")
+
+func (w *response) Write(p []byte) (int, error) {
+	if w.done {
+		return 0, errResponseDone
+	}
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if !bodyAllowed(w.status) {
+		return 0, http.ErrBodyNotAllowed
+	}
+	w.written += int64(len(p))
+	if w.contentLength != -1 && w.written > w.contentLength {
+		return 0, http.ErrContentLength
+	}
+	if !w.sent {
+		// The header goes as soon as nothing in it waits on the body: a
+		// declared length and a type that needs no sniffing.
+		direct := w.contentLength != -1 && (w.haveType || w.hasCE || w.te != "")
+		if !direct && len(w.pending)+len(p) <= bufferBeforeChunking {
+			w.pending = append(w.pending, p...)
+			return len(p), nil
+		}
+		if err := w.sendPending(false); err != nil {
+			return 0, err
+		}
+	}
+	if err := w.writeBody(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// sendPending sends the header block, then the body held so far.
+func (w *response) sendPending(whole bool) error {
+	if err := w.send(whole); err != nil {
+		return err
+	}
+	err := w.writeBody(w.pending)
+	w.c.pending = w.pending[:0]
+	w.pending = nil
+	return err
+}
+
+// writeBody writes p as the body, framed if chunked; HEAD answers eat it.
+func (w *response) writeBody(p []byte) error {
+	if w.req.Method == http.MethodHead || len(p) == 0 {
+		return nil
+	}
+	bw := w.c.bw
+	if w.chunked {
+		var size [20]byte
+		bw.Write(strconv.AppendInt(size[:0], int64(len(p)), 16))
+		bw.WriteString("\r\n")
+		bw.Write(p)
+		_, err := bw.WriteString("\r\n")
+		return err
+	}
+	_, err := bw.Write(p)
+	return err
+}
+
+// FlushError sends the header and what is buffered to the client.
+func (w *response) FlushError() error {
+	if w.done {
+		return errResponseDone
+	}
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.sent {
+		if err := w.sendPending(false); err != nil {
+			return err
+		}
+	}
+	return w.c.bw.Flush()
+}
+
+// Flush is FlushError for http.Flusher.
+func (w *response) Flush() { w.FlushError() }
+
+// SetReadDeadline and SetWriteDeadline serve http.ResponseController.
+func (w *response) SetReadDeadline(t time.Time) error  { return w.c.nc.SetReadDeadline(t) }
+func (w *response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
+
+// EnableFullDuplex serves http.ResponseController: the body stays readable
+// while the response is written, as it always is here.
+func (w *response) EnableFullDuplex() error { return nil }
+
+// send writes the header block, with the fields decided now: whole
+// (handler done) says whether the body is all in pending.
+func (w *response) send(whole bool) error {
+	w.sent = true
+	code := w.status
+	c := w.c
+	isHead := w.req.Method == http.MethodHead
+	var extra [128]byte
+	ex := extra[:0]
+	if whole && !w.hasTrailers && w.te == "" && bodyAllowed(code) && w.contentLength == -1 && (!isHead || len(w.pending) > 0) {
+		w.contentLength = int64(len(w.pending))
+		ex = append(ex, "Content-Length: "...)
+		ex = strconv.AppendInt(ex, w.contentLength, 10)
+		ex = append(ex, '\r', '\n')
+	} else if w.contentLength != -1 && bodyAllowed(code) {
+		if w.te != "" && w.te != "identity" {
+			c.s.logf("http: WriteHeader called with both Transfer-Encoding of %q and a Content-Length of %d", w.te, w.contentLength)
+			w.contentLength = -1
+		} else {
+			ex = append(ex, "Content-Length: "...)
+			ex = strconv.AppendInt(ex, w.contentLength, 10)
+			ex = append(ex, '\r', '\n')
+		}
+	}
+	if bodyAllowed(code) && !w.hasCE && !w.haveType && w.te == "" && len(w.pending) > 0 {
+		ex = append(ex, "Content-Type: "...)
+		ex = append(ex, http.DetectContentType(w.pending)...)
+		ex = append(ex, '\r', '\n')
+	}
+	if !w.haveDate {
+		ex = append(ex, "Date: "...)
+		ex = appendDate(ex)
+		ex = append(ex, '\r', '\n')
+	}
+	switch {
+	case isHead || !bodyAllowed(code):
+	case w.contentLength != -1:
+	case w.te == "identity":
+		w.closeAfter = true
+	default:
+		w.chunked = true
+		ex = append(ex, "Transfer-Encoding: chunked\r\n"...)
+	}
+	if w.connClose || c.s.inShutdown.Load() {
+		w.closeAfter = true
+	}
+	if w.closeAfter {
+		ex = append(ex, "Connection: close\r\n"...)
+	} else if v := w.header["Connection"]; len(v) > 0 {
+		for _, s := range v {
+			ex = appendField(ex, "Connection", s)
+		}
+	}
+	bw := c.bw
+	var line [64]byte
+	bw.Write(appendStatusLine(line[:0], code))
+	bw.Write(c.hdr)
+	bw.Write(ex)
+	_, err := bw.WriteString("\r\n")
+	return err
+}
+
+// finish ends the response once the handler has returned.
+func (w *response) finish() error {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	defer func() { w.done = true }()
+	if !w.sent {
+		if err := w.sendPending(true); err != nil {
+			return err
+		}
+	}
+	if w.chunked {
+		bw := w.c.bw
+		bw.WriteString("0\r\n")
+		if w.hasTrailers || w.anyTrailerPrefix() {
+			bw.Write(w.appendTrailers(w.c.hdr[:0]))
+		}
+		bw.WriteString("\r\n")
+	}
+	if w.req.Method != http.MethodHead && w.contentLength != -1 && bodyAllowed(w.status) && w.contentLength != w.written {
+		w.closeAfter = true // the client would wait for the rest
+	}
+	return w.c.bw.Flush()
+}
+
+func (w *response) anyTrailerPrefix() bool {
+	for k := range w.header {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// appendTrailers appends the trailer fields: those declared in Trailer,
+// and those named with http.TrailerPrefix.
+func (w *response) appendTrailers(dst []byte) []byte {
+	for _, k := range w.trailers {
+		if httpguts.ValidTrailerHeader(k) {
+			for _, v := range w.header[k] {
+				dst = appendField(dst, k, v)
+			}
+		}
+	}
+	for k, vv := range w.header {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok && httpguts.ValidTrailerHeader(name) && httpguts.ValidHeaderFieldName(name) {
+			for _, v := range vv {
+				dst = appendField(dst, name, v)
+			}
+		}
+	}
+	return dst
+}
+
+func bodyAllowed(status int) bool {
+	return !(status >= 100 && status <= 199) && status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+func appendStatusLine(dst []byte, code int) []byte {
+	dst = append(dst, "HTTP/1.1 "...)
+	dst = strconv.AppendInt(dst, int64(code), 10)
+	dst = append(dst, ' ')
+	if text := http.StatusText(code); text != "" {
+		dst = append(dst, text...)
+	} else {
+		dst = append(dst, "status code "...)
+		dst = strconv.AppendInt(dst, int64(code), 10)
+	}
+	return append(dst, '\r', '\n')
+}
+
+// The Date field changes once a second: it is formatted once a second.
+var dateCache atomic.Pointer[cachedDate]
+
+type cachedDate struct {
+	sec  int64
+	text []byte
+}
+
+func appendDate(dst []byte) []byte {
+	now := time.Now()
+	d := dateCache.Load()
+	if d == nil || d.sec != now.Unix() {
+		d = &cachedDate{sec: now.Unix(), text: now.UTC().AppendFormat(nil, http.TimeFormat)}
+		dateCache.Store(d)
+	}
+	return append(dst, d.text...)
+}
+
+// hasToken reports whether the comma-separated list v holds token
+// (case-insensitively).
+func hasToken(v, token string) bool {
+	for f := range strings.SplitSeq(v, ",") {
+		if strings.EqualFold(textprotoTrim(f), token) {
+			return true
+		}
+	}
+	return false
+}
+
+// textprotoTrim trims spaces and tabs, as net/textproto.TrimString.
+func textprotoTrim(s string) string {
+	return strings.Trim(s, " \t")
+}
