@@ -87,10 +87,10 @@ type process struct {
 	watcher  *policies.Watcher
 	// srv serves the clients: net/http's server, or proxy/h1's with
 	// net/http's behind it (server.client_server).
-	srv      clientServer
-	ln       net.Listener
-	hup      chan os.Signal
-	closers  []func() error
+	srv     clientServer
+	ln      net.Listener
+	hup     chan os.Signal
+	closers []func() error
 }
 
 // onClose registers a release for close.
