@@ -5,14 +5,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -324,11 +321,12 @@ type serverConn struct {
 	headBR *bufio.Reader
 	// idle is set while the connection waits for a request's first byte.
 	idle atomic.Bool
-	// keys, hdr and pending are reused by each response: its header
-	// block and the body it holds before sending it.
-	keys    []string
-	hdr     []byte
-	pending []byte
+	// keys, hdr and buf are reused by each response: its header block,
+	// and the 2 KiB buffer of its body over cw.
+	keys []string
+	hdr  []byte
+	buf  *bufio.Writer
+	cw   chunkWriter
 
 	// The watch of the client's connection while a request runs.
 	mu        sync.Mutex
@@ -340,7 +338,6 @@ type serverConn struct {
 	wantWatch bool         // the watch is due, waiting for the body's end
 	watching  bool
 	aborted   bool
-	gone      bool // the client's side ended (EOF or error) during a watch
 }
 
 func (s *Server) newConn(nc net.Conn) *serverConn {
@@ -350,6 +347,7 @@ func (s *Server) newConn(nc net.Conn) *serverConn {
 	c.w.c = c
 	c.bw = bufio.NewWriterSize(&c.w, serverBufferSize)
 	c.headBR = bufio.NewReaderSize(&c.head, serverBufferSize)
+	c.buf = bufio.NewWriterSize(&c.cw, bufferBeforeChunking)
 	c.cond.L = &c.mu
 	ctx := context.WithValue(context.Background(), http.ServerContextKey, s.Fallback)
 	c.ctx = context.WithValue(ctx, http.LocalAddrContextKey, nc.LocalAddr())
@@ -396,8 +394,9 @@ var errHandOver = errors.New("h1: handed over")
 
 func (c *serverConn) serve() {
 	defer c.s.track(c, false)
-	for {
-		req, err := c.readRequest()
+	afterPost := false
+	for first := true; ; first = false {
+		req, err := c.readRequest(first, afterPost)
 		if err == errHandOver {
 			c.handOver()
 			return
@@ -406,6 +405,7 @@ func (c *serverConn) serve() {
 			c.nc.Close()
 			return
 		}
+		afterPost = req.Method == http.MethodPost
 		if !c.serveRequest(req) {
 			c.nc.Close()
 			return
@@ -424,25 +424,33 @@ func (c *serverConn) handOver() {
 	}
 }
 
-// readRequest waits for a request and reads its head; errHandOver when it
-// is one for Fallback (nothing of it consumed).
-func (c *serverConn) readRequest() (*http.Request, error) {
+// readRequest reads a request's head, as net/http's server does: the
+// first from the connection's start under the head's timeout; a later one
+// once 4 bytes of it came within the idle timeout (fewer, and the
+// connection ends quietly); after a POST, up to 4 stray line ends skipped.
+// errHandOver when the request is one for Fallback (nothing of it
+// consumed).
+func (c *serverConn) readRequest(first, afterPost bool) (*http.Request, error) {
 	srv := c.s.Fallback
-	idle := srv.IdleTimeout
-	if idle == 0 {
-		idle = srv.ReadTimeout
-	}
-	if idle > 0 {
-		c.nc.SetReadDeadline(time.Now().Add(idle))
-	}
-	c.idle.Store(true)
-	if c.s.inShutdown.Load() {
-		return nil, http.ErrServerClosed
-	}
-	_, err := c.br.Peek(1)
-	c.idle.Store(false)
-	if err != nil {
-		return nil, err
+	if !first {
+		idle := srv.IdleTimeout
+		if idle == 0 {
+			idle = srv.ReadTimeout
+		}
+		if idle > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(idle))
+		} else {
+			c.nc.SetReadDeadline(time.Time{})
+		}
+		c.idle.Store(true)
+		if c.s.inShutdown.Load() {
+			return nil, http.ErrServerClosed
+		}
+		_, err := c.br.Peek(4)
+		c.idle.Store(false)
+		if err != nil {
+			return nil, err
+		}
 	}
 	start := time.Now()
 	headTimeout := srv.ReadHeaderTimeout
@@ -451,8 +459,16 @@ func (c *serverConn) readRequest() (*http.Request, error) {
 	}
 	if headTimeout > 0 {
 		c.nc.SetReadDeadline(start.Add(headTimeout))
-	} else if idle > 0 {
+	} else if !first {
 		c.nc.SetReadDeadline(time.Time{})
+	}
+	if afterPost {
+		peek, _ := c.br.Peek(4)
+		n := 0
+		for n < len(peek) && (peek[n] == '\r' || peek[n] == '\n') {
+			n++
+		}
+		c.br.Discard(n)
 	}
 	head, err := c.readHead()
 	if err != nil {
@@ -499,7 +515,13 @@ func (c *serverConn) readHead() ([]byte, error) {
 			return nil, errHandOver
 		}
 		if _, err := c.br.Peek(len(buf) + 1); err != nil {
-			return nil, err
+			// A head cut short by the client's end, or broken, gets
+			// net/http's answer; one that timed out, or that never
+			// began, is closed, as there.
+			if ne, ok := err.(net.Error); len(buf) == 0 || ok && ne.Timeout() {
+				return nil, err
+			}
+			return nil, errHandOver
 		}
 	}
 }
@@ -596,11 +618,13 @@ func (c *serverConn) serveRequest(req *http.Request) (keep bool) {
 	} else {
 		req.Body = http.NoBody
 	}
-	w := &response{c: c, req: req, header: make(http.Header), contentLength: -1, closeAfter: req.Close, pending: c.pending[:0]}
+	w := &response{c: c, req: req, body: body, header: make(http.Header), w: c.buf, contentLength: -1, closeAfter: req.Close}
+	c.cw.w = w
+	c.buf.Reset(&c.cw)
 
 	c.mu.Lock()
 	c.cancel, c.body, c.running = cancel, body, true
-	c.gone, c.wantWatch = false, false
+	c.wantWatch = false
 	c.mu.Unlock()
 	c.timer.Reset(c.s.watchAfter())
 
@@ -620,15 +644,16 @@ func (c *serverConn) serveRequest(req *http.Request) (keep bool) {
 	}()
 	c.s.Handler.ServeHTTP(w, req)
 	finished = true
-	gone := c.endWatch()
+	c.endWatch()
 	c.s.served.Add(1)
-	// A client that ended its side still gets the answer (it may have
-	// only half-closed), then the connection is closed.
-	if err := w.finish(); err != nil || gone || w.closeAfter {
+	// A client that ended its side during the watch still gets the
+	// answer (it may have only half-closed), and the requests it sent
+	// before, that br holds; the next read then ends the connection.
+	if !w.finish() {
 		return false
 	}
 	if body != nil && !body.drain() {
-		return false
+		return false // a full-duplex handler left it unread
 	}
 	if d := c.s.Fallback.WriteTimeout; d > 0 {
 		c.nc.SetWriteDeadline(time.Time{})
@@ -654,6 +679,9 @@ func (c *serverConn) watchDue() {
 
 func (c *serverConn) startWatchLocked() {
 	c.watching, c.aborted, c.wantWatch = true, false, false
+	// The request's read deadline (read_timeout) is for its head and body:
+	// a watch that outlasts it is not a client that went away.
+	c.nc.SetReadDeadline(time.Time{})
 	c.s.note("started")
 	go c.watch()
 }
@@ -669,7 +697,6 @@ func (c *serverConn) watch() {
 		c.s.note("byte")
 	}
 	if err != nil && !c.aborted {
-		c.gone = true
 		if c.cancel != nil {
 			c.cancel()
 		}
@@ -680,9 +707,8 @@ func (c *serverConn) watch() {
 	c.cond.Broadcast()
 }
 
-// endWatch ends the request's watch and reports whether the client's side
-// of the connection ended during it.
-func (c *serverConn) endWatch() bool {
+// endWatch ends the request's watch.
+func (c *serverConn) endWatch() {
 	c.timer.Stop()
 	c.mu.Lock()
 	c.running, c.wantWatch = false, false
@@ -694,10 +720,8 @@ func (c *serverConn) endWatch() bool {
 		}
 		c.nc.SetReadDeadline(time.Time{})
 	}
-	gone := c.gone
 	c.cancel, c.body = nil, nil
 	c.mu.Unlock()
-	return gone
 }
 
 // requestBody is a lean request's body: ContentLength bytes from br.
@@ -706,8 +730,10 @@ type requestBody struct {
 	mu     sync.Mutex
 	remain int64
 	closed bool
-	// end is set once remain is 0; read under the connection's lock
-	// (which is taken after mu, never before).
+	// sawEOF: the client's side ended before the body did.
+	sawEOF bool
+	// end is set once the body has ended (remain is 0, or sawEOF); read
+	// under the connection's lock (which is taken after mu, never before).
 	end atomic.Bool
 }
 
@@ -717,7 +743,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	if b.closed {
 		return 0, http.ErrBodyReadAfterClose
 	}
-	if b.remain == 0 {
+	if b.remain == 0 || b.sawEOF {
 		return 0, io.EOF
 	}
 	if int64(len(p)) > b.remain {
@@ -731,6 +757,10 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		return n, io.EOF
 	}
 	if err == io.EOF {
+		// As net/http: the body has ended, short.
+		b.sawEOF = true
+		b.end.Store(true)
+		b.atEnd()
 		err = io.ErrUnexpectedEOF
 	}
 	return n, err
@@ -753,410 +783,35 @@ func (b *requestBody) Close() error {
 	return nil
 }
 
+// discardForReply reads what the handler left of the body before the
+// answer is sent, as net/http does; false when the connection is to close
+// instead: the handler closed the body before its end, or its rest did not
+// come within drainTimeout.
+func (b *requestBody) discardForReply() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.remain == 0 || b.sawEOF {
+		return true
+	}
+	if b.closed {
+		return false
+	}
+	return b.drainLocked()
+}
+
 // drain reads what the handler left of the body, within drainTimeout, so
 // that the connection can serve the next request; false if it cannot.
 func (b *requestBody) drain() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.remain == 0 {
-		return true
-	}
+	return b.remain == 0 || b.drainLocked()
+}
+
+func (b *requestBody) drainLocked() bool {
 	b.c.nc.SetReadDeadline(time.Now().Add(drainTimeout))
 	n, err := b.c.br.Discard(int(b.remain))
 	b.remain -= int64(n)
 	b.end.Store(b.remain == 0)
 	b.c.nc.SetReadDeadline(time.Time{})
 	return err == nil && b.remain == 0
-}
-
-// response is a lean request's http.ResponseWriter.
-type response struct {
-	c      *serverConn
-	req    *http.Request
-	header http.Header
-
-	status        int
-	wroteHeader   bool // WriteHeader called (logically)
-	sent          bool // the header block written to the connection
-	chunked       bool
-	done          bool
-	closeAfter    bool
-	contentLength int64 // declared by the handler, or -1
-	written       int64
-	// At WriteHeader: the header block (the handler's fields, sorted, but
-	// for what is decided when it is sent) and what decides the rest.
-	haveType, haveDate, hasCE bool
-	te                        string
-	trailers                  []string // declared in Trailer
-	hasTrailers               bool
-	connClose                 bool // the handler's Connection says close
-	// pending is the body written before the header is sent: up to
-	// bufferBeforeChunking bytes, so that a short body gets a length.
-	pending []byte
-}
-
-// bufferBeforeChunking is net/http's: a body that ends within it is sent
-// with a Content-Length.
-const bufferBeforeChunking = 2048
-
-func (w *response) Header() http.Header { return w.header }
-
-func (w *response) WriteHeader(code int) {
-	if w.done {
-		return
-	}
-	if code < 100 || code > 999 {
-		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
-	}
-	if w.wroteHeader {
-		w.c.s.logf("http: superfluous response.WriteHeader call")
-		return
-	}
-	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
-		w.writeInformational(code)
-		return
-	}
-	w.wroteHeader = true
-	w.status = code
-	h := w.header
-	if cl := h.Get("Content-Length"); cl != "" {
-		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
-			w.contentLength = v
-		} else {
-			w.c.s.logf("http: invalid Content-Length of %q", cl)
-			h.Del("Content-Length")
-		}
-	}
-	_, w.haveType = h["Content-Type"]
-	_, w.haveDate = h["Date"]
-	w.hasCE = h.Get("Content-Encoding") != ""
-	w.te = h.Get("Transfer-Encoding")
-	w.connClose = hasToken(h.Get("Connection"), "close")
-	for _, v := range h["Trailer"] {
-		w.hasTrailers = true
-		for f := range strings.SplitSeq(v, ",") {
-			if f = textprotoTrim(f); f != "" {
-				w.trailers = append(w.trailers, http.CanonicalHeaderKey(f))
-			}
-		}
-	}
-	w.c.hdr = w.appendFields(w.c.hdr[:0], func(k string) bool {
-		switch k {
-		case "Content-Length", "Transfer-Encoding", "Connection":
-			return false // decided when the header is sent
-		}
-		if !bodyAllowed(code) && k == "Content-Type" && code == http.StatusNotModified {
-			return false
-		}
-		return !strings.HasPrefix(k, http.TrailerPrefix)
-	})
-}
-
-// appendFields appends the handler's header fields that keep accepts, in
-// key order, as net/http writes them: names checked, line breaks in values
-// turned to spaces, values trimmed.
-func (w *response) appendFields(dst []byte, keep func(string) bool) []byte {
-	keys := w.c.keys[:0]
-	for k := range w.header {
-		if keep(k) && httpguts.ValidHeaderFieldName(k) {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		for _, v := range w.header[k] {
-			dst = appendField(dst, k, v)
-		}
-	}
-	clear(keys)
-	w.c.keys = keys[:0]
-	return dst
-}
-
-func appendField(dst []byte, k, v string) []byte {
-	dst = append(dst, k...)
-	dst = append(dst, ':', ' ')
-	v = textprotoTrim(v)
-	for i := 0; i < len(v); i++ {
-		b := v[i]
-		if b == '\r' || b == '\n' {
-			b = ' '
-		}
-		dst = append(dst, b)
-	}
-	return append(dst, '\r', '\n')
-}
-
-// writeInformational writes a 1xx answer at once, with the handler's
-// header as it is.
-func (w *response) writeInformational(code int) {
-	bw := w.c.bw
-	bw.Write(appendStatusLine(w.c.hdr[:0], code))
-	w.c.hdr = w.appendFields(w.c.hdr[:0], func(k string) bool {
-		return k != "Content-Length" && k != "Transfer-Encoding"
-	})
-	bw.Write(w.c.hdr)
-	bw.WriteString("\r\n")
-	bw.Flush()
-}
-
-// errResponseDone is what a write after the handler returned gets.
-var errResponseDone = errors.New("h1: response written after its handler returned")
-
-func (w *response) Write(p []byte) (int, error) {
-	if w.done {
-		return 0, errResponseDone
-	}
-	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if !bodyAllowed(w.status) {
-		return 0, http.ErrBodyNotAllowed
-	}
-	w.written += int64(len(p))
-	if w.contentLength != -1 && w.written > w.contentLength {
-		return 0, http.ErrContentLength
-	}
-	if !w.sent {
-		// The header goes as soon as nothing in it waits on the body: a
-		// declared length and a type that needs no sniffing.
-		direct := w.contentLength != -1 && (w.haveType || w.hasCE || w.te != "")
-		if !direct && len(w.pending)+len(p) <= bufferBeforeChunking {
-			w.pending = append(w.pending, p...)
-			return len(p), nil
-		}
-		if err := w.sendPending(false); err != nil {
-			return 0, err
-		}
-	}
-	if err := w.writeBody(p); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-// sendPending sends the header block, then the body held so far.
-func (w *response) sendPending(whole bool) error {
-	if err := w.send(whole); err != nil {
-		return err
-	}
-	err := w.writeBody(w.pending)
-	w.c.pending = w.pending[:0]
-	w.pending = nil
-	return err
-}
-
-// writeBody writes p as the body, framed if chunked; HEAD answers eat it.
-func (w *response) writeBody(p []byte) error {
-	if w.req.Method == http.MethodHead || len(p) == 0 {
-		return nil
-	}
-	bw := w.c.bw
-	if w.chunked {
-		var size [20]byte
-		bw.Write(strconv.AppendInt(size[:0], int64(len(p)), 16))
-		bw.WriteString("\r\n")
-		bw.Write(p)
-		_, err := bw.WriteString("\r\n")
-		return err
-	}
-	_, err := bw.Write(p)
-	return err
-}
-
-// FlushError sends the header and what is buffered to the client.
-func (w *response) FlushError() error {
-	if w.done {
-		return errResponseDone
-	}
-	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
-	}
-	if !w.sent {
-		if err := w.sendPending(false); err != nil {
-			return err
-		}
-	}
-	return w.c.bw.Flush()
-}
-
-// Flush is FlushError for http.Flusher.
-func (w *response) Flush() { w.FlushError() }
-
-// SetReadDeadline and SetWriteDeadline serve http.ResponseController.
-func (w *response) SetReadDeadline(t time.Time) error  { return w.c.nc.SetReadDeadline(t) }
-func (w *response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
-
-// EnableFullDuplex serves http.ResponseController: the body stays readable
-// while the response is written, as it always is here.
-func (w *response) EnableFullDuplex() error { return nil }
-
-// send writes the header block, with the fields decided now: whole
-// (handler done) says whether the body is all in pending.
-func (w *response) send(whole bool) error {
-	w.sent = true
-	code := w.status
-	c := w.c
-	isHead := w.req.Method == http.MethodHead
-	var extra [128]byte
-	ex := extra[:0]
-	if whole && !w.hasTrailers && w.te == "" && bodyAllowed(code) && w.contentLength == -1 && (!isHead || len(w.pending) > 0) {
-		w.contentLength = int64(len(w.pending))
-		ex = append(ex, "Content-Length: "...)
-		ex = strconv.AppendInt(ex, w.contentLength, 10)
-		ex = append(ex, '\r', '\n')
-	} else if w.contentLength != -1 && bodyAllowed(code) {
-		if w.te != "" && w.te != "identity" {
-			c.s.logf("http: WriteHeader called with both Transfer-Encoding of %q and a Content-Length of %d", w.te, w.contentLength)
-			w.contentLength = -1
-		} else {
-			ex = append(ex, "Content-Length: "...)
-			ex = strconv.AppendInt(ex, w.contentLength, 10)
-			ex = append(ex, '\r', '\n')
-		}
-	}
-	if bodyAllowed(code) && !w.hasCE && !w.haveType && w.te == "" && len(w.pending) > 0 {
-		ex = append(ex, "Content-Type: "...)
-		ex = append(ex, http.DetectContentType(w.pending)...)
-		ex = append(ex, '\r', '\n')
-	}
-	if !w.haveDate {
-		ex = append(ex, "Date: "...)
-		ex = appendDate(ex)
-		ex = append(ex, '\r', '\n')
-	}
-	switch {
-	case isHead || !bodyAllowed(code):
-	case w.contentLength != -1:
-	case w.te == "identity":
-		w.closeAfter = true
-	default:
-		w.chunked = true
-		ex = append(ex, "Transfer-Encoding: chunked\r\n"...)
-	}
-	if w.connClose || c.s.inShutdown.Load() {
-		w.closeAfter = true
-	}
-	if w.closeAfter {
-		ex = append(ex, "Connection: close\r\n"...)
-	} else if v := w.header["Connection"]; len(v) > 0 {
-		for _, s := range v {
-			ex = appendField(ex, "Connection", s)
-		}
-	}
-	bw := c.bw
-	var line [64]byte
-	bw.Write(appendStatusLine(line[:0], code))
-	bw.Write(c.hdr)
-	bw.Write(ex)
-	_, err := bw.WriteString("\r\n")
-	return err
-}
-
-// finish ends the response once the handler has returned.
-func (w *response) finish() error {
-	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
-	}
-	defer func() { w.done = true }()
-	if !w.sent {
-		if err := w.sendPending(true); err != nil {
-			return err
-		}
-	}
-	if w.chunked {
-		bw := w.c.bw
-		bw.WriteString("0\r\n")
-		if w.hasTrailers || w.anyTrailerPrefix() {
-			bw.Write(w.appendTrailers(w.c.hdr[:0]))
-		}
-		bw.WriteString("\r\n")
-	}
-	if w.req.Method != http.MethodHead && w.contentLength != -1 && bodyAllowed(w.status) && w.contentLength != w.written {
-		w.closeAfter = true // the client would wait for the rest
-	}
-	return w.c.bw.Flush()
-}
-
-func (w *response) anyTrailerPrefix() bool {
-	for k := range w.header {
-		if strings.HasPrefix(k, http.TrailerPrefix) {
-			return true
-		}
-	}
-	return false
-}
-
-// appendTrailers appends the trailer fields: those declared in Trailer,
-// and those named with http.TrailerPrefix.
-func (w *response) appendTrailers(dst []byte) []byte {
-	for _, k := range w.trailers {
-		if httpguts.ValidTrailerHeader(k) {
-			for _, v := range w.header[k] {
-				dst = appendField(dst, k, v)
-			}
-		}
-	}
-	for k, vv := range w.header {
-		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok && httpguts.ValidTrailerHeader(name) && httpguts.ValidHeaderFieldName(name) {
-			for _, v := range vv {
-				dst = appendField(dst, name, v)
-			}
-		}
-	}
-	return dst
-}
-
-func bodyAllowed(status int) bool {
-	return !(status >= 100 && status <= 199) && status != http.StatusNoContent && status != http.StatusNotModified
-}
-
-func appendStatusLine(dst []byte, code int) []byte {
-	dst = append(dst, "HTTP/1.1 "...)
-	dst = strconv.AppendInt(dst, int64(code), 10)
-	dst = append(dst, ' ')
-	if text := http.StatusText(code); text != "" {
-		dst = append(dst, text...)
-	} else {
-		dst = append(dst, "status code "...)
-		dst = strconv.AppendInt(dst, int64(code), 10)
-	}
-	return append(dst, '\r', '\n')
-}
-
-// The Date field changes once a second: it is formatted once a second.
-var dateCache atomic.Pointer[cachedDate]
-
-type cachedDate struct {
-	sec  int64
-	text []byte
-}
-
-func appendDate(dst []byte) []byte {
-	now := time.Now()
-	d := dateCache.Load()
-	if d == nil || d.sec != now.Unix() {
-		d = &cachedDate{sec: now.Unix(), text: now.UTC().AppendFormat(nil, http.TimeFormat)}
-		dateCache.Store(d)
-	}
-	return append(dst, d.text...)
-}
-
-// hasToken reports whether the comma-separated list v holds token
-// (case-insensitively).
-func hasToken(v, token string) bool {
-	for f := range strings.SplitSeq(v, ",") {
-		if strings.EqualFold(textprotoTrim(f), token) {
-			return true
-		}
-	}
-	return false
-}
-
-// textprotoTrim trims spaces and tabs, as net/textproto.TrimString.
-func textprotoTrim(s string) string {
-	return strings.Trim(s, " \t")
 }

@@ -11,10 +11,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -641,4 +643,100 @@ func TestServerConcurrentClients(t *testing.T) {
 	if st := s.Stats(); st.Served == 0 || st.HandedOver == 0 {
 		t.Fatalf("stats %+v: want both paths used", st)
 	}
+}
+
+// TestServerReadTimeoutIsNotAClientGone: read_timeout bounds a request's
+// head and body; a handler that runs past it, watched meanwhile, still
+// answers, its context intact (net/http clears the deadline for its
+// background read too).
+func TestServerReadTimeoutIsNotAClientGone(t *testing.T) {
+	const readTimeout = 100 * time.Millisecond
+	var st *steps
+	_, addr := startServerWith(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st.wait(t, "started", 1)
+		// A real deadline on the socket: only passing it shows it is gone.
+		select {
+		case <-r.Context().Done():
+			http.Error(w, "context ended", http.StatusInternalServerError)
+			return
+		case <-time.After(3 * readTimeout):
+		}
+		io.WriteString(w, "still here")
+	}), func(s *http.Server) { s.ReadTimeout = readTimeout }, func(s *Server) { st = newSteps(s) })
+	got := exchange(t, addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "GET")
+	if len(got) != 1 || got[0].body != "still here" {
+		t.Fatalf("answers %v, want one saying still here", got)
+	}
+}
+
+// rawExchange writes raw on a new connection, half-closes it, and returns
+// every byte the server sent until it closed, Date values blanked.
+func rawExchange(t testing.TB, addr string, raw []byte) []byte {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write(raw); err != nil {
+		return []byte("write: " + err.Error())
+	}
+	c.(*net.TCPConn).CloseWrite()
+	out, err := io.ReadAll(c)
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("reading the answers: %v (so far %q)", err, out)
+	}
+	return dateValue.ReplaceAll(out, []byte("Date: -\r\n"))
+}
+
+var dateValue = regexp.MustCompile(`(?m)^Date: [^\r\n]*\r\n`)
+
+// serverSeeds are requests for the fuzzer to start from: each kind the
+// parity test sends, and request smuggling's classics.
+var serverSeeds = []string{
+	"GET /text HTTP/1.1\r\nHost: x\r\n\r\n",
+	"GET /big HTTP/1.1\r\nHost: x\r\n\r\nGET /trailers HTTP/1.1\r\nHost: x\r\n\r\n",
+	"HEAD /big HTTP/1.1\r\nHost: x\r\n\r\nHEAD /json HTTP/1.1\r\nHost: x\r\n\r\n",
+	"GET /hints HTTP/1.1\r\nHost: x\r\n\r\nGET /stream HTTP/1.1\r\nHost: x\r\n\r\n",
+	"GET /nocontent HTTP/1.1\r\nHost: x\r\n\r\nGET /notmodified HTTP/1.1\r\nHost: x\r\n\r\nGET /status HTTP/1.1\r\nHost: x\r\n\r\n",
+	"GET /injected HTTP/1.1\r\nHost: x\r\n\r\nGET /late-header HTTP/1.1\r\nHost: x\r\n\r\n",
+	"GET /close HTTP/1.1\r\nHost: x\r\n\r\nGET /text HTTP/1.1\r\nHost: x\r\n\r\n",
+	"GET /short-declared HTTP/1.1\r\nHost: x\r\n\r\nGET /text HTTP/1.1\r\nHost: x\r\n\r\n",
+	"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloGET /text HTTP/1.1\r\nHost: x\r\n\r\n",
+	"POST /ignore-body HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET /empty HTTP/1.1\r\nHost: x\r\n\r\n",
+	"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nshort",
+	"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /text HTTP/1.1\r\nHost: x\r\n\r\n",
+	"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
+	"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
+	"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length : 3\r\n\r\nabc",
+	"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0x3\r\n\r\nabc",
+	"GET /text HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+	"GET /text HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Upgrade\r\nUpgrade: h2c\r\n\r\n",
+	"GET /text HTTP/1.1\r\nhost: a\r\nHOST: b\r\n\r\n",
+	"GET /text HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n",
+	"GET /text HTTP/1.1\nHost: x\n\nGET /json HTTP/1.1\r\nHost: x\r\n\r\n",
+	"GET /text HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /text HTTP/1.0\r\n\r\n",
+	"GET /te",
+	"",
+}
+
+// FuzzServerAnswersAsNetHTTP sends the same bytes to net/http's server and
+// to the lean one, over the same handler, and wants the same bytes back
+// (Date aside): whatever the lean path takes it answers as net/http, and
+// whatever it does not it leaves, whole, to net/http.
+func FuzzServerAnswersAsNetHTTP(f *testing.F) {
+	for _, s := range serverSeeds {
+		f.Add([]byte(s))
+	}
+	h := parityHandler()
+	std := startStandard(f, h)
+	_, lean := startServer(f, h, nil)
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		want := rawExchange(t, std, raw)
+		got := rawExchange(t, lean, raw)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("request %q:\n lean:     %q\n net/http: %q", raw, got, want)
+		}
+	})
 }

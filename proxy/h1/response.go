@@ -1,0 +1,473 @@
+package h1
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// response is a lean request's http.ResponseWriter. It writes what
+// net/http's server writes, byte for byte but for the chunks' sizes,
+// built the same way: the handler's writes go through a 2 KiB buffer (w)
+// to a chunk writer that sends the header block with the first of them,
+// so that a body that ends within 2 KiB is sent with its length; the
+// block is the handler's header as it was at WriteHeader, fields sorted,
+// then the fields the server adds (Date, Content-Length, Content-Type,
+// Connection, Transfer-Encoding).
+type response struct {
+	c      *serverConn
+	req    *http.Request
+	body   *requestBody // nil without one
+	header http.Header
+	w      *bufio.Writer // the connection's, reset for this response
+
+	status                                     int
+	wroteHeader, sent, chunked, handlerDone    bool
+	done, closeAfter, fullDuplex               bool
+	contentLength, written                     int64
+	// Of the header at WriteHeader.
+	haveCL, haveType, haveDate, hasCE, hasTE bool
+	te                                       string
+	connFirst                                string // its first Connection value
+	connClose, protocolSwitch                bool
+	// connAt and connEnd are where its Connection fields are in c.hdr (the
+	// rendered block), dropped if the connection is to close.
+	connAt, connEnd int
+	trailers        []string // declared in Trailer
+	hasTrailers     bool
+}
+
+// bufferBeforeChunking is net/http's: a body that ends within it is sent
+// with a Content-Length.
+const bufferBeforeChunking = 2048
+
+// errResponseDone is what a write after the handler returned gets.
+var errResponseDone = errors.New("h1: response written after its handler returned")
+
+func (w *response) Header() http.Header { return w.header }
+
+func (w *response) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if w.done {
+		return
+	}
+	if w.wroteHeader {
+		w.c.s.logf("http: superfluous response.WriteHeader call")
+		return
+	}
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		w.writeInformational(code)
+		return
+	}
+	w.wroteHeader = true
+	w.status = code
+	h := w.header
+	if cl := h.Get("Content-Length"); cl != "" {
+		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
+			w.contentLength = v
+		} else {
+			w.c.s.logf("http: invalid Content-Length of %q", cl)
+			h.Del("Content-Length")
+		}
+	}
+	_, w.haveCL = h["Content-Length"]
+	_, w.haveType = h["Content-Type"]
+	_, w.haveDate = h["Date"]
+	w.hasCE = h.Get("Content-Encoding") != ""
+	w.te = h.Get("Transfer-Encoding")
+	w.hasTE = w.te != ""
+	w.connFirst = h.Get("Connection")
+	w.connClose = hasToken(w.connFirst, "close")
+	w.protocolSwitch = code == http.StatusSwitchingProtocols && h.Get("Upgrade") != "" && httpguts.HeaderValuesContainsToken(h["Connection"], "Upgrade")
+	for k := range h {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			w.hasTrailers = true
+			break
+		}
+	}
+	for _, v := range h["Trailer"] {
+		w.hasTrailers = true
+		for f := range strings.SplitSeq(v, ",") {
+			if f = trimSpace(f); f != "" {
+				if k := http.CanonicalHeaderKey(f); httpguts.ValidTrailerHeader(k) {
+					w.trailers = append(w.trailers, k)
+				}
+			}
+		}
+	}
+	// Which of the handler's framing fields net/http drops, all known
+	// now: a length beside a transfer coding, a transfer coding where no
+	// body goes or a length or a chunked coding of its own does.
+	dropCL := w.contentLength != -1 && w.hasTE && w.te != "identity"
+	if dropCL {
+		w.c.s.logf("http: WriteHeader called with both Transfer-Encoding of %q and a Content-Length of %d", w.te, w.contentLength)
+		w.contentLength = -1
+	}
+	isHead := w.req.Method == http.MethodHead
+	dropTE := isHead || !bodyAllowed(code) || w.contentLength != -1 || w.te == "identity" || w.te == "chunked"
+	w.c.hdr = w.appendBlock(w.c.hdr[:0], func(k string) bool {
+		switch k {
+		case "Content-Length":
+			return bodyAllowed(code) && !dropCL
+		case "Transfer-Encoding":
+			return !dropTE
+		case "Content-Type":
+			return code != http.StatusNotModified
+		}
+		return !strings.HasPrefix(k, http.TrailerPrefix)
+	})
+}
+
+// appendBlock appends the header's fields that keep accepts, sorted by
+// name, as net/http writes them (names checked, line breaks in values
+// made spaces, values trimmed), noting where the Connection fields are.
+func (w *response) appendBlock(dst []byte, keep func(string) bool) []byte {
+	keys := w.c.keys[:0]
+	for k := range w.header {
+		if keep(k) && httpguts.ValidHeaderFieldName(k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	w.connAt, w.connEnd = -1, -1
+	for _, k := range keys {
+		if k == "Connection" {
+			w.connAt = len(dst)
+		}
+		for _, v := range w.header[k] {
+			dst = appendField(dst, k, v)
+		}
+		if k == "Connection" {
+			w.connEnd = len(dst)
+		}
+	}
+	clear(keys)
+	w.c.keys = keys[:0]
+	return dst
+}
+
+func appendField(dst []byte, k, v string) []byte {
+	dst = append(dst, k...)
+	dst = append(dst, ':', ' ')
+	// net/http: line breaks become spaces, then the value is trimmed.
+	start := len(dst)
+	for i := 0; i < len(v); i++ {
+		b := v[i]
+		if b == '\r' || b == '\n' {
+			b = ' '
+		}
+		dst = append(dst, b)
+	}
+	val := trimSpace(string(dst[start:]))
+	dst = append(dst[:start], val...)
+	return append(dst, '\r', '\n')
+}
+
+// writeInformational writes a 1xx answer at once: the handler's header as
+// it is, less Content-Length and Transfer-Encoding.
+func (w *response) writeInformational(code int) {
+	bw := w.c.bw
+	var line [64]byte
+	bw.Write(appendStatusLine(line[:0], code))
+	w.c.hdr = w.appendBlock(w.c.hdr[:0], func(k string) bool {
+		return k != "Content-Length" && k != "Transfer-Encoding"
+	})
+	bw.Write(w.c.hdr)
+	bw.WriteString("\r\n")
+	bw.Flush()
+}
+
+func (w *response) Write(p []byte) (int, error) {
+	if w.done {
+		return 0, errResponseDone
+	}
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if !bodyAllowed(w.status) {
+		return 0, http.ErrBodyNotAllowed
+	}
+	w.written += int64(len(p))
+	if w.contentLength != -1 && w.written > w.contentLength {
+		return 0, http.ErrContentLength
+	}
+	return w.w.Write(p)
+}
+
+func (w *response) WriteString(s string) (int, error) {
+	if w.done {
+		return 0, errResponseDone
+	}
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if len(s) == 0 {
+		return 0, nil
+	}
+	if !bodyAllowed(w.status) {
+		return 0, http.ErrBodyNotAllowed
+	}
+	w.written += int64(len(s))
+	if w.contentLength != -1 && w.written > w.contentLength {
+		return 0, http.ErrContentLength
+	}
+	return w.w.WriteString(s)
+}
+
+// FlushError sends the header and what is buffered to the client.
+func (w *response) FlushError() error {
+	if w.done {
+		return errResponseDone
+	}
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if err := w.w.Flush(); err != nil {
+		return err
+	}
+	if !w.sent {
+		w.send(nil)
+	}
+	return w.c.bw.Flush()
+}
+
+// Flush is FlushError for http.Flusher.
+func (w *response) Flush() { w.FlushError() }
+
+// SetReadDeadline and SetWriteDeadline serve http.ResponseController.
+func (w *response) SetReadDeadline(t time.Time) error  { return w.c.nc.SetReadDeadline(t) }
+func (w *response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
+
+// EnableFullDuplex serves http.ResponseController: the request body stays
+// readable once the response has started (net/http otherwise reads what
+// is left of it before it sends the header).
+func (w *response) EnableFullDuplex() error {
+	w.fullDuplex = true
+	return nil
+}
+
+// chunkWriter is what the 2 KiB buffer flushes to: it sends the header
+// block with the first bytes, then frames them when chunked. HEAD answers
+// eat them.
+type chunkWriter struct{ w *response }
+
+func (cw *chunkWriter) Write(p []byte) (int, error) {
+	w := cw.w
+	if !w.sent {
+		w.send(p)
+	}
+	if w.req.Method == http.MethodHead {
+		return len(p), nil
+	}
+	bw := w.c.bw
+	if w.chunked {
+		var size [20]byte
+		bw.Write(strconv.AppendInt(size[:0], int64(len(p)), 16))
+		bw.WriteString("\r\n")
+	}
+	n, err := bw.Write(p)
+	if w.chunked && err == nil {
+		_, err = bw.WriteString("\r\n")
+	}
+	if err != nil {
+		w.c.nc.Close()
+	}
+	return n, err
+}
+
+// send writes the header block, with the fields the server adds decided
+// as net/http decides them; p is the start of the body (nil when none is
+// buffered).
+func (w *response) send(p []byte) {
+	w.sent = true
+	c := w.c
+	code := w.status
+	keepAlives := !c.s.inShutdown.Load()
+	isHead := w.req.Method == http.MethodHead
+	var extra [160]byte
+	ex := extra[:0]
+	if !w.haveDate {
+		ex = append(ex, "Date: "...)
+		ex = appendDate(ex)
+		ex = append(ex, '\r', '\n')
+	}
+	if w.handlerDone && !w.hasTrailers && !w.hasTE && bodyAllowed(code) && !w.haveCL && (!isHead || len(p) > 0) {
+		w.contentLength = int64(len(p))
+		ex = append(ex, "Content-Length: "...)
+		ex = strconv.AppendInt(ex, w.contentLength, 10)
+		ex = append(ex, '\r', '\n')
+	}
+	if w.connFirst == "close" || !keepAlives {
+		w.closeAfter = true
+	}
+	// What the handler left of the body is read now, before the answer
+	// goes, so that the client is not blocked writing it.
+	if w.body != nil && !w.closeAfter && !w.fullDuplex && !w.body.discardForReply() {
+		w.closeAfter = true
+	}
+	if bodyAllowed(code) && !w.hasCE && !w.haveType && !w.hasTE && len(p) > 0 {
+		ex = append(ex, "Content-Type: "...)
+		ex = append(ex, http.DetectContentType(p)...)
+		ex = append(ex, '\r', '\n')
+	}
+	var te string
+	switch {
+	case isHead || !bodyAllowed(code) || code == http.StatusNoContent:
+	case w.contentLength != -1:
+	case w.te == "identity":
+		w.closeAfter = true
+	default:
+		w.chunked = true
+		te = "chunked"
+	}
+	dropConn := w.closeAfter && (!keepAlives || !w.connClose) && !w.protocolSwitch
+	if dropConn {
+		ex = append(ex, "Connection: close\r\n"...)
+	}
+	if te != "" {
+		ex = append(ex, "Transfer-Encoding: chunked\r\n"...)
+	}
+	bw := c.bw
+	var line [64]byte
+	bw.Write(appendStatusLine(line[:0], code))
+	if dropConn && w.connAt >= 0 {
+		bw.Write(c.hdr[:w.connAt])
+		bw.Write(c.hdr[w.connEnd:])
+	} else {
+		bw.Write(c.hdr)
+	}
+	bw.Write(ex)
+	bw.WriteString("\r\n")
+}
+
+// finish ends the response once the handler has returned, and reports
+// whether the connection may serve another request.
+func (w *response) finish() bool {
+	w.handlerDone = true
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	w.w.Flush()
+	if !w.sent {
+		w.send(nil)
+	}
+	if w.chunked {
+		bw := w.c.bw
+		bw.WriteString("0\r\n")
+		if t := w.finalTrailers(); t != nil {
+			t.Write(bw)
+		}
+		bw.WriteString("\r\n")
+	}
+	err := w.c.bw.Flush()
+	w.done = true
+	if err != nil || w.closeAfter {
+		return false
+	}
+	// A body shorter than it said: the client would take the next
+	// answer's bytes for the rest of it.
+	return w.req.Method == http.MethodHead || w.contentLength == -1 || !bodyAllowed(w.status) || w.contentLength == w.written
+}
+
+// finalTrailers is net/http's: the fields named with http.TrailerPrefix,
+// then those declared in Trailer, as the handler left them.
+func (w *response) finalTrailers() http.Header {
+	var t http.Header
+	for k, vv := range w.header {
+		if kk, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
+			if t == nil {
+				t = make(http.Header)
+			}
+			t[kk] = vv
+		}
+	}
+	for _, k := range w.trailers {
+		if t == nil {
+			t = make(http.Header)
+		}
+		for _, v := range w.header[k] {
+			t.Add(k, v)
+		}
+	}
+	return t
+}
+
+func bodyAllowed(status int) bool {
+	return !(status >= 100 && status <= 199) && status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+func appendStatusLine(dst []byte, code int) []byte {
+	dst = append(dst, "HTTP/1.1 "...)
+	if text := http.StatusText(code); text != "" {
+		dst = strconv.AppendInt(dst, int64(code), 10)
+		dst = append(dst, ' ')
+		dst = append(dst, text...)
+	} else {
+		dst = fmt.Appendf(dst, "%03d status code %d", code, code)
+	}
+	return append(dst, '\r', '\n')
+}
+
+// The Date field changes once a second: it is formatted once a second.
+var dateCache atomic.Pointer[cachedDate]
+
+type cachedDate struct {
+	sec  int64
+	text []byte
+}
+
+func appendDate(dst []byte) []byte {
+	now := time.Now()
+	d := dateCache.Load()
+	if d == nil || d.sec != now.Unix() {
+		d = &cachedDate{sec: now.Unix(), text: now.UTC().AppendFormat(nil, http.TimeFormat)}
+		dateCache.Store(d)
+	}
+	return append(dst, d.text...)
+}
+
+// hasToken is net/http's: whether v holds token (ASCII,
+// case-insensitively) between spaces, commas or tabs.
+func hasToken(v, token string) bool {
+	if len(token) > len(v) || token == "" {
+		return false
+	}
+	if v == token {
+		return true
+	}
+	boundary := func(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
+	for sp := 0; sp <= len(v)-len(token); sp++ {
+		if b := v[sp]; b != token[0] && b|0x20 != token[0] {
+			continue
+		}
+		if sp > 0 && !boundary(v[sp-1]) {
+			continue
+		}
+		if end := sp + len(token); end != len(v) && !boundary(v[end]) {
+			continue
+		}
+		if strings.EqualFold(v[sp:sp+len(token)], token) {
+			return true
+		}
+	}
+	return false
+}
+
+// trimSpace is net/textproto.TrimString: spaces, tabs and line ends off
+// both ends.
+func trimSpace(s string) string {
+	return strings.Trim(s, " \t\r\n")
+}
