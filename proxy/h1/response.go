@@ -29,10 +29,10 @@ type response struct {
 	header http.Header
 	w      *bufio.Writer // the connection's, reset for this response
 
-	status                                     int
-	wroteHeader, sent, chunked, handlerDone    bool
-	done, closeAfter, fullDuplex               bool
-	contentLength, written                     int64
+	status                                  int
+	wroteHeader, sent, chunked, handlerDone bool
+	done, closeAfter, fullDuplex            bool
+	contentLength, written                  int64
 	// Of the header at WriteHeader.
 	haveCL, haveType, haveDate, hasCE, hasTE bool
 	te                                       string
