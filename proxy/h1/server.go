@@ -315,17 +315,17 @@ type serverConn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	w      connWriter
-	// head parses a request head from a copy of its bytes, so that a head
-	// the lean path does not take is still whole in br for Fallback.
-	head   bytes.Reader
-	headBR *bufio.Reader
+	// head parses a request head from a copy of its bytes (headReaders'
+	// buffer), so that a head the lean path does not take is still whole
+	// in br for Fallback.
+	head bytes.Reader
 	// idle is set while the connection waits for a request's first byte.
 	idle atomic.Bool
-	// keys, hdr and buf are reused by each response: its header block,
-	// and the 2 KiB buffer of its body over cw.
+	// keys and hdr are reused by each response's header block; cw is
+	// what its 2 KiB body buffer (bodyBuffers', for the request's time)
+	// writes to.
 	keys []string
 	hdr  []byte
-	buf  *bufio.Writer
 	cw   chunkWriter
 
 	// The watch of the client's connection while a request runs.
@@ -346,8 +346,6 @@ func (s *Server) newConn(nc net.Conn) *serverConn {
 	c.br = bufio.NewReaderSize(&c.r, serverBufferSize)
 	c.w.c = c
 	c.bw = bufio.NewWriterSize(&c.w, serverBufferSize)
-	c.headBR = bufio.NewReaderSize(&c.head, serverBufferSize)
-	c.buf = bufio.NewWriterSize(&c.cw, bufferBeforeChunking)
 	c.cond.L = &c.mu
 	ctx := context.WithValue(context.Background(), http.ServerContextKey, s.Fallback)
 	c.ctx = context.WithValue(ctx, http.LocalAddrContextKey, nc.LocalAddr())
@@ -388,6 +386,14 @@ func (w *connWriter) Write(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// What a request needs only while it is read or answered is pooled, so
+// that an idle connection holds its two 4 KiB buffers alone, as under
+// net/http.
+var (
+	headReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, serverBufferSize) }}
+	bodyBuffers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, bufferBeforeChunking) }}
+)
 
 // errHandOver means the lean path does not take the request ahead.
 var errHandOver = errors.New("h1: handed over")
@@ -475,8 +481,11 @@ func (c *serverConn) readRequest(first, afterPost bool) (*http.Request, error) {
 		return nil, err
 	}
 	c.head.Reset(head)
-	c.headBR.Reset(&c.head)
-	req, err := http.ReadRequest(c.headBR)
+	hr := headReaders.Get().(*bufio.Reader)
+	hr.Reset(&c.head)
+	req, err := http.ReadRequest(hr)
+	hr.Reset(nil)
+	headReaders.Put(hr)
 	if err != nil || !leanRequest(req, head) {
 		return nil, errHandOver
 	}
@@ -618,9 +627,14 @@ func (c *serverConn) serveRequest(req *http.Request) (keep bool) {
 	} else {
 		req.Body = http.NoBody
 	}
-	w := &response{c: c, req: req, body: body, header: make(http.Header), w: c.buf, contentLength: -1, closeAfter: req.Close}
+	buf := bodyBuffers.Get().(*bufio.Writer)
+	buf.Reset(&c.cw)
+	defer func() {
+		buf.Reset(nil)
+		bodyBuffers.Put(buf)
+	}()
+	w := &response{c: c, req: req, body: body, header: make(http.Header), w: buf, contentLength: -1, closeAfter: req.Close}
 	c.cw.w = w
-	c.buf.Reset(&c.cw)
 
 	c.mu.Lock()
 	c.cancel, c.body, c.running = cancel, body, true
