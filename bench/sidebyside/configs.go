@@ -34,17 +34,18 @@ func render(name, path string, data any) error {
 // gatewayConfig is the data of gateway.yaml.tmpl: one route, at most one
 // policy.
 type gatewayConfig struct {
-	Name, About string
-	Listen      string
-	Admin       string  // "" turns the admin listener off
-	Redis       string  // "" for none
-	Upstream    string  // http://host:port
-	LLM         bool    // POST /v1/ with llm: openai (the upstream answers llmCompletion)
-	Policy      string  // a policy in YAML flow style, "" for none
-	Headers     string  // the route's rate_limit_headers, "" for the default
-	Transport   string  // server.upstream_transport, "" for the default
-	Tracing     string  // the OTLP/HTTP endpoint of tracing, "" for none
-	SampleRatio float64 // tracing's sample_ratio
+	Name, About  string
+	Listen       string
+	Admin        string  // "" turns the admin listener off
+	Redis        string  // "" for none
+	Upstream     string  // http://host:port
+	LLM          bool    // POST /v1/ with llm: openai (the upstream answers llmCompletion)
+	Policy       string  // a policy in YAML flow style, "" for none
+	Headers      string  // the route's rate_limit_headers, "" for the default
+	Transport    string  // server.upstream_transport, "" for the default
+	ClientServer string  // server.client_server, "" for the default
+	Tracing      string  // the OTLP/HTTP endpoint of tracing, "" for none
+	SampleRatio  float64 // tracing's sample_ratio
 }
 
 // llmBody is what the LLM target posts: the small call of llmload.

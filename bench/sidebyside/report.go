@@ -131,6 +131,8 @@ func ratios(by map[string]summary) []ratio {
 		rps(tGatewayNoHdr, tGatewayNone),
 		rps(tGatewayLocal, tGatewayStd),
 		rps(tGatewayStd, tBare),
+		rps(tGatewayLocal, tGatewayStdSrv),
+		rps(tGatewayDeny, tGatewayDenyStd),
 		rps(tNginxLimitReq, tNginxProxy),
 		rps(tGatewayLLM, tGatewayNone),
 		// Informational: what the llm route's own work costs, the POST and

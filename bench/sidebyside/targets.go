@@ -29,6 +29,8 @@ const (
 	tGatewayIETF     = "gateway-local-ietf"
 	tGatewayNoHdr    = "gateway-local-noheaders"
 	tGatewayStd      = "gateway-local-standard"
+	tGatewayStdSrv   = "gateway-local-stdserver"
+	tGatewayDenyStd  = "gateway-deny-stdserver"
 	tGatewayRedis    = "gateway-redis"
 	tGatewayDeny     = "gateway-deny"
 	tGatewayDenyRed  = "gateway-deny-redis"
@@ -79,11 +81,13 @@ var specs = []spec{
 	{tGatewayIETF, "gateway-local with rate_limit_headers: ietf (2 rate-limit headers, not 5)", (*lab).gatewayTarget},
 	{tGatewayNoHdr, "gateway-local with rate_limit_headers: none (the decision alone, no header)", (*lab).gatewayTarget},
 	{tGatewayStd, "gateway-local with upstream_transport: standard (net/http's transport, not the lean one)", (*lab).gatewayTarget},
+	{tGatewayStdSrv, "gateway-local with client_server: standard (net/http's server, not the lean one)", (*lab).gatewayTarget},
 	{tGatewayTraced, "gateway-local with tracing at sample_ratio 0.01, exported over OTLP/HTTP to a sink", (*lab).gatewayTarget},
 	{tGatewayTraceAll, "gateway-local with every request traced (sample_ratio 1.0), exported over OTLP/HTTP to a sink", (*lab).gatewayTarget},
 	{tGatewayRedis, "gateway, Redis gcra per IP, never reached", (*lab).gatewayTarget},
 	{tGatewayDeny, "gateway, token_bucket per IP at 1/min: a flood it denies", (*lab).gatewayTarget},
 	{tGatewayDenyRed, "gateway, Redis gcra per IP at 1/min: a flood it denies", (*lab).gatewayTarget},
+	{tGatewayDenyStd, "gateway-deny with client_server: standard (net/http's server, not the lean one)", (*lab).gatewayTarget},
 	{tGatewayLLM, "gateway, llm: openai to a static chat completion, token policy never reached", (*lab).gatewayTarget},
 	{tGatewayNonePost, "gateway-nopolicy sent gateway-llm's call and answer (no llm route): its bytes without its work", (*lab).gatewayTarget},
 	{tGatewayUsers, "gateway, Redis gcra per X-User over 1,000 users, never reached", (*lab).gatewayTarget},
@@ -99,6 +103,8 @@ var gatewayPolicies = map[string]string{
 	tGatewayIETF:     "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
 	tGatewayNoHdr:    "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
 	tGatewayStd:      "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
+	tGatewayStdSrv:   "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
+	tGatewayDenyStd:  "{key: ip, algorithm: token_bucket, rate: 1, per: 1m}",
 	tGatewayTraced:   "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
 	tGatewayTraceAll: "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
 	tGatewayRedis:    "{key: ip, algorithm: gcra, rate: 10000000, per: 1s}",
@@ -351,6 +357,9 @@ func (l *lab) gatewayKind(ctx context.Context, t *target, bin, name string) erro
 	if t.name == tGatewayStd {
 		cfg.Transport = "standard"
 	}
+	if t.name == tGatewayStdSrv || t.name == tGatewayDenyStd {
+		cfg.ClientServer = "standard"
+	}
 	if t.name == tGatewayTraced || t.name == tGatewayTraceAll {
 		if l.otlp == nil {
 			if l.otlp, err = startOTLPSink(); err != nil {
@@ -375,7 +384,7 @@ func (l *lab) gatewayKind(ctx context.Context, t *target, bin, name string) erro
 		return err
 	}
 	t.url = "http://" + cfg.Listen + "/"
-	t.deny = t.name == tGatewayDeny || t.name == tGatewayDenyRed
+	t.deny = t.name == tGatewayDeny || t.name == tGatewayDenyRed || t.name == tGatewayDenyStd
 	if cfg.LLM || t.name == tGatewayNonePost {
 		t.url = "http://" + cfg.Listen + "/v1/chat/completions"
 		t.script = filepath.Join(l.dir, "llm.lua")

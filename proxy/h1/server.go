@@ -55,7 +55,9 @@ type Server struct {
 	// Fallback serves what the lean path does not; required.
 	Fallback *http.Server
 	// WatchAfter is how long a request runs before its client's connection
-	// is watched for going away (default 2 ms).
+	// is watched for going away (default 50 ms: longer than a Redis
+	// decision may take, so that only a request waiting on its upstream
+	// pays for the watch).
 	WatchAfter time.Duration
 
 	// hook, set by tests, hears the watch's steps: "deferred" (due before
@@ -85,7 +87,7 @@ func (s *Server) Stats() ServerStats {
 }
 
 const (
-	defaultWatchAfter = 2 * time.Millisecond
+	defaultWatchAfter = 50 * time.Millisecond
 	serverBufferSize  = 4 << 10
 	// drainTimeout bounds the read of what a handler left of a request
 	// body (at most MaxLeanBody), which keeps the connection for the next
