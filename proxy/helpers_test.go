@@ -21,6 +21,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/internal/clocktest"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
+	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 )
 
@@ -147,6 +148,9 @@ type gatewayOpts struct {
 	idem           idempotency.Store // nil: the Handler's in-process one
 	transport      closingTransport  // nil: NewTransport()
 	tracing        trace.TracerProvider
+	// standard serves the clients with net/http's server alone, not
+	// h1.Server in front of it (the gateway's default).
+	standard bool
 }
 
 // closingTransport is a transport whose idle connections a test closes.
@@ -182,10 +186,50 @@ func newGateway(t testing.TB, snap *policies.Snapshot, lim Limiter, o gatewayOpt
 	if o.afterFunc != nil {
 		h.afterFunc = o.afterFunc
 	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewUnstartedServer(h)
 	t.Cleanup(srv.Close)
+	if o.standard {
+		srv.Start()
+		return srv, h
+	}
+	// As gateway serve does by default: h1.Server takes the listener and
+	// hands what it does not serve to srv's net/http server, which
+	// httptest starts on a listener of the same address that never
+	// accepts (so srv.URL, srv.Client and srv.Close work as usual).
+	ln := srv.Listener
+	srv.Listener = &parkedListener{addr: ln.Addr(), closed: make(chan struct{})}
+	srv.Start()
+	lean := &h1.Server{Handler: h, Fallback: srv.Config}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		lean.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		lean.Close()
+		<-served
+	})
 	return srv, h
 }
+
+// parkedListener accepts nothing until it is closed.
+type parkedListener struct {
+	addr   net.Addr
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (l *parkedListener) Accept() (net.Conn, error) {
+	<-l.closed
+	return nil, net.ErrClosed
+}
+
+func (l *parkedListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *parkedListener) Addr() net.Addr { return l.addr }
 
 // newUpstream serves h on loopback and closes it when the test ends.
 func newUpstream(t testing.TB, h http.Handler) *httptest.Server {

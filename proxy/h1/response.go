@@ -132,44 +132,54 @@ func (w *response) WriteHeader(code int) {
 // name, as net/http writes them (names checked, line breaks in values
 // made spaces, values trimmed), noting where the Connection fields are.
 func (w *response) appendBlock(dst []byte, keep func(string) bool) []byte {
-	keys := w.c.keys[:0]
-	for k := range w.header {
+	fields := w.c.fields[:0]
+	for k, vv := range w.header {
 		if keep(k) && httpguts.ValidHeaderFieldName(k) {
-			keys = append(keys, k)
+			fields = append(fields, field{k, vv})
 		}
 	}
-	slices.Sort(keys)
+	slices.SortFunc(fields, func(a, b field) int { return strings.Compare(a.name, b.name) })
 	w.connAt, w.connEnd = -1, -1
-	for _, k := range keys {
-		if k == "Connection" {
+	for _, f := range fields {
+		if f.name == "Connection" {
 			w.connAt = len(dst)
 		}
-		for _, v := range w.header[k] {
-			dst = appendField(dst, k, v)
+		for _, v := range f.values {
+			dst = appendField(dst, f.name, v)
 		}
-		if k == "Connection" {
+		if f.name == "Connection" {
 			w.connEnd = len(dst)
 		}
 	}
-	clear(keys)
-	w.c.keys = keys[:0]
+	clear(fields)
+	w.c.fields = fields[:0]
 	return dst
 }
 
+// field is a header field's name and values, for sorting.
+type field struct {
+	name   string
+	values []string
+}
+
+// appendField appends "k: v" and a line end. As net/http, line breaks in
+// v become spaces and v is trimmed of spaces, tabs and line breaks; the
+// trim comes first here, which gives the same.
 func appendField(dst []byte, k, v string) []byte {
 	dst = append(dst, k...)
 	dst = append(dst, ':', ' ')
-	// net/http: line breaks become spaces, then the value is trimmed.
-	start := len(dst)
-	for i := 0; i < len(v); i++ {
-		b := v[i]
-		if b == '\r' || b == '\n' {
-			b = ' '
+	v = trimSpace(v)
+	if strings.ContainsAny(v, "\r\n") {
+		for i := 0; i < len(v); i++ {
+			b := v[i]
+			if b == '\r' || b == '\n' {
+				b = ' '
+			}
+			dst = append(dst, b)
 		}
-		dst = append(dst, b)
+	} else {
+		dst = append(dst, v...)
 	}
-	val := trimSpace(string(dst[start:]))
-	dst = append(dst[:start], val...)
 	return append(dst, '\r', '\n')
 }
 

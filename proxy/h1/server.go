@@ -323,12 +323,12 @@ type serverConn struct {
 	head bytes.Reader
 	// idle is set while the connection waits for a request's first byte.
 	idle atomic.Bool
-	// keys and hdr are reused by each response's header block; cw is
+	// fields and hdr are reused by each response's header block; cw is
 	// what its 2 KiB body buffer (bodyBuffers', for the request's time)
 	// writes to.
-	keys []string
-	hdr  []byte
-	cw   chunkWriter
+	fields []field
+	hdr    []byte
+	cw     chunkWriter
 
 	// The watch of the client's connection while a request runs.
 	mu        sync.Mutex
