@@ -148,9 +148,6 @@ type gatewayOpts struct {
 	idem           idempotency.Store // nil: the Handler's in-process one
 	transport      closingTransport  // nil: NewTransport()
 	tracing        trace.TracerProvider
-	// standard serves the clients with net/http's server alone, not
-	// h1.Server in front of it (the gateway's default).
-	standard bool
 }
 
 // closingTransport is a transport whose idle connections a test closes.
@@ -188,10 +185,6 @@ func newGateway(t testing.TB, snap *policies.Snapshot, lim Limiter, o gatewayOpt
 	}
 	srv := httptest.NewUnstartedServer(h)
 	t.Cleanup(srv.Close)
-	if o.standard {
-		srv.Start()
-		return srv, h
-	}
 	// As gateway serve does by default: h1.Server takes the listener and
 	// hands what it does not serve to srv's net/http server, which
 	// httptest starts on a listener of the same address that never
