@@ -440,6 +440,8 @@ func (c *serverConn) handOver() {
 // consumed).
 func (c *serverConn) readRequest(first, afterPost bool) (*http.Request, error) {
 	srv := c.s.Fallback
+	// deadline: a read deadline is set on the connection.
+	deadline := false
 	if !first {
 		idle := srv.IdleTimeout
 		if idle == 0 {
@@ -447,6 +449,7 @@ func (c *serverConn) readRequest(first, afterPost bool) (*http.Request, error) {
 		}
 		if idle > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(idle))
+			deadline = true
 		} else {
 			c.nc.SetReadDeadline(time.Time{})
 		}
@@ -460,16 +463,6 @@ func (c *serverConn) readRequest(first, afterPost bool) (*http.Request, error) {
 			return nil, err
 		}
 	}
-	start := time.Now()
-	headTimeout := srv.ReadHeaderTimeout
-	if headTimeout == 0 {
-		headTimeout = srv.ReadTimeout
-	}
-	if headTimeout > 0 {
-		c.nc.SetReadDeadline(start.Add(headTimeout))
-	} else if !first {
-		c.nc.SetReadDeadline(time.Time{})
-	}
 	if afterPost {
 		peek, _ := c.br.Peek(4)
 		n := 0
@@ -477,6 +470,23 @@ func (c *serverConn) readRequest(first, afterPost bool) (*http.Request, error) {
 			n++
 		}
 		c.br.Discard(n)
+	}
+	// A head still coming in is bounded by the head's timeout; one that
+	// came whole (in one packet, as most do) has no read left to bound.
+	var start time.Time
+	if buf, _ := c.br.Peek(c.br.Buffered()); headEnd(buf) == 0 {
+		start = time.Now()
+		headTimeout := srv.ReadHeaderTimeout
+		if headTimeout == 0 {
+			headTimeout = srv.ReadTimeout
+		}
+		if headTimeout > 0 {
+			c.nc.SetReadDeadline(start.Add(headTimeout))
+			deadline = true
+		} else if deadline {
+			c.nc.SetReadDeadline(time.Time{})
+			deadline = false
+		}
 	}
 	head, err := c.readHead()
 	if err != nil {
@@ -492,9 +502,15 @@ func (c *serverConn) readRequest(first, afterPost bool) (*http.Request, error) {
 		return nil, errHandOver
 	}
 	c.br.Discard(len(head))
+	// The body is read under read_timeout, or none. Without a body no
+	// read is left (a watch clears the deadline before it reads), so the
+	// idle or head deadline may stay until the next request's.
 	if d := srv.ReadTimeout; d > 0 {
+		if start.IsZero() {
+			start = time.Now()
+		}
 		c.nc.SetReadDeadline(start.Add(d))
-	} else if headTimeout > 0 {
+	} else if deadline && req.ContentLength > 0 {
 		c.nc.SetReadDeadline(time.Time{})
 	}
 	if d := srv.WriteTimeout; d > 0 {

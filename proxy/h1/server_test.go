@@ -459,25 +459,49 @@ func TestServerWatchKeepsAPipelinedRequest(t *testing.T) {
 }
 
 // TestServerHeadTimeout: a client that sends part of a head and stops is
-// cut off at ReadHeaderTimeout.
+// cut off at ReadHeaderTimeout, on its first request or a later one; a
+// kept-alive connection that sends nothing is closed at IdleTimeout.
 func TestServerHeadTimeout(t *testing.T) {
-	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), func(s *http.Server) {
-		s.ReadHeaderTimeout = 100 * time.Millisecond
+	const headTimeout, idleTimeout = 100 * time.Millisecond, 300 * time.Millisecond
+	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}), func(s *http.Server) {
+		s.ReadHeaderTimeout = headTimeout
+		s.IdleTimeout = idleTimeout
 	})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n")
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	start := time.Now()
-	n, err := c.Read(make([]byte, 1))
-	if n != 0 || err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("read %d bytes, %v: want the server to close the connection", n, err)
-	}
-	if d := time.Since(start); d > 4*time.Second {
-		t.Fatalf("closed after %v", d)
+	whole := "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+	for _, tc := range []struct {
+		name, raw string
+		answers   int
+		least     time.Duration
+	}{
+		{"first head cut short", "GET / HTTP/1.1\r\nHost: x\r\n", 0, headTimeout},
+		{"later head cut short", whole + "GET / HTTP/1.1\r\nHo", 1, headTimeout},
+		{"idle after an answer", whole, 1, idleTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			start := time.Now()
+			io.WriteString(c, tc.raw)
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			br := bufio.NewReader(c)
+			for range tc.answers {
+				if p, err := readParsed(br, "GET"); err != nil || p.body != "ok" {
+					t.Fatalf("answer: %v, %v", p, err)
+				}
+			}
+			n, err := br.Read(make([]byte, 1))
+			if n != 0 || err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("read %d bytes, %v: want the server to close the connection", n, err)
+			}
+			if d := time.Since(start); d < tc.least || d > 4*time.Second {
+				t.Fatalf("closed after %v, want at least %v", d, tc.least)
+			}
+		})
 	}
 }
 
