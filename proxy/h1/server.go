@@ -64,6 +64,9 @@ type Server struct {
 	// the body's end), "started", "byte" (a pipelined request's first
 	// byte read), "gone".
 	hook func(step string)
+	// now is the clock of a new connection's age (tests set it; default
+	// time.Now).
+	now func() time.Time
 
 	inShutdown atomic.Bool
 	served     atomic.Int64
@@ -209,13 +212,14 @@ func (s *Server) Close() error {
 	return s.Fallback.Close()
 }
 
-// closeIdle closes the lean connections waiting for a request and reports
-// whether none is left.
+// closeIdle closes the lean connections waiting for a request, and those
+// that have not sent their first one in 5 s (net/http's rule for new
+// connections), and reports whether none is left.
 func (s *Server) closeIdle() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
-		if c.idle.Load() {
+		if c.idle.Load() || c.fresh.Load() && s.clock().Sub(c.born) > 5*time.Second {
 			c.nc.Close()
 		}
 	}
@@ -228,6 +232,13 @@ func (s *Server) logf(format string, args ...any) {
 		return
 	}
 	log.Printf(format, args...)
+}
+
+func (s *Server) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
 }
 
 func (s *Server) note(step string) {
@@ -321,8 +332,12 @@ type serverConn struct {
 	// buffer), so that a head the lean path does not take is still whole
 	// in br for Fallback.
 	head bytes.Reader
-	// idle is set while the connection waits for a request's first byte.
-	idle atomic.Bool
+	// idle is set while the connection waits for a later request's first
+	// bytes; fresh until its first request's head is read (born then
+	// tells its age).
+	idle  atomic.Bool
+	fresh atomic.Bool
+	born  time.Time
 	// fields and hdr are reused by each response's header block; cw is
 	// what its 2 KiB body buffer (bodyBuffers', for the request's time)
 	// writes to.
@@ -343,7 +358,8 @@ type serverConn struct {
 }
 
 func (s *Server) newConn(nc net.Conn) *serverConn {
-	c := &serverConn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
+	c := &serverConn{s: s, nc: nc, remote: nc.RemoteAddr().String(), born: s.clock()}
+	c.fresh.Store(true)
 	c.r.nc = nc
 	c.br = bufio.NewReaderSize(&c.r, serverBufferSize)
 	c.w.c = c
@@ -489,6 +505,7 @@ func (c *serverConn) readRequest(first, afterPost bool) (*http.Request, error) {
 		}
 	}
 	head, err := c.readHead()
+	c.fresh.Store(false)
 	if err != nil {
 		return nil, err
 	}

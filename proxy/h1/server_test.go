@@ -764,3 +764,44 @@ func FuzzServerAnswersAsNetHTTP(f *testing.F) {
 		}
 	})
 }
+
+// TestServerShutdownClosesSilentNewConnections: a connection that has not
+// sent its first request is left 5 s by Shutdown (it may be on its way),
+// then closed, as net/http closes its new connections.
+func TestServerShutdownClosesSilentNewConnections(t *testing.T) {
+	clock := newFakeClock()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Handler: http.NotFoundHandler(), Fallback: &http.Server{ErrorLog: log.New(io.Discard, "", 0)}, now: clock.Now}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	silent, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	// The server has the connection once it answers a request on another.
+	if got := exchange(t, ln.Addr().String(), "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "GET"); len(got) != 1 {
+		t.Fatalf("answers %v", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := s.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown with a new connection under 5 s old: %v, want it to wait", err)
+	}
+	clock.Advance(6 * time.Second)
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown once the connection is 6 s old: %v", err)
+	}
+	silent.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := silent.Read(make([]byte, 1)); n != 0 || err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("silent connection: read %d, %v; want it closed", n, err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		t.Fatalf("Serve: %v", err)
+	}
+}
