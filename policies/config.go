@@ -104,10 +104,16 @@ const (
 	PathParametersStrip  = "strip"
 )
 
-// The values of server.upstream_transport and server.client_server.
+// The values of server.upstream_transport.
 const (
 	UpstreamTransportLean     = "lean"
 	UpstreamTransportStandard = "standard"
+)
+
+// The values of server.client_server.
+const (
+	ClientServerLean     = "lean"
+	ClientServerStandard = "standard"
 )
 
 // RedisConfig connects shared policies to Redis. Empty Addrs and no Sentinel:

@@ -25,7 +25,7 @@ const (
 	DefaultForwardedHeader    = "x-forwarded-for"
 	DefaultPathParameters     = PathParametersReject
 	DefaultUpstreamTransport  = UpstreamTransportLean
-	DefaultClientServer       = UpstreamTransportLean
+	DefaultClientServer       = ClientServerLean
 	DefaultMinHeapBytes       = 64 << 20
 	DefaultPromptCountShare   = 0.5
 	DefaultTenantHeader       = "X-API-Key"

@@ -65,8 +65,8 @@ func validateServer(p *problems, s *ServerConfig) {
 	if s.UpstreamTransport != UpstreamTransportLean && s.UpstreamTransport != UpstreamTransportStandard {
 		p.addf("server.upstream_transport", "must be %s or %s, got %q", UpstreamTransportLean, UpstreamTransportStandard, s.UpstreamTransport)
 	}
-	if s.ClientServer != UpstreamTransportLean && s.ClientServer != UpstreamTransportStandard {
-		p.addf("server.client_server", "must be %s or %s, got %q", UpstreamTransportLean, UpstreamTransportStandard, s.ClientServer)
+	if s.ClientServer != ClientServerLean && s.ClientServer != ClientServerStandard {
+		p.addf("server.client_server", "must be %s or %s, got %q", ClientServerLean, ClientServerStandard, s.ClientServer)
 	}
 	if s.PathParameters != PathParametersReject && s.PathParameters != PathParametersStrip {
 		p.addf("server.path_parameters", "must be %s or %s, got %q", PathParametersReject, PathParametersStrip, s.PathParameters)

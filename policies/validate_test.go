@@ -133,6 +133,7 @@ routes:
 		{"prompt_count_share negative", minimalYAML + "server: {prompt_count_share: -0.5}\n", "gateway.yaml: server.prompt_count_share: must be more than 0 and at most 1 (a share of one core), got -0.5"},
 		{"prompt_count_share not a number", minimalYAML + "server: {prompt_count_share: .nan}\n", "gateway.yaml: server.prompt_count_share: must be more than 0 and at most 1 (a share of one core), got NaN"},
 		{"upstream_transport", minimalYAML + "server: {upstream_transport: fast}\n", `gateway.yaml: server.upstream_transport: must be lean or standard, got "fast"`},
+		{"client_server", minimalYAML + "server: {client_server: fasthttp}\n", `gateway.yaml: server.client_server: must be lean or standard, got "fasthttp"`},
 		{"ipv4_prefix", minimalYAML + "server: {ipv4_prefix: 33}\n", "gateway.yaml: server.ipv4_prefix: must be between 1 and 32, got 33"},
 		{"ipv6_prefix", minimalYAML + "server: {ipv6_prefix: 129}\n", "gateway.yaml: server.ipv6_prefix: must be between 1 and 128, got 129"},
 		{"ipv6_prefix negative", minimalYAML + "server: {ipv6_prefix: -1}\n", "gateway.yaml: server.ipv6_prefix: must be between 1 and 128, got -1"},

@@ -314,7 +314,7 @@ func (p *process) listen() error {
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
 	p.srv = std
-	if cfg.Server.ClientServer == policies.UpstreamTransportLean {
+	if cfg.Server.ClientServer == policies.ClientServerLean {
 		lean := &h1.Server{Handler: p.handler, Fallback: std}
 		p.metrics.WatchClientServer(lean.Stats)
 		p.srv = lean
