@@ -125,26 +125,25 @@ func bare429(w http.ResponseWriter, _ *http.Request) {
 // newLoopServer serves h with net/http's server (as gateway serve's, its
 // timeouts the defaults) on one loopConn, until the benchmark ends.
 func newLoopServer(b *testing.B, h http.Handler) *loopConn {
-	c := newLoopConn("GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n")
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: policies.DefaultReadHeaderTimeout, IdleTimeout: policies.DefaultIdleTimeout}
-	ln := &oneConnListener{conn: c, closed: make(chan struct{})}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.Serve(ln)
-	}()
-	b.Cleanup(func() {
-		srv.Close()
-		<-done
-	})
-	return c
+	return serveLoop(b, newStdServer(h))
 }
 
-// newLeanLoopServer is newLoopServer with h1.Server, as gateway serve
-// builds it by default (server.client_server: lean).
+// newLeanLoopServer is newLoopServer with h1.Server in front of net/http's,
+// as gateway serve builds it by default (server.client_server: lean).
 func newLeanLoopServer(b *testing.B, h http.Handler) *loopConn {
+	return serveLoop(b, &h1.Server{Handler: h, Fallback: newStdServer(h)})
+}
+
+func newStdServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: policies.DefaultReadHeaderTimeout, IdleTimeout: policies.DefaultIdleTimeout}
+}
+
+// serveLoop runs srv on one loopConn until the benchmark ends.
+func serveLoop(b *testing.B, srv interface {
+	Serve(net.Listener) error
+	Close() error
+}) *loopConn {
 	c := newLoopConn("GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n")
-	srv := &h1.Server{Handler: h, Fallback: &http.Server{Handler: h, ReadHeaderTimeout: policies.DefaultReadHeaderTimeout, IdleTimeout: policies.DefaultIdleTimeout}}
 	ln := &oneConnListener{conn: c, closed: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {

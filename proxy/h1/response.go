@@ -198,43 +198,40 @@ func (w *response) writeInformational(code int) {
 }
 
 func (w *response) Write(p []byte) (int, error) {
-	if w.done {
-		return 0, errResponseDone
-	}
-	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if !bodyAllowed(w.status) {
-		return 0, http.ErrBodyNotAllowed
-	}
-	w.written += int64(len(p))
-	if w.contentLength != -1 && w.written > w.contentLength {
-		return 0, http.ErrContentLength
+	if err := w.willWrite(len(p)); err != nil || len(p) == 0 {
+		return 0, err
 	}
 	return w.w.Write(p)
 }
 
 func (w *response) WriteString(s string) (int, error) {
+	if err := w.willWrite(len(s)); err != nil || len(s) == 0 {
+		return 0, err
+	}
+	return w.w.WriteString(s)
+}
+
+// willWrite does what net/http does before a body write of n bytes: the
+// header goes (200) if it has not, and a write where no body may go, or
+// past the declared length, is an error.
+func (w *response) willWrite(n int) error {
 	if w.done {
-		return 0, errResponseDone
+		return errResponseDone
 	}
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
-	if len(s) == 0 {
-		return 0, nil
+	if n == 0 {
+		return nil
 	}
 	if !bodyAllowed(w.status) {
-		return 0, http.ErrBodyNotAllowed
+		return http.ErrBodyNotAllowed
 	}
-	w.written += int64(len(s))
+	w.written += int64(n)
 	if w.contentLength != -1 && w.written > w.contentLength {
-		return 0, http.ErrContentLength
+		return http.ErrContentLength
 	}
-	return w.w.WriteString(s)
+	return nil
 }
 
 // FlushError sends the header and what is buffered to the client.
