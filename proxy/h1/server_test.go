@@ -805,3 +805,28 @@ func TestServerShutdownClosesSilentNewConnections(t *testing.T) {
 		t.Fatalf("Serve: %v", err)
 	}
 }
+
+// TestServerWriteTimeout: write_timeout bounds the answer from the end of
+// the request's head, as under net/http: a handler that answers after it
+// gets a write error, and the client no answer.
+func TestServerWriteTimeout(t *testing.T) {
+	const writeTimeout = 100 * time.Millisecond
+	wrote := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A real deadline on the socket: only passing it shows it.
+		time.Sleep(3 * writeTimeout)
+		_, err := io.WriteString(w, strings.Repeat("x", 64<<10))
+		if err == nil {
+			err = http.NewResponseController(w).Flush()
+		}
+		wrote <- err
+	})
+	_, addr := startServer(t, h, func(s *http.Server) { s.WriteTimeout = writeTimeout })
+	got := exchange(t, addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "GET")
+	if err := <-wrote; err == nil {
+		t.Error("the handler's late write succeeded")
+	}
+	if len(got) != 0 {
+		t.Fatalf("the client read an answer past write_timeout: %v", got[0])
+	}
+}
