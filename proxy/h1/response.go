@@ -45,6 +45,13 @@ type response struct {
 	hasTrailers     bool
 }
 
+// A connection keeps the header block's buffer, and the fields it sorts,
+// up to these sizes between answers.
+const (
+	maxKeptHeaderBlock = 4 << 10
+	maxKeptFields      = 64
+)
+
 // bufferBeforeChunking is net/http's: a body that ends within it is sent
 // with a Content-Length.
 const bufferBeforeChunking = 2048
@@ -381,6 +388,14 @@ func (w *response) finish() bool {
 	}
 	err := w.c.bw.Flush()
 	w.done = true
+	// A large header block (an upstream may send up to 1 MiB of fields)
+	// is not kept for the connection's next answers.
+	if cap(w.c.hdr) > maxKeptHeaderBlock {
+		w.c.hdr = nil
+	}
+	if cap(w.c.fields) > maxKeptFields {
+		w.c.fields = nil
+	}
 	if err != nil || w.closeAfter {
 		return false
 	}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -828,5 +829,53 @@ func TestServerWriteTimeout(t *testing.T) {
 	}
 	if len(got) != 0 {
 		t.Fatalf("the client read an answer past write_timeout: %v", got[0])
+	}
+}
+
+// TestServerDropsLargeHeaderBlocks: after an answer with a large header
+// block, the connection keeps no buffer of that size for the next ones.
+func TestServerDropsLargeHeaderBlocks(t *testing.T) {
+	s, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			for i := range 200 {
+				w.Header().Set(fmt.Sprintf("X-Field-%d", i), strings.Repeat("v", 100))
+			}
+		}
+		io.WriteString(w, "ok")
+	}), nil)
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(nc, "GET /big HTTP/1.1\r\nHost: x\r\n\r\nGET /small HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(nc)
+	for _, n := range []int{200, 0} {
+		p, err := readParsed(br, "GET")
+		if err != nil || p.body != "ok" || len(p.header) < n {
+			t.Fatalf("answer: %v, %v", p, err)
+		}
+	}
+	s.mu.Lock()
+	var conns []*serverConn
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	if len(conns) != 1 {
+		t.Fatalf("%d lean connections, want the client's one", len(conns))
+	}
+	c := conns[0]
+	// Idle once it waits for a third request: its answers are done, and
+	// the flag's store orders what they wrote before this test's reads.
+	for deadline := time.Now().Add(5 * time.Second); !c.idle.Load(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the connection did not go idle")
+		}
+		runtime.Gosched()
+	}
+	if cap(c.hdr) > maxKeptHeaderBlock || cap(c.fields) > maxKeptFields {
+		t.Errorf("the connection keeps a %d-byte header block and %d fields", cap(c.hdr), cap(c.fields))
 	}
 }
