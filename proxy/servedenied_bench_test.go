@@ -131,19 +131,33 @@ func newLoopServer(b *testing.B, h http.Handler) *loopConn {
 // newLeanLoopServer is newLoopServer with h1.Server in front of net/http's,
 // as gateway serve builds it by default (server.client_server: lean).
 func newLeanLoopServer(b *testing.B, h http.Handler) *loopConn {
-	return serveLoop(b, &h1.Server{Handler: h, Fallback: newStdServer(h)})
+	return serveLoop(b, leanServer(h))
+}
+
+// leanServer is h1.Server in front of net/http's, as gateway serve builds it.
+func leanServer(h http.Handler) *h1.Server {
+	return &h1.Server{Handler: h, Fallback: newStdServer(h)}
 }
 
 func newStdServer(h http.Handler) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: policies.DefaultReadHeaderTimeout, IdleTimeout: policies.DefaultIdleTimeout}
 }
 
-// serveLoop runs srv on one loopConn until the benchmark ends.
-func serveLoop(b *testing.B, srv interface {
+// loopServer is a server serveLoop runs.
+type loopServer interface {
 	Serve(net.Listener) error
 	Close() error
-}) *loopConn {
-	c := newLoopConn("GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n")
+}
+
+// serveLoop runs srv on one loopConn, which sends GETs of /, until the
+// benchmark ends.
+func serveLoop(b *testing.B, srv loopServer) *loopConn {
+	return serveLoopRequest(b, srv, "GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n")
+}
+
+// serveLoopRequest is serveLoop with a loopConn that sends req.
+func serveLoopRequest(b *testing.B, srv loopServer, req string) *loopConn {
+	c := newLoopConn(req)
 	ln := &oneConnListener{conn: c, closed: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {

@@ -1,0 +1,96 @@
+package proxy
+
+import (
+	"log/slog"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/metrics"
+	"github.com/ratelimit-gateway/gateway/policies"
+)
+
+// BenchmarkServeTargets is make bench's gateway-nopolicy, gateway-local,
+// gateway-nopolicy-post (the llm call's bytes on a route without llm work)
+// and gateway-llm, in process: each served by h1.Server
+// through the Handler (configured as the targets are, with metrics), one
+// client connection held in memory (loopConn), the upstream answered in
+// memory as make bench's nginx answers (completionUpstream for a POST to
+// /v1/chat/completions, "ok\n" otherwise). What is measured is the
+// gateway's whole path without sockets: the request's head and body read,
+// the llm work, the answer written. Each sub-benchmark runs one target
+// alone, for exact allocations, and for instruction counts under
+// valgrind --tool=callgrind:
+//
+//	go test -run '^$' -bench BenchmarkServeTargets -benchmem ./proxy/
+func BenchmarkServeTargets(b *testing.B) {
+	engine, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	handler := func(cfg string) *Handler {
+		snap, err := policies.Parse("gateway.yaml", []byte(cfg), policies.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		holder := &snapshotHolder{}
+		holder.p.Store(snap)
+		h, err := New(Config{Snapshots: holder, Limiter: engine, Transport: benchUpstream{},
+			Logger: slog.New(slog.DiscardHandler), Metrics: metrics.New()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return h
+	}
+	nopolicy := handler("routes:\n  - {name: bench, match: {path_prefix: /}, upstream: http://127.0.0.1:1, policies: []}\n")
+	local := handler(`routes:
+  - {name: bench, match: {path_prefix: /}, upstream: http://127.0.0.1:1, policies: [gateway-local]}
+policies:
+  gateway-local: {key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}
+`)
+	llmRoute := handler(`routes:
+  - name: bench
+    match: {path_prefix: /v1/, methods: [POST]}
+    upstream: http://127.0.0.1:1
+    llm: openai
+    policies: [gateway-llm]
+policies:
+  gateway-llm: {key: ip, cost: tokens, rate: 1000000000, per: 1s}
+`)
+	const body = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello there, mock!"}],"max_tokens":16}`
+	post := "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Type: application/json\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	const get = "GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n"
+	for _, v := range []struct {
+		name string
+		h    *Handler
+		req  string
+	}{
+		{"nopolicy", nopolicy, get},
+		{"local", local, get},
+		{"nopolicy-post", nopolicy, post},
+		{"llm", llmRoute, post},
+	} {
+		c := serveLoopRequest(b, leanServer(v.h), v.req)
+		c.send(b, http.StatusOK)
+		b.Run(v.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c.send(b, http.StatusOK)
+			}
+		})
+	}
+}
+
+// benchUpstream answers as make bench's nginx upstream does: a chat
+// completion for a POST to /v1/chat/completions, "ok\n" for anything else.
+type benchUpstream struct{}
+
+func (benchUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions" {
+		return completionUpstream{}.RoundTrip(r)
+	}
+	return memoryUpstream{}.RoundTrip(r)
+}
