@@ -145,7 +145,7 @@ func (w *response) appendBlock(dst []byte, keep func(string) bool) []byte {
 			fields = append(fields, field{k, vv})
 		}
 	}
-	slices.SortFunc(fields, func(a, b field) int { return strings.Compare(a.name, b.name) })
+	sortFields(fields)
 	w.connAt, w.connEnd = -1, -1
 	for _, f := range fields {
 		if f.name == "Connection" {
@@ -163,6 +163,24 @@ func (w *response) appendBlock(dst []byte, keep func(string) bool) []byte {
 	return dst
 }
 
+// sortFields sorts fields by name. A response has a dozen or so: an
+// insertion sort, which slices.SortFunc would also pick at that size,
+// without a call of a comparison function for each step.
+func sortFields(fields []field) {
+	if len(fields) > 24 {
+		slices.SortFunc(fields, func(a, b field) int { return strings.Compare(a.name, b.name) })
+		return
+	}
+	for i := 1; i < len(fields); i++ {
+		f := fields[i]
+		j := i
+		for ; j > 0 && f.name < fields[j-1].name; j-- {
+			fields[j] = fields[j-1]
+		}
+		fields[j] = f
+	}
+}
+
 // field is a header field's name and values, for sorting.
 type field struct {
 	name   string
@@ -175,6 +193,10 @@ type field struct {
 func appendField(dst []byte, k, v string) []byte {
 	dst = append(dst, k...)
 	dst = append(dst, ':', ' ')
+	if plainValue(v) {
+		dst = append(dst, v...)
+		return append(dst, '\r', '\n')
+	}
 	v = trimSpace(v)
 	if strings.ContainsAny(v, "\r\n") {
 		for i := 0; i < len(v); i++ {
@@ -189,6 +211,24 @@ func appendField(dst []byte, k, v string) []byte {
 	}
 	return append(dst, '\r', '\n')
 }
+
+// plainValue reports whether v needs neither trimming nor line breaks
+// made spaces, as nearly every value: one pass over it, where Trim and
+// ContainsAny would each build a set of bytes first.
+func plainValue(v string) bool {
+	if v == "" || isSpace(v[0]) || isSpace(v[len(v)-1]) {
+		return v == ""
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c == '\r' || c == '\n' {
+			return false
+		}
+	}
+	return true
+}
+
+// isSpace is what trimSpace trims.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // writeInformational writes a 1xx answer at once: the handler's header as
 // it is, less Content-Length and Transfer-Encoding.
