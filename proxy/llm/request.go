@@ -181,11 +181,11 @@ func (w *wireRequest) fields(kind Kind) [18]wireField {
 // (members) and its plain values are read without reflection; an invalid
 // one takes encoding/json's path, whose error the client gets.
 func (w *wireRequest) decode(kind Kind, body []byte) error {
-	if !validJSON(body) {
+	var buf [16]member
+	top, ok := validMembers(body, buf[:0])
+	if !ok {
 		return w.decodeMap(kind, body)
 	}
-	var buf [16]member
-	top := appendMembers(buf[:0], body, bytes.IndexByte(body, '{'))
 	for _, f := range w.fields(kind) {
 		if m, ok := last(top, f.name); ok {
 			if err := decodeValue(body[m.val:m.end], f.dst); err != nil {

@@ -114,11 +114,15 @@ func ParseUsage(kind Kind, body []byte) (u Usage, ok bool) {
 // a value, kept off the heap.
 func usageMember(body []byte) (w wireUsage, present, ok bool) {
 	open := skipSpace(body, 0)
-	if open >= len(body) || body[open] != '{' || !validJSON(body) {
+	if open >= len(body) || body[open] != '{' {
 		return wireUsage{}, false, false
 	}
 	var buf [16]member
-	for _, m := range appendMembers(buf[:0], body, open) {
+	ms, valid := validMembers(body, buf[:0])
+	if !valid {
+		return wireUsage{}, false, false
+	}
+	for _, m := range ms {
 		if !plainASCII(m.key) {
 			return wireUsage{}, false, false
 		}

@@ -1,5 +1,10 @@
 package llm
 
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
 // maxNesting is encoding/json's limit on nested arrays and objects: a
 // document nested deeper is not valid to json.Valid.
 const maxNesting = 10000
@@ -10,18 +15,34 @@ const maxNesting = 10000
 // pass of plain loops it costs a fraction of json.Valid, whose scanner
 // calls a state function per byte. FuzzValidJSON compares the two.
 func validJSON(b []byte) bool {
+	_, ok := validValue(b, nil, false)
+	return ok
+}
+
+// validMembers is validJSON that also appends to ms, in the same pass, the
+// members of b when it is an object, as appendMembers would find them: a
+// call's body and its response are each walked once to check them and to
+// find their members.
+func validMembers(b []byte, ms []member) ([]member, bool) {
+	return validValue(b, ms, true)
+}
+
+func validValue(b []byte, ms []member, members bool) ([]member, bool) {
 	var buf [64]byte
 	open := buf[:0] // the containers open at i: '{' or '['
+	// key is the top-level member's key being read, its value at val.
+	var key []byte
+	val := 0
 	i := skipSpace(b, 0)
 	for {
 		// A value starts at i.
 		if i >= len(b) {
-			return false
+			return ms, false
 		}
 		switch b[i] {
 		case '{', '[':
 			if len(open) >= maxNesting {
-				return false
+				return ms, false
 			}
 			c := b[i]
 			open = append(open, c)
@@ -31,41 +52,51 @@ func validJSON(b []byte) bool {
 				break
 			}
 			if c == '{' {
-				if i = validKey(b, i); i < 0 {
-					return false
+				k := i
+				var ke int
+				if ke, i = validKey(b, i); i < 0 {
+					return ms, false
+				}
+				if members && len(open) == 1 {
+					key, val = unquote(b[k:ke]), i
 				}
 			}
 			continue
 		case '"':
 			if i = validString(b, i); i < 0 {
-				return false
+				return ms, false
 			}
 		case 't':
 			if i = validLiteral(b, i, "true"); i < 0 {
-				return false
+				return ms, false
 			}
 		case 'f':
 			if i = validLiteral(b, i, "false"); i < 0 {
-				return false
+				return ms, false
 			}
 		case 'n':
 			if i = validLiteral(b, i, "null"); i < 0 {
-				return false
+				return ms, false
 			}
 		default:
 			if i = validNumber(b, i); i < 0 {
-				return false
+				return ms, false
 			}
 		}
 		// A value ended at i: the containers it closes, then a comma
-		// before the next one, or the end of the document.
+		// before the next one, or the end of the document. Each turn of
+		// this loop is at the end of a value; at depth 1 in an object,
+		// the value of a member.
 		for {
+			if members && len(open) == 1 && open[0] == '{' {
+				ms = append(ms, member{key: key, val: val, end: i})
+			}
 			i = skipSpace(b, i)
 			if len(open) == 0 {
-				return i == len(b)
+				return ms, i == len(b)
 			}
 			if i >= len(b) {
-				return false
+				return ms, false
 			}
 			top := open[len(open)-1]
 			if b[i] == top+2 {
@@ -73,12 +104,17 @@ func validJSON(b []byte) bool {
 				continue
 			}
 			if b[i] != ',' {
-				return false
+				return ms, false
 			}
 			i = skipSpace(b, i+1)
 			if top == '{' {
-				if i = validKey(b, i); i < 0 {
-					return false
+				k := i
+				var ke int
+				if ke, i = validKey(b, i); i < 0 {
+					return ms, false
+				}
+				if members && len(open) == 1 {
+					key, val = unquote(b[k:ke]), i
 				}
 			}
 			break
@@ -87,31 +123,48 @@ func validJSON(b []byte) bool {
 }
 
 // validKey checks an object's key and its colon at b[i], returning where
-// its value starts, or -1.
-func validKey(b []byte, i int) int {
+// the key's string ends and where its value starts, or -1 for the latter.
+func validKey(b []byte, i int) (int, int) {
 	if i >= len(b) || b[i] != '"' {
-		return -1
+		return 0, -1
 	}
 	if i = validString(b, i); i < 0 {
-		return -1
+		return 0, -1
 	}
+	end := i
 	i = skipSpace(b, i)
 	if i >= len(b) || b[i] != ':' {
-		return -1
+		return 0, -1
 	}
-	return skipSpace(b, i+1)
+	return end, skipSpace(b, i+1)
 }
 
 // validString checks the string at b[i] (its opening quote), returning the
-// offset past it, or -1.
+// offset past it, or -1. It skips eight bytes at a time to the next quote,
+// backslash or control byte: prompts are long strings.
 func validString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '"':
+	i++
+	for {
+		if len(b)-i >= 8 {
+			m := specialBytes(binary.LittleEndian.Uint64(b[i:]))
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) >> 3
+		} else {
+			for i < len(b) && !isSpecial(b[i]) {
+				i++
+			}
+			if i >= len(b) {
+				return -1
+			}
+		}
+		// b[i] is a quote, a backslash or a control byte.
+		switch b[i] {
+		case '"':
 			return i + 1
-		case c < 0x20:
-			return -1
-		case c == '\\':
+		case '\\':
 			i++
 			if i >= len(b) {
 				return -1
@@ -131,9 +184,26 @@ func validString(b []byte, i int) int {
 			default:
 				return -1
 			}
+			i++
+		default:
+			return -1
 		}
 	}
-	return -1
+}
+
+// isSpecial reports whether c ends a string's plain run: a quote, a
+// backslash or a control byte.
+func isSpecial(c byte) bool { return c == '"' || c == '\\' || c < 0x20 }
+
+// specialBytes returns, for the eight bytes of x (the first in the lowest
+// byte), a word whose lowest set bit is in the first that isSpecial, 0 when
+// none is. (The classic tests for a zero byte and a byte below n: exact for
+// the lowest such byte, the bits above it may be set falsely.)
+func specialBytes(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := x ^ (ones * '"')
+	s := x ^ (ones * '\\')
+	return ((q-ones)&^q | (s-ones)&^s | (x-ones*0x20)&^x) & highs
 }
 
 func isHex(c byte) bool {

@@ -26,6 +26,40 @@ func TestValidJSONMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
+// validMembers is validJSON, and finds an object's members as
+// appendMembers does.
+func TestValidMembers(t *testing.T) {
+	for _, doc := range validSeeds() {
+		checkMembers(t, []byte(doc))
+	}
+	checkMembers(t, []byte(`{"a\u0041":1, "b" : [ {"c":2} , "}" ] ,"a\"":{},"d":null,"e":"x\\"}`))
+}
+
+func checkMembers(t *testing.T, doc []byte) {
+	t.Helper()
+	ms, ok := validMembers(doc, nil)
+	if ok != validJSON(doc) {
+		t.Fatalf("%q: validMembers says %v, validJSON %v", doc, ok, !ok)
+	}
+	open := skipSpace(doc, 0)
+	if !ok || doc[open] != '{' {
+		if ok && len(ms) > 0 {
+			t.Fatalf("%q: not an object, got members %v", doc, ms)
+		}
+		return
+	}
+	want := appendMembers(nil, doc, open)
+	if len(ms) != len(want) {
+		t.Fatalf("%q: got %d members, want %d", doc, len(ms), len(want))
+	}
+	for i := range ms {
+		if string(ms[i].key) != string(want[i].key) || ms[i].val != want[i].val || ms[i].end != want[i].end {
+			t.Fatalf("%q: member %d: got %q %d:%d, want %q %d:%d", doc, i,
+				ms[i].key, ms[i].val, ms[i].end, want[i].key, want[i].val, want[i].end)
+		}
+	}
+}
+
 func validSeeds() []string {
 	return []string{
 		``, ` `, `{}`, `[]`, `{ }`, `[ ]`, ` {} `, `{}{}`, `{},`, `{`, `}`, `[`, `]`, `[}`, `{]`,
@@ -47,5 +81,65 @@ func FuzzValidJSON(f *testing.F) {
 		if got, want := validJSON(doc), json.Valid(doc); got != want {
 			t.Fatalf("%q: got %v, want %v (json.Valid)", doc, got, want)
 		}
+		checkMembers(t, doc)
 	})
+}
+
+// TestValidStringEveryByte puts every byte, and every escape's start, at
+// every offset of an eight-byte word in strings of every length to 24, and
+// compares validString with a byte-by-byte scan.
+func TestValidStringEveryByte(t *testing.T) {
+	byteByByte := func(b []byte) int {
+		for i := 1; i < len(b); i++ {
+			switch c := b[i]; {
+			case c == '"':
+				return i + 1
+			case c < 0x20:
+				return -1
+			case c == '\\':
+				i++
+				if i >= len(b) {
+					return -1
+				}
+				switch b[i] {
+				case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				case 'u':
+					if i+4 >= len(b) {
+						return -1
+					}
+					for _, h := range b[i+1 : i+5] {
+						if !isHex(h) {
+							return -1
+						}
+					}
+					i += 4
+				default:
+					return -1
+				}
+			}
+		}
+		return -1
+	}
+	var inserts [][]byte
+	for c := range 256 {
+		inserts = append(inserts, []byte{byte(c)})
+	}
+	for _, e := range []string{`\"`, `\\`, `\n`, `\u00e9`, `\u00g9`, `\u00e`, `\x`, `\`} {
+		inserts = append(inserts, []byte(e))
+	}
+	for n := range 24 {
+		for at := 0; at <= n; at++ {
+			for _, ins := range inserts {
+				doc := []byte(`"` + strings.Repeat("a", at))
+				doc = append(doc, ins...)
+				doc = append(doc, strings.Repeat("é", (n-at)/2)...)
+				for _, tail := range []string{`"`, `"}`, `", "x": "yyyyyyyyy"}`, ``} {
+					d := append(append([]byte(nil), doc...), tail...)
+					if got, want := validString(d, 0), byteByByte(d); got != want {
+						t.Fatalf("%q: got %d, want %d", d, got, want)
+					}
+				}
+			}
+		}
+	}
 }
