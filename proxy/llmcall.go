@@ -281,7 +281,7 @@ func (c *llmCall) watch(resp *http.Response) {
 	if resp.StatusCode >= 400 {
 		return // an error before any output: the settlement gives the tokens back
 	}
-	if isEventStream(resp.Header.Get("Content-Type")) {
+	if ct := resp.Header["Content-Type"]; len(ct) > 0 && isEventStream(ct[0]) {
 		cfg := llm.StreamConfig{Kind: c.kind, Model: c.req.Model, DropUsageChunk: !c.req.IncludeUsage}
 		c.meter.configure(&cfg)
 		c.stream = llm.NewStreamWatcher(resp.Body, cfg)
@@ -402,7 +402,7 @@ func neverSent(err error) bool {
 // on a route that counts tokens: what a session bills cannot be seen or
 // bounded from its first request. It returns the message, "" to go on.
 func refuseUpgrade(r *http.Request, route *policies.Route) string {
-	if r.Header.Get("Upgrade") == "" || !countsTokens(route) {
+	if len(r.Header["Upgrade"]) == 0 || r.Header["Upgrade"][0] == "" || !countsTokens(route) {
 		return ""
 	}
 	return "this route caps tokens, and what a " + r.Header.Get("Upgrade") + " session (such as the Realtime API) bills cannot be bounded: use the HTTP endpoints"

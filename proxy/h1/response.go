@@ -79,7 +79,7 @@ func (w *response) WriteHeader(code int) {
 	w.wroteHeader = true
 	w.status = code
 	h := w.header
-	if cl := h.Get("Content-Length"); cl != "" {
+	if cl := first(h["Content-Length"]); cl != "" {
 		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
 			w.contentLength = v
 		} else {
@@ -90,12 +90,12 @@ func (w *response) WriteHeader(code int) {
 	_, w.haveCL = h["Content-Length"]
 	_, w.haveType = h["Content-Type"]
 	_, w.haveDate = h["Date"]
-	w.hasCE = h.Get("Content-Encoding") != ""
-	w.te = h.Get("Transfer-Encoding")
+	w.hasCE = first(h["Content-Encoding"]) != ""
+	w.te = first(h["Transfer-Encoding"])
 	w.hasTE = w.te != ""
-	w.connFirst = h.Get("Connection")
+	w.connFirst = first(h["Connection"])
 	w.connClose = hasToken(w.connFirst, "close")
-	w.protocolSwitch = code == http.StatusSwitchingProtocols && h.Get("Upgrade") != "" && httpguts.HeaderValuesContainsToken(h["Connection"], "Upgrade")
+	w.protocolSwitch = code == http.StatusSwitchingProtocols && first(h["Upgrade"]) != "" && httpguts.HeaderValuesContainsToken(h["Connection"], "Upgrade")
 	for k := range h {
 		if strings.HasPrefix(k, http.TrailerPrefix) {
 			w.hasTrailers = true
@@ -210,6 +210,15 @@ func appendField(dst []byte, k, v string) []byte {
 		dst = append(dst, v...)
 	}
 	return append(dst, '\r', '\n')
+}
+
+// first is a field's first value, "" for none: Header.Get of a canonical
+// name without canonicalizing it again, on every answer.
+func first(vv []string) string {
+	if len(vv) == 0 {
+		return ""
+	}
+	return vv[0]
 }
 
 // plainValue reports whether v needs neither trimming nor line breaks
