@@ -321,7 +321,7 @@ func appendDeniedMessage(b []byte, d limiter.Decision) []byte {
 	// it replaces would print it ("rate limit exceeded for policy %q (%d
 	// per %s, burst %d); retry in %s"), with nothing allocated.
 	b = append(b, "rate limit exceeded for policy "...)
-	b = strconv.AppendQuote(b, d.Policy)
+	b = appendQuote(b, d.Policy)
 	b = append(b, " ("...)
 	b = strconv.AppendInt(b, d.Limit.Rate, 10)
 	b = append(b, " per "...)
@@ -330,6 +330,20 @@ func appendDeniedMessage(b []byte, d limiter.Decision) []byte {
 	b = strconv.AppendInt(b, d.Limit.Quota(), 10)
 	b = append(b, "); retry in "...)
 	return appendWait(b, d.RetryAfter)
+}
+
+// appendQuote is strconv.AppendQuote, which for a name of plain ASCII
+// (every policy's, by the config's rules) only adds the quotes: done here
+// without its rune-by-rune escaping.
+func appendQuote(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c > '~' || c == '"' || c == '\\' {
+			return strconv.AppendQuote(b, s)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // appendPer appends l.Per().

@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -43,6 +44,20 @@ func TestDeniedMessageAsSprintf(t *testing.T) {
 			d.Policy, d.Limit.Rate, d.Limit.Per(), d.Limit.Quota(), roundUp(d.RetryAfter))
 		if got := deniedMessage(d); got != want {
 			t.Errorf("got  %q\nwant %q", got, want)
+		}
+	}
+}
+
+// appendQuote is strconv.AppendQuote for every byte in every place of a
+// name, and for names of more than one byte that need escaping.
+func TestAppendQuoteAsStrconv(t *testing.T) {
+	names := []string{"", "per-ip", "a.b_c-9", `we"ird`, `back\slash`, "tab\t", "é", "\u2028", "\xff", "~", "\x7f"}
+	for c := range 256 {
+		names = append(names, string([]byte{byte(c)}), "ab"+string([]byte{byte(c)})+"cd")
+	}
+	for _, s := range names {
+		if got, want := string(appendQuote([]byte("x"), s)), string(strconv.AppendQuote([]byte("x"), s)); got != want {
+			t.Errorf("%q: got %s, want %s", s, got, want)
 		}
 	}
 }
