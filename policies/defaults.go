@@ -27,7 +27,7 @@ const (
 	DefaultUpstreamTransport  = UpstreamTransportLean
 	DefaultClientServer       = ClientServerLean
 	DefaultMinHeapBytes       = 64 << 20
-	DefaultPromptCountShare   = 0.5
+	DefaultPromptCountShare   = 0.25
 	DefaultTenantHeader       = "X-API-Key"
 	DefaultRouteTimeout       = 30 * time.Second
 	DefaultMaxBodyBytes       = 10 << 20

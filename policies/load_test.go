@@ -78,7 +78,7 @@ func TestDefaults(t *testing.T) {
 		{"server.ipv6_prefix", c.Server.IPv6Prefix, 64},
 		{"server.max_keys_per_policy", c.Server.MaxKeysPerPolicy, 100000},
 		{"server.min_heap_bytes", c.Server.MinHeapBytes, int64(64 << 20)},
-		{"server.prompt_count_share", c.Server.PromptCountShare, 0.5},
+		{"server.prompt_count_share", c.Server.PromptCountShare, 0.25},
 		{"server.idempotency_max_bytes", c.Server.IdempotencyMaxBytes, int64(64 << 20)},
 		{"redis.timeout", c.Redis.Timeout, 30 * time.Millisecond},
 		{"redis.breaker_failures", c.Redis.BreakerFailures, 3},

@@ -16,6 +16,7 @@
 //	go run ./bench/promptload -gateway ./gw -rounds 3 -phase 4s
 //	go run ./bench/promptload -gateway ./new -base ./old  # both, in turn in every round
 //	go run ./bench/promptload -rates 5,10                 # 5 and 10 large prompts a second
+//	go run ./bench/promptload -rates 5 -shares 0.25,0.5   # each prompt_count_share in the same rounds
 //
 // Every point is bounded: at most -calls small calls, for -phase from the
 // first large prompt's answer (which must come within -phase).
@@ -63,7 +64,18 @@ func main() {
 	every := flag.Duration("every", 2*time.Millisecond, "start a small call this often (one at a time)")
 	size := flag.Int("size", 1<<20, "bytes of the large prompt's text")
 	lang := flag.String("lang", "en", "the large prompt's language: en (English words) or ja (Japanese, no spaces)")
+	shares := flag.String("shares", "", "server.prompt_count_share values (comma-separated): each gateway runs once with each, in the same rounds (default: the config's default)")
 	flag.Parse()
+	var shareList []string
+	if *shares != "" {
+		for _, f := range strings.Split(*shares, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || v <= 0 || v > 1 {
+				fail(fmt.Errorf("-shares: %q is not a share in (0, 1]", f))
+			}
+			shareList = append(shareList, strconv.FormatFloat(v, 'f', -1, 64))
+		}
+	}
 	var ks []load
 	if *rates != "" {
 		for _, f := range strings.Split(*rates, ",") {
@@ -91,7 +103,7 @@ func main() {
 	default:
 		fail(fmt.Errorf("-lang: %q is neither en nor ja", *lang))
 	}
-	if err := run(*gateway, *base, ks, *rounds, *calls, *phase, *every, text); err != nil {
+	if err := run(*gateway, *base, shareList, ks, *rounds, *calls, *phase, *every, text); err != nil {
 		fail(err)
 	}
 }
@@ -117,7 +129,7 @@ func (l load) String() string {
 	}
 }
 
-func run(gateway, base string, ks []load, rounds, calls int, phase, every time.Duration, text string) error {
+func run(gateway, base string, shares []string, ks []load, rounds, calls int, phase, every time.Duration, text string) error {
 	// An interrupt ends the run and its gateways (ctx kills them).
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -137,13 +149,28 @@ func run(gateway, base string, ks []load, rounds, calls int, phase, every time.D
 		return err
 	}
 	defer upstream.Close()
-	bins := []string{gateway}
+	binaries := []string{gateway}
 	if base != "" {
-		bins = append(bins, strings.Split(base, ",")...)
+		binaries = append(binaries, strings.Split(base, ",")...)
+	}
+	// Every binary with every share: each one a gateway of the rounds,
+	// named by both.
+	if len(shares) == 0 {
+		shares = []string{""}
+	}
+	var bins, binShares []string
+	for _, bin := range binaries {
+		for _, share := range shares {
+			name := bin
+			if share != "" {
+				name += " share=" + share
+			}
+			bins, binShares = append(bins, name), append(binShares, share)
+		}
 	}
 	urls := make([]string, len(bins))
-	for i, bin := range bins {
-		listen, stop, err := start(ctx, bin, dir, strconv.Itoa(i), "http://"+upstream.Addr().String())
+	for i := range bins {
+		listen, stop, err := start(ctx, binaries[i/len(shares)], binShares[i], dir, strconv.Itoa(i), "http://"+upstream.Addr().String())
 		if err != nil {
 			return err
 		}
@@ -221,14 +248,19 @@ func run(gateway, base string, ks []load, rounds, calls int, phase, every time.D
 	return nil
 }
 
-// start runs the gateway bin on a free loopback port, its config in dir,
-// and waits until it listens; stop ends it.
-func start(ctx context.Context, bin, dir, name, upstream string) (listen string, stop func(), err error) {
+// start runs the gateway bin on a free loopback port, its config in dir
+// (with server.prompt_count_share: share, unless ""), and waits until it
+// listens; stop ends it.
+func start(ctx context.Context, bin, share, dir, name, upstream string) (listen string, stop func(), err error) {
 	if listen, err = freeAddr(); err != nil {
 		return "", nil, err
 	}
 	cfg := filepath.Join(dir, "gateway-"+name+".yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, llmload.Config, listen, upstream), 0o644); err != nil {
+	config := fmt.Sprintf(llmload.Config, listen, upstream)
+	if share != "" {
+		config = strings.Replace(config, "\n  listen: "+listen+"\n", "\n  listen: "+listen+"\n  prompt_count_share: "+share+"\n", 1)
+	}
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
 		return "", nil, err
 	}
 	gw := exec.CommandContext(ctx, bin, "serve", "-config", cfg)
