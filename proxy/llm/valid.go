@@ -33,8 +33,20 @@ func validValue(b []byte, ms []member, members bool) ([]member, bool) {
 	// key is the top-level member's key being read, its value at val.
 	var key []byte
 	val := 0
+	needKey := false // an object's key and colon come first, at i
 	i := skipSpace(b, 0)
 	for {
+		if needKey {
+			top := members && len(open) == 1
+			var k []byte
+			if k, i = validMemberKey(b, i, top); i < 0 {
+				return ms, false
+			}
+			if top {
+				key, val = k, i
+			}
+			needKey = false
+		}
 		// A value starts at i.
 		if i >= len(b) {
 			return ms, false
@@ -51,16 +63,7 @@ func validValue(b []byte, ms []member, members bool) ([]member, bool) {
 				open, i = open[:len(open)-1], i+1
 				break
 			}
-			if c == '{' {
-				k := i
-				var ke int
-				if ke, i = validKey(b, i); i < 0 {
-					return ms, false
-				}
-				if members && len(open) == 1 {
-					key, val = unquote(b[k:ke]), i
-				}
-			}
+			needKey = c == '{'
 			continue
 		case '"':
 			if i = validString(b, i); i < 0 {
@@ -107,16 +110,7 @@ func validValue(b []byte, ms []member, members bool) ([]member, bool) {
 				return ms, false
 			}
 			i = skipSpace(b, i+1)
-			if top == '{' {
-				k := i
-				var ke int
-				if ke, i = validKey(b, i); i < 0 {
-					return ms, false
-				}
-				if members && len(open) == 1 {
-					key, val = unquote(b[k:ke]), i
-				}
-			}
+			needKey = top == '{'
 			break
 		}
 	}
@@ -137,6 +131,15 @@ func validKey(b []byte, i int) (int, int) {
 		return 0, -1
 	}
 	return end, skipSpace(b, i+1)
+}
+
+// validMemberKey is validKey returning the key too, unquoted, when want.
+func validMemberKey(b []byte, i int, want bool) (key []byte, val int) {
+	end, val := validKey(b, i)
+	if val >= 0 && want {
+		key = unquote(b[i:end])
+	}
+	return key, val
 }
 
 // validString checks the string at b[i] (its opening quote), returning the
