@@ -303,8 +303,14 @@ func takeTurnsOn(b *testing.B, clock func() time.Duration, serve [2]func()) (fir
 	return float64(took[0]) / float64(count[0]), float64(took[1]) / float64(count[1])
 }
 
-// completionUpstream answers every call with a finished chat completion
-// and its usage, as make bench's upstream does.
+// completionBody is make bench's upstream's answer to a chat call: a
+// finished chat completion and its usage.
+const completionBody = `{"id":"chatcmpl-bench","object":"chat.completion","created":1764720000,"model":"gpt-4o-mini",` +
+	`"choices":[{"index":0,"message":{"role":"assistant","content":"lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et"},"finish_reason":"length"}],` +
+	`"usage":{"prompt_tokens":11,"completion_tokens":16,"total_tokens":27}}`
+
+// completionUpstream answers every call with completionBody, as make
+// bench's upstream does.
 type completionUpstream struct{}
 
 func (completionUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -312,13 +318,10 @@ func (completionUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 		io.Copy(io.Discard, r.Body)
 		r.Body.Close()
 	}
-	const completion = `{"id":"chatcmpl-bench","object":"chat.completion","created":1764720000,"model":"gpt-4o-mini",` +
-		`"choices":[{"index":0,"message":{"role":"assistant","content":"lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et"},"finish_reason":"length"}],` +
-		`"usage":{"prompt_tokens":11,"completion_tokens":16,"total_tokens":27}}`
 	return &http.Response{
 		StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header:        http.Header{"Content-Type": {"application/json"}},
-		Body:          io.NopCloser(strings.NewReader(completion)),
-		ContentLength: int64(len(completion)), Request: r,
+		Body:          io.NopCloser(strings.NewReader(completionBody)),
+		ContentLength: int64(len(completionBody)), Request: r,
 	}, nil
 }

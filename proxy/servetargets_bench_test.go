@@ -16,11 +16,12 @@ import (
 // gateway-nopolicy-post (the llm call's bytes on a route without llm work)
 // and gateway-llm, in process: each served by h1.Server
 // through the Handler (configured as the targets are, with metrics), one
-// client connection held in memory (loopConn), the upstream answered in
-// memory as make bench's nginx answers (completionUpstream for a POST to
-// /v1/chat/completions, "ok\n" otherwise). What is measured is the
+// client connection held in memory (loopConn), the upstream reached through
+// the transport gateway serve builds, over connections in memory that answer
+// as make bench's nginx does (wireUpstream). What is measured is the
 // gateway's whole path without sockets: the request's head and body read,
-// the llm work, the answer written. Each sub-benchmark runs one target
+// the llm work, the request written upstream and its answer read, the
+// answer written. Each sub-benchmark runs one target
 // alone, for exact allocations, and for instruction counts under
 // valgrind --tool=callgrind:
 //
@@ -30,6 +31,7 @@ func BenchmarkServeTargets(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	upstream := wireUpstream()
 	handler := func(cfg string) *Handler {
 		snap, err := policies.Parse("gateway.yaml", []byte(cfg), policies.Options{})
 		if err != nil {
@@ -37,7 +39,7 @@ func BenchmarkServeTargets(b *testing.B) {
 		}
 		holder := &snapshotHolder{}
 		holder.p.Store(snap)
-		h, err := New(Config{Snapshots: holder, Limiter: engine, Transport: benchUpstream{},
+		h, err := New(Config{Snapshots: holder, Limiter: engine, Transport: upstream,
 			Logger: slog.New(slog.DiscardHandler), Metrics: metrics.New()})
 		if err != nil {
 			b.Fatal(err)
@@ -82,15 +84,4 @@ policies:
 			}
 		})
 	}
-}
-
-// benchUpstream answers as make bench's nginx upstream does: a chat
-// completion for a POST to /v1/chat/completions, "ok\n" for anything else.
-type benchUpstream struct{}
-
-func (benchUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions" {
-		return completionUpstream{}.RoundTrip(r)
-	}
-	return memoryUpstream{}.RoundTrip(r)
 }
