@@ -9,8 +9,10 @@
 // across goroutines too. Measured side by side (make bench), those hand-offs
 // cost a bare httputil.ReverseProxy more than all of the gateway's policy
 // work. Here the request is written, and the response read, by the goroutine
-// that asked; the wire format is still net/http's own (Request.Write,
-// http.ReadResponse).
+// that asked. The wire format is net/http's own: Request.Write, and
+// http.ReadResponse for any answer but a plain one with a Content-Length,
+// whose head readResponse reads itself into the Response net/http would
+// make (readresponse.go; a fuzz test holds the two to each other).
 //
 // What the lean path does not do goes to a fallback http.Transport: TLS
 // (https upstreams, HTTP/2), protocol upgrades, Expect: 100-continue, and
@@ -492,7 +494,7 @@ func (c *conn) roundTrip(req *http.Request, trace *httptrace.ClientTrace) (*http
 	for n1xx := 0; ; n1xx++ {
 		c.lr.n, c.lr.read = c.t.maxHeaderBytes, 0
 		var err error
-		res, err = http.ReadResponse(c.br, req)
+		res, err = readResponse(c.br, req)
 		c.answered = c.answered || c.lr.read > 0 || c.br.Buffered() > 0
 		c.lr.n = noLimit
 		if err != nil && werr != nil {
