@@ -100,7 +100,11 @@ func parseHead(head []byte, lines int, req *http.Request) *leanResponse {
 		fields = append(fields, pair{k, v})
 		at = end + len(crlf)
 	}
-	header := lr.header(fields)
+	values := lr.values[:]
+	if len(fields) > len(values) {
+		values = make([]string, len(fields))
+	}
+	header := fieldsHeader(fields, values)
 	n, ok := contentLength(header["Content-Length"])
 	if !ok {
 		return nil
@@ -132,12 +136,9 @@ const leanFields = 10
 // pair is a header field as it came: its name canonical, one value.
 type pair struct{ k, v string }
 
-// header is fields as a Header, its values in the order they came.
-func (lr *leanResponse) header(fields []pair) http.Header {
-	values := lr.values[:]
-	if len(fields) > len(values) {
-		values = make([]string, len(fields))
-	}
+// fieldsHeader is fields as a Header, its values in the order they came,
+// each value's slice a piece of values (as long as fields).
+func fieldsHeader(fields []pair, values []string) http.Header {
 	h := make(http.Header, len(fields))
 	for i, f := range fields {
 		values[i] = f.v
@@ -212,10 +213,22 @@ func headerLine(s string, head []byte, at, end int) (k, v string, ok bool) {
 	return k, s[from:to], true
 }
 
-// commonName is name as one of the fields upstreams send most, spelt as
-// they send them (canonical): a constant, checked and canonical already.
+// commonName is name as one of the fields clients and upstreams send most,
+// spelt canonically: a constant, checked and canonical already.
 func commonName(name []byte) (string, bool) {
 	switch string(name) {
+	case "Host":
+		return "Host", true
+	case "User-Agent":
+		return "User-Agent", true
+	case "Accept":
+		return "Accept", true
+	case "Accept-Encoding":
+		return "Accept-Encoding", true
+	case "Authorization":
+		return "Authorization", true
+	case "X-Api-Key":
+		return "X-Api-Key", true
 	case "Server":
 		return "Server", true
 	case "Date":

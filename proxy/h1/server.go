@@ -509,14 +509,11 @@ func (c *serverConn) readRequest(first, afterPost bool) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.head.Reset(head)
-	hr := headReaders.Get().(*bufio.Reader)
-	hr.Reset(&c.head)
-	req, err := http.ReadRequest(hr)
-	hr.Reset(nil)
-	headReaders.Put(hr)
-	if err != nil || !leanRequest(req, head) {
-		return nil, errHandOver
+	req := parseRequest(head)
+	if req == nil {
+		if req = c.readRequestHead(head); req == nil {
+			return nil, errHandOver
+		}
 	}
 	c.br.Discard(len(head))
 	// The body is read under read_timeout, or none. Without a body no
@@ -568,6 +565,21 @@ func (c *serverConn) readHead() ([]byte, error) {
 			return nil, errHandOver
 		}
 	}
+}
+
+// readRequestHead reads a head parseRequest does not, with
+// http.ReadRequest; nil when the lean path does not serve the request.
+func (c *serverConn) readRequestHead(head []byte) *http.Request {
+	c.head.Reset(head)
+	hr := headReaders.Get().(*bufio.Reader)
+	hr.Reset(&c.head)
+	req, err := http.ReadRequest(hr)
+	hr.Reset(nil)
+	headReaders.Put(hr)
+	if err != nil || !leanRequest(req, head) {
+		return nil
+	}
+	return req
 }
 
 // headEnd returns the length of the head in buf through its empty line
