@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -306,12 +308,12 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	} else if key := route.UpstreamAPIKey; key != "" {
 		// The tenant's key identifies it to the gateway only; the upstream
 		// sees the gateway's own.
-		pr.Out.Header.Del("X-Api-Key")
-		pr.Out.Header.Set("Authorization", "Bearer "+key)
+		delete(pr.Out.Header, "X-Api-Key")
+		pr.Out.Header["Authorization"] = []string{"Bearer " + key}
 	}
 	if st.p.peerTrusted {
 		// The chain is only worth passing on when a proxy we trust built it;
-		// SetXForwarded appends the peer to it.
+		// setXForwarded appends the peer to it.
 		if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 {
 			pr.Out.Header["X-Forwarded-For"] = xff
 		}
@@ -319,7 +321,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 			pr.Out.Header["Forwarded"] = fwd
 		}
 	}
-	pr.SetXForwarded()
+	setXForwarded(pr)
 	if st.p.peerTrusted {
 		// A trusted proxy in front (a TLS-terminating load balancer) knows the
 		// original scheme and host better than our socket does.
@@ -333,6 +335,30 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		injectTrace(st.Context, pr.Out.Header)
 	}
 	pr.Out = h.timeUpstream(st, pr.Out)
+}
+
+// setXForwarded is httputil.ProxyRequest's SetXForwarded: the same three
+// fields, set by their canonical names and in one allocation, where
+// Header.Set would canonicalize each constant name on every request.
+func setXForwarded(pr *httputil.ProxyRequest) {
+	h := pr.Out.Header
+	v := make([]string, 3)
+	if ip, _, err := net.SplitHostPort(pr.In.RemoteAddr); err == nil {
+		if prior := h["X-Forwarded-For"]; len(prior) > 0 {
+			ip = strings.Join(prior, ", ") + ", " + ip
+		}
+		v[0] = ip
+		h["X-Forwarded-For"] = v[0:1:1]
+	} else {
+		delete(h, "X-Forwarded-For")
+	}
+	v[1] = pr.In.Host
+	h["X-Forwarded-Host"] = v[1:2:2]
+	v[2] = "http"
+	if pr.In.TLS != nil {
+		v[2] = "https"
+	}
+	h["X-Forwarded-Proto"] = v[2:3:3]
 }
 
 // modifyResponse stops the route timer (if one was armed) now that headers
