@@ -9,10 +9,11 @@
 // across goroutines too. Measured side by side (make bench), those hand-offs
 // cost a bare httputil.ReverseProxy more than all of the gateway's policy
 // work. Here the request is written, and the response read, by the goroutine
-// that asked. The wire format is net/http's own: Request.Write, and
-// http.ReadResponse for any answer but a plain one with a Content-Length,
-// whose head readResponse reads itself into the Response net/http would
-// make (readresponse.go; a fuzz test holds the two to each other).
+// that asked. The wire format is net/http's own: writeRequest writes the
+// bytes Request.Write would (request.go), readResponse reads a plain answer
+// with a Content-Length into the Response http.ReadResponse would make
+// (readresponse.go), each a third of net/http's instructions or less, and
+// each hands anything else to net/http; fuzz tests hold each to net/http's.
 //
 // What the lean path does not do goes to a fallback http.Transport: TLS
 // (https upstreams, HTTP/2), protocol upgrades, Expect: 100-continue, and
@@ -188,7 +189,7 @@ func LeanExchange(method string, header http.Header) bool {
 // A request sent on a reused connection that the upstream closed before any
 // of the answer arrived is sent again, once, on a new one, when sending it
 // twice is harmless: an idempotent method or an Idempotency-Key, and a body
-// that can be read again. Of the client trace, Request.Write calls the
+// that can be read again. Of the client trace, writeRequest calls the
 // Wrote* hooks (WroteRequest once the request is in the connection's
 // buffer, flushed just after) and RoundTrip calls Got1xxResponse.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -469,7 +470,7 @@ func (c *conn) roundTrip(req *http.Request, trace *httptrace.ClientTrace) (*http
 		deadline = time.Now().Add(timeout)
 		c.setDeadline(ctx, false, true, deadline)
 	}
-	werr := req.Write(c.bw)
+	werr := writeRequest(c.bw, req)
 	if werr == nil {
 		werr = c.bw.Flush()
 	}
