@@ -269,7 +269,7 @@ func fieldName(name string) (string, bool) {
 	canonical, upper := true, true
 	for i := 0; i < len(name); i++ {
 		c := name[i]
-		if !httpguts.IsTokenRune(rune(c)) {
+		if !tokenByte[c] {
 			return "", false
 		}
 		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {

@@ -11,8 +11,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-
-	"golang.org/x/net/http/httpguts"
 )
 
 // writeRequest writes req into bw as req.Write(bw) does: the same bytes,
@@ -180,7 +178,7 @@ func appendRequestFields(dst []byte, h http.Header) []byte {
 		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
 			continue
 		}
-		if len(vv) > 0 && httpguts.ValidHeaderFieldName(k) {
+		if len(vv) > 0 && validFieldName(k) {
 			fields = append(fields, field{k, vv})
 		}
 	}

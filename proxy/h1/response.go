@@ -141,7 +141,7 @@ func (w *response) WriteHeader(code int) {
 func (w *response) appendBlock(dst []byte, keep func(string) bool) []byte {
 	fields := w.c.fields[:0]
 	for k, vv := range w.header {
-		if keep(k) && httpguts.ValidHeaderFieldName(k) {
+		if keep(k) && validFieldName(k) {
 			fields = append(fields, field{k, vv})
 		}
 	}
@@ -222,11 +222,15 @@ func first(vv []string) string {
 }
 
 // plainValue reports whether v needs neither trimming nor line breaks
-// made spaces, as nearly every value: one pass over it, where Trim and
-// ContainsAny would each build a set of bytes first.
+// made spaces, as nearly every value: where Trim and ContainsAny would each
+// build a set of bytes first, a byte loop for a short value and two
+// vectorized scans for a longer one.
 func plainValue(v string) bool {
 	if v == "" || isSpace(v[0]) || isSpace(v[len(v)-1]) {
 		return v == ""
+	}
+	if len(v) >= 16 {
+		return strings.IndexByte(v, '\n') < 0 && strings.IndexByte(v, '\r') < 0
 	}
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c == '\r' || c == '\n' {
@@ -235,6 +239,27 @@ func plainValue(v string) bool {
 	}
 	return true
 }
+
+// validFieldName is httpguts.ValidHeaderFieldName by a table of a token's
+// bytes: the same answer from a byte loop, where httpguts decodes runes.
+func validFieldName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if !tokenByte[k[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+var tokenByte = func() (t [256]bool) {
+	for c := range 128 {
+		t[c] = httpguts.IsTokenRune(rune(c))
+	}
+	return t
+}()
 
 // isSpace is what trimSpace trims.
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }

@@ -6,7 +6,23 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/net/http/httpguts"
 )
+
+// TestValidFieldNameAsHttpguts checks the table's answer against httpguts'
+// for every byte, alone and inside a name, and for names with UTF-8.
+func TestValidFieldNameAsHttpguts(t *testing.T) {
+	names := []string{"", "Content-Type", "X-A_b.c~d!#$%&'*+^`|", "é", "Aé", "a b", "a:b", "a\x00", "\xff", "\xc3\xa9"}
+	for c := range 256 {
+		names = append(names, string([]byte{byte(c)}), "X-"+string([]byte{byte(c)})+"-Y")
+	}
+	for _, k := range names {
+		if got, want := validFieldName(k), httpguts.ValidHeaderFieldName(k); got != want {
+			t.Errorf("validFieldName(%q): got %v, want %v", k, got, want)
+		}
+	}
+}
 
 // TestAppendFieldAsNetHTTP checks appendField's fast path against what
 // net/http's Header.Write does to a value: line breaks made spaces, then
@@ -17,7 +33,10 @@ func TestAppendFieldAsNetHTTP(t *testing.T) {
 		return strings.Trim(v, " \t\r\n")
 	}
 	values := []string{"", " ", "\t", "\r\n", "a", " a", "a ", "\ta\t", "a b", "a\rb", "a\nb", "a\r\nb",
-		"\r\na", "a\r\n", "59", "application/json; charset=utf-8", " \r\n \t", "x\x00y", "\x7f", "é"}
+		"\r\na", "a\r\n", "59", "application/json; charset=utf-8", " \r\n \t", "x\x00y", "\x7f", "é",
+		// Long enough for the vectorized scans.
+		"Sun, 06 Dec 2026 16:00:00 GMT", "a long value with a\nline break inside", "a long value with a\rreturn inside",
+		"a long value ending in a line break\n", strings.Repeat("x", 40) + "\r" + strings.Repeat("y", 40)}
 	// And every two-byte value over the bytes that matter.
 	for _, a := range " \t\r\nax" {
 		for _, b := range " \t\r\nax" {
