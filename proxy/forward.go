@@ -20,6 +20,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
+	"golang.org/x/net/http/httpguts"
 )
 
 // errUpstreamTimeout is returned by modifyResponse when the route timeout
@@ -416,9 +417,57 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
 			resp.Body = h.upgrades.track(rwc)
 		}
+		return nil // ReverseProxy reads the Upgrade from resp.Header
 	}
+	moveFields(st.w.Header(), resp.Header)
 	return nil
 }
+
+// moveFields moves src's fields onto dst as ReverseProxy's copyHeader would
+// copy them next (after dst's own values), but for Content-Type, which
+// ReverseProxy reads after to flush an event stream as it comes. copyHeader
+// adds each value with Header.Add, which canonicalizes the name again, at
+// about 30 instructions a byte; a transport's names are canonical already,
+// which a table confirms at a few a byte (a name that is not is left to
+// copyHeader).
+func moveFields(dst, src http.Header) {
+	for k, vv := range src {
+		if k == "Content-Type" || len(vv) == 0 || !canonicalName(k) {
+			continue
+		}
+		if have, ok := dst[k]; ok {
+			dst[k] = append(have, vv...)
+		} else {
+			dst[k] = vv
+		}
+		delete(src, k)
+	}
+}
+
+// canonicalName reports whether k is a token that
+// textproto.CanonicalMIMEHeaderKey returns as it is.
+func canonicalName(k string) bool {
+	if k == "" {
+		return false
+	}
+	upper := true
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !tokenByte[c] || upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
+			return false
+		}
+		upper = c == '-'
+	}
+	return true
+}
+
+// tokenByte is httpguts.IsTokenRune for a byte.
+var tokenByte = func() (t [256]bool) {
+	for c := range 128 {
+		t[c] = httpguts.IsTokenRune(rune(c))
+	}
+	return t
+}()
 
 // proxyError is the ReverseProxy's ErrorHandler: every upstream failure before
 // the response started ends here. r is the outbound request.

@@ -1,0 +1,94 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"net/http"
+	"net/http/httputil"
+	"reflect"
+	"testing"
+)
+
+// TestSetXForwardedAsHttputil sets the X-Forwarded fields with
+// setXForwarded and with httputil's SetXForwarded on the same requests and
+// compares what goes upstream.
+func TestSetXForwardedAsHttputil(t *testing.T) {
+	for _, c := range []struct {
+		name, remote, host string
+		prior              []string
+		tls                bool
+	}{
+		{"an IPv4 peer", "192.0.2.1:40000", "gw.example", nil, false},
+		{"an IPv6 peer over TLS", "[2001:db8::1]:443", "gw.example:8443", nil, true},
+		{"a chain from a trusted proxy", "10.0.0.2:1", "h", []string{"198.51.100.7", "203.0.113.9, 10.0.0.1"}, false},
+		{"an empty chain", "10.0.0.2:1", "h", []string{}, false},
+		{"a peer with no port", "10.0.0.2", "h", []string{"198.51.100.7"}, false},
+		{"no peer", "", "", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			build := func() *httputil.ProxyRequest {
+				in := &http.Request{RemoteAddr: c.remote, Host: c.host, Header: http.Header{"X-Forwarded-Host": {"spoofed"}}}
+				if c.tls {
+					in.TLS = &tls.ConnectionState{}
+				}
+				out := &http.Request{Header: http.Header{"Accept": {"*/*"}}}
+				if c.prior != nil {
+					out.Header["X-Forwarded-For"] = append([]string(nil), c.prior...)
+				}
+				return &httputil.ProxyRequest{In: in, Out: out}
+			}
+			got, want := build(), build()
+			setXForwarded(got)
+			want.SetXForwarded()
+			if !reflect.DeepEqual(got.Out.Header, want.Out.Header) {
+				t.Errorf("got %v, want %v", got.Out.Header, want.Out.Header)
+			}
+		})
+	}
+}
+
+// TestMoveFieldsAsCopyHeader gives the client's header what ReverseProxy's
+// copyHeader alone would have given it, when moveFields runs first.
+func TestMoveFieldsAsCopyHeader(t *testing.T) {
+	copyHeader := func(dst, src http.Header) { // httputil's, as it is
+		for k, vv := range src {
+			for _, v := range vv {
+				dst.Add(k, v)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name     string
+		dst, src http.Header
+	}{
+		{"nginx's answer", http.Header{}, http.Header{"Server": {"nginx"}, "Content-Type": {"text/plain"}, "Content-Length": {"3"}, "Connection": {"keep-alive"}}},
+		{"the gateway's fields first", http.Header{"Ratelimit": {"r"}, "Set-Cookie": {"a=1"}}, http.Header{"Set-Cookie": {"b=2", "c=3"}, "Etag": {`"x"`}}},
+		{"names not canonical", http.Header{"X-Foo": {"1"}}, http.Header{"x-foo": {"2"}, "X-BAR": {"3"}, "x-Baz": {"4"}}},
+		{"names not tokens", http.Header{}, http.Header{"X Foo": {"1"}, "X-Föo": {"2"}, "": {"3"}}},
+		{"empty values", http.Header{"A": {"1"}}, http.Header{"A": {}, "B": nil, "C": {""}}},
+		{"an event stream", http.Header{}, http.Header{"Content-Type": {"text/event-stream"}, "Cache-Control": {"no-cache"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clone := func(h http.Header) http.Header {
+				out := http.Header{}
+				for k, vv := range h {
+					out[k] = append([]string(nil), vv...)
+					if vv == nil {
+						out[k] = nil
+					}
+				}
+				return out
+			}
+			got, src := clone(c.dst), clone(c.src)
+			moveFields(got, src)
+			if ct, ok := c.src["Content-Type"]; ok && !reflect.DeepEqual(src["Content-Type"], ct) {
+				t.Errorf("Content-Type left for ReverseProxy: got %q, want %q", src["Content-Type"], ct)
+			}
+			copyHeader(got, src)
+			want := clone(c.dst)
+			copyHeader(want, c.src)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got %v, want %v", got, want)
+			}
+		})
+	}
+}
