@@ -1,11 +1,15 @@
 package proxy
 
 import (
+	"context"
 	"crypto/tls"
 	"net/http"
 	"net/http/httputil"
 	"reflect"
 	"testing"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // TestSetXForwardedAsHttputil sets the X-Forwarded fields with
@@ -86,6 +90,43 @@ func TestMoveFieldsAsCopyHeader(t *testing.T) {
 			copyHeader(got, src)
 			want := clone(c.dst)
 			copyHeader(want, c.src)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestInjectTraceAsTraceContext sets the trace fields with injectTrace and
+// with propagation.TraceContext's Inject on the same requests and compares
+// them.
+func TestInjectTraceAsTraceContext(t *testing.T) {
+	tid := trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}
+	sid := trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7}
+	ts, err := trace.ParseTraceState("vendor=a,other=b-c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		sc   trace.SpanContext
+	}{
+		{"unsampled", trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid})},
+		{"sampled", trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled})},
+		{"sampled and random, other flags dropped", trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: 0xff})},
+		{"a trace state", trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, TraceState: ts})},
+		{"no span", trace.SpanContext{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := trace.ContextWithSpanContext(context.Background(), c.sc)
+			client := func() http.Header {
+				return http.Header{"Accept": {"*/*"}, "Traceparent": {"00-ffffffffffffffffffffffffffffffff-ffffffffffffffff-01"}, "Tracestate": {"evil=1"}}
+			}
+			got, want := client(), client()
+			injectTrace(ctx, got)
+			delete(want, "Traceparent")
+			delete(want, "Tracestate")
+			propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(want))
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("got %v, want %v", got, want)
 			}
