@@ -169,29 +169,42 @@ func (w *wireUsage) decodePlain(v []byte) bool {
 		if !plainASCII(m.key) {
 			return false
 		}
+		// The name in lower case, looked up once: json.Unmarshal folds
+		// case, and a plain ASCII name folds to its lower case. A name
+		// longer than the buffer is none of these.
+		var low [32]byte
 		val, ok := v[m.val:m.end], true
-		switch k := m.key; {
-		case bytes.EqualFold(k, []byte("prompt_tokens")):
+		if len(m.key) > len(low) {
+			continue
+		}
+		for i, c := range m.key {
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			low[i] = c
+		}
+		switch string(low[:len(m.key)]) {
+		case "prompt_tokens":
 			ok = plainInt(val, &out.PromptTokens)
-		case bytes.EqualFold(k, []byte("completion_tokens")):
+		case "completion_tokens":
 			ok = plainInt(val, &out.CompletionTokens)
-		case bytes.EqualFold(k, []byte("total_tokens")):
+		case "total_tokens":
 			ok = plainInt(val, &out.TotalTokens)
-		case bytes.EqualFold(k, []byte("input_tokens")):
+		case "input_tokens":
 			ok = plainInt(val, &out.InputTokens)
-		case bytes.EqualFold(k, []byte("output_tokens")):
+		case "output_tokens":
 			ok = plainInt(val, &out.OutputTokens)
-		case bytes.EqualFold(k, []byte("cache_read_input_tokens")):
+		case "cache_read_input_tokens":
 			ok = plainInt(val, &out.CacheReadInputTokens)
-		case bytes.EqualFold(k, []byte("cache_creation_input_tokens")):
+		case "cache_creation_input_tokens":
 			ok = plainInt(val, &out.CacheCreationInputTokens)
-		case bytes.EqualFold(k, []byte("prompt_tokens_details")):
+		case "prompt_tokens_details":
 			out.PromptTokensDetails, ok = plainCached(val, out.PromptTokensDetails)
-		case bytes.EqualFold(k, []byte("input_tokens_details")):
+		case "input_tokens_details":
 			out.InputTokensDetails, ok = plainCached(val, out.InputTokensDetails)
-		case bytes.EqualFold(k, []byte("completion_tokens_details")):
+		case "completion_tokens_details":
 			out.CompletionTokensDetails, ok = plainReasoning(val, out.CompletionTokensDetails)
-		case bytes.EqualFold(k, []byte("output_tokens_details")):
+		case "output_tokens_details":
 			out.OutputTokensDetails, ok = plainReasoning(val, out.OutputTokensDetails)
 		}
 		if !ok {
