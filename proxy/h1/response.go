@@ -268,8 +268,7 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\
 // it is, less Content-Length and Transfer-Encoding.
 func (w *response) writeInformational(code int) {
 	bw := w.c.bw
-	var line [64]byte
-	bw.Write(appendStatusLine(line[:0], code))
+	bw.Write(appendStatusLine(w.c.line[:0], code))
 	w.c.hdr = w.appendBlock(w.c.hdr[:0], func(k string) bool {
 		return k != "Content-Length" && k != "Transfer-Encoding"
 	})
@@ -385,8 +384,7 @@ func (w *response) send(p []byte) {
 	code := w.status
 	keepAlives := !c.s.inShutdown.Load()
 	isHead := w.req.Method == http.MethodHead
-	var extra [160]byte
-	ex := extra[:0]
+	ex := c.extra[:0]
 	if !w.haveDate {
 		ex = append(ex, "Date: "...)
 		ex = appendDate(ex)
@@ -429,8 +427,7 @@ func (w *response) send(p []byte) {
 		ex = append(ex, "Transfer-Encoding: chunked\r\n"...)
 	}
 	bw := c.bw
-	var line [64]byte
-	bw.Write(appendStatusLine(line[:0], code))
+	bw.Write(appendStatusLine(c.line[:0], code))
 	if dropConn && w.connAt >= 0 {
 		bw.Write(c.hdr[:w.connAt])
 		bw.Write(c.hdr[w.connEnd:])

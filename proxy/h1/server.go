@@ -338,11 +338,14 @@ type serverConn struct {
 	idle  atomic.Bool
 	fresh atomic.Bool
 	born  time.Time
-	// fields and hdr are reused by each response's header block; cw is
-	// what its 2 KiB body buffer (bodyBuffers', for the request's time)
-	// writes to.
+	// fields and hdr are reused by each response's header block, extra
+	// and line by its framing fields and status line (on the stack they
+	// would escape through bufio.Writer.Write); cw is what its 2 KiB body
+	// buffer (bodyBuffers', for the request's time) writes to.
 	fields []field
 	hdr    []byte
+	extra  [160]byte
+	line   [64]byte
 	cw     chunkWriter
 
 	// The watch of the client's connection while a request runs.
