@@ -43,9 +43,9 @@ func parseRequest(head []byte) *http.Request {
 	if err != nil {
 		return nil
 	}
-	lines := bytes.Count(head, []byte("\n")) - 2
 	var (
-		fields                  = make([]pair, 0, lines)
+		buf                     [requestFields]pair // more spill to the heap
+		fields                  = buf[:0]
 		host                    string
 		hosts, connections, cls int
 	)
@@ -76,7 +76,12 @@ func parseRequest(head []byte) *http.Request {
 	if hosts != 1 || connections > 1 || cls > 1 {
 		return nil
 	}
-	header := fieldsHeader(fields, make([]string, len(fields)))
+	pr := new(parsedRequest)
+	values := pr.values[:]
+	if len(fields) > len(values) {
+		values = make([]string, len(fields))
+	}
+	header := fieldsHeader(fields, values)
 	if !httpguts.ValidHostHeader(host) {
 		return nil
 	}
@@ -92,11 +97,22 @@ func parseRequest(head []byte) *http.Request {
 			return nil
 		}
 	}
-	return &http.Request{
+	pr.req = http.Request{
 		Method: m, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: header, ContentLength: n, Close: closing, Host: host, RequestURI: uri,
 	}
+	return &pr.req
 }
+
+// parsedRequest is a request parseRequest reads, in one allocation with
+// its field values for a head of up to requestFields fields (an SDK's
+// call has a dozen or so).
+type parsedRequest struct {
+	req    http.Request
+	values [requestFields]string
+}
+
+const requestFields = 16
 
 // leanMethod is method when it is one leanRequest takes, as a constant;
 // "" for any other.
