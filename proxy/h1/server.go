@@ -349,10 +349,14 @@ type serverConn struct {
 	cw     chunkWriter
 
 	// The watch of the client's connection while a request runs.
-	mu        sync.Mutex
-	cond      sync.Cond
-	timer     *time.Timer
-	cancel    context.CancelFunc
+	mu     sync.Mutex
+	cond   sync.Cond
+	timer  *time.Timer
+	cancel context.CancelFunc
+	// reqDone is the running request's context's Done, and hook what an
+	// exchange of the lean transport runs when it ends (cancelhook.go).
+	reqDone   <-chan struct{}
+	hook      func()
 	body      *requestBody // the running request's, nil when none
 	running   bool         // a request is being served
 	wantWatch bool         // the watch is due, waiting for the body's end
@@ -369,7 +373,8 @@ func (s *Server) newConn(nc net.Conn) *serverConn {
 	c.bw = bufio.NewWriterSize(&c.w, serverBufferSize)
 	c.cond.L = &c.mu
 	ctx := context.WithValue(context.Background(), http.ServerContextKey, s.Fallback)
-	c.ctx = context.WithValue(ctx, http.LocalAddrContextKey, nc.LocalAddr())
+	ctx = context.WithValue(ctx, http.LocalAddrContextKey, nc.LocalAddr())
+	c.ctx = context.WithValue(ctx, serverConnKey{}, c)
 	c.timer = time.AfterFunc(time.Hour, c.watchDue)
 	c.timer.Stop()
 	return c
@@ -400,9 +405,7 @@ func (w *connWriter) Write(p []byte) (int, error) {
 	n, err := w.c.nc.Write(p)
 	if err != nil {
 		w.c.mu.Lock()
-		if w.c.cancel != nil {
-			w.c.cancel()
-		}
+		w.c.cancelLocked()
 		w.c.mu.Unlock()
 	}
 	return n, err
@@ -667,7 +670,7 @@ func hostLines(head []byte) int {
 // when the connection is to be closed.
 func (c *serverConn) serveRequest(req *http.Request) (keep bool) {
 	ctx, cancel := context.WithCancel(c.ctx)
-	defer cancel()
+	defer c.endRequest(cancel)
 	req = req.WithContext(ctx)
 	req.RemoteAddr = c.remote
 	var body *requestBody
@@ -687,7 +690,7 @@ func (c *serverConn) serveRequest(req *http.Request) (keep bool) {
 	c.cw.w = w
 
 	c.mu.Lock()
-	c.cancel, c.body, c.running = cancel, body, true
+	c.cancel, c.body, c.running, c.reqDone = cancel, body, true, ctx.Done()
 	c.wantWatch = false
 	c.mu.Unlock()
 	c.timer.Reset(c.s.watchAfter())
@@ -761,9 +764,7 @@ func (c *serverConn) watch() {
 		c.s.note("byte")
 	}
 	if err != nil && !c.aborted {
-		if c.cancel != nil {
-			c.cancel()
-		}
+		c.cancelLocked()
 		c.s.note("gone")
 	}
 	c.watching = false

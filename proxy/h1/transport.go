@@ -422,9 +422,13 @@ type conn struct {
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	// abort ends any read or write in progress; it is built once, so that
-	// watching a request's context allocates no closure.
-	abort func()
-	peek  peeker
+	// watching a request's context allocates no closure. hookOn is the lean
+	// server connection whose request the exchange watches, if it does so
+	// through its slot (cancelWith); unhook, built once too, gives it back.
+	abort  func()
+	hookOn *serverConn
+	unhook func() bool
+	peek   peeker
 	// answered is whether any byte of the current response arrived.
 	answered bool
 	idleAt   time.Time
@@ -436,6 +440,7 @@ func newConn(t *Transport, addr string, nc net.Conn) *conn {
 	c.br = bufio.NewReaderSize(&c.lr, bufferSize)
 	c.bw = bufio.NewWriterSize(nc, bufferSize)
 	c.abort = func() { nc.SetDeadline(longAgo) }
+	c.unhook = func() bool { return c.hookOn.offCancel() }
 	c.peek.init(nc)
 	return c
 }
@@ -444,7 +449,7 @@ func newConn(t *Transport, addr string, nc net.Conn) *conn {
 // connection is closed.
 func (c *conn) roundTrip(req *http.Request, trace *httptrace.ClientTrace) (*http.Response, error) {
 	ctx := req.Context()
-	stop := context.AfterFunc(ctx, c.abort)
+	stop := c.cancelWith(ctx)
 	c.answered = false
 	var (
 		timeout  time.Duration
