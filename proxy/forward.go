@@ -20,7 +20,6 @@ import (
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
-	"golang.org/x/net/http/httpguts"
 )
 
 // errUpstreamTimeout is returned by modifyResponse when the route timeout
@@ -432,7 +431,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 // copyHeader).
 func moveFields(dst, src http.Header) {
 	for k, vv := range src {
-		if k == "Content-Type" || len(vv) == 0 || !canonicalName(k) {
+		if k == "Content-Type" || len(vv) == 0 || !h1.CanonicalName(k) {
 			continue
 		}
 		if have, ok := dst[k]; ok {
@@ -443,31 +442,6 @@ func moveFields(dst, src http.Header) {
 		delete(src, k)
 	}
 }
-
-// canonicalName reports whether k is a token that
-// textproto.CanonicalMIMEHeaderKey returns as it is.
-func canonicalName(k string) bool {
-	if k == "" {
-		return false
-	}
-	upper := true
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !tokenByte[c] || upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
-			return false
-		}
-		upper = c == '-'
-	}
-	return true
-}
-
-// tokenByte is httpguts.IsTokenRune for a byte.
-var tokenByte = func() (t [256]bool) {
-	for c := range 128 {
-		t[c] = httpguts.IsTokenRune(rune(c))
-	}
-	return t
-}()
 
 // proxyError is the ReverseProxy's ErrorHandler: every upstream failure before
 // the response started ends here. r is the outbound request.
