@@ -85,8 +85,8 @@ func parseHead(head []byte, lines int, req *http.Request) *leanResponse {
 	if !ok {
 		return nil
 	}
-	lr := new(leanResponse)
-	fields := lr.fields[:0]
+	var buf [leanFields]pair // more spill to the heap
+	fields := buf[:0]
 	for at := lineEnd + len(crlf); at < len(head)-len(crlf); {
 		end := at + bytes.IndexByte(head[at:], '\n') - 1
 		k, v, ok := headerLine(s, head, at, end)
@@ -100,6 +100,7 @@ func parseHead(head []byte, lines int, req *http.Request) *leanResponse {
 		fields = append(fields, pair{k, v})
 		at = end + len(crlf)
 	}
+	lr := new(leanResponse)
 	values := lr.values[:]
 	if len(fields) > len(values) {
 		values = make([]string, len(fields))
@@ -122,12 +123,12 @@ func parseHead(head []byte, lines int, req *http.Request) *leanResponse {
 	return lr
 }
 
-// leanResponse is a response parseHead reads, in one allocation with what
-// it is made of for a head of up to leanFields fields.
+// leanResponse is a response parseHead reads, in one allocation with its
+// body's framing and its field values for a head of up to leanFields
+// fields.
 type leanResponse struct {
 	res    http.Response
 	body   lengthBody
-	fields [leanFields]pair
 	values [leanFields]string
 }
 
