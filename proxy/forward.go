@@ -381,7 +381,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	// resp.Header, ReverseProxy would copy each once more, and five more
 	// names push a small response's header map into a bigger table.) They
 	// are rendered into one buffer, an OpenAI route's own sets with them,
-	// and cut from one string.
+	// which the lean server writes as it is, and net/http's from one string.
 	var stack [headerStack]byte
 	var hv headerValues
 	buf, _ := hv.rateLimit(stack[:0], st.verdict, route.RateLimitHeaders)
@@ -397,7 +397,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		}
 	}
 	hv.dropFrom(resp.Header)
-	hv.setOn(st.w.Header(), buf)
+	hv.put(st.w, buf)
 	// The response's Date is the gateway's, stamped by net/http as it
 	// writes, as nginx's proxy does: the clock that computed the rate-limit
 	// headers' resets. It also keeps a small response within the eight

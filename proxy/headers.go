@@ -7,6 +7,7 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
+	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 
 // Response header names the gateway owns. On proxied responses the gateway's
@@ -18,6 +19,16 @@ const (
 	hdrXRemaining = "X-Ratelimit-Remaining"
 	hdrXReset     = "X-Ratelimit-Reset"
 	hdrRetryAfter = "Retry-After"
+)
+
+// The same, checked once for h1.SetFields.
+var (
+	fieldPolicy     = h1.MustFieldName(hdrPolicy)
+	fieldRateLimit  = h1.MustFieldName(hdrRateLimit)
+	fieldXLimit     = h1.MustFieldName(hdrXLimit)
+	fieldXRemaining = h1.MustFieldName(hdrXRemaining)
+	fieldXReset     = h1.MustFieldName(hdrXReset)
+	fieldRetryAfter = h1.MustFieldName(hdrRetryAfter)
 )
 
 // setRateLimitHeaders renders v into h as the route's set asks, replacing
@@ -59,19 +70,19 @@ const maxHeaderValues = 14
 // string and one array of values: two allocations however many headers,
 // on every response that carries rate-limit headers and on every 429.
 type headerValues struct {
-	names [maxHeaderValues]string
+	names [maxHeaderValues]h1.FieldName
 	ends  [maxHeaderValues]int
 	n     int
 }
 
 // end closes the value rendered into buf since the last one as name's.
-func (hv *headerValues) end(buf []byte, name string) {
+func (hv *headerValues) end(buf []byte, name h1.FieldName) {
 	hv.names[hv.n], hv.ends[hv.n] = name, len(buf)
 	hv.n++
 }
 
 // int renders n as name's value.
-func (hv *headerValues) int(buf []byte, name string, n int64) []byte {
+func (hv *headerValues) int(buf []byte, name h1.FieldName, n int64) []byte {
 	buf = strconv.AppendInt(buf, n, 10)
 	hv.end(buf, name)
 	return buf
@@ -89,15 +100,24 @@ func (hv *headerValues) setOn(h http.Header, buf []byte) {
 	for i := range hv.n {
 		vals[i] = all[start:hv.ends[i]]
 		start = hv.ends[i]
-		h[hv.names[i]] = vals[i : i+1 : i+1]
+		h[hv.names[i].String()] = vals[i : i+1 : i+1]
 	}
+}
+
+// put sets the values rendered in buf on w's response: apart from its
+// header map where w is the lean server's (h1.SetFields), else on the map.
+func (hv *headerValues) put(w http.ResponseWriter, buf []byte) {
+	if hv.n == 0 || h1.SetFields(w, hv.names[:hv.n], hv.ends[:hv.n], buf) {
+		return
+	}
+	hv.setOn(w.Header(), buf)
 }
 
 // dropFrom removes from h the names rendered, so that an upstream's values
 // under them do not join the gateway's.
 func (hv *headerValues) dropFrom(h http.Header) {
 	for _, name := range hv.names[:hv.n] {
-		delete(h, name)
+		delete(h, name.String())
 	}
 }
 
@@ -108,7 +128,9 @@ func (hv *headerValues) rateLimit(buf []byte, v limiter.Verdict, set policies.Ra
 		return buf, false
 	}
 	if set.IETF() {
-		for pass := range 2 {
+		// RateLimit, then RateLimit-Policy: every name in sorted order,
+		// as SetFields keeps them without moving one.
+		for _, pass := range [2]int{1, 0} {
 			n := 0
 			for i := range v.Decisions {
 				d := &v.Decisions[i]
@@ -134,18 +156,18 @@ func (hv *headerValues) rateLimit(buf []byte, v limiter.Verdict, set policies.Ra
 				}
 			}
 			if pass == 0 {
-				hv.end(buf, hdrPolicy)
+				hv.end(buf, fieldPolicy)
 			} else {
-				hv.end(buf, hdrRateLimit)
+				hv.end(buf, fieldRateLimit)
 			}
 		}
 	}
 	if set.Legacy() {
 		d, _ := v.Deciding()
 		r, t := remainingAndReset(&d)
-		buf = hv.int(buf, hdrXLimit, d.Limit.Quota())
-		buf = hv.int(buf, hdrXRemaining, r)
-		buf = hv.int(buf, hdrXReset, t)
+		buf = hv.int(buf, fieldXLimit, d.Limit.Quota())
+		buf = hv.int(buf, fieldXRemaining, r)
+		buf = hv.int(buf, fieldXReset, t)
 	}
 	return buf, true
 }

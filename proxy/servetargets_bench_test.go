@@ -52,6 +52,11 @@ func BenchmarkServeTargets(b *testing.B) {
 policies:
   gateway-local: {key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}
 `)
+	noheaders := handler(`routes:
+  - {name: bench, match: {path_prefix: /}, upstream: http://127.0.0.1:1, policies: [gateway-local], rate_limit_headers: none}
+policies:
+  gateway-local: {key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}
+`)
 	llmRoute := handler(`routes:
   - name: bench
     match: {path_prefix: /v1/, methods: [POST]}
@@ -72,6 +77,7 @@ policies:
 	}{
 		{"nopolicy", nopolicy, get},
 		{"local", local, get},
+		{"local-noheaders", noheaders, get},
 		{"nopolicy-post", nopolicy, post},
 		{"llm", llmRoute, post},
 	} {

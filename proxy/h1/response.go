@@ -43,6 +43,7 @@ type response struct {
 	connAt, connEnd int
 	trailers        []string // declared in Trailer
 	hasTrailers     bool
+	setUsed         bool // SetFields set fields in c.set
 }
 
 // A connection keeps the header block's buffer, and the fields it sorts,
@@ -138,6 +139,9 @@ func (w *response) WriteHeader(code int) {
 // appendBlock appends the header's fields that keep accepts, sorted by
 // name, as net/http writes them (names checked, line breaks in values
 // made spaces, values trimmed), noting where the Connection fields are.
+// The fields SetFields set go in their places by name (keep accepts them
+// all: they are none of the names it is asked about), but under a name
+// the map holds too, which was set after them.
 func (w *response) appendBlock(dst []byte, keep func(string) bool) []byte {
 	fields := w.c.fields[:0]
 	for k, vv := range w.header {
@@ -146,8 +150,18 @@ func (w *response) appendBlock(dst []byte, keep func(string) bool) []byte {
 		}
 	}
 	sortFields(fields)
+	var set []setField
+	if w.setUsed {
+		set = w.c.set
+	}
 	w.connAt, w.connEnd = -1, -1
 	for _, f := range fields {
+		for len(set) > 0 && set[0].name <= f.name {
+			if set[0].name < f.name {
+				dst = w.appendSet(dst, set[0])
+			}
+			set = set[1:]
+		}
 		if f.name == "Connection" {
 			w.connAt = len(dst)
 		}
@@ -158,9 +172,24 @@ func (w *response) appendBlock(dst []byte, keep func(string) bool) []byte {
 			w.connEnd = len(dst)
 		}
 	}
+	for _, f := range set {
+		dst = w.appendSet(dst, f)
+	}
 	clear(fields)
 	w.c.fields = fields[:0]
 	return dst
+}
+
+// appendSet appends a field SetFields set, as appendField would.
+func (w *response) appendSet(dst []byte, f setField) []byte {
+	v := w.c.setValues[f.start:f.end]
+	if len(v) == 0 || isSpace(v[0]) || isSpace(v[len(v)-1]) || f.breaks && !plainBytes(v) {
+		return appendField(dst, f.name, string(v))
+	}
+	dst = append(dst, f.name...)
+	dst = append(dst, ':', ' ')
+	dst = append(dst, v...)
+	return append(dst, '\r', '\n')
 }
 
 // sortFields sorts fields by name. A response has a dozen or so: an
@@ -234,6 +263,19 @@ func plainValue(v string) bool {
 	}
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c == '\r' || c == '\n' {
+			return false
+		}
+	}
+	return true
+}
+
+// plainBytes is plainValue of a value in bytes.
+func plainBytes(v []byte) bool {
+	if len(v) == 0 || isSpace(v[0]) || isSpace(v[len(v)-1]) {
+		return len(v) == 0
+	}
+	for _, c := range v {
+		if c == '\r' || c == '\n' {
 			return false
 		}
 	}
@@ -466,6 +508,9 @@ func (w *response) finish() bool {
 	}
 	if cap(w.c.fields) > maxKeptFields {
 		w.c.fields = nil
+	}
+	if cap(w.c.setValues) > maxKeptHeaderBlock || cap(w.c.set) > maxKeptFields {
+		w.c.set, w.c.setValues = nil, nil
 	}
 	if err != nil || w.closeAfter {
 		return false

@@ -344,9 +344,12 @@ type serverConn struct {
 	// buffer (bodyBuffers', for the request's time) writes to.
 	fields []field
 	hdr    []byte
-	extra  [160]byte
-	line   [64]byte
-	cw     chunkWriter
+	// set and setValues hold the fields SetFields set on an answer.
+	set       []setField
+	setValues []byte
+	extra     [160]byte
+	line      [64]byte
+	cw        chunkWriter
 
 	// The watch of the client's connection while a request runs.
 	mu     sync.Mutex

@@ -218,6 +218,7 @@ func parityHandler() http.Handler {
 		}
 		fmt.Fprintf(w, "%s %s host=%s len=%d body=%q", r.Method, r.URL.RequestURI(), r.Host, r.ContentLength, b)
 	})
+	mux.Handle("/set", setFieldsHandler(nil)) // fields set apart from the map
 	mux.HandleFunc("/ignore-body", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "did not read it")
 	})
@@ -726,6 +727,7 @@ var serverSeeds = []string{
 	"GET /hints HTTP/1.1\r\nHost: x\r\n\r\nGET /stream HTTP/1.1\r\nHost: x\r\n\r\n",
 	"GET /nocontent HTTP/1.1\r\nHost: x\r\n\r\nGET /notmodified HTTP/1.1\r\nHost: x\r\n\r\nGET /status HTTP/1.1\r\nHost: x\r\n\r\n",
 	"GET /injected HTTP/1.1\r\nHost: x\r\n\r\nGET /late-header HTTP/1.1\r\nHost: x\r\n\r\n",
+	"GET /set HTTP/1.1\r\nHost: x\r\n\r\nHEAD /set HTTP/1.1\r\nHost: x\r\n\r\n",
 	"GET /close HTTP/1.1\r\nHost: x\r\n\r\nGET /text HTTP/1.1\r\nHost: x\r\n\r\n",
 	"GET /short-declared HTTP/1.1\r\nHost: x\r\n\r\nGET /text HTTP/1.1\r\nHost: x\r\n\r\n",
 	"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloGET /text HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -837,8 +839,15 @@ func TestServerWriteTimeout(t *testing.T) {
 func TestServerDropsLargeHeaderBlocks(t *testing.T) {
 	s, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/big" {
+			names, ends, values := make([]FieldName, 200), make([]int, 200), []byte{}
 			for i := range 200 {
 				w.Header().Set(fmt.Sprintf("X-Field-%d", i), strings.Repeat("v", 100))
+				names[i] = MustFieldName(fmt.Sprintf("X-Set-%d", i))
+				values = append(values, strings.Repeat("s", 100)...)
+				ends[i] = len(values)
+			}
+			if !SetFields(w, names, ends, values) {
+				t.Error("SetFields refused plain fields")
 			}
 		}
 		io.WriteString(w, "ok")
@@ -851,7 +860,7 @@ func TestServerDropsLargeHeaderBlocks(t *testing.T) {
 	nc.SetDeadline(time.Now().Add(10 * time.Second))
 	io.WriteString(nc, "GET /big HTTP/1.1\r\nHost: x\r\n\r\nGET /small HTTP/1.1\r\nHost: x\r\n\r\n")
 	br := bufio.NewReader(nc)
-	for _, n := range []int{200, 0} {
+	for _, n := range []int{400, 0} {
 		p, err := readParsed(br, "GET")
 		if err != nil || p.body != "ok" || len(p.header) < n {
 			t.Fatalf("answer: %v, %v", p, err)
@@ -877,5 +886,8 @@ func TestServerDropsLargeHeaderBlocks(t *testing.T) {
 	}
 	if cap(c.hdr) > maxKeptHeaderBlock || cap(c.fields) > maxKeptFields {
 		t.Errorf("the connection keeps a %d-byte header block and %d fields", cap(c.hdr), cap(c.fields))
+	}
+	if cap(c.setValues) > maxKeptHeaderBlock || cap(c.set) > maxKeptFields {
+		t.Errorf("the connection keeps %d bytes and %d fields of SetFields", cap(c.setValues), cap(c.set))
 	}
 }
