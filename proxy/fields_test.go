@@ -83,7 +83,7 @@ func TestMoveFieldsAsCopyHeader(t *testing.T) {
 				return out
 			}
 			got, src := clone(c.dst), clone(c.src)
-			moveFields(got, src)
+			moveFields(got, src, &headerValues{})
 			if ct, ok := c.src["Content-Type"]; ok && !reflect.DeepEqual(src["Content-Type"], ct) {
 				t.Errorf("Content-Type left for ReverseProxy: got %q, want %q", src["Content-Type"], ct)
 			}
@@ -94,6 +94,30 @@ func TestMoveFieldsAsCopyHeader(t *testing.T) {
 				t.Errorf("got %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// TestMoveFieldsDrops: Date and the gateway's own names leave the
+// upstream's header and reach neither the client's nor ReverseProxy's copy;
+// a name that only resembles one of them passes.
+func TestMoveFieldsDrops(t *testing.T) {
+	var hv headerValues
+	buf := []byte("10")
+	hv.end(buf[:1], fieldXLimit)
+	hv.end(buf, fieldRateLimit)
+	src := http.Header{
+		"Date": {"Sun, 06 Dec 2026 19:00:00 GMT"}, "X-Ratelimit-Limit": {"99"}, "Ratelimit": {"upstream's"},
+		"X-Ratelimit-Limit-Requests": {"5"}, "ratelimit": {"not canonical: passes"}, "Server": {"nginx"}, "Content-Type": {"text/plain"},
+	}
+	dst := http.Header{}
+	moveFields(dst, src, &hv)
+	want := http.Header{"X-Ratelimit-Limit-Requests": {"5"}, "Server": {"nginx"}}
+	if !reflect.DeepEqual(dst, want) {
+		t.Errorf("moved %v, want %v", dst, want)
+	}
+	left := http.Header{"ratelimit": {"not canonical: passes"}, "Content-Type": {"text/plain"}}
+	if !reflect.DeepEqual(src, left) {
+		t.Errorf("left %v, want %v", src, left)
 	}
 }
 

@@ -396,14 +396,18 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 			buf = hv.openAI(buf, st.verdict, st.costs, nil)
 		}
 	}
-	hv.dropFrom(resp.Header)
 	hv.put(st.w, buf)
 	// The response's Date is the gateway's, stamped by net/http as it
 	// writes, as nginx's proxy does: the clock that computed the rate-limit
 	// headers' resets. It also keeps a small response within the eight
 	// header names a Go header map holds before it grows into a table,
 	// which measured a tenth of the throughput of a small proxied response.
-	delete(resp.Header, "Date")
+	// Both go as moveFields passes them, but where resp.Header is read
+	// before (a stored answer) or kept as it is (an upgrade).
+	if st.idem != nil || resp.StatusCode == http.StatusSwitchingProtocols {
+		hv.dropFrom(resp.Header)
+		delete(resp.Header, "Date")
+	}
 	if st.p.call != nil {
 		st.p.call.watch(resp)
 	}
@@ -418,7 +422,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		}
 		return nil // ReverseProxy reads the Upgrade from resp.Header
 	}
-	moveFields(st.w.Header(), resp.Header)
+	moveFields(st.w.Header(), resp.Header, &hv)
 	return nil
 }
 
@@ -428,9 +432,14 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 // adds each value with Header.Add, which canonicalizes the name again, at
 // about 30 instructions a byte; a transport's names are canonical already,
 // which a table confirms at a few a byte (a name that is not is left to
-// copyHeader).
-func moveFields(dst, src http.Header) {
+// copyHeader). Date and the names drop holds are dropped from src, in the
+// same pass, and go nowhere.
+func moveFields(dst, src http.Header, drop *headerValues) {
 	for k, vv := range src {
+		if k == "Date" || drop.has(k) {
+			delete(src, k)
+			continue
+		}
 		if k == "Content-Type" || len(vv) == 0 || !h1.CanonicalName(k) {
 			continue
 		}

@@ -113,6 +113,16 @@ func (hv *headerValues) put(w http.ResponseWriter, buf []byte) {
 	hv.setOn(w.Header(), buf)
 }
 
+// has reports whether name is one of those rendered.
+func (hv *headerValues) has(name string) bool {
+	for _, n := range hv.names[:hv.n] {
+		if n.String() == name {
+			return true
+		}
+	}
+	return false
+}
+
 // dropFrom removes from h the names rendered, so that an upstream's values
 // under them do not join the gateway's.
 func (hv *headerValues) dropFrom(h http.Header) {
@@ -224,6 +234,10 @@ func ceilDiv(n, unit int64) int64 {
 // escaping keeps the header well-formed even if that changes.
 func appendSFString(b []byte, s string) []byte {
 	b = append(b, '"')
+	if sfPlain(s) { // a policy's name, as the config allows them
+		b = append(b, s...)
+		return append(b, '"')
+	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c == '"' || c == '\\' {
@@ -235,4 +249,15 @@ func appendSFString(b []byte, s string) []byte {
 		b = append(b, c)
 	}
 	return append(b, '"')
+}
+
+// sfPlain reports whether s goes into an sf-string as it is: printable
+// ASCII without a quote or a backslash.
+func sfPlain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }

@@ -196,3 +196,19 @@ func TestRateSetKeysAreCanonical(t *testing.T) {
 		}
 	}
 }
+
+// appendSFString writes an RFC 9651 sf-string: a plain name as it is, a
+// quote and a backslash escaped, and what sf-strings cannot hold as "?".
+func TestAppendSFString(t *testing.T) {
+	for in, want := range map[string]string{
+		"gateway-local": `"gateway-local"`,
+		"":              `""`,
+		`a"b\c`:         `"a\"b\\c"`,
+		"tab\there":     `"tab?here"`,
+		"café":          `"caf??"`,
+	} {
+		if got := string(appendSFString([]byte("x"), in)); got != "x"+want {
+			t.Errorf("appendSFString(%q) = %s, want x%s", in, got, want)
+		}
+	}
+}
