@@ -3,6 +3,7 @@ package llm
 import (
 	"math"
 	"strings"
+	"unicode/utf8"
 )
 
 // Family is what the gateway knows of a group of models to bound what a
@@ -99,7 +100,7 @@ func (m Models) For(model string) Family {
 	best, bestLen := -1, 0
 	for i, f := range m {
 		for _, p := range f.Prefixes {
-			if len(p) > bestLen && strings.HasPrefix(name, strings.ToLower(p)) {
+			if len(p) > bestLen && hasLowerPrefix(name, p) {
 				best, bestLen = i, len(p)
 			}
 		}
@@ -113,6 +114,28 @@ func (m Models) For(model string) Family {
 		return DefaultFamily
 	}
 	return m[best]
+}
+
+// hasLowerPrefix is strings.HasPrefix(name, strings.ToLower(p)), without
+// lowering p first where it is ASCII: byte by byte, to the first that
+// differs.
+func hasLowerPrefix(name, p string) bool {
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c >= utf8.RuneSelf { // lowered, it may change its length
+			return strings.HasPrefix(name, strings.ToLower(p))
+		}
+		if i >= len(name) {
+			return false
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if name[i] != c {
+			return false
+		}
+	}
+	return true
 }
 
 // AddSat returns a+b, or math.MaxInt64 when the sum would not fit; both
