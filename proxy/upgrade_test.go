@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // echoUpgradeUpstream switches to a line echo protocol on "Upgrade: echo"
@@ -108,4 +110,39 @@ func TestShutdownUpgradedConnections(t *testing.T) {
 			t.Fatal("Shutdown did not return after the upgraded connection closed")
 		}
 	})
+}
+
+// TestUpgradeCarriesRateLimitHeaders: a 101 through a limited route carries
+// the gateway's rate-limit headers, as any other answer. ReverseProxy writes
+// a 101 from the header map itself, where fields set apart from it
+// (h1.SetFields) would be lost: the lean server hands upgrades to net/http,
+// whose writer SetFields refuses.
+func TestUpgradeCarriesRateLimitHeaders(t *testing.T) {
+	up := echoUpgradeUpstream(t)
+	snap := testSnapshot(t, nil, testRoute(t, "ws", "/", up,
+		testPolicy(t, "per-ip", "ip", perMinute(5, 5), policies.MissingReject)))
+	gw, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+	addr := strings.TrimPrefix(gw.URL, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: "+addr+"\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+	if err != nil {
+		t.Fatalf("reading the upgrade response: %v", err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: got status %d, want 101", resp.StatusCode)
+	}
+	if got := resp.Header.Get("X-RateLimit-Remaining"); got != "4" {
+		t.Errorf("X-RateLimit-Remaining %q, want 4 (header %v)", got, resp.Header)
+	}
+	if got := resp.Header.Get("RateLimit"); !strings.HasPrefix(got, `"per-ip";r=4;`) {
+		t.Errorf("RateLimit %q (header %v)", got, resp.Header)
+	}
+	echoLine(t, conn, br, "ping\n")
 }
