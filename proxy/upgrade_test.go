@@ -37,6 +37,15 @@ func echoUpgradeUpstream(t *testing.T) string {
 // that it echoes.
 func upgradedClient(t *testing.T, gwURL string) (net.Conn, *bufio.Reader) {
 	t.Helper()
+	conn, br, _ := upgrade(t, gwURL)
+	echoLine(t, conn, br, "ping\n")
+	return conn, br
+}
+
+// upgrade asks the gateway for an upgrade to the echo protocol and reads
+// its 101.
+func upgrade(t *testing.T, gwURL string) (net.Conn, *bufio.Reader, *http.Response) {
+	t.Helper()
 	addr := strings.TrimPrefix(gwURL, "http://")
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -53,8 +62,7 @@ func upgradedClient(t *testing.T, gwURL string) (net.Conn, *bufio.Reader) {
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: got status %d, want 101", resp.StatusCode)
 	}
-	echoLine(t, conn, br, "ping\n")
-	return conn, br
+	return conn, br, resp
 }
 
 func echoLine(t *testing.T, conn net.Conn, br *bufio.Reader, line string) {
@@ -122,22 +130,7 @@ func TestUpgradeCarriesRateLimitHeaders(t *testing.T) {
 	snap := testSnapshot(t, nil, testRoute(t, "ws", "/", up,
 		testPolicy(t, "per-ip", "ip", perMinute(5, 5), policies.MissingReject)))
 	gw, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
-	addr := strings.TrimPrefix(gw.URL, "http://")
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: "+addr+"\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
-	if err != nil {
-		t.Fatalf("reading the upgrade response: %v", err)
-	}
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("upgrade: got status %d, want 101", resp.StatusCode)
-	}
+	conn, br, resp := upgrade(t, gw.URL)
 	if got := resp.Header.Get("X-RateLimit-Remaining"); got != "4" {
 		t.Errorf("X-RateLimit-Remaining %q, want 4 (header %v)", got, resp.Header)
 	}
