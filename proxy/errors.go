@@ -13,7 +13,6 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
-
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 

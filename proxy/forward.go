@@ -381,7 +381,8 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	// resp.Header, ReverseProxy would copy each once more, and five more
 	// names push a small response's header map into a bigger table.) They
 	// are rendered into one buffer, an OpenAI route's own sets with them,
-	// which the lean server writes as it is, and net/http's from one string.
+	// and handed to the lean server apart from the header map
+	// (h1.SetFields), or cut from one string onto net/http's.
 	var stack [headerStack]byte
 	var hv headerValues
 	buf, _ := hv.rateLimit(stack[:0], st.verdict, route.RateLimitHeaders)

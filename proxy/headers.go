@@ -66,9 +66,10 @@ const maxHeaderValues = 14
 
 // headerValues cuts a response's header values from one buffer, into which
 // they were rendered one after the other (the buffer is passed along, not
-// held, so that it can live on the caller's stack), and sets them with one
-// string and one array of values: two allocations however many headers,
-// on every response that carries rate-limit headers and on every 429.
+// held, so that it can live on the caller's stack). The lean server takes
+// them as they are (h1.SetFields copies them into its connection's
+// buffers: no allocation); on net/http's header map they go as one string
+// and one array of values, two allocations however many headers.
 type headerValues struct {
 	names [maxHeaderValues]h1.FieldName
 	ends  [maxHeaderValues]int
