@@ -180,10 +180,11 @@ func (w *response) appendBlock(dst []byte, keep func(string) bool) []byte {
 	return dst
 }
 
-// appendSet appends a field SetFields set, as appendField would.
+// appendSet appends a field SetFields set, as appendField would: by
+// appendField itself for a value it may have to mend.
 func (w *response) appendSet(dst []byte, f setField) []byte {
 	v := w.c.setValues[f.start:f.end]
-	if len(v) == 0 || isSpace(v[0]) || isSpace(v[len(v)-1]) || f.breaks && !plainBytes(v) {
+	if f.breaks || len(v) == 0 || isSpace(v[0]) || isSpace(v[len(v)-1]) {
 		return appendField(dst, f.name, string(v))
 	}
 	dst = append(dst, f.name...)
@@ -263,19 +264,6 @@ func plainValue(v string) bool {
 	}
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c == '\r' || c == '\n' {
-			return false
-		}
-	}
-	return true
-}
-
-// plainBytes is plainValue of a value in bytes.
-func plainBytes(v []byte) bool {
-	if len(v) == 0 || isSpace(v[0]) || isSpace(v[len(v)-1]) {
-		return len(v) == 0
-	}
-	for _, c := range v {
-		if c == '\r' || c == '\n' {
 			return false
 		}
 	}
