@@ -38,14 +38,18 @@ func BenchmarkNodeScriptInstructions(b *testing.B) {
 			b.Skipf("%s not on PATH (apt-get install -y valgrind): it counts redis-server's instructions", tool)
 		}
 	}
-	var standalone, cluster, standaloneSat, clusterSat float64
+	var standalone, cluster, standaloneSat, clusterSat, hot float64
 	for b.Loop() {
-		standalone = decisionInstructions(b, false, 14)
-		cluster = decisionInstructions(b, true, 5)
-		standaloneSat = decisionInstructions(b, false, 80)
-		clusterSat = decisionInstructions(b, true, 48)
+		standalone = decisionInstructions(b, false, 14, false)
+		cluster = decisionInstructions(b, true, 5, false)
+		standaloneSat = decisionInstructions(b, false, 80, false)
+		clusterSat = decisionInstructions(b, true, 48, false)
+		hot = decisionInstructions(b, false, 14, true)
 	}
 	b.ReportMetric(standalone, "standalone@14-instr/decision")
+	// One hot key (what gateway-redis sends: every request from one
+	// client): the call folds its repeats (see mergeCalls).
+	b.ReportMetric(hot, "standalone-hot@14-instr/decision")
 	b.ReportMetric(cluster, "cluster@5-instr/decision")
 	b.ReportMetric(cluster/standalone, "cluster/standalone")
 	// The batches saturation makes (BenchmarkRedisCapacity's
@@ -61,14 +65,18 @@ const callgrindCalls = 200
 // decisionInstructions starts redis-server under callgrind (in Cluster mode
 // holding every slot when cluster) and returns the instructions it spends
 // per decision on the merged call of batch GCRA decisions the gateway would
-// send it (see callInstructions).
-func decisionInstructions(b *testing.B, cluster bool, batch int) float64 {
+// send it (see callInstructions): on as many keys, or all on one when hot.
+func decisionInstructions(b *testing.B, cluster bool, batch int, hot bool) float64 {
 	b.Helper()
 	s := startCallgrind(b, cluster)
 	check := limiter.Check{Rule: policy("ni-gcra", limiter.GCRA), Limit: limiter.Limit{Rate: 1_000_000, Period: time.Hour}}
 	cmds := make([]redis.Cmder, batch)
 	for i := range cmds {
-		cmds[i] = decideCall(b, strconv.Itoa(i*7919%1000), check)
+		key := strconv.Itoa(i * 7919 % 1000)
+		if hot {
+			key = "hot"
+		}
+		cmds[i] = decideCall(b, key, check)
 	}
 	var merged []redis.Cmder
 	if cluster {

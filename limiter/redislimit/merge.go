@@ -41,16 +41,35 @@ func mergeCalls(cmds []redis.Cmder, node bool) (merged []redis.Cmder, split func
 	if len(decides) < 2 {
 		return cmds, func() {}, func() []redis.Cmder { return nil }
 	}
-	// Each call is [evalsha, sha, nkeys, keys..., n, mode, each check's values]; the
-	// merged one is [evalsha, sha, all nkeys, every key..., calls, every
-	// call's argv...], built in one slice from the calls' own values (no
-	// key is boxed again).
+	// Each call is [evalsha, sha, nkeys, keys..., n, mode, each check's
+	// values]. The merged one is [evalsha, sha, nkeys, every group's keys...,
+	// groups, then per group its count and, for a positive count, its
+	// argv...] (see decideLoop), built in one slice from the calls' own
+	// values (no key is boxed again). A call with the keys and argv of the
+	// one before it joins its group (a hot key's requests); one with its
+	// argv alone starts a group that reuses them (another tenant under the
+	// same policy). Only neighbours fold, so the order stays the calls'.
+	times := make([]int, 0, len(decides))
 	nkeys, nargs := 0, 1
-	for _, c := range decides {
+	for i, c := range decides {
 		a := c.Args()
 		k, _ := a[2].(int)
+		switch {
+		case i > 0 && sameArgs(decides[i-1].Args(), a):
+			if times[len(times)-1] < 0 {
+				times[len(times)-1]--
+			} else {
+				times[len(times)-1]++
+			}
+			continue
+		case i > 0 && sameArgv(decides[i-1].Args(), a):
+			times = append(times, -1)
+			nargs++
+		default:
+			times = append(times, 1)
+			nargs += 1 + len(a) - 3 - k
+		}
 		nkeys += k
-		nargs += len(a) - 3 - k
 	}
 	a := make([]any, 0, 5+nkeys+nargs)
 	if node {
@@ -59,20 +78,28 @@ func mergeCalls(cmds []redis.Cmder, node bool) (merged []redis.Cmder, split func
 	} else {
 		a = append(a, "evalsha", decideManyScript.Hash(), nkeys)
 	}
-	for _, c := range decides {
-		ca := c.Args()
+	for g, i := 0, 0; g < len(times); g++ {
+		ca := decides[i].Args()
 		k, _ := ca[2].(int)
 		a = append(a, ca[3:3+k]...)
+		i += abs(times[g])
 	}
-	a = append(a, len(decides))
+	a = append(a, len(times))
+	for g, i := 0, 0; g < len(times); g++ {
+		ca := decides[i].Args()
+		k, _ := ca[2].(int)
+		a = append(a, times[g])
+		if times[g] > 0 {
+			a = append(a, ca[3+k:]...)
+		}
+		i += abs(times[g])
+	}
 	sizes := make([]int, len(decides))
 	for i, c := range decides {
 		ca := c.Args()
 		k, _ := ca[2].(int)
-		argv := ca[3+k:]
-		n, _ := argv[0].(int)
+		n, _ := ca[3+k].(int)
 		sizes[i] = 5*n + 1
-		a = append(a, argv...)
 	}
 	many := redis.NewIntSliceCmd(context.Background(), a...)
 	if nkeys > 0 {
@@ -108,6 +135,53 @@ func mergeCalls(cmds []redis.Cmder, node bool) (merged []redis.Cmder, split func
 			}
 			return again
 		}
+}
+
+// sameArgs says whether two decideScript calls carry the same keys and
+// arguments: the same request, decided again.
+func sameArgs(x, y []any) bool {
+	return len(x) == len(y) && sameValues(x[2:], y[2:])
+}
+
+// sameArgv says whether two decideScript calls carry the same arguments
+// (after their keys), whatever their keys: the same checks of one policy
+// on other keys.
+func sameArgv(x, y []any) bool {
+	kx, _ := x[2].(int)
+	ky, _ := y[2].(int)
+	return kx == ky && len(x) == len(y) && sameValues(x[3+kx:], y[3+ky:])
+}
+
+// sameValues compares arguments as go-redis writes them: a *int64 (how
+// decideCmdIn passes a check's numbers) by its value. Any other type is
+// never the same, so a call it carries is sent whole.
+func sameValues(x, y []any) bool {
+	for i := range x {
+		switch a := x[i].(type) {
+		case string:
+			if b, ok := y[i].(string); !ok || a != b {
+				return false
+			}
+		case int:
+			if b, ok := y[i].(int); !ok || a != b {
+				return false
+			}
+		case *int64:
+			if b, ok := y[i].(*int64); !ok || *a != *b {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
 }
 
 func sum(xs []int) int {

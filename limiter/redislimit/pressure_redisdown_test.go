@@ -45,6 +45,12 @@ const (
 	hungFor   = time.Second
 	downAfter = 500 * time.Millisecond
 	downFlood = 3500 * time.Millisecond
+	// downRequests bounds the flood's count too. A hot key's denials are
+	// answered from the denial cache, and its admissions by merged calls
+	// that fold its repeats: a 2-core machine makes over a million
+	// decisions a second, and the bound must not end the flood before
+	// downAfter is over.
+	downRequests = 20_000_000
 	// recoverySlack is what enforcement may take beyond the breaker's
 	// cooldown after Redis is back: reconnecting on a loaded machine under
 	// -race.
@@ -97,7 +103,7 @@ func runRedisDown(t *testing.T, out outage, mode limiter.FailureMode) {
 	var wg sync.WaitGroup
 	halt := make(chan struct{})
 	defer wg.Wait() // the flood ends by itself within downFlood
-	wg.Go(func() { res = floodUntil(e, []limiter.Check{check}, floodWorkers, downFlood, halt, 2_000_000, 0) })
+	wg.Go(func() { res = floodUntil(e, []limiter.Check{check}, floodWorkers, downFlood, halt, downRequests, 0) })
 	<-time.After(downBefore) // the outage starts mid-flood, at a chosen time
 	downStart := time.Now()
 	out.down(s)
@@ -128,7 +134,7 @@ func runRedisDown(t *testing.T, out outage, mode limiter.FailureMode) {
 	}
 
 	if left := res.span.lastSent.Sub(settled); left < downAfter/2 {
-		t.Fatalf("the flood went on only %s after enforcement had to be back (redis took %s to come back, the flood stops after %s): machine too slow for this test", left, back.Sub(upStart), downFlood)
+		t.Fatalf("the flood went on only %s after enforcement had to be back (redis took %s to come back, the flood stops after %s or %d requests; it made %d): machine too slow for this test, or too fast for its bound", left, back.Sub(upStart), downFlood, downRequests, res.requests)
 	}
 	var (
 		upAdmitted, downAdmitted, settledAdmitted, admitted int

@@ -43,7 +43,7 @@ import (
 // Each algorithm's Lua is in its own file: gcraLua, slidingLua, fixedLua,
 // concurrencyLua.
 const decideSrc = decideHead + `
-local K, k, a, groups = KEYS, 0, 0, 1
+local K, k, a, groups, many = KEYS, 0, 0, 1, false
 ` + decideLoop
 
 // decideHead reads Redis's clock, once a call.
@@ -66,12 +66,30 @@ local gcra_now = (sec - ` + gcraEpoch + `) + (usec / 1000000)
 // once while the checks repeat it; and a request's records wait in two
 // reused tables until all its checks admit: a GCRA record is its key and
 // its new TAT (negated: see gcraLua), another algorithm's a function.
+//
+// In a merged call (many) each group of requests starts with a count,
+// times: the group is that many requests in a row with the same keys and
+// arguments, sent once and decided times over, one after the other; a
+// negative count -times is a group whose requests carry the arguments of
+// the group before it (from ga on), with keys of their own. A hot key's
+// requests, or many tenants' under one policy, then cost Redis a key or
+// nothing each instead of every argument again (see mergeCalls).
 const decideLoop = `
 local call, ceil, tonumber, argv = redis.call, math.ceil, tonumber, ARGV
 local reply, r, tats, rec_f, rec_v = {}, 0, {}, {}, {}
 local sliding, fixed, concurrency
 local n_s, n, rate_s, period_s, emission, burst_s, burst, cost_s, cost
+local ga = a
 for g = 1, groups do
+  local times, own = 1, nil
+  if many then
+    times, a = tonumber(argv[a + 1]), a + 1
+    if times < 0 then times, own, a = -times, a, ga end
+  end
+  local gk = k
+  ga = a
+  for rep = 1, times do
+  a, k = ga, gk
   if argv[a + 1] ~= n_s then n_s = argv[a + 1]; n = tonumber(n_s) end
   local all, nrec = argv[a + 2] ~= "peek", 0
   a = a + 2
@@ -115,6 +133,8 @@ for g = 1, groups do
   end
   reply[r + 1] = all and 1 or 0
   r = r + 1
+  end
+  if own then a = own end
 end
 -- Each TAT the call moved is written once, however many requests moved it.
 for key, tat in next, tats do
@@ -128,13 +148,15 @@ return reply
 // Redis runs one script and reads its clock once for all of them. Each
 // request stays all or nothing on its own, and they are decided in order,
 // each seeing what the ones before it recorded: as if called one by one.
-// ARGV[1] is the number of requests; then, per request, its decideScript
-// arguments (n, mode, then each check's). KEYS are theirs, in order. The reply is
-// theirs, concatenated. It is hand-written because neither go-redis nor
+// ARGV[1] is the number of groups; then, per group, its count (see
+// decideLoop) and, when the count is positive, its requests' decideScript
+// arguments (n, mode, then each check's). KEYS are the groups', in order,
+// once a group. The reply is each request's, concatenated, as if each had
+// been sent alone. It is hand-written because neither go-redis nor
 // redis_rate merges script calls: without it Redis runs one script per
 // request of a pipeline instead of one for all of them.
 const decideManySrc = decideHead + `
-local K, k, a, groups = KEYS, 0, 1, tonumber(ARGV[1])
+local K, k, a, groups, many = KEYS, 0, 1, tonumber(ARGV[1]), true
 ` + decideLoop
 
 var decideManyScript = redis.NewScript(decideManySrc)
@@ -147,7 +169,7 @@ var decideManyScript = redis.NewScript(decideManySrc)
 // them (Redis 7).
 const decideManyNodeSrc = "#!lua flags=allow-cross-slot-keys\n" + decideHead + `
 local nk = tonumber(ARGV[1])
-local K, k, a, groups = ARGV, 1, nk + 2, tonumber(ARGV[nk + 2])
+local K, k, a, groups, many = ARGV, 1, nk + 2, tonumber(ARGV[nk + 2]), true
 ` + decideLoop
 
 var decideManyNodeScript = redis.NewScript(decideManyNodeSrc)
