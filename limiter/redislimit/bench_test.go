@@ -248,7 +248,7 @@ func BenchmarkRedisDecideParallel(b *testing.B) {
 	for i := range keys {
 		keys[i] = "203.0.113." + strconv.Itoa(i%256) + "/" + strconv.Itoa(i)
 	}
-	run := func(b *testing.B, e *limiter.Engine, rule *limiter.Rule) {
+	run := func(b *testing.B, e *limiter.Engine, rule *limiter.Rule, keys []string) {
 		b.ReportAllocs()
 		b.SetParallelism(32 / max(1, runtime.GOMAXPROCS(0)/2)) // 64 goroutines on 2 CPUs
 		start := processCPU()
@@ -271,19 +271,27 @@ func BenchmarkRedisDecideParallel(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		run(b, e, &limiter.Rule{Name: "bp-local"})
+		run(b, e, &limiter.Rule{Name: "bp-local"}, keys)
 	})
-	b.Run("gcra", func(b *testing.B) {
-		r := newTestRedis(b, c, Config{})
-		e := newTestEngine(b, r)
-		rule := policy("bp-gcra", limiter.GCRA)
-		run(b, e, rule)
-		st := r.Stats()
-		if st.Errors > 0 {
-			b.Fatalf("got %d failed round trips, want none", st.Errors)
-		}
-		b.ReportMetric(float64(st.RoundTrips)/float64(max(1, st.Pipelines)), "decisions/pipeline")
-	})
+	// gcra: a thousand clients; gcra-hot: one client (what gateway-redis
+	// sends), whose calls a pipeline folds into one group (see mergeCalls).
+	for _, t := range []struct {
+		name string
+		keys []string
+	}{{"gcra", keys}, {"gcra-hot", keys[:1]}} {
+		name, keys := t.name, t.keys
+		b.Run(name, func(b *testing.B) {
+			r := newTestRedis(b, c, Config{})
+			e := newTestEngine(b, r)
+			rule := policy("bp-"+name, limiter.GCRA)
+			run(b, e, rule, keys)
+			st := r.Stats()
+			if st.Errors > 0 {
+				b.Fatalf("got %d failed round trips, want none", st.Errors)
+			}
+			b.ReportMetric(float64(st.RoundTrips)/float64(max(1, st.Pipelines)), "decisions/pipeline")
+		})
+	}
 }
 
 // processCPU is the CPU time this process has used, user and system.
