@@ -60,6 +60,9 @@ type requestState struct {
 	// whole, an llm call's or an idempotent request's).
 	body *uploadBody
 	held []byte
+	// heldReader reads held for the outbound request: kept here, the
+	// request's io.NopCloser over it is its only allocation.
+	heldReader bytes.Reader
 	routeTimer
 }
 
@@ -289,7 +292,8 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		// lean path send it (and send it again on a connection the upstream
 		// had closed, when that is harmless). (An empty one ReverseProxy
 		// already sends as none.)
-		pr.Out.Body = io.NopCloser(bytes.NewReader(st.held))
+		st.heldReader.Reset(st.held)
+		pr.Out.Body = io.NopCloser(&st.heldReader)
 		pr.Out.GetBody = st.heldAgain
 		// The client's, which a body given a cap or include_usage no
 		// longer fits: the length goes out from ContentLength.

@@ -45,13 +45,21 @@ var errBodyStalled = errors.New("the request body stopped arriving")
 // reads, as it does for a body streamed upstream: a body that keeps moving
 // is never cut, one that stalls is (errBodyStalled).
 func (h *Handler) hold(w http.ResponseWriter, r *http.Request, route *policies.Route) (*http.Request, error) {
-	body := &uploadBody{ReadCloser: r.Body}
-	if route.Timeout > 0 {
-		watch := &stallWatch{w: w}
-		body.deadline = &watch.rd
-		watch.rd.arm(h.afterFunc, route.Timeout, watch)
-		defer watch.rd.stop()
+	if route.Timeout <= 0 || h1.BodyBuffered(r.Body) {
+		// Nothing to wait for, or no bound on the wait: a small body
+		// nearly always arrives with its headers, and then neither the
+		// watch nor its timer is made.
+		buf, err := readHeld(r.Body, int(r.ContentLength))
+		if err != nil {
+			return r, err
+		}
+		return withBody(r, buf), nil
 	}
+	body := &uploadBody{ReadCloser: r.Body}
+	watch := &stallWatch{w: w}
+	body.deadline = &watch.rd
+	watch.rd.arm(h.afterFunc, route.Timeout, watch)
+	defer watch.rd.stop()
 	buf, err := readHeld(body, int(r.ContentLength))
 	if err != nil {
 		if body.deadline.timedOut() {

@@ -137,6 +137,38 @@ func TestSmallBodyHeldBeforeForwarding(t *testing.T) {
 	}
 }
 
+// A small body that came with its head is read at once: nothing is left to
+// wait for, so no stall watch and no timer is made for it.
+func TestBodyThatCameWithItsHeadArmsNoTimer(t *testing.T) {
+	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%d %s", r.ContentLength, b)
+	}))
+	timers := newSignalTimers()
+	rt := testRoute(t, "upload", "/", up.URL)
+	rt.Timeout = 100 * time.Millisecond
+	gw, _ := newGateway(t, testSnapshot(t, nil, rt), fakeLimiter{}, gatewayOpts{afterFunc: timers.afterFunc})
+	c, err := net.Dial("tcp", strings.TrimPrefix(gw.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\n\r\nhello")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "5 hello" {
+		t.Fatalf("status %d body %q, want 200 and the upstream seeing the 5 bytes", resp.StatusCode, body)
+	}
+	if n := len(timers.armed); n != 0 {
+		t.Errorf("%d timers armed for a body that came with its head, want none", n)
+	}
+}
+
 // A client that goes away in the middle of a small body: the upstream is
 // never asked, and the gateway keeps serving.
 func TestSmallBodyClientGone(t *testing.T) {

@@ -844,6 +844,19 @@ func (b *requestBody) atEnd() {
 	c.mu.Unlock()
 }
 
+// BodyBuffered reports whether what is left of body, a lean server's
+// request body, has already been read from the client connection: reading
+// it to its end will not wait on the network. False for any other body.
+func BodyBuffered(body io.Reader) bool {
+	b, ok := body.(*requestBody)
+	if !ok {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.closed && (b.remain == 0 || b.sawEOF || int64(b.c.br.Buffered()) >= b.remain)
+}
+
 func (b *requestBody) Close() error {
 	b.mu.Lock()
 	b.closed = true

@@ -891,3 +891,49 @@ func TestServerDropsLargeHeaderBlocks(t *testing.T) {
 		t.Errorf("the connection keeps %d bytes and %d fields of SetFields", cap(c.setValues), cap(c.set))
 	}
 }
+
+// BodyBuffered says whether reading the rest of a lean request's body can
+// wait on the client: true for a body that came with its head, false for
+// one of which part is still to come, until it has come; false once the
+// body is closed, and for a body that is not a lean server's.
+func TestBodyBuffered(t *testing.T) {
+	type seen struct{ before, after, closed bool }
+	got := make(chan seen, 1)
+	half := make(chan struct{}, 1)
+	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var s seen
+		s.before = BodyBuffered(r.Body)
+		if r.URL.Path == "/half" {
+			half <- struct{}{}
+		}
+		if b, err := io.ReadAll(r.Body); err != nil || string(b) != "body" {
+			t.Errorf("%s: body %q %v", r.URL.Path, b, err)
+		}
+		s.after = BodyBuffered(r.Body)
+		r.Body.Close()
+		s.closed = BodyBuffered(r.Body)
+		got <- s
+	}), nil)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	io.WriteString(c, "POST /whole HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbody")
+	if s := <-got; s != (seen{before: true, after: true}) {
+		t.Errorf("a body sent with its head: %+v, want buffered before and after reading, not once closed", s)
+	}
+	if _, err := readParsed(br, "POST"); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "POST /half HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbo")
+	<-half
+	io.WriteString(c, "dy")
+	if s := <-got; s != (seen{before: false, after: true}) {
+		t.Errorf("a body half sent: %+v, want not buffered before its rest came, buffered once read", s)
+	}
+	if BodyBuffered(strings.NewReader("body")) || BodyBuffered(http.NoBody) {
+		t.Error("BodyBuffered says true of a body that is not a lean server's")
+	}
+}
