@@ -61,13 +61,14 @@ func canonicalRequest(r *http.Request, snap *policies.Snapshot, peer netip.Addr)
 	if snap.StripPathParameters {
 		params = stripParams
 	}
-	esc, dec, bad := canonicalPath(r.URL.EscapedPath(), params)
+	escaped := r.URL.EscapedPath()
+	esc, dec, bad := canonicalPath(escaped, params)
 	if bad != "" {
 		return nil, bad
 	}
 	query := cleanQuery(r.URL.RawQuery)
 	header := cleanHeader(r.Header, isTrusted(peer, snap.Identity.TrustedProxies))
-	if dec == r.URL.Path && esc == r.URL.EscapedPath() && query == r.URL.RawQuery && header == nil {
+	if dec == r.URL.Path && esc == escaped && query == r.URL.RawQuery && header == nil {
 		return r, ""
 	}
 	out := new(http.Request)
@@ -102,11 +103,7 @@ func canonicalPath(p string, params pathParams) (esc, dec, bad string) {
 		return "", "", fmt.Sprintf("the request target must be a path starting with \"/\", got %q", p)
 	}
 	if isCanonical(p) {
-		dec, err := url.PathUnescape(p)
-		if err != nil {
-			return "", "", "the path has a malformed escape"
-		}
-		return p, dec, ""
+		return p, p, "" // no escape in it: decoded, it is itself
 	}
 	var segs []string
 	trailing := false

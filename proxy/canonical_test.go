@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -58,4 +59,29 @@ func TestCanonicalPathCleanAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { canonicalPath("/v1/chat/completions", rejectParams) }); n != 0 {
 		t.Errorf("allocations for a clean path: got %v, want 0", n)
 	}
+}
+
+// canonicalPath's two forms agree on any path it accepts: the decoded form
+// is the escaped one unescaped, and a canonical path is its own canonical
+// form (what it returns, given again, comes back unchanged).
+func FuzzCanonicalPath(f *testing.F) {
+	for _, p := range []string{"/", "/v1/chat/completions", "/a//b", "/a/./b/../c", "/%41%2f%7e", "/a;x/b", `/a\b`, "/ü/%C3%BC", "/a/b/"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		for _, params := range []pathParams{rejectParams, stripParams} {
+			esc, dec, bad := canonicalPath(p, params)
+			if bad != "" {
+				continue
+			}
+			want, err := url.PathUnescape(esc)
+			if err != nil || want != dec {
+				t.Fatalf("canonicalPath(%q) = %q, %q: unescaped, the first is %q (%v)", p, esc, dec, want, err)
+			}
+			esc2, dec2, bad2 := canonicalPath(esc, params)
+			if esc2 != esc || dec2 != dec || bad2 != "" {
+				t.Fatalf("canonicalPath(%q) = %q, %q, %q: not its own canonical form (%q, %q)", esc, esc2, dec2, bad2, esc, dec)
+			}
+		}
+	})
 }
