@@ -42,6 +42,19 @@ func (t signalTimer) Reset(d time.Duration) bool {
 	return ok
 }
 
+// readAnswer reads one response from c, within 10 s, and its body.
+func readAnswer(t *testing.T, c net.Conn) (*http.Response, []byte) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, body
+}
+
 // wait receives from c or fails the test after 10 s.
 func wait(t *testing.T, c <-chan struct{}, what string) {
 	t.Helper()
@@ -111,13 +124,7 @@ func TestSmallBodyHeldBeforeForwarding(t *testing.T) {
 					t.Fatalf("%d timers fired when the body stalled, want 1", n)
 				}
 			}
-			c.SetReadDeadline(time.Now().Add(10 * time.Second))
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				t.Fatalf("reading the answer: %v", err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, body := readAnswer(t, c)
 			if resp.StatusCode != tt.wantStatus {
 				t.Fatalf("status %d (%s), want %d", resp.StatusCode, body, tt.wantStatus)
 			}
@@ -154,13 +161,7 @@ func TestBodyThatCameWithItsHeadArmsNoTimer(t *testing.T) {
 	}
 	defer c.Close()
 	io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\n\r\nhello")
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("reading the answer: %v", err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, body := readAnswer(t, c)
 	if resp.StatusCode != http.StatusOK || string(body) != "5 hello" {
 		t.Fatalf("status %d body %q, want 200 and the upstream seeing the 5 bytes", resp.StatusCode, body)
 	}

@@ -385,13 +385,19 @@ func TestMergedHotKeyIsDecidedInOrder(t *testing.T) {
 // are all on key, as decideAll would.
 func decideCall(t testing.TB, key string, checks ...limiter.Check) *redis.IntSliceCmd {
 	t.Helper()
+	return decideCallMode(t, key, modeRecord, checks...)
+}
+
+// decideCallMode is decideCall in a mode of choice (record or peek).
+func decideCallMode(t testing.TB, key string, mode scriptMode, checks ...limiter.Check) *redis.IntSliceCmd {
+	t.Helper()
 	ops := make([]*sharedOp, len(checks))
 	for i, c := range checks {
 		d := digestKey(key)
 		ops[i] = &sharedOp{check: c, cost: 1, digest: d, base: redisBaseKey(c.Rule.Name, d)}
 		ops[i].memberID = "m" + strconv.FormatInt(testMembers.Add(1), 10)
 	}
-	cmd, err := decideCmd(context.Background(), ops, modeRecord)
+	cmd, err := decideCmd(context.Background(), ops, mode)
 	if err != nil {
 		t.Fatal(err)
 	}

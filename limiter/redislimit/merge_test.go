@@ -185,25 +185,6 @@ func TestMergedFoldedCallsDecideAsOneByOne(t *testing.T) {
 	}
 }
 
-// decideCallMode is decideCall in a mode of choice.
-func decideCallMode(t testing.TB, key string, mode scriptMode, checks ...limiter.Check) *redis.IntSliceCmd {
-	t.Helper()
-	if mode == modeRecord {
-		return decideCall(t, key, checks...)
-	}
-	ops := make([]*sharedOp, len(checks))
-	for i, c := range checks {
-		d := digestKey(key)
-		ops[i] = &sharedOp{check: c, cost: 1, digest: d, base: redisBaseKey(c.Rule.Name, d)}
-		ops[i].memberID = "p" + strconv.FormatInt(testMembers.Add(1), 10)
-	}
-	cmd, err := decideCmd(context.Background(), ops, mode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cmd
-}
-
 // sameReply compares two decideScript replies: allowed, remaining, the
 // window's end and the recorded flag exactly, the retry and reset after (µs
 // from each server's own clock) within a second.
