@@ -45,24 +45,20 @@ var errBodyStalled = errors.New("the request body stopped arriving")
 // reads, as it does for a body streamed upstream: a body that keeps moving
 // is never cut, one that stalls is (errBodyStalled).
 func (h *Handler) hold(w http.ResponseWriter, r *http.Request, route *policies.Route) (*http.Request, error) {
-	if route.Timeout <= 0 || h1.BodyBuffered(r.Body) {
-		// Nothing to wait for, or no bound on the wait: a small body
-		// nearly always arrives with its headers, and then neither the
-		// watch nor its timer is made.
-		buf, err := readHeld(r.Body, int(r.ContentLength))
-		if err != nil {
-			return r, err
-		}
-		return withBody(r, buf), nil
+	body := io.Reader(r.Body)
+	var deadline *routeDeadline // nil: nothing to wait for, or no bound on the wait
+	if route.Timeout > 0 && !h1.BodyBuffered(r.Body) {
+		// A small body nearly always arrives with its head; only one that
+		// has not gets the watch and its timer.
+		watch := &stallWatch{w: w}
+		deadline = &watch.rd
+		body = &uploadBody{ReadCloser: r.Body, deadline: deadline}
+		watch.rd.arm(h.afterFunc, route.Timeout, watch)
+		defer watch.rd.stop()
 	}
-	body := &uploadBody{ReadCloser: r.Body}
-	watch := &stallWatch{w: w}
-	body.deadline = &watch.rd
-	watch.rd.arm(h.afterFunc, route.Timeout, watch)
-	defer watch.rd.stop()
 	buf, err := readHeld(body, int(r.ContentLength))
 	if err != nil {
-		if body.deadline.timedOut() {
+		if deadline.timedOut() {
 			return r, errBodyStalled
 		}
 		return r, err
