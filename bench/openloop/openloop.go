@@ -9,6 +9,7 @@ package openloop
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -99,16 +100,39 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if err := c.Check(); err != nil {
 		return Result{}, err
 	}
+	s := newShooter(c)
+	defer s.close()
+	begin := time.Now()
+	hits := s.shoot(ctx, c.Warmup+c.Duration, begin.Add(c.Warmup), nil)
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	res := summarize(c, hits)
+	res.Dials = int(s.dials.Load())
+	return res, nil
+}
+
+// shooter sends one target's requests: its own client and pool of
+// kept-alive connections, counted as they are dialled, kept from one shot
+// to the next.
+type shooter struct {
+	c      Config
+	tgt    vegeta.Target
+	client *http.Client
+	tr     *http.Transport
+	dials  atomic.Int64
+}
+
+func newShooter(c Config) *shooter {
 	method := c.Method
 	if method == "" {
 		method = http.MethodGet
 	}
-	tgt := vegeta.Target{Method: method, URL: c.URL, Body: c.Body, Header: c.Header}
-	var dials atomic.Int64
+	s := &shooter{c: c, tgt: vegeta.Target{Method: method, URL: c.URL, Body: c.Body, Header: c.Header}}
 	dialer := &net.Dialer{KeepAlive: 30 * time.Second}
-	tr := &http.Transport{
+	s.tr = &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			dials.Add(1)
+			s.dials.Add(1)
 			return dialer.DialContext(ctx, network, addr)
 		},
 		// The bound: requests beyond it wait for a connection to come back
@@ -116,16 +140,29 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		// between requests (net/http's default keeps 2).
 		MaxConnsPerHost:     c.Connections,
 		MaxIdleConnsPerHost: c.Connections,
+		// HTTP/1.1 only, as vegeta.HTTP2(false) would set it.
+		ForceAttemptHTTP2: false,
+		TLSNextProto:      map[string]func(string, *tls.Conn) http.RoundTripper{},
 	}
-	defer tr.CloseIdleConnections()
+	s.client = &http.Client{Transport: s.tr}
+	return s
+}
+
+func (s *shooter) close() { s.tr.CloseIdleConnections() }
+
+// shoot sends at the shooter's rate for du and appends to hits every
+// response to a request sent from measureFrom on; it returns when the last
+// response is in, or early when ctx is cancelled. An attacker stops for
+// good at its attack's end, so each shot has its own, on the shooter's
+// client and connections.
+func (s *shooter) shoot(ctx context.Context, du time.Duration, measureFrom time.Time, hits []hit) []hit {
 	a := vegeta.NewAttacker(
-		// The client first: the options after it set its transport.
-		vegeta.Client(&http.Client{Transport: tr}),
-		vegeta.KeepAlive(true),
-		vegeta.HTTP2(false),
-		vegeta.Connections(c.Connections),
-		vegeta.MaxConnections(c.Connections),
-		vegeta.Timeout(c.Timeout),
+		// The client first: the options after it change the attacker's
+		// copy of it. None that would change its transport (keep-alive,
+		// HTTP/2, connection bounds: set where it is made), which the
+		// connections of the shot before still read.
+		vegeta.Client(s.client),
+		vegeta.Timeout(s.c.Timeout),
 		vegeta.MaxWorkers(maxWorkers),
 		vegeta.Redirects(vegeta.NoFollow),
 		// Read every body to its end; keep its start, which names the
@@ -134,11 +171,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	)
 	stop := context.AfterFunc(ctx, func() { a.Stop() })
 	defer stop()
-
-	begin := time.Now()
-	measureFrom := begin.Add(c.Warmup)
-	var hits []hit
-	for r := range a.Attack(vegeta.NewStaticTargeter(tgt), vegeta.Rate{Freq: c.Rate, Per: time.Second}, c.Warmup+c.Duration, "") {
+	for r := range a.Attack(vegeta.NewStaticTargeter(s.tgt), vegeta.Rate{Freq: s.c.Rate, Per: time.Second}, du, "") {
 		if r.Timestamp.Before(measureFrom) {
 			continue
 		}
@@ -148,12 +181,95 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		}
 		hits = append(hits, h)
 	}
-	if err := ctx.Err(); err != nil {
-		return Result{}, err
+	return hits
+}
+
+// Interleaved is one rate over several targets, measured in turns: each
+// target's Duration is cut into slices, and the targets take a slice each
+// in turn (the turn's order rotating by one every turn) until every one
+// has had its Duration. A stall of the machine, which delays every request
+// sent while it lasts, then falls on the targets alike rather than on the
+// one whose point it happened to come in; measured one after the other,
+// a few seconds each, one target's p99 could take a slow second of the
+// machine and the next target's none.
+type Interleaved struct {
+	Points []Config `json:"points"`
+	// Slice is a turn's length; 0, or one as long as a Duration, measures
+	// the targets one after the other.
+	Slice time.Duration `json:"slice"`
+}
+
+// Check says what is wrong with in, or nil.
+func (in Interleaved) Check() error {
+	if len(in.Points) == 0 {
+		return errors.New("no points")
 	}
-	res := summarize(c, hits)
-	res.Dials = int(dials.Load())
-	return res, nil
+	if in.Slice < 0 {
+		return fmt.Errorf("slice %v: must be >= 0", in.Slice)
+	}
+	for i, c := range in.Points {
+		if err := c.Check(); err != nil {
+			return fmt.Errorf("point %d (%s): %w", i, c.URL, err)
+		}
+	}
+	return nil
+}
+
+// RunInterleaved warms every point up (its Warmup at its rate, one after
+// the other, not measured) and then measures them in turns of in.Slice.
+// The results are in in.Points' order; a Result's SentRate is over the
+// slices its target had. Cancelling ctx stops it early with ctx's error.
+func RunInterleaved(ctx context.Context, in Interleaved) ([]Result, error) {
+	if err := in.Check(); err != nil {
+		return nil, err
+	}
+	shooters := make([]*shooter, len(in.Points))
+	for i, c := range in.Points {
+		shooters[i] = newShooter(c)
+		defer shooters[i].close()
+	}
+	for _, s := range shooters {
+		if s.c.Warmup > 0 && ctx.Err() == nil {
+			s.shoot(ctx, s.c.Warmup, time.Now().Add(s.c.Warmup), nil)
+		}
+	}
+	hits := make([][]hit, len(shooters))
+	left := make([]time.Duration, len(shooters)) // each target's time still to measure
+	for i, c := range in.Points {
+		left[i] = c.Duration
+	}
+	for turn := 0; ctx.Err() == nil; turn++ {
+		loaded := false
+		for k := range shooters {
+			i := (k + turn) % len(shooters)
+			if left[i] <= 0 || ctx.Err() != nil {
+				continue
+			}
+			du := left[i]
+			if in.Slice > 0 {
+				du = min(du, in.Slice)
+			}
+			left[i] -= du
+			hits[i] = shooters[i].shoot(ctx, du, time.Time{}, hits[i])
+			loaded = true
+		}
+		if !loaded {
+			break
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]Result, len(shooters))
+	for i, s := range shooters {
+		out[i] = summarize(s.c, hits[i])
+		// Sent over the time the target was loaded, not over the span
+		// from its first request to its last, which holds the others'
+		// slices.
+		out[i].SentRate = float64(len(hits[i])) / s.c.Duration.Seconds()
+		out[i].Dials = int(s.dials.Load())
+	}
+	return out, nil
 }
 
 // hit is one response (or failure) as summarize needs it.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -210,5 +211,132 @@ func TestRunKeepsWhyItFailed(t *testing.T) {
 	}
 	if !strings.Contains(r.FirstError, "429") || !strings.Contains(r.FirstError, `"overloaded"`) || len(r.FirstError) > bodyKept+40 {
 		t.Errorf("first error %q: want the status and the start of the body", r.FirstError)
+	}
+}
+
+// arrivals records which of several servers each request reached, in the
+// order they arrived.
+type arrivals struct {
+	mu    sync.Mutex
+	order []int
+}
+
+func (a *arrivals) server(t *testing.T, id int, delay time.Duration) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		a.order = append(a.order, id)
+		a.mu.Unlock()
+		time.Sleep(delay) // the server's own latency, which the results must carry
+		io.WriteString(w, "ok\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// switches counts the changes of server along the arrivals.
+func (a *arrivals) switches() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for i := 1; i < len(a.order); i++ {
+		if a.order[i] != a.order[i-1] {
+			n++
+		}
+	}
+	return n
+}
+
+// Two targets measured in turns of 100 ms: each gets its rate for its own
+// duration, its results are its own (the slow one's latency is not in the
+// fast one's), and the load moves between them many times, where measured
+// one after the other it moves once after the warm-ups.
+func TestRunInterleavedTakesTurns(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		slice time.Duration
+		// switches wanted between the two servers: the warm-ups (A, then
+		// B) make two, then one a turn, less where the rotation puts the
+		// same target at the end of a turn and the start of the next.
+		minSwitches, maxSwitches int
+	}{
+		{"in turns", 100 * time.Millisecond, 6, 12},
+		{"one after the other", 0, 3, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var a arrivals
+			fast, slow := a.server(t, 0, 0), a.server(t, 1, 30*time.Millisecond)
+			point := func(url string) Config {
+				return Config{URL: url, Rate: 200, Warmup: 100 * time.Millisecond, Duration: 600 * time.Millisecond, Timeout: 5 * time.Second, Connections: 16}
+			}
+			rs, err := RunInterleaved(context.Background(), Interleaved{Points: []Config{point(fast.URL), point(slow.URL)}, Slice: tt.slice})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rs) != 2 {
+				t.Fatalf("%d results for 2 points", len(rs))
+			}
+			for i, r := range rs {
+				// 200 a second for 600 ms, give or take a request a slice.
+				if r.Requests < 110 || r.Requests > 130 || r.OK != r.Requests {
+					t.Errorf("point %d: %+v, want about 120 requests, all 2xx", i, r)
+				}
+				if r.SentRate < 180 || r.SentRate > 220 {
+					t.Errorf("point %d: sent %.0f a second over its own slices, want about 200", i, r.SentRate)
+				}
+				if r.Dials > 16 {
+					t.Errorf("point %d: %d connections dialled, more than its 16", i, r.Dials)
+				}
+			}
+			if rs[0].P50 >= 30*time.Millisecond || rs[1].P50 < 30*time.Millisecond {
+				t.Errorf("p50 fast %v, slow %v: each result must hold its own server's latency", rs[0].P50, rs[1].P50)
+			}
+			if n := a.switches(); n < tt.minSwitches || n > tt.maxSwitches {
+				t.Errorf("the load moved between the servers %d times, want %d to %d", n, tt.minSwitches, tt.maxSwitches)
+			}
+		})
+	}
+}
+
+func TestInterleavedCheck(t *testing.T) {
+	good := Config{URL: "http://127.0.0.1:1/", Rate: 10, Duration: time.Second, Timeout: time.Second, Connections: 4}
+	bad := good
+	bad.Rate = 0
+	for name, in := range map[string]Interleaved{
+		"no points":      {},
+		"negative slice": {Points: []Config{good}, Slice: -time.Second},
+		"a bad point":    {Points: []Config{good, bad}, Slice: time.Second},
+	} {
+		if _, err := RunInterleaved(context.Background(), in); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	_, err := RunInterleaved(context.Background(), Interleaved{Points: []Config{good, bad}})
+	if err == nil || !strings.Contains(err.Error(), "point 1") {
+		t.Errorf("a bad second point: %v, want an error naming point 1", err)
+	}
+}
+
+func TestRunInterleavedStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 20 {
+			cancel()
+		}
+	}))
+	defer srv.Close()
+	c := Config{URL: srv.URL, Rate: 100, Duration: time.Minute, Timeout: time.Second, Connections: 4}
+	done := make(chan error, 1)
+	go func() {
+		_, err := RunInterleaved(ctx, Interleaved{Points: []Config{c, c}, Slice: 50 * time.Millisecond})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled run: %v, want context.Canceled", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a cancelled run of two one-minute points did not stop within 20 s")
 	}
 }

@@ -69,6 +69,7 @@ func main() {
 	flag.StringVar(&o.openRates, "open-rates", "25,50,75", "open-loop rates, in percent of the slowest open-loop target's closed-loop median rps")
 	flag.DurationVar(&o.open.minDuration, "open-duration", 2*time.Second, "each open-loop point is measured for at least this long")
 	flag.IntVar(&o.open.samples, "open-samples", 10000, "and for long enough to send this many requests (at most "+openMaxPoint.String()+")")
+	flag.DurationVar(&o.open.slice, "open-slice", 100*time.Millisecond, "the open-loop targets of a rate are measured in turns of this long, so that a stall of the machine falls on them alike (0: one after the other)")
 	flag.StringVar(&o.pinMode, "pin", "auto", "taskset the load generators to the last CPU and the servers to the others: auto (on 4+ CPUs), on, off")
 	flag.StringVar(&o.base, "base", "", "a git revision whose gateway is built too and measured beside this one as base:gateway-*")
 	flag.BoolVar(&o.generate, generateFlag, false, "internal: be the open-loop generator for one point (JSON on stdin and stdout)")
@@ -110,8 +111,8 @@ func (o *options) check() error {
 		return err
 	}
 	switch {
-	case o.open.rounds < 0 || o.open.samples < 0 || o.open.minDuration <= 0:
-		return errors.New("-open-rounds and -open-samples must be >= 0, -open-duration > 0")
+	case o.open.rounds < 0 || o.open.samples < 0 || o.open.minDuration <= 0 || o.open.slice < 0:
+		return errors.New("-open-rounds, -open-samples and -open-slice must be >= 0, -open-duration > 0")
 	case o.threads < 1 || o.connections < o.threads:
 		return errors.New("-threads must be >= 1 and -connections >= -threads")
 	case o.duration < time.Second || o.duration%time.Second != 0:
@@ -335,8 +336,8 @@ func writeHeader(ctx context.Context, w io.Writer, o options, root string, start
 	fmt.Fprintf(w, "load: wrk -t%d -c%d -d%s --latency; %d rounds, warm-up %v; medians over rounds\n",
 		o.threads, o.connections, wrkDuration(o.duration), o.rounds, o.warmup)
 	if o.open.rounds > 0 {
-		fmt.Fprintf(w, "open loop: %s%% of the slowest open-loop target's median rps, %d rounds, each point >= %v and >= %d requests (at most %v), one generator process a point (this binary, vegeta, at most %d keep-alive connections)\n",
-			o.openRates, o.open.rounds, o.open.minDuration, o.open.samples, openMaxPoint, o.connections)
+		fmt.Fprintf(w, "open loop: %s%% of the slowest open-loop target's median rps, %d rounds, each point >= %v and >= %d requests (at most %v), %s, one generator process a rate a round (this binary, vegeta, at most %d keep-alive connections a target)\n",
+			o.openRates, o.open.rounds, o.open.minDuration, o.open.samples, openMaxPoint, turns(o.open.slice), o.connections)
 	}
 	fmt.Fprintf(w, "pinning: %s\n", o.pin.about)
 	if o.rounds < 3 {

@@ -47,6 +47,7 @@ type openOptions struct {
 	pcts        []int         // rates, in percent of the slowest target's capacity
 	minDuration time.Duration // each point lasts at least this
 	samples     int           // and long enough for this many requests
+	slice       time.Duration // the turn each target of a rate takes; 0: one after the other
 }
 
 // parsePercents reads -open-rates: "25,50,75".
@@ -73,6 +74,14 @@ func (o openOptions) pointDuration(rate int) time.Duration {
 	tenths := math.Ceil(float64(o.samples) * 1.01 / float64(rate) * 10)
 	need := time.Duration(tenths) * 100 * time.Millisecond
 	return min(max(o.minDuration, need), openMaxPoint)
+}
+
+// turns says how a rate's targets share its time.
+func turns(slice time.Duration) string {
+	if slice == 0 {
+		return "the targets of a rate one after the other"
+	}
+	return fmt.Sprintf("the targets of a rate in turns of %v", slice)
 }
 
 // openKey names one point.
@@ -149,16 +158,21 @@ func measureOpen(ctx context.Context, w io.Writer, o options, set []*target, run
 	fmt.Fprintf(w, "about %v of load a round, %v in all\n\n", perRound.Round(time.Second), (perRound * time.Duration(o.open.rounds)).Round(time.Second))
 	for round := range o.open.rounds {
 		for i, p := range or.pcts {
-			for _, t := range roundOrder(set, round*len(or.pcts)+i) {
-				c := pointConfig(o, t, or.rates[p], or.duration[p])
-				r, err := generate(ctx, o.pin.generator, c)
-				if err != nil {
-					return nil, fmt.Errorf("open loop %s at %d/s: %w", t.name, c.Rate, err)
-				}
+			order := roundOrder(set, round*len(or.pcts)+i)
+			in := openloop.Interleaved{Slice: o.open.slice}
+			for _, t := range order {
+				in.Points = append(in.Points, pointConfig(o, t, or.rates[p], or.duration[p]))
+			}
+			rs, err := generate(ctx, o.pin.generator, in)
+			if err != nil {
+				return nil, fmt.Errorf("open loop at %d/s: %w", or.rates[p], err)
+			}
+			for j, t := range order {
+				r := rs[j]
 				k := openKey{t.name, p}
 				or.results[k] = append(or.results[k], r)
 				fmt.Fprintf(w, "open %d/%d %3d%% %6d/s  %-23s p50=%sms p99=%sms requests=%d non2xx=%d errors=%d sent=%.0f/s conns=%d\n",
-					round+1, o.open.rounds, p, c.Rate, t.name, ms(r.P50), ms(r.P99), r.Requests, r.Non2xx, r.Errors, r.SentRate, r.Dials)
+					round+1, o.open.rounds, p, r.Rate, t.name, ms(r.P50), ms(r.P99), r.Requests, r.Non2xx, r.Errors, r.SentRate, r.Dials)
 			}
 		}
 	}
@@ -183,52 +197,60 @@ func names(ts []*target) []string {
 }
 
 // generateFlag runs the benchmark's own binary as the load generator: one
-// fresh process per point, the same for every target, reading its
-// openloop.Config as JSON on stdin and writing its openloop.Result as JSON
-// on stdout.
+// fresh process per rate and round, the same for every target, reading its
+// openloop.Interleaved as JSON on stdin and writing one openloop.Result a
+// point as JSON on stdout.
 const generateFlag = "generate"
 
-// generate runs one point in a generator process (pinned with prefix, e.g.
-// taskset, when set). Cancelling ctx kills it.
-func generate(ctx context.Context, prefix []string, c openloop.Config) (openloop.Result, error) {
+// generate runs one rate's points, in turns, in a generator process (pinned
+// with prefix, e.g. taskset, when set). Cancelling ctx kills it.
+func generate(ctx context.Context, prefix []string, in openloop.Interleaved) ([]openloop.Result, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return openloop.Result{}, err
+		return nil, err
 	}
-	in, err := json.Marshal(c)
+	body, err := json.Marshal(in)
 	if err != nil {
-		return openloop.Result{}, err
+		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.Warmup+c.Duration+c.Timeout+30*time.Second)
+	bound := 30 * time.Second
+	for _, c := range in.Points {
+		bound += c.Warmup + c.Duration + c.Timeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	argv := append(slices.Clone(prefix), self, "-"+generateFlag)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var out, errOut bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(in), &out, &errOut
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(body), &out, &errOut
 	if err := cmd.Run(); err != nil {
-		return openloop.Result{}, fmt.Errorf("generator: %w: %s", err, strings.TrimSpace(errOut.String()))
+		return nil, fmt.Errorf("generator: %w: %s", err, strings.TrimSpace(errOut.String()))
 	}
-	var r openloop.Result
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		return openloop.Result{}, fmt.Errorf("generator's result: %w: %q", err, out.String())
+	var rs []openloop.Result
+	if err := json.Unmarshal(out.Bytes(), &rs); err != nil {
+		return nil, fmt.Errorf("generator's result: %w: %q", err, out.String())
 	}
-	return r, nil
+	if len(rs) != len(in.Points) {
+		return nil, fmt.Errorf("generator: %d results for %d points", len(rs), len(in.Points))
+	}
+	return rs, nil
 }
 
-// runGenerator is the generator process: one point, from stdin to stdout.
+// runGenerator is the generator process: one rate's points, from stdin to
+// stdout.
 func runGenerator(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
-	var c openloop.Config
+	var in openloop.Interleaved
 	dec := json.NewDecoder(stdin)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return fmt.Errorf("reading the point: %w", err)
+	if err := dec.Decode(&in); err != nil {
+		return fmt.Errorf("reading the points: %w", err)
 	}
-	r, err := openloop.Run(ctx, c)
+	rs, err := openloop.RunInterleaved(ctx, in)
 	if err != nil {
 		return err
 	}
-	return json.NewEncoder(stdout).Encode(r)
+	return json.NewEncoder(stdout).Encode(rs)
 }
 
 // openSummary is one point over the rounds.
@@ -249,16 +271,15 @@ type openSummary struct {
 }
 
 // summarizeOpen reduces the rounds of each point, in rate order and then
-// the targets' order.
+// the targets' order. What a target adds is the median over the rounds of
+// its figure minus the upstream's in the same round: a rate's targets
+// share a round's machine (in turns, a generator process of their own), so
+// a round the machine made slow for all of them cancels out of each
+// difference rather than moving one target's median and not another's.
 func summarizeOpen(or *openRun) []openSummary {
 	var out []openSummary
 	for _, p := range or.pcts {
-		var upP50, upP99 time.Duration
-		upOK := false
-		if rs := or.results[openKey{tUpstream, p}]; len(rs) > 0 {
-			upP50, upP99 = medianOf(rs, func(r openloop.Result) time.Duration { return r.P50 }), medianOf(rs, func(r openloop.Result) time.Duration { return r.P99 })
-			upOK = true
-		}
+		up := or.results[openKey{tUpstream, p}]
 		for _, name := range or.targets {
 			rs := or.results[openKey{name, p}]
 			if len(rs) == 0 {
@@ -277,13 +298,25 @@ func summarizeOpen(or *openRun) []openSummary {
 				}
 				s.sentRatio = math.Min(s.sentRatio, r.SentRate/float64(r.Rate))
 			}
-			if upOK {
-				s.p50Added, s.p99Added, s.addedOK = s.p50-upP50, s.p99-upP99, true
+			if len(up) == len(rs) {
+				s.p50Added = medianAdded(rs, up, func(r openloop.Result) time.Duration { return r.P50 })
+				s.p99Added = medianAdded(rs, up, func(r openloop.Result) time.Duration { return r.P99 })
+				s.addedOK = true
 			}
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// medianAdded is the median over the rounds of f of rs's round minus f of
+// up's same round.
+func medianAdded(rs, up []openloop.Result, f func(openloop.Result) time.Duration) time.Duration {
+	vs := make([]time.Duration, len(rs))
+	for i := range rs {
+		vs[i] = f(rs[i]) - f(up[i])
+	}
+	return median(vs)
 }
 
 func medianOf(rs []openloop.Result, f func(openloop.Result) time.Duration) time.Duration {
