@@ -412,6 +412,16 @@ func writeResults(w io.Writer, o options, targets []*target, runs map[string][]s
 	checkGoals(w, values)
 
 	warns := append(anomalies(sums), openAnomalies(openSums, o.open.samples)...)
+	if open != nil {
+		for _, st := range []struct {
+			when string
+			s    stalls
+		}{{"before the open loop", open.stallsBefore}, {"after the open loop", open.stallsAfter}} {
+			if msg := stallWarning(st.when, st.s); msg != "" {
+				warns = append(warns, msg)
+			}
+		}
+	}
 	warns = append(warns, logWarnings...)
 	if len(warns) > 0 {
 		fmt.Fprintln(w)

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -99,7 +100,13 @@ type openRun struct {
 	targets  []string    // names, in the table's order
 	results  map[openKey][]openloop.Result
 	duration map[int]time.Duration // pct → each point's measured duration
+	// The machine's stalls just before and just after the rounds, every
+	// server started and idle.
+	stallsBefore, stallsAfter stalls
 }
+
+// openStallProbe is how long each probe of the machine's stalls spins.
+const openStallProbe = 2 * time.Second
 
 // openSet is the open-loop targets among those started, with the upstream
 // added when it was not selected for the closed loop.
@@ -155,7 +162,9 @@ func measureOpen(ctx context.Context, w io.Writer, o options, set []*target, run
 		fmt.Fprintf(w, "%3d%%  %6d requests/s for %v after a %v warm-up: about %d requests a point a round\n",
 			p, rate, or.duration[p], openWarmup, int(float64(rate)*or.duration[p].Seconds()))
 	}
-	fmt.Fprintf(w, "about %v of load a round, %v in all\n\n", perRound.Round(time.Second), (perRound * time.Duration(o.open.rounds)).Round(time.Second))
+	fmt.Fprintf(w, "about %v of load a round, %v in all\n", perRound.Round(time.Second), (perRound * time.Duration(o.open.rounds)).Round(time.Second))
+	or.stallsBefore = probeStalls(runtime.NumCPU(), openStallProbe)
+	fmt.Fprintf(w, "machine stalls before the rounds: %v\n\n", or.stallsBefore)
 	for round := range o.open.rounds {
 		for i, p := range or.pcts {
 			order := roundOrder(set, round*len(or.pcts)+i)
@@ -176,6 +185,8 @@ func measureOpen(ctx context.Context, w io.Writer, o options, set []*target, run
 			}
 		}
 	}
+	or.stallsAfter = probeStalls(runtime.NumCPU(), openStallProbe)
+	fmt.Fprintf(w, "machine stalls after the rounds: %v\n", or.stallsAfter)
 	return or, nil
 }
 
