@@ -150,28 +150,41 @@ func TestRunIsOpenLoop(t *testing.T) {
 	}
 }
 
+// Cancelling stops a run early with the context's error, whether it
+// measures one point or a rate's points in turns.
 func TestRunStopsWhenCancelled(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	defer srv.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	var n atomic.Int64
-	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) == 20 {
-			cancel()
-		}
-	})
-	done := make(chan error, 1)
-	go func() {
-		_, err := Run(ctx, Config{URL: srv.URL, Rate: 100, Duration: time.Minute, Timeout: time.Second, Connections: 4})
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("cancelled run: %v, want context.Canceled", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("a cancelled one-minute run did not stop within 20 s")
+	for name, run := range map[string]func(context.Context, Config) error{
+		"one point": func(ctx context.Context, c Config) error {
+			_, err := Run(ctx, c)
+			return err
+		},
+		"in turns": func(ctx context.Context, c Config) error {
+			_, err := RunInterleaved(ctx, Interleaved{Points: []Config{c, c}, Slice: 50 * time.Millisecond})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			var n atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) == 20 {
+					cancel()
+				}
+			}))
+			defer srv.Close()
+			done := make(chan error, 1)
+			go func() {
+				done <- run(ctx, Config{URL: srv.URL, Rate: 100, Duration: time.Minute, Timeout: time.Second, Connections: 4})
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("cancelled run: %v, want context.Canceled", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("a cancelled run of one-minute points did not stop within 20 s")
+			}
+		})
 	}
 }
 
@@ -313,30 +326,5 @@ func TestInterleavedCheck(t *testing.T) {
 	_, err := RunInterleaved(context.Background(), Interleaved{Points: []Config{good, bad}})
 	if err == nil || !strings.Contains(err.Error(), "point 1") {
 		t.Errorf("a bad second point: %v, want an error naming point 1", err)
-	}
-}
-
-func TestRunInterleavedStopsWhenCancelled(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var n atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) == 20 {
-			cancel()
-		}
-	}))
-	defer srv.Close()
-	c := Config{URL: srv.URL, Rate: 100, Duration: time.Minute, Timeout: time.Second, Connections: 4}
-	done := make(chan error, 1)
-	go func() {
-		_, err := RunInterleaved(ctx, Interleaved{Points: []Config{c, c}, Slice: 50 * time.Millisecond})
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("cancelled run: %v, want context.Canceled", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("a cancelled run of two one-minute points did not stop within 20 s")
 	}
 }
