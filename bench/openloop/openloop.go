@@ -230,7 +230,8 @@ func RunInterleaved(ctx context.Context, in Interleaved) ([]Result, error) {
 	}
 	for _, s := range shooters {
 		if s.c.Warmup > 0 && ctx.Err() == nil {
-			s.shoot(ctx, s.c.Warmup, time.Now().Add(s.c.Warmup), nil)
+			// Not measured: the responses are dropped.
+			_ = s.shoot(ctx, s.c.Warmup, time.Now().Add(s.c.Warmup), nil)
 		}
 	}
 	hits := make([][]hit, len(shooters))

@@ -72,7 +72,7 @@ func main() {
 	flag.DurationVar(&o.open.slice, "open-slice", 100*time.Millisecond, "the open-loop targets of a rate are measured in turns of this long, so that a stall of the machine falls on them alike (0: one after the other)")
 	flag.StringVar(&o.pinMode, "pin", "auto", "taskset the load generators to the last CPU and the servers to the others: auto (on 4+ CPUs), on, off")
 	flag.StringVar(&o.base, "base", "", "a git revision whose gateway is built too and measured beside this one as base:gateway-*")
-	flag.BoolVar(&o.generate, generateFlag, false, "internal: be the open-loop generator for one point (JSON on stdin and stdout)")
+	flag.BoolVar(&o.generate, generateFlag, false, "internal: be the open-loop generator for one rate's points (JSON on stdin and stdout)")
 	flag.Parse()
 
 	if o.generate {
@@ -413,14 +413,7 @@ func writeResults(w io.Writer, o options, targets []*target, runs map[string][]s
 
 	warns := append(anomalies(sums), openAnomalies(openSums, o.open.samples)...)
 	if open != nil {
-		for _, st := range []struct {
-			when string
-			s    stalls
-		}{{"before the open loop", open.stallsBefore}, {"after the open loop", open.stallsAfter}} {
-			if msg := stallWarning(st.when, st.s); msg != "" {
-				warns = append(warns, msg)
-			}
-		}
+		warns = append(warns, open.stallWarnings()...)
 	}
 	warns = append(warns, logWarnings...)
 	if len(warns) > 0 {

@@ -108,6 +108,17 @@ type openRun struct {
 // openStallProbe is how long each probe of the machine's stalls spins.
 const openStallProbe = 2 * time.Second
 
+// stallWarnings are the WARN lines of the probes around the rounds.
+func (or *openRun) stallWarnings() []string {
+	var out []string
+	for _, w := range []string{stallWarning("before the open loop", or.stallsBefore), stallWarning("after the open loop", or.stallsAfter)} {
+		if w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // openSet is the open-loop targets among those started, with the upstream
 // added when it was not selected for the closed loop.
 func (l *lab) openSet(targets []*target) []*target {

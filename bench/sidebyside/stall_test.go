@@ -65,3 +65,15 @@ func TestProbeStalls(t *testing.T) {
 		t.Errorf("probe %+v", s)
 	}
 }
+
+// The open loop's WARNs name the probe that went over, and only it.
+func TestOpenRunStallWarnings(t *testing.T) {
+	or := &openRun{
+		stallsBefore: stalls{threads: 2, span: time.Second, gaps: 1, stalled: time.Millisecond},
+		stallsAfter:  stalls{threads: 2, span: time.Second, gaps: 9, stalled: 20 * time.Millisecond, longest: 6 * time.Millisecond},
+	}
+	ws := or.stallWarnings()
+	if len(ws) != 1 || !strings.Contains(ws[0], "stalled 1.00% of the time after the open loop") {
+		t.Errorf("warnings %q, want one for the probe after the rounds", ws)
+	}
+}
