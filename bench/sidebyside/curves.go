@@ -200,29 +200,6 @@ func (c *curves) measureHTTP(ctx context.Context, w io.Writer, o options) (map[s
 	return runs, nil
 }
 
-// procCPU is the CPU time (user and system, every thread) process pid has
-// used, from /proc/<pid>/stat in clock ticks of 1/100 s (Linux's USER_HZ).
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name may hold spaces: fields are counted after its ")".
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	var utime, stime int64
-	if _, err := fmt.Sscan(f[11], &utime); err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat utime: %w", pid, err)
-	}
-	if _, err := fmt.Sscan(f[12], &stime); err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat stime: %w", pid, err)
-	}
-	return time.Duration(utime+stime) * (time.Second / 100), nil
-}
-
 func usec(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 func (c *curves) inProcess(ctx context.Context, w io.Writer, o options, root, tmp string) error {

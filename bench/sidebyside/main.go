@@ -196,7 +196,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	runs, err := measure(ctx, w, o, targets)
+	runs, err := measure(ctx, w, o, targets, l.upstreamProc)
 	if err != nil {
 		return err
 	}
@@ -255,8 +255,9 @@ func workDir(prefix string, keep bool) (dir string, cleanup func(), err error) {
 // target once, in an order that changes from round to round (rotated by the
 // round number, odd rounds backwards), so no target always runs at the same
 // point of a round or after the same neighbour. It returns each target's
-// runs in round order.
-func measure(ctx context.Context, w io.Writer, o options, targets []*target) (map[string][]sample, error) {
+// runs in round order. upstream is the upstream's server, whose CPU time
+// each run also reads.
+func measure(ctx context.Context, w io.Writer, o options, targets []*target, upstream *proc) (map[string][]sample, error) {
 	if o.warmup > 0 {
 		fmt.Fprintf(w, "\n## Warm-up (%v each, not measured)\n\n", o.warmup)
 		for _, t := range targets {
@@ -271,20 +272,21 @@ func measure(ctx context.Context, w io.Writer, o options, targets []*target) (ma
 	runs := make(map[string][]sample, len(targets))
 	for round := range o.rounds {
 		for _, t := range roundOrder(targets, round) {
-			r, err := measureOne(ctx, o, t)
+			r, err := measureOne(ctx, o, t, upstream)
 			if err != nil {
 				return nil, err
 			}
 			runs[t.name] = append(runs[t.name], r)
-			fmt.Fprintf(w, "round %d/%d  %-23s rps=%-9.0f p50=%sms p99=%sms non2xx=%d requests=%d errors=%d%s\n",
-				round+1, o.rounds, t.name, r.RPS, ms(r.P50), ms(r.P99), r.Non2xx, r.Requests, r.Errors, deltaNote(r.Delta))
+			fmt.Fprintf(w, "round %d/%d  %-23s rps=%-9.0f p50=%sms p99=%sms non2xx=%d requests=%d errors=%d%s%s\n",
+				round+1, o.rounds, t.name, r.RPS, ms(r.P50), ms(r.P99), r.Non2xx, r.Requests, r.Errors, cpuNote(r), deltaNote(r.Delta))
 		}
 	}
 	return runs, nil
 }
 
-// measureOne is one wrk run, with the target's counters read around it.
-func measureOne(ctx context.Context, o options, t *target) (sample, error) {
+// measureOne is one wrk run, with the target's counters and the CPU time
+// of its servers and of the upstream read around it.
+func measureOne(ctx context.Context, o options, t *target, upstream *proc) (sample, error) {
 	var before counters
 	if t.counters != nil {
 		var err error
@@ -292,10 +294,31 @@ func measureOne(ctx context.Context, o options, t *target) (sample, error) {
 			return sample{}, fmt.Errorf("%s: %w", t.name, err)
 		}
 	}
+	var up []*proc
+	if upstream != nil && !slices.Contains(t.own, upstream) {
+		up = []*proc{upstream}
+	}
+	own0, err := groupsCPU(pgids(t.own)...)
+	if err != nil {
+		return sample{}, fmt.Errorf("%s: %w", t.name, err)
+	}
+	up0, err := groupsCPU(pgids(up)...)
+	if err != nil {
+		return sample{}, fmt.Errorf("%s: %w", t.name, err)
+	}
 	r, _, err := wrk(ctx, o.load, o.pin.generator, o.duration, t)
 	if err != nil {
 		return sample{}, err
 	}
+	own1, err := groupsCPU(pgids(t.own)...)
+	if err != nil {
+		return sample{}, fmt.Errorf("%s: %w", t.name, err)
+	}
+	up1, err := groupsCPU(pgids(up)...)
+	if err != nil {
+		return sample{}, fmt.Errorf("%s: %w", t.name, err)
+	}
+	r.CPU.own, r.CPU.upstream = own1-own0, up1-up0
 	if t.counters != nil {
 		after, err := t.counters(ctx)
 		if err != nil {
@@ -305,6 +328,13 @@ func measureOne(ctx context.Context, o options, t *target) (sample, error) {
 		r.Delta = &d
 	}
 	return r, nil
+}
+
+// cpuNote is a run's CPU time a request: the target's servers', the
+// upstream's and wrk's.
+func cpuNote(r sample) string {
+	return fmt.Sprintf(" cpu_us=%.1f/%.1f/%.1f", usec(perRequest(r.CPU.own, r.Requests)),
+		usec(perRequest(r.CPU.upstream, r.Requests)), usec(perRequest(r.CPU.generator, r.Requests)))
 }
 
 func deltaNote(d *counters) string {
@@ -367,6 +397,9 @@ func writeResults(w io.Writer, o options, targets []*target, runs map[string][]s
 	writeTable(w, sums)
 	fmt.Fprintln(w, "\nrps by round:")
 	writeRounds(w, sums)
+
+	fmt.Fprintln(w, "\nCPU time a request (medians of the rounds; Redis summed over them): the target's own servers, its Redis, the upstream, wrk:")
+	writeCPU(w, sums)
 
 	fmt.Fprintln(w, "\nRedis, summed over the rounds:")
 	writeRedis(w, sums, o.duration)

@@ -27,13 +27,19 @@ type summary struct {
 	rpsByRound         []float64       // in round order
 	p99ByRound         []time.Duration // in round order
 	non2xxRuns, errRun int             // runs with non-2xx / socket errors
+	// cpu is the CPU time a request of each part (medians of the
+	// rounds'): the target's servers, the upstream, wrk.
+	cpu runCPU
 }
 
 func summarize(t *target, runs []sample) summary {
 	s := summary{name: t.name, rounds: len(runs), deny: t.deny}
 	var rps []float64
-	var p50, p99 []time.Duration
+	var p50, p99, own, up, gen []time.Duration
 	for _, r := range runs {
+		own = append(own, perRequest(r.CPU.own, r.Requests))
+		up = append(up, perRequest(r.CPU.upstream, r.Requests))
+		gen = append(gen, perRequest(r.CPU.generator, r.Requests))
 		rps = append(rps, r.RPS)
 		p50 = append(p50, r.P50)
 		p99 = append(p99, r.P99)
@@ -55,8 +61,22 @@ func summarize(t *target, runs []sample) summary {
 	s.rps = median(rps)
 	s.p50 = median(p50)
 	s.p99 = median(p99)
+	s.cpu = runCPU{own: median(own), upstream: median(up), generator: median(gen)}
 	return s
 }
+
+// redisCPU is the CPU time a request of the target's Redis servers,
+// summed over the rounds (zero when not counted).
+func (s summary) redisCPU() time.Duration {
+	if !s.counted || s.requests == 0 {
+		return 0
+	}
+	return time.Duration(s.delta.CPU * float64(time.Second) / float64(s.requests))
+}
+
+// serverCPU is what a request costs the target itself: its servers and
+// its Redis.
+func (s summary) serverCPU() time.Duration { return s.cpu.own + s.redisCPU() }
 
 // median of xs (the mean of the middle two for an even count); zero for none.
 func median[T float64 | time.Duration](xs []T) T {
@@ -90,6 +110,18 @@ func ratios(by map[string]summary) []ratio {
 			return ratio{name: name}
 		}
 		return ratio{name: name, value: sa.rps / sb.rps, ok: true}
+	}
+	// perCPU is a/b by requests a CPU-second of each target's own
+	// servers (and Redis): what the rps ratio would be where the target
+	// alone ran out of cores.
+	perCPU := func(a, b string) ratio {
+		name := "requests-per-cpu " + a + "/" + b
+		sa, okA := by[a]
+		sb, okB := by[b]
+		if !okA || !okB || sa.serverCPU() <= 0 || sb.serverCPU() <= 0 {
+			return ratio{name: name}
+		}
+		return ratio{name: name, value: float64(sb.serverCPU()) / float64(sa.serverCPU()), ok: true}
 	}
 	per := func(name string, num, den float64, ok bool) ratio {
 		if !ok || den <= 0 {
@@ -145,7 +177,28 @@ func ratios(by map[string]summary) []ratio {
 		rps(tGatewayTraced, tGatewayLocal),
 		rps(tGatewayTraceAll, tGatewayLocal),
 	)
+	for _, pair := range cpuPairs {
+		out = append(out, perCPU(pair[0], pair[1]))
+	}
 	return out
+}
+
+// cpuPairs are the rps ratios of the targets also given by CPU time (see
+// ratios' perCPU): the gateway's targets, and the gateway against the
+// others.
+var cpuPairs = [][2]string{
+	{tGatewayLocal, tGatewayNone},
+	{tGatewayNoHdr, tGatewayNone},
+	{tGatewayRedis, tGatewayLocal},
+	{tGatewayLLM, tGatewayNone},
+	{tGatewayLLM, tGatewayNonePost},
+	{tGatewayNonePost, tGatewayNone},
+	{tGatewayDeny, tBareDeny},
+	{tGatewayTraced, tGatewayLocal},
+	{tGatewayLocal, tBare},
+	{tGatewayLocal, tCaddy},
+	{tGatewayLocal, tNginxLimitReq},
+	{tGatewayLocal, tHAProxy},
 }
 
 // goal is one TARGET line: a ratio (or metric) against a threshold.
@@ -227,6 +280,23 @@ func writeTable(w io.Writer, sums []summary) {
 	fmt.Fprintln(tw, "target\trps\tp50 ms\tp99 ms\tnon-2xx\trequests\terrors\t")
 	for _, s := range sums {
 		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%d\t%d\t%d\t\n", s.name, s.rps, ms(s.p50), ms(s.p99), s.non2xx, s.requests, s.errors)
+	}
+	tw.Flush()
+}
+
+// writeCPU writes what a request costs in CPU time: each target's own
+// servers, its Redis, the upstream and wrk, and the target's cores for
+// 10,000 requests a second.
+func writeCPU(w io.Writer, sums []summary) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "target\town µs\tredis µs\tupstream µs\twrk µs\tcores per 10k rps\t")
+	for _, s := range sums {
+		redis := "-"
+		if s.counted {
+			redis = fmt.Sprintf("%.1f", usec(s.redisCPU()))
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%.1f\t%.1f\t%.2f\t\n", s.name, usec(s.cpu.own), redis,
+			usec(s.cpu.upstream), usec(s.cpu.generator), s.serverCPU().Seconds()*10_000)
 	}
 	tw.Flush()
 }

@@ -58,6 +58,9 @@ type target struct {
 	deny bool
 	// counters, when set, is read before and after each run (Redis targets).
 	counters func(context.Context) (counters, error)
+	// own are the servers whose CPU time a run of the target is charged
+	// (Redis's is in counters).
+	own []*proc
 }
 
 // spec says how to start a target.
@@ -125,16 +128,19 @@ type lab struct {
 	gateway  string // binaries
 	bare     string
 	upstream string // host:port of the nginx upstream
+	// upstreamProc is the upstream's nginx, once it runs.
+	upstreamProc *proc
 	// baseGateway is the gateway built from -base, "" for none.
 	baseGateway string
 	// warnings are base: targets that could not start (an older gateway
 	// may refuse a newer config); the run goes on without them.
 	warnings []string
 
-	nginx   map[string]string // target → host:port, once nginx's proxy runs
-	redis   string            // host:port, once Redis runs
-	cluster []string          // the masters' host:port, once the Cluster runs
-	otlp    *otlpSink         // once a traced gateway runs
+	nginx     map[string]string // target → host:port, once nginx's proxy runs
+	nginxProc *proc             // the nginx targets' one instance
+	redis     string            // host:port, once Redis runs
+	cluster   []string          // the masters' host:port, once the Cluster runs
+	otlp      *otlpSink         // once a traced gateway runs
 }
 
 // selectSpecs returns the specs named in only (comma-separated), or all.
@@ -204,11 +210,13 @@ func (l *lab) startUpstream(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	l.upstreamProc = p
 	return p.waitHTTP(ctx, "http://"+l.upstream+"/")
 }
 
 func (l *lab) upstreamTarget(_ context.Context, t *target) error {
 	t.url = "http://" + l.upstream + "/"
+	t.own = []*proc{l.upstreamProc}
 	return nil
 }
 
@@ -231,6 +239,7 @@ func (l *lab) nginxTarget(ctx context.Context, t *target) error {
 		if err != nil {
 			return err
 		}
+		l.nginxProc = p
 		// The proxy block only: a GET of the deny block would take its
 		// one request a minute, which is harmless but not needed.
 		if err := p.waitHTTP(ctx, "http://"+l.nginx[tNginxProxy]+"/"); err != nil {
@@ -239,6 +248,7 @@ func (l *lab) nginxTarget(ctx context.Context, t *target) error {
 	}
 	t.url = "http://" + l.nginx[t.name] + "/"
 	t.deny = t.name == tNginxDeny
+	t.own = []*proc{l.nginxProc}
 	return nil
 }
 
@@ -255,6 +265,7 @@ func (l *lab) haproxyTarget(ctx context.Context, t *target) error {
 	if err != nil {
 		return err
 	}
+	t.own = []*proc{p}
 	t.url = "http://" + addr(ports[0]) + "/"
 	return p.waitHTTP(ctx, t.url)
 }
@@ -274,6 +285,7 @@ func (l *lab) caddyTarget(ctx context.Context, t *target) error {
 	if err != nil {
 		return err
 	}
+	t.own = []*proc{p}
 	t.url = "http://" + addr(ports[0]) + "/"
 	return p.waitHTTP(ctx, t.url)
 }
@@ -291,6 +303,7 @@ func (l *lab) bareTarget(ctx context.Context, t *target) error {
 	if err != nil {
 		return err
 	}
+	t.own = []*proc{p}
 	t.url = "http://" + addr(ports[0]) + "/"
 	if t.name == tBareDeny {
 		t.deny = true
@@ -383,6 +396,7 @@ func (l *lab) gatewayKind(ctx context.Context, t *target, bin, name string) erro
 	if err != nil {
 		return err
 	}
+	t.own = []*proc{p}
 	t.url = "http://" + cfg.Listen + "/"
 	t.deny = t.name == tGatewayDeny || t.name == tGatewayDenyRed || t.name == tGatewayDenyStd
 	if cfg.LLM || t.name == tGatewayNonePost {

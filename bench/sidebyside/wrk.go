@@ -28,6 +28,8 @@ type sample struct {
 	// Delta is what the target's counters moved during the run (Redis
 	// targets only).
 	Delta *counters
+	// CPU is what the run cost the target's servers, the upstream and wrk.
+	CPU runCPU
 }
 
 // wrk loads t for d and parses the report; pin (a taskset prefix, or nil)
@@ -54,6 +56,9 @@ func wrk(ctx context.Context, l load, pin []string, d time.Duration, t *target) 
 	r, err := parseWrk(out.String())
 	if err != nil {
 		return sample{}, out.String(), fmt.Errorf("wrk %s: %w", strings.Join(args, " "), err)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.CPU.generator = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	return r, out.String(), nil
 }
