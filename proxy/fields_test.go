@@ -123,7 +123,8 @@ func TestMoveFieldsDrops(t *testing.T) {
 
 // TestInjectTraceAsTraceContext sets the trace fields with injectTrace and
 // with propagation.TraceContext's Inject on the same requests and compares
-// them.
+// them: the span context carried by the context, or by the request's
+// unrecorded span that the context does not carry.
 func TestInjectTraceAsTraceContext(t *testing.T) {
 	tid := trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}
 	sid := trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7}
@@ -146,14 +147,33 @@ func TestInjectTraceAsTraceContext(t *testing.T) {
 			client := func() http.Header {
 				return http.Header{"Accept": {"*/*"}, "Traceparent": {"00-ffffffffffffffffffffffffffffffff-ffffffffffffffff-01"}, "Tracestate": {"evil=1"}}
 			}
-			got, want := client(), client()
-			injectTrace(ctx, got)
+			want := client()
 			delete(want, "Traceparent")
 			delete(want, "Tracestate")
 			propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(want))
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("got %v, want %v", got, want)
+			fromCtx, fromSpan := client(), client()
+			injectTrace(ctx, nil, fromCtx)
+			injectTrace(context.Background(), trace.SpanFromContext(ctx), fromSpan)
+			if !reflect.DeepEqual(fromCtx, want) {
+				t.Errorf("from the context: got %v, want %v", fromCtx, want)
+			}
+			if !reflect.DeepEqual(fromSpan, want) {
+				t.Errorf("from the unrecorded span: got %v, want %v", fromSpan, want)
 			}
 		})
+	}
+}
+
+// TestInjectTracePrefersTheContext: a recorded request's context carries the
+// span of its exchange with the upstream, whose child the upstream is; the
+// request's own span is passed only when the context carries none.
+func TestInjectTracePrefersTheContext(t *testing.T) {
+	tid := trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	exchange := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{0xe}, TraceFlags: trace.FlagsSampled})
+	request := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{0x5}, TraceFlags: trace.FlagsSampled})
+	h := http.Header{}
+	injectTrace(trace.ContextWithSpanContext(context.Background(), exchange), trace.SpanFromContext(trace.ContextWithSpanContext(context.Background(), request)), h)
+	if want := "00-0102030405060708090a0b0c0d0e0f10-0e00000000000000-01"; h.Get("Traceparent") != want {
+		t.Fatalf("traceparent %q, want the exchange's %q", h.Get("Traceparent"), want)
 	}
 }

@@ -336,7 +336,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	if h.tracer != nil {
-		injectTrace(st.Context, pr.Out.Header)
+		injectTrace(st.Context, st.rep.span, pr.Out.Header)
 	}
 	pr.Out = h.timeUpstream(st, pr.Out)
 }

@@ -190,10 +190,10 @@ func New(cfg Config) (*Handler, error) {
 // idempotency key claimed, a turn waited for) forward. See the package doc.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	snap := h.snapshots.Load()
-	if h.tracer != nil {
-		r = h.startSpan(r, snap)
-	}
 	w, rec, rep := h.observe(w, snap)
+	if h.tracer != nil {
+		r = h.startSpan(r, snap, rep)
+	}
 	defer func() { h.observed(rec, r, snap) }()
 	pl := planner{h: h, w: w, rep: rep, maxHeaderBytes: h.maxHeaderBytes, readBody: true}
 	p, early := pl.plan(snap, r)

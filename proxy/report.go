@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 )
@@ -65,6 +67,9 @@ type report struct {
 		took      time.Duration
 	}
 	llm *llmCall
+	// span is the request's server span when tracing is on (see
+	// startSpan).
+	span trace.Span
 }
 
 // recordDecision records the limiter's answer.
@@ -254,7 +259,7 @@ func (h *Handler) accessLine(ctx context.Context, r *http.Request, rep *report, 
 	if rep.tenant != "" {
 		attrs = append(attrs, slog.String("tenant", rep.tenant))
 	}
-	if id, ok := h.traceID(ctx); ok {
+	if id, ok := h.traceID(rep); ok {
 		attrs = append(attrs, slog.String("trace_id", id))
 	}
 	if d, ok := rep.dec.verdict.Deciding(); ok && rep.decided {

@@ -48,17 +48,24 @@ const (
 	attrOutTokens = attribute.Key("gen_ai.usage.output_tokens")
 )
 
-// startSpan begins the request's server span and returns r carrying it. A
+// startSpan begins the request's server span, kept in rep, and returns r
+// carrying it when it is recorded. An unrecorded span (most are, at a
+// sample_ratio below 1) has nothing to add to and nothing below it: its
+// trace is only passed on upstream (injectTrace) and named in the access
+// log, from rep, so r is not copied into a new context for it. A
 // traceparent is continued only from a peer in server.trusted_proxies, the
 // rule that decides whose forwarding headers are believed: anyone else
 // could choose the trace, and with its sampled flag make every request
 // recorded. From others the trace starts here.
-func (h *Handler) startSpan(r *http.Request, snap *policies.Snapshot) *http.Request {
+func (h *Handler) startSpan(r *http.Request, snap *policies.Snapshot, rep *report) *http.Request {
 	ctx := r.Context()
 	if snap != nil && len(snap.Identity.TrustedProxies) > 0 && peerIsTrusted(r, snap.Identity) {
 		ctx = traceContext.Extract(ctx, propagation.HeaderCarrier(r.Header))
 	}
-	ctx, _ = h.tracer.Start(ctx, r.Method, serverSpan)
+	ctx, rep.span = h.tracer.Start(ctx, r.Method, serverSpan)
+	if !rep.span.IsRecording() {
+		return r
+	}
 	return r.WithContext(ctx)
 }
 
@@ -70,7 +77,10 @@ func peerIsTrusted(r *http.Request, id policies.Identity) bool {
 
 // endSpan describes the answered request on its server span and ends it.
 func (h *Handler) endSpan(r *http.Request, rep *report, route, outcome string, status int) {
-	span := trace.SpanFromContext(r.Context())
+	span := rep.span
+	if span == nil { // answered before its span began
+		return
+	}
 	if !span.IsRecording() {
 		span.End()
 		return
@@ -181,15 +191,20 @@ func (h *Handler) startUpstream(st *requestState) (end func()) {
 }
 
 // injectTrace replaces whatever traceparent and tracestate the client sent
-// with the request's own: the upstream continues the gateway's trace. The
+// with the request's own: the upstream continues the gateway's trace, from
+// the span in ctx (the upstream exchange's, when recorded), else from
+// unrecorded, the request's span that ctx does not carry (see startSpan). The
 // fields are what propagation.TraceContext's Inject writes (a test holds
 // them to it), set by their canonical names in one allocation, where
 // Inject's builder and Header.Set's canonicalizing of "traceparent" cost
 // every request about as much as the rest of an unrecorded trace.
-func injectTrace(ctx context.Context, h http.Header) {
+func injectTrace(ctx context.Context, unrecorded trace.Span, h http.Header) {
 	delete(h, "Traceparent")
 	delete(h, "Tracestate")
 	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() && unrecorded != nil {
+		sc = unrecorded.SpanContext()
+	}
 	if !sc.IsValid() {
 		return
 	}
@@ -211,10 +226,10 @@ func injectTrace(ctx context.Context, h http.Header) {
 
 // traceID is the access log's attribute naming the request's trace, when
 // tracing is on.
-func (h *Handler) traceID(ctx context.Context) (string, bool) {
-	if h.tracer == nil {
+func (h *Handler) traceID(rep *report) (string, bool) {
+	if h.tracer == nil || rep.span == nil {
 		return "", false
 	}
-	sc := trace.SpanContextFromContext(ctx)
+	sc := rep.span.SpanContext()
 	return sc.TraceID().String(), sc.IsValid()
 }

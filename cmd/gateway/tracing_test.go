@@ -71,13 +71,22 @@ func TestTracingThroughServe(t *testing.T) {
 	if r := mustSend(t, c, "GET", g.base+"/api/first", append(auth, "Traceparent", "00-"+traceID+"-b7ad6b7169203331-01")...); r.status != http.StatusOK {
 		t.Fatalf("first request: got %d, want 200", r.status)
 	}
+	// A trace the trusted proxy chose not to record: passed on unrecorded,
+	// with a span ID of the gateway's, and named in the access log.
+	const quietID = "5b8efff798038103d269b633813fc60c"
+	if r := mustSend(t, c, "GET", g.base+"/api/quiet", append(auth, "Traceparent", "00-"+quietID+"-eee19b7ec3c1b174-00")...); r.status != http.StatusOK {
+		t.Fatalf("unrecorded request: got %d, want 200", r.status)
+	}
 	mu.Lock()
-	first := upParents[0]
+	first, quiet := upParents[0], upParents[1]
 	mu.Unlock()
+	if !regexp.MustCompile(`^00-`+quietID+`-[0-9a-f]{16}-00$`).MatchString(quiet) || strings.Contains(quiet, "eee19b7ec3c1b174") {
+		t.Errorf("upstream got traceparent %q for the unrecorded trace, want 00-%s-<the gateway's span>-00", quiet, quietID)
+	}
 
-	// 19 more at once use the tenant's burst up; then one is refused.
+	// 18 more at once use the tenant's burst up; then one is refused.
 	var wg sync.WaitGroup
-	for range 19 {
+	for range 18 {
 		wg.Go(func() {
 			if r, err := send(c, "GET", g.base+"/api/many", auth...); err != nil || r.status != http.StatusOK {
 				t.Errorf("concurrent request: %v %d, want 200", err, r.status)
@@ -123,8 +132,13 @@ func TestTracingThroughServe(t *testing.T) {
 			t.Errorf("span %q: service.name %v, want gw-e2e", sp.Name, sp.Resource["service.name"])
 		}
 	}
-	if n := len(byName["GET api"]); n != 21 {
-		t.Fatalf("api server spans: got %d, want 21 (spans: %d)", n, len(spans))
+	if n := len(byName["GET api"]); n != 20 {
+		t.Fatalf("api server spans: got %d, want 20, the unrecorded request's not among them (spans: %d)", n, len(spans))
+	}
+	for _, sp := range spans {
+		if sp.TraceID == quietID {
+			t.Errorf("span %q recorded in the trace the proxy did not record", sp.Name)
+		}
 	}
 	var continued, refused *otlptest.Span
 	for i, sp := range byName["GET api"] {
@@ -190,6 +204,9 @@ func TestTracingThroughServe(t *testing.T) {
 	line := regexp.MustCompile(`msg=request .*path=/api/first .*trace_id=` + traceID)
 	if n := g.countLogRE(line); n != 1 {
 		t.Errorf("access log lines of the continued request with its trace_id: got %d, want 1", n)
+	}
+	if n := g.countLogRE(regexp.MustCompile(`msg=request .*path=/api/quiet .*trace_id=` + quietID)); n != 1 {
+		t.Errorf("access log lines of the unrecorded request with its trace_id: got %d, want 1", n)
 	}
 }
 
