@@ -23,8 +23,8 @@ func TestStatCPU(t *testing.T) {
 		t.Fatalf("got pgrp %d, cpu %v; want 4242, 1.75s", pgrp, cpu)
 	}
 	for _, bad := range []string{
-		"1234 nginx S 1 4242",                   // no command name
-		"1234 (nginx) S 1 4242 4242 0 -1 4 9 0", // too few fields
+		"1234 nginx S 1 4242",                                     // no command name
+		"1234 (nginx) S 1 4242 4242 0 -1 4 9 0",                   // too few fields
 		"1234 (nginx) S 1 x 4242 0 -1 4194624 900 0 0 0 150 25 0", // pgrp not a number
 	} {
 		if _, _, err := statCPU(bad); err == nil {
@@ -94,45 +94,54 @@ func TestGroupsCPUCountsTheWorkers(t *testing.T) {
 	}
 }
 
-// TestCPUPerRequest checks the medians a request and the ratios by CPU
-// time, Redis's included, beside the rps ratios.
+// TestCPUPerRequest checks the medians a request and the own-cpu ratios:
+// each round's own CPU (Redis's included) in units of the upstream's in the
+// same round, so that rounds on a slower machine count as much as the
+// others.
 func TestCPUPerRequest(t *testing.T) {
+	µs := time.Microsecond
 	run := func(requests int64, own, up time.Duration) sample {
+		n := time.Duration(requests)
 		return sample{RPS: float64(requests) / 3, Requests: requests,
-			CPU: runCPU{own: own, upstream: up, generator: time.Duration(requests) * 5 * time.Microsecond}}
+			CPU: runCPU{own: n * own, upstream: n * up, generator: n * 5 * µs}}
 	}
-	// 30 µs a request of its own in two rounds of three, whatever the rps.
+	// Three times the upstream's CPU in every round, on a machine whose
+	// speed moves by half.
 	local := summarize(&target{name: tGatewayLocal}, []sample{
-		run(100000, 3*time.Second, time.Second),
-		run(50000, 1500*time.Millisecond, 500*time.Millisecond),
-		run(80000, 4*time.Second, time.Second),
+		run(100000, 30*µs, 10*µs),
+		run(50000, 45*µs, 15*µs),
+		run(80000, 36*µs, 12*µs),
 	})
-	if local.cpu.own != 30*time.Microsecond || local.cpu.upstream != 10*time.Microsecond || local.cpu.generator != 5*time.Microsecond {
-		t.Fatalf("local: %+v, want 30, 10 and 5 µs", local.cpu)
+	if local.cpu.own != 36*µs || local.cpu.upstream != 12*µs || local.cpu.generator != 5*µs || local.perUpstream != 3 {
+		t.Fatalf("local: %+v, %v a request of the upstream's; want 36, 12 and 5 µs, 3", local.cpu, local.perUpstream)
 	}
-	none := summarize(&target{name: tGatewayNone}, []sample{run(90000, 2430*time.Millisecond, time.Second)})
+	none := summarize(&target{name: tGatewayNone}, []sample{run(90000, 27*µs, 10*µs), run(60000, 40500*time.Nanosecond, 15*µs)})
 	redis := summarize(&target{name: tGatewayRedis}, []sample{
-		{Requests: 100000, CPU: runCPU{own: 3300 * time.Millisecond}, Delta: &counters{CPU: 0.6}},
+		{Requests: 100000, CPU: runCPU{own: 3300 * time.Millisecond, upstream: time.Second}, Delta: &counters{CPU: 0.6}},
 	})
-	by := map[string]summary{tGatewayLocal: local, tGatewayNone: none, tGatewayRedis: redis}
+	// A round without the upstream's CPU time leaves no unit.
+	noUp := summarize(&target{name: tGatewayNoHdr}, []sample{run(1000, 30*µs, 10*µs), run(1000, 30*µs, 0)})
+	by := map[string]summary{tGatewayLocal: local, tGatewayNone: none, tGatewayRedis: redis, tGatewayNoHdr: noUp}
 	got := map[string]ratio{}
 	for _, r := range ratios(by) {
 		got[r.name] = r
 	}
 	for name, want := range map[string]float64{
-		"requests-per-cpu gateway-local/gateway-nopolicy": 27.0 / 30, // 27 µs against 30
-		"requests-per-cpu gateway-redis/gateway-local":    30.0 / 39, // 33 µs of its own and 6 of Redis's
+		"own-cpu gateway-local/gateway-nopolicy": 2.7 / 3.0,
+		"own-cpu gateway-redis/gateway-local":    3.0 / 3.9, // 33 µs of its own and 6 of Redis's, over 10
 	} {
 		if r := got[name]; !r.ok || r.value < want-1e-9 || r.value > want+1e-9 {
 			t.Errorf("%s: got %v (ok %v), want %v", name, r.value, r.ok, want)
 		}
 	}
-	if r := got["requests-per-cpu gateway-llm/gateway-nopolicy"]; r.ok {
-		t.Errorf("without gateway-llm: got %v, want n/a", r.value)
+	for _, name := range []string{"own-cpu gateway-llm/gateway-nopolicy-post", "own-cpu gateway-local-noheaders/gateway-nopolicy"} {
+		if r := got[name]; r.ok {
+			t.Errorf("%s: got %v, want n/a", name, r.value)
+		}
 	}
 	var b strings.Builder
 	writeCPU(&b, []summary{local, redis})
-	for _, want := range []string{"gateway-local  30.0  -  10.0  5.0  0.30", "gateway-redis  33.0  6.0  0.0  0.0  0.39"} {
+	for _, want := range []string{"gateway-local  36.0  -  12.0  5.0  0.36", "gateway-redis  33.0  6.0  10.0  0.0  0.39"} {
 		if !strings.Contains(strings.Join(strings.Fields(b.String()), "  "), want) {
 			t.Errorf("missing %q in:\n%s", want, b.String())
 		}

@@ -63,6 +63,15 @@ func wrk(ctx context.Context, l load, pin []string, d time.Duration, t *target) 
 	return r, out.String(), nil
 }
 
+// redisCPU is the CPU time the target's Redis servers used during the run
+// (zero when not counted).
+func (r sample) redisCPU() time.Duration {
+	if r.Delta == nil {
+		return 0
+	}
+	return time.Duration(r.Delta.CPU * float64(time.Second))
+}
+
 // wrkDuration writes d as wrk reads it: whole seconds (wrk knows no
 // smaller unit; the flags are checked to be whole seconds).
 func wrkDuration(d time.Duration) string {
