@@ -17,16 +17,25 @@ type chartFile struct {
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// runCharts are the run's charts: the closed loop's throughput and latency
-// side by side, and, when measured, the open loop's latency added over the
-// upstream against the rate.
+// runCharts are the run's charts: the closed loop's throughput, latency and
+// (when measured) CPU time a request side by side, and, when measured, the
+// open loop's latency added over the upstream against the rate.
 func runCharts(sums []summary, open *openRun, openSums []openSummary) []chartFile {
 	labels := make([]string, len(sums))
 	rps := make([]float64, len(sums))
 	p50 := make([]float64, len(sums))
 	p99 := make([]float64, len(sums))
+	cpu := make([][]float64, 4) // own, Redis, upstream, wrk
+	for i := range cpu {
+		cpu[i] = make([]float64, len(sums))
+	}
+	measured := false
 	for i, s := range sums {
 		labels[i], rps[i], p50[i], p99[i] = s.name, s.rps, msf(s.p50), msf(s.p99)
+		for j, d := range []time.Duration{s.cpu.own, s.redisCPU(), s.cpu.upstream, s.cpu.generator} {
+			cpu[j][i] = usec(d)
+			measured = measured || d > 0
+		}
 	}
 	out := []chartFile{{suffix: "", charts: []plot.Chart{
 		plot.Bars{Title: "Closed loop: throughput (median of rounds)", XLabel: "requests/s (a deny target's are 429s)", Labels: labels,
@@ -34,6 +43,11 @@ func runCharts(sums []summary, open *openRun, openSums []openSummary) []chartFil
 		plot.Bars{Title: "Closed loop: latency (median of rounds)", XLabel: "ms", Labels: labels,
 			Series: []plot.BarSeries{{Name: "p50", Values: p50}, {Name: "p99", Values: p99}}},
 	}}}
+	if measured {
+		out[0].charts = append(out[0].charts, plot.Bars{Title: "Closed loop: CPU time a request (median of rounds)", XLabel: "µs", Labels: labels,
+			Series: []plot.BarSeries{{Name: "the target's own", Values: cpu[0]}, {Name: "its Redis", Values: cpu[1]},
+				{Name: "the upstream", Values: cpu[2]}, {Name: "wrk", Values: cpu[3]}}})
+	}
 	if open == nil {
 		return out
 	}

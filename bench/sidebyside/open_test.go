@@ -268,10 +268,17 @@ func TestRunCharts(t *testing.T) {
 			}
 		}
 	}
-	// Closed loop: background, 2 rps bars + swatch, 4 latency bars + 2 swatches.
+	// Closed loop: background, 2 rps bars + swatch, 4 latency bars + 2
+	// swatches; no CPU chart, none measured.
 	if c := counts(files[0].charts); c["rect"] != 1+3+6 {
 		t.Errorf("closed-loop chart: %d rects, want 10", c["rect"])
 	}
+	// With the CPU time a request: 8 bars (4 parts, 2 targets) + 4 swatches.
+	sums[1].cpu = runCPU{own: us(38), upstream: us(11), generator: us(9)}
+	if c := counts(runCharts(sums, nil, nil)[0].charts); c["rect"] != 1+3+6+12 {
+		t.Errorf("closed-loop chart with CPU: %d rects, want 22", c["rect"])
+	}
+	sums[1].cpu = runCPU{}
 	// Open loop, two charts: nginx has 2 points (a line), the gateway 1 (a
 	// marker, no line).
 	if c := counts(files[1].charts); c["polyline"] != 2 || c["circle"] != 6 {
