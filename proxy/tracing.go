@@ -78,7 +78,7 @@ func peerIsTrusted(r *http.Request, id policies.Identity) bool {
 // endSpan describes the answered request on its server span and ends it.
 func (h *Handler) endSpan(r *http.Request, rep *report, route, outcome string, status int) {
 	span := rep.span
-	if span == nil { // answered before its span began
+	if span == nil { // never started: nothing to describe or end
 		return
 	}
 	if !span.IsRecording() {

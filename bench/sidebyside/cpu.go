@@ -92,6 +92,16 @@ func groupsCPU(pgids ...int) (time.Duration, error) {
 	return sum, nil
 }
 
+// serversCPU is the CPU time the servers own and upstream have used so far.
+func serversCPU(own, upstream []*proc) (runCPU, error) {
+	o, err := groupsCPU(pgids(own)...)
+	if err != nil {
+		return runCPU{}, err
+	}
+	u, err := groupsCPU(pgids(upstream)...)
+	return runCPU{own: o, upstream: u}, err
+}
+
 // pgids are the process groups of ps (each leader's pid names its group).
 func pgids(ps []*proc) []int {
 	out := make([]int, len(ps))

@@ -298,11 +298,7 @@ func measureOne(ctx context.Context, o options, t *target, upstream *proc) (samp
 	if upstream != nil && !slices.Contains(t.own, upstream) {
 		up = []*proc{upstream}
 	}
-	own0, err := groupsCPU(pgids(t.own)...)
-	if err != nil {
-		return sample{}, fmt.Errorf("%s: %w", t.name, err)
-	}
-	up0, err := groupsCPU(pgids(up)...)
+	cpu0, err := serversCPU(t.own, up)
 	if err != nil {
 		return sample{}, fmt.Errorf("%s: %w", t.name, err)
 	}
@@ -310,15 +306,11 @@ func measureOne(ctx context.Context, o options, t *target, upstream *proc) (samp
 	if err != nil {
 		return sample{}, err
 	}
-	own1, err := groupsCPU(pgids(t.own)...)
+	cpu1, err := serversCPU(t.own, up)
 	if err != nil {
 		return sample{}, fmt.Errorf("%s: %w", t.name, err)
 	}
-	up1, err := groupsCPU(pgids(up)...)
-	if err != nil {
-		return sample{}, fmt.Errorf("%s: %w", t.name, err)
-	}
-	r.CPU.own, r.CPU.upstream = own1-own0, up1-up0
+	r.CPU.own, r.CPU.upstream = cpu1.own-cpu0.own, cpu1.upstream-cpu0.upstream
 	if t.counters != nil {
 		after, err := t.counters(ctx)
 		if err != nil {
