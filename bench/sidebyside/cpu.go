@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,40 +67,50 @@ func procCPU(pid int) (time.Duration, error) {
 // readings takes its time with it; the servers measured here live as long
 // as the benchmark.
 func groupsCPU(pgids ...int) (time.Duration, error) {
-	if len(pgids) == 0 {
-		return 0, nil
-	}
-	dirs, err := filepath.Glob("/proc/[0-9]*/stat")
-	if err != nil {
-		return 0, err
-	}
 	var sum time.Duration
-	for _, path := range dirs {
+	err := eachProcess(func(pgrp int, cpu time.Duration) {
+		if slices.Contains(pgids, pgrp) {
+			sum += cpu
+		}
+	})
+	return sum, err
+}
+
+// serversCPU is the CPU time the servers own and upstream have used so
+// far, read in one pass over /proc.
+func serversCPU(own, upstream []*proc) (runCPU, error) {
+	o, u := pgids(own), pgids(upstream)
+	var cpu runCPU
+	err := eachProcess(func(pgrp int, t time.Duration) {
+		if slices.Contains(o, pgrp) {
+			cpu.own += t
+		}
+		if slices.Contains(u, pgrp) {
+			cpu.upstream += t
+		}
+	})
+	return cpu, err
+}
+
+// eachProcess calls f with the process group and the CPU time of every
+// live process.
+func eachProcess(f func(pgrp int, cpu time.Duration)) error {
+	paths, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return err
+	}
+	for _, path := range paths {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			continue // the process ended since the listing
 		}
 		pgrp, cpu, err := statCPU(string(b))
 		if err != nil {
-			return 0, fmt.Errorf("%s: %w", path, err)
+			return fmt.Errorf("%s: %w", path, err)
 		}
-		for _, g := range pgids {
-			if pgrp == g {
-				sum += cpu
-			}
-		}
+		f(pgrp, cpu)
 	}
-	return sum, nil
-}
-
-// serversCPU is the CPU time the servers own and upstream have used so far.
-func serversCPU(own, upstream []*proc) (runCPU, error) {
-	o, err := groupsCPU(pgids(own)...)
-	if err != nil {
-		return runCPU{}, err
-	}
-	u, err := groupsCPU(pgids(upstream)...)
-	return runCPU{own: o, upstream: u}, err
+	return nil
 }
 
 // pgids are the process groups of ps (each leader's pid names its group).

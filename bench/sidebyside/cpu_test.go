@@ -82,6 +82,19 @@ func TestGroupsCPUCountsTheWorkers(t *testing.T) {
 	if group > 2*(workerCPU+leaderCPU)+20*time.Millisecond {
 		t.Errorf("group %v, far above the worker's %v and the leader's %v: another group counted", group, workerCPU, leaderCPU)
 	}
+	// One pass for a target's servers and the upstream: the leader's group
+	// as both here, the test's own as neither.
+	server := []*proc{{cmd: cmd}}
+	both, err := serversCPU(server, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if both.own < workerCPU || both.upstream != both.own {
+		t.Errorf("serversCPU: own %v, upstream %v; want both the group's, at least the worker's %v", both.own, both.upstream, workerCPU)
+	}
+	if none, err := serversCPU(nil, nil); err != nil || none != (runCPU{}) {
+		t.Errorf("serversCPU of no server: %+v, %v; want nothing", none, err)
+	}
 	own, err := groupsCPU(syscall.Getpgrp())
 	if err != nil {
 		t.Fatal(err)
