@@ -79,11 +79,19 @@ const gcraLua = `
       local allow_at = new_tat - emission * burst
       if gcra_now < allow_at then
         all = false
-        reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] =
-          0, 0, ceil((allow_at - gcra_now) * 1000000), ceil((tat - gcra_now) * 1000000), 0
+        reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5], reply[r + 6] =
+          -1, 0, 0, ceil((allow_at - gcra_now) * 1000000), ceil((tat - gcra_now) * 1000000), 0
+        r = r + 6
       else
         local reset = new_tat - gcra_now
-        reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = 1, 0, 0, ceil(reset * 1000000), 0
+        local us = ceil(reset * 1000000)
+        if us >= 0 then
+          reply[r + 1] = us
+          r = r + 1
+        else
+          reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5], reply[r + 6] = -1, 1, 0, 0, us, 0
+          r = r + 6
+        end
         if reset > 0 then
           if n == 1 then
             if all then tats[key] = -new_tat end

@@ -3,6 +3,7 @@ package redislimit
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -87,14 +88,15 @@ func decisionInstructions(b *testing.B, cluster bool, batch int, hot bool) float
 	if len(merged) != 1 {
 		b.Fatalf("merged into %d calls, want 1", len(merged))
 	}
-	return float64(s.callInstructions(b, merged[0].Args(), 6*batch)) / float64(batch)
+	return float64(s.callInstructions(b, merged[0].Args(), batch)) / float64(batch)
 }
 
 // callInstructions loads the decision scripts, warms s up with the call
 // args, then counts the instructions of callgrindCalls such calls, sent one
 // round trip at a time as pipelines are, and returns them per call. Each
-// reply must be replyLen integers, the first 1 (admitted).
-func (s *callgrindServer) callInstructions(b *testing.B, args []any, replyLen int) int64 {
+// reply must admit and record all of the requests of one check each it
+// carries.
+func (s *callgrindServer) callInstructions(b *testing.B, args []any, requests int) int64 {
 	b.Helper()
 	ctx := context.Background()
 	c := redis.NewClient(&redis.Options{Addr: s.addr, ReadTimeout: time.Minute})
@@ -110,8 +112,8 @@ func (s *callgrindServer) callInstructions(b *testing.B, args []any, replyLen in
 			if err != nil {
 				b.Fatal(err)
 			}
-			if len(v) != replyLen || v[0] != 1 {
-				b.Fatalf("got reply %v, want %d integers, the first 1", v, replyLen)
+			if err := admittedAll(v, requests); err != nil {
+				b.Fatalf("got reply %v: %v", v, err)
 			}
 		}
 	}
@@ -119,6 +121,26 @@ func (s *callgrindServer) callInstructions(b *testing.B, args []any, replyLen in
 	s.control(b, "-z")
 	call(callgrindCalls)
 	return s.dump(b) / callgrindCalls
+}
+
+// admittedAll checks that v is the reply to a merged call of n requests
+// of one check each, all admitted and recorded.
+func admittedAll(v []int64, n int) error {
+	for i := range n {
+		size, err := decideReplyLen(v, 1)
+		if err != nil {
+			return fmt.Errorf("request %d: %w", i+1, err)
+		}
+		replies, recorded, err := parseDecideReply(v[:size], 1)
+		if err != nil || !replies[0].allowed || !recorded {
+			return fmt.Errorf("request %d: %+v recorded %v, %v; want admitted and recorded", i+1, replies, recorded, err)
+		}
+		v = v[size:]
+	}
+	if len(v) > 0 {
+		return fmt.Errorf("%d integers more than %d requests' replies", len(v), n)
+	}
+	return nil
 }
 
 // callgrindServer is a redis-server running under callgrind.

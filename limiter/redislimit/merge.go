@@ -94,12 +94,11 @@ func mergeCalls(cmds []redis.Cmder, node bool) (merged []redis.Cmder, split func
 		}
 		i += abs(times[g])
 	}
-	sizes := make([]int, len(decides))
+	checks := make([]int, len(decides))
 	for i, c := range decides {
 		ca := c.Args()
 		k, _ := ca[2].(int)
-		n, _ := ca[3+k].(int)
-		sizes[i] = 5*n + 1
+		checks[i], _ = ca[3+k].(int)
 	}
 	many := redis.NewIntSliceCmd(context.Background(), a...)
 	if nkeys > 0 {
@@ -109,14 +108,27 @@ func mergeCalls(cmds []redis.Cmder, node bool) (merged []redis.Cmder, split func
 	var failed bool
 	return merged, func() {
 			arr, err := many.Result()
-			if err == nil && len(arr) != sum(sizes) {
-				err = fmt.Errorf("limiter script: unexpected reply to %d merged calls: %d integers", len(decides), len(arr))
-			}
 			if node && err != nil && isReply(err) {
 				failed = true
 				return
 			}
-			at := 0
+			// Each call's part of the reply is as long as its checks'
+			// replies make it (see readDecideReply), so the parts are
+			// found one after the other, and checked whole before any is
+			// handed over.
+			sizes, at := make([]int, len(checks)), 0
+			for i := 0; err == nil && i < len(checks); i++ {
+				if sizes[i], err = decideReplyLen(arr[at:], checks[i]); err == nil {
+					at += sizes[i]
+				}
+			}
+			if err == nil && at != len(arr) {
+				err = fmt.Errorf("%d integers, %d more than theirs", len(arr), len(arr)-at)
+			}
+			if err != nil && many.Err() == nil {
+				err = fmt.Errorf("limiter script: unexpected reply to %d merged calls: %w", len(decides), err)
+			}
+			at = 0
 			for i, c := range decides {
 				if err != nil {
 					c.SetErr(err)
@@ -180,14 +192,6 @@ func sameValues(x, y []any) bool {
 func abs(n int) int {
 	if n < 0 {
 		return -n
-	}
-	return n
-}
-
-func sum(xs []int) int {
-	n := 0
-	for _, x := range xs {
-		n += x
 	}
 	return n
 }

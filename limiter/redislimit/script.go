@@ -15,8 +15,9 @@ import (
 // clocks may drift; touch only keys that share one hash tag (one Cluster
 // slot); and set an expiry on every key they write, so idle keys vanish by
 // themselves. For each check the decision script replies {allowed (0|1),
-// remaining, retry_after_us, reset_after_us, extra}; extra is the fixed
-// window's end in Unix ms (what its refund needs) and 0 otherwise. The
+// remaining, retry_after_us, reset_after_us, extra}, in short where it can
+// (see readDecideReply); extra is the fixed window's end in Unix ms (what
+// its refund needs) and 0 otherwise. The
 // refund scripts give back what an admitted check took (on a Cluster, whose
 // checks are decided one slot at a time, and to reconcile a cost later).
 
@@ -36,9 +37,9 @@ import (
 // leases a member. KEYS holds each check's keys (algorithmKeys): the sliding
 // window its log and sum, the others one key. A merged call carries a dozen
 // checks or more, and each argument is a string Redis parses and Lua
-// copies, so none is sent that the algorithm does not read. The reply is 5
-// integers per check (see scriptReply) followed by 1 when the checks were
-// recorded, 0 when not.
+// copies, so none is sent that the algorithm does not read. The reply is
+// each check's (one integer or six, see readDecideReply) followed by 1 when
+// the checks were recorded, 0 when not.
 //
 // Each algorithm's Lua is in its own file: gcraLua, slidingLua, fixedLua,
 // concurrencyLua.
@@ -56,8 +57,8 @@ local gcra_now = (sec - ` + gcraEpoch + `) + (usec / 1000000)
 
 // decideLoop decides groups requests (one for decideScript), whose
 // arguments follow ARGV[a] and whose keys follow K[k] (KEYS, or ARGV for
-// decideManyNodeScript), writing each check's 5 integers and each
-// request's recorded flag into the reply. What a call costs Redis before
+// decideManyNodeScript), writing each check's reply and each request's
+// recorded flag into the reply. What a call costs Redis before
 // its first decision is shared by the decisions merged into it, so it is
 // kept small (a Cluster master's calls carry about a third of a standalone
 // server's decisions; BenchmarkNodeScriptInstructions counts it): GCRA, the
@@ -121,9 +122,9 @@ for g = 1, groups do
         nrec = nrec + 1
         rec_f[nrec], rec_v[nrec] = f, false
       end
-      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = ok, left, retry, reset, extra
+      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5], reply[r + 6] = -1, ok, left, retry, reset, extra
+      r = r + 6
     end
-    r = r + 5
   end
   if all then
     for j = 1, nrec do
@@ -196,7 +197,7 @@ type scriptReply struct {
 // parseDecideReply reads decideScript's reply for n checks. It checks every
 // element's type: a reply of another shape is an error, never a panic.
 // The reply is read as integers (an IntSliceCmd: go-redis fails a reply
-// with an element of another type), so only its length is left to check.
+// with an element of another type), so only its shape is left to check.
 func parseDecideReply(v []int64, n int) (replies []scriptReply, recorded bool, err error) {
 	replies = make([]scriptReply, n)
 	recorded, err = readDecideReply(v, n, func(i int, r scriptReply) { replies[i] = r })
@@ -206,17 +207,60 @@ func parseDecideReply(v []int64, n int) (replies []scriptReply, recorded bool, e
 	return replies, recorded, nil
 }
 
+// fullReply marks a check's reply of five integers (scriptReply's fields
+// in order). A check's reply is otherwise one integer, not negative: the
+// reset_after_us of a check admitted with nothing else to say (remaining,
+// retry and extra 0: what GCRA admits). Each integer of a reply costs
+// Redis about 450 instructions to put in the table and write out, and the
+// common decision needs one where it took five (BenchmarkNodeScriptInstructions).
+const fullReply = -1
+
 // readDecideReply is parseDecideReply handing each check's reply to set
 // (what a decision keeps it in) instead of a slice of its own. set is
-// called only once the reply's length has been checked.
+// called only once the reply's shape has been checked.
 func readDecideReply(v []int64, n int, set func(i int, r scriptReply)) (recorded bool, err error) {
-	if len(v) != 5*n+1 {
-		return false, fmt.Errorf("limiter script: unexpected reply of %d integers to %d checks", len(v), n)
+	size, err := decideReplyLen(v, n)
+	if err == nil && size != len(v) {
+		err = fmt.Errorf("limiter script: unexpected reply of %d integers to %d checks: %d more", len(v), n, len(v)-size)
 	}
+	if err != nil {
+		return false, err
+	}
+	at := 0
 	for i := range n {
-		set(i, newScriptReply([5]int64(v[5*i:5*i+5])))
+		if x := v[at]; x != fullReply {
+			set(i, scriptReply{allowed: true, resetAfter: time.Duration(x) * time.Microsecond})
+			at++
+			continue
+		}
+		set(i, newScriptReply([5]int64(v[at+1:at+6])))
+		at += 6
 	}
-	return v[5*n] == 1, nil
+	return v[at] == 1, nil
+}
+
+// decideReplyLen returns how many integers at the start of v are the reply
+// to one decideScript call of n checks (a merged call's reply is its calls'
+// one after the other), or why they cannot be.
+func decideReplyLen(v []int64, n int) (int, error) {
+	at := 0
+	for i := range n {
+		if at >= len(v) {
+			return 0, fmt.Errorf("limiter script: reply of %d integers ends within check %d of %d", len(v), i+1, n)
+		}
+		switch x := v[at]; {
+		case x >= 0:
+			at++
+		case x == fullReply:
+			at += 6
+		default:
+			return 0, fmt.Errorf("limiter script: check %d of %d: unexpected reply %d", i+1, n, x)
+		}
+	}
+	if at >= len(v) {
+		return 0, fmt.Errorf("limiter script: reply of %d integers to %d checks has no recorded flag", len(v), n)
+	}
+	return at + 1, nil
 }
 
 func newScriptReply(n [5]int64) scriptReply {
