@@ -221,10 +221,10 @@ const fullReply = -1
 func readDecideReply(v []int64, n int, set func(i int, r scriptReply)) (recorded bool, err error) {
 	size, err := decideReplyLen(v, n)
 	if err == nil && size != len(v) {
-		err = fmt.Errorf("limiter script: unexpected reply of %d integers to %d checks: %d more", len(v), n, len(v)-size)
+		err = fmt.Errorf("reply of %d integers to %d checks: %d more", len(v), n, len(v)-size)
 	}
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("limiter script: %w", err)
 	}
 	at := 0
 	for i := range n {
@@ -241,12 +241,12 @@ func readDecideReply(v []int64, n int, set func(i int, r scriptReply)) (recorded
 
 // decideReplyLen returns how many integers at the start of v are the reply
 // to one decideScript call of n checks (a merged call's reply is its calls'
-// one after the other), or why they cannot be.
+// one after the other), or why they cannot be (for its caller to wrap).
 func decideReplyLen(v []int64, n int) (int, error) {
 	at := 0
 	for i := range n {
 		if at >= len(v) {
-			return 0, fmt.Errorf("limiter script: reply of %d integers ends within check %d of %d", len(v), i+1, n)
+			return 0, fmt.Errorf("reply of %d integers ends within check %d of %d", len(v), i+1, n)
 		}
 		switch x := v[at]; {
 		case x >= 0:
@@ -254,11 +254,11 @@ func decideReplyLen(v []int64, n int) (int, error) {
 		case x == fullReply:
 			at += 6
 		default:
-			return 0, fmt.Errorf("limiter script: check %d of %d: unexpected reply %d", i+1, n, x)
+			return 0, fmt.Errorf("check %d of %d: unexpected reply %d", i+1, n, x)
 		}
 	}
 	if at >= len(v) {
-		return 0, fmt.Errorf("limiter script: reply of %d integers to %d checks has no recorded flag", len(v), n)
+		return 0, fmt.Errorf("reply of %d integers to %d checks has no recorded flag", len(v), n)
 	}
 	return at + 1, nil
 }
