@@ -94,8 +94,8 @@ func decisionInstructions(b *testing.B, cluster bool, batch int, hot bool) float
 // callInstructions loads the decision scripts, warms s up with the call
 // args, then counts the instructions of callgrindCalls such calls, sent one
 // round trip at a time as pipelines are, and returns them per call. Each
-// reply must admit and record all of the requests of one check each it
-// carries.
+// reply must admit and record every request the call carries (one check
+// each).
 func (s *callgrindServer) callInstructions(b *testing.B, args []any, requests int) int64 {
 	b.Helper()
 	ctx := context.Background()
