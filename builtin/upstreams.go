@@ -3,7 +3,7 @@ package builtin
 import (
 	"net/http"
 
-	"github.com/ratelimit-gateway/gateway/proxy/llm"
+	"github.com/ratelimit-gateway/gateway/llm"
 )
 
 // upstreams are the built-in upstreams the gateway ships, by the name a

@@ -3,7 +3,7 @@ package policies
 import (
 	"slices"
 
-	"github.com/ratelimit-gateway/gateway/proxy/llm"
+	"github.com/ratelimit-gateway/gateway/llm"
 )
 
 // ModelConfig is one entry of models: a family of models and the bounds the

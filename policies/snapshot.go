@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/proxy/llm"
+	"github.com/ratelimit-gateway/gateway/llm"
 )
 
 // Snapshot is one compiled, validated configuration. It is immutable: a reload

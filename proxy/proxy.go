@@ -18,7 +18,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
-	"github.com/ratelimit-gateway/gateway/proxy/llm"
+	"github.com/ratelimit-gateway/gateway/llm"
 )
 
 // DefaultMaxHeaderBytes is the request header limit used when

@@ -22,7 +22,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
-	"github.com/ratelimit-gateway/gateway/proxy/llm"
+	"github.com/ratelimit-gateway/gateway/llm"
 )
 
 // llmAnswer is one answer of an llm route, its OpenAI error decoded.

@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/ratelimit-gateway/gateway/proxy/llm"
+	"github.com/ratelimit-gateway/gateway/llm"
 )
 
 // Example shows the order the proxy uses the package in: parse and reserve,

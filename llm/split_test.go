@@ -79,7 +79,7 @@ func checkPieces(t testing.TB, s string) bool {
 // edges of the classes; worth running when Go (its Unicode tables), regexp2
 // or the tokenizer library changes:
 //
-//	go test -run TestPiecesAreTheRegexps -pieces.allrunes ./proxy/llm/
+//	go test -run TestPiecesAreTheRegexps -pieces.allrunes ./llm/
 var allRunes = flag.Bool("pieces.allrunes", false, "check the piece scans on every rune, not only at the edges of the classes")
 
 // The runes TestPiecesAreTheRegexps checks: all of ASCII and Latin-1,
