@@ -8,15 +8,17 @@ test: redis-server openai-sdk anthropic-sdk chromium promtool vet unit docker-ch
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags pressure ./limiter/redislimit/ ./cmd/gateway/
 
-# One package at a time: the limit-under-pressure suites (limiter/redislimit,
-# cmd/gateway) count admissions against real time, and two of them flooding
-# a 2-core machine at once would measure each other instead of the limiter.
-# -artifacts keeps what tests save for people to look at (the status page's
-# screenshot) under test-output/_artifacts/.
+# Packages in parallel; -artifacts keeps what tests save for people to look
+# at (the status page's screenshot) under test-output/_artifacts/. Then the
+# limit-under-pressure suites (build tag pressure), one package at a time:
+# they count admissions against real time, and two of them flooding a
+# 2-core machine at once would measure each other instead of the limiter.
 unit:
 	@mkdir -p test-output
-	$(GO) test -race -count=1 -p 1 -artifacts -outputdir $(CURDIR)/test-output ./...
+	$(GO) test -race -count=1 -artifacts -outputdir $(CURDIR)/test-output ./...
+	$(GO) test -race -count=1 -p 1 -tags pressure -run '^TestPressure' ./limiter/redislimit/ ./cmd/gateway/
 
 # Tests that touch Redis start their own redis-server on a loopback port.
 # Installs it when missing (as root), or says exactly what to install.

@@ -14,9 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 	"github.com/ratelimit-gateway/gateway/metrics"
-	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 
 // exported returns every series name the gateway's registry exports, with
@@ -33,9 +31,9 @@ func exported(t *testing.T) map[string]bool {
 	m.LLMCharge("t", "m", 1, 1)
 	m.Reload(true)
 	m.ConfigLoaded([32]byte{1}, time.Now())
-	m.WatchRedis(func() redislimit.Stats { return redislimit.Stats{} })
+	m.WatchRedis(func() metrics.RedisStats { return metrics.RedisStats{} })
 	m.WatchLocal(func() limiter.LocalStats { return limiter.LocalStats{} })
-	m.WatchTransport(func() h1.Stats { return h1.Stats{} })
+	m.WatchTransport(func() metrics.TransportStats { return metrics.TransportStats{} })
 	fams, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,7 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // RedisEvictionPolicy records a Redis node's maxmemory-policy as read at
 // start: gateway_redis_evicting{node, policy} is 1 when the node may evict
-// the gateway's keys when full (see redislimit.NodePolicy.Evicts), else 0.
+// the gateway's keys when full (cmd reads the policy at start), else 0.
 func (m *Metrics) RedisEvictionPolicy(node, policy string, evicts bool) {
 	if m == nil {
 		return

@@ -1,18 +1,24 @@
 package metrics
 
-import "github.com/ratelimit-gateway/gateway/proxy/idempotency"
+// IdempotencyStats is the in-process idempotency store's state: keys held
+// or recorded, done markers, counted bytes and their bound, responses
+// dropped to stay under it, and keys refused because the store was full.
+type IdempotencyStats struct {
+	Keys, Markers                        int
+	Bytes, MaxBytes, BodiesDropped, Full int64
+}
 
 // WatchIdempotency exposes the in-process idempotency store's state, read
-// through stats once per scrape (pass the idempotency.Local's Stats
-// method). A later call replaces the function; nil stops exposing it.
-func (m *Metrics) WatchIdempotency(stats func() idempotency.LocalStats) {
+// through stats once per scrape. A later call replaces the function; nil
+// stops exposing it.
+func (m *Metrics) WatchIdempotency(stats func() IdempotencyStats) {
 	if m != nil {
 		m.idem.watch(stats)
 	}
 }
 
-func newIdemCollector() *statsCollector[idempotency.LocalStats] {
-	type st = idempotency.LocalStats
+func newIdemCollector() *statsCollector[IdempotencyStats] {
+	type st = IdempotencyStats
 	return newStatsCollector(
 		gauge("gateway_idempotency_keys", "Idempotency keys held or recorded in the in-process store.",
 			func(s st) int { return s.Keys }),

@@ -17,7 +17,7 @@ func TestWatchIdempotency(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := New()
-	m.WatchIdempotency(s.Stats)
+	m.WatchIdempotency(func() IdempotencyStats { return IdempotencyStats(s.Stats()) })
 	ctx := context.Background()
 	terms := idempotency.Terms{LockTTL: time.Second, ReplayTTL: time.Hour}
 	for i := range 4 { // 4 × 32 KiB into 64 KiB: some responses become markers

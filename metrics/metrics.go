@@ -20,9 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
-	"github.com/ratelimit-gateway/gateway/proxy/h1"
-	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 )
 
 // Outcomes of a request (gateway_requests_total) and of one policy's
@@ -82,16 +79,16 @@ type Metrics struct {
 
 	llm    *llmCollector
 	config *configCollector
-	redis  *statsCollector[redislimit.Stats]
+	redis  *statsCollector[RedisStats]
 	local  *statsCollector[limiter.LocalStats]
 	// idem is the in-process idempotency store's (see WatchIdempotency).
-	idem *statsCollector[idempotency.LocalStats]
+	idem *statsCollector[IdempotencyStats]
 	// evicting is each Redis node's maxmemory-policy as read at start.
 	evicting *prometheus.GaugeVec
 	// transport is the lean upstream transport's (see WatchTransport).
-	transport *statsCollector[h1.Stats]
+	transport *statsCollector[TransportStats]
 	// clients is the lean client server's (see WatchClientServer).
-	clients *statsCollector[h1.ServerStats]
+	clients *statsCollector[ClientServerStats]
 }
 
 type requestKey struct{ route, outcome string }

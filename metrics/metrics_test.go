@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 )
 
 // After a known sequence of calls, one scrape over HTTP shows exactly what
@@ -204,7 +203,7 @@ func TestNilMetricsIsSafe(t *testing.T) {
 	m.LLMCharge("acme", "gpt-4o", 1, 1)
 	m.Reload(true)
 	m.ConfigLoaded([32]byte{1}, time.Now())
-	m.WatchRedis(func() redislimit.Stats { return redislimit.Stats{} })
+	m.WatchRedis(func() RedisStats { return RedisStats{} })
 	m.WatchLocal(func() limiter.LocalStats { return limiter.LocalStats{} })
 	if m.Registry() != nil {
 		t.Fatalf("got a registry from nil Metrics, want nil")
@@ -299,7 +298,7 @@ func TestLabelValuesAreOnlyWhatWasPassed(t *testing.T) {
 	digest := sha256.Sum256([]byte("config"))
 	m.ConfigLoaded(digest, time.Now())
 	m.Reload(true)
-	m.WatchRedis(func() redislimit.Stats { return redislimit.Stats{RoundTrips: 1} })
+	m.WatchRedis(func() RedisStats { return RedisStats{RoundTrips: 1} })
 
 	allowed := map[string]map[string]bool{"hash": {fmt.Sprintf("%x", digest[:6]): true}}
 	for _, set := range []map[string][]string{passed, constants} {

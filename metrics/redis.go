@@ -1,24 +1,40 @@
 package metrics
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
+import "github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
-)
+// RedisStats is what the shared limiter on Redis counts, as cmd reads it
+// from the Redis backend: the fields of the same names there.
+type RedisStats struct {
+	RoundTrips, Pipelines, Errors, Timeouts, FailFast uint64
+	FailedOpen, FailedClosed, LocalFallbacks          uint64
+	Overloaded, DenialCacheHits                       uint64
+	Refunds, RefundErrors, ScriptReloads              uint64
+	LeasesLost, RenewErrors, BreakerOpens             uint64
+	BreakerOpen                                       bool
+	DenialCacheKeys                                   int
+	// Nodes is each Redis server's health, by address.
+	Nodes []RedisNode
+}
+
+// RedisNode is one Redis server's breaker and counters.
+type RedisNode struct {
+	Addr                           string
+	Breaker                        string // "closed", "open" or "half-open"
+	BreakerOpens, Errors, Timeouts uint64
+}
 
 // WatchRedis exposes the Redis backend's counters, read through stats once
-// per scrape (pass the redislimit.Limiter's Stats method). A later call
-// replaces the function; nil stops exposing them.
-func (m *Metrics) WatchRedis(stats func() redislimit.Stats) {
+// per scrape. A later call replaces the function; nil stops exposing them.
+func (m *Metrics) WatchRedis(stats func() RedisStats) {
 	if m != nil {
 		m.redis.watch(stats)
 	}
 }
 
-func newRedisCollector() *statsCollector[redislimit.Stats] {
-	type st = redislimit.Stats
+func newRedisCollector() *statsCollector[RedisStats] {
+	type st = RedisStats
 	type emit = func(float64, ...string)
-	perNode := func(name, help string, kind prometheus.ValueType, v func(redislimit.NodeStats) float64) stat[st] {
+	perNode := func(name, help string, kind prometheus.ValueType, v func(RedisNode) float64) stat[st] {
 		return labelled(name, help, "node", kind, func(s st, emit emit) {
 			for _, n := range s.Nodes {
 				emit(v(n), n.Addr)
@@ -66,12 +82,12 @@ func newRedisCollector() *statsCollector[redislimit.Stats] {
 			func(s st) uint64 { return s.ScriptReloads }),
 		perNode("gateway_redis_node_breaker_open",
 			"1 while the node's circuit breaker is open or probing, else 0; one series per Redis server (each Cluster master seen).",
-			prometheus.GaugeValue, func(n redislimit.NodeStats) float64 { return flag(n.Breaker != "closed") }),
+			prometheus.GaugeValue, func(n RedisNode) float64 { return flag(n.Breaker != "closed") }),
 		perNode("gateway_redis_node_breaker_opens_total", "Times the node's circuit breaker opened.",
-			prometheus.CounterValue, func(n redislimit.NodeStats) float64 { return float64(n.BreakerOpens) }),
+			prometheus.CounterValue, func(n RedisNode) float64 { return float64(n.BreakerOpens) }),
 		perNode("gateway_redis_node_errors_total", "Round trips to the node in which at least one command failed.",
-			prometheus.CounterValue, func(n redislimit.NodeStats) float64 { return float64(n.Errors) }),
+			prometheus.CounterValue, func(n RedisNode) float64 { return float64(n.Errors) }),
 		perNode("gateway_redis_node_timeouts_total", "Round trips to the node that ran out of time.",
-			prometheus.CounterValue, func(n redislimit.NodeStats) float64 { return float64(n.Timeouts) }),
+			prometheus.CounterValue, func(n RedisNode) float64 { return float64(n.Timeouts) }),
 	)
 }

@@ -1,18 +1,30 @@
 package metrics
 
-import "github.com/ratelimit-gateway/gateway/proxy/h1"
+// TransportStats is what the lean upstream transport counts: connections
+// opened, exchanges on kept-alive ones, idle ones found closed, requests
+// sent again, requests handed to net/http's, and connections idle now.
+type TransportStats struct {
+	Dials, Reused, Stale, Retries, Fallback int64
+	Idle                                    int
+}
+
+// ClientServerStats is what the lean client server counts: requests it
+// served itself, and connections it handed to net/http's.
+type ClientServerStats struct {
+	Served, HandedOver int64
+}
 
 // WatchTransport exposes the lean upstream transport's pool and counters,
-// read through stats once per scrape (pass the h1.Transport's Stats
-// method). A later call replaces the function; nil stops exposing them.
-func (m *Metrics) WatchTransport(stats func() h1.Stats) {
+// read through stats once per scrape. A later call replaces the function;
+// nil stops exposing them.
+func (m *Metrics) WatchTransport(stats func() TransportStats) {
 	if m != nil {
 		m.transport.watch(stats)
 	}
 }
 
-func newTransportCollector() *statsCollector[h1.Stats] {
-	type st = h1.Stats
+func newTransportCollector() *statsCollector[TransportStats] {
+	type st = TransportStats
 	return newStatsCollector(
 		gauge("gateway_upstream_idle_connections", "Kept-alive connections to plain-HTTP upstreams idle now (the lean transport's pool).",
 			func(s st) int { return s.Idle }),
@@ -33,15 +45,15 @@ func newTransportCollector() *statsCollector[h1.Stats] {
 }
 
 // WatchClientServer exposes the lean client server's counters, read
-// through stats once per scrape (pass the h1.Server's Stats method).
-func (m *Metrics) WatchClientServer(stats func() h1.ServerStats) {
+// through stats once per scrape.
+func (m *Metrics) WatchClientServer(stats func() ClientServerStats) {
 	if m != nil {
 		m.clients.watch(stats)
 	}
 }
 
-func newClientServerCollector() *statsCollector[h1.ServerStats] {
-	type st = h1.ServerStats
+func newClientServerCollector() *statsCollector[ClientServerStats] {
+	type st = ClientServerStats
 	return newStatsCollector(
 		counter("gateway_client_lean_requests_total", "Client requests the lean server read and answered itself.",
 			func(s st) int64 { return s.Served }),

@@ -22,7 +22,7 @@ func TestWatchTransport(t *testing.T) {
 	tr := h1.New(h1.Config{Fallback: fallback})
 	t.Cleanup(tr.CloseIdleConnections)
 	m := New()
-	m.WatchTransport(tr.Stats)
+	m.WatchTransport(func() TransportStats { return TransportStats(tr.Stats()) })
 
 	send := func(r *http.Request) {
 		t.Helper()
@@ -82,7 +82,7 @@ func TestWatchClientServer(t *testing.T) {
 		<-done
 	})
 	m := New()
-	m.WatchClientServer(srv.Stats)
+	m.WatchClientServer(func() ClientServerStats { return ClientServerStats(srv.Stats()) })
 	for _, raw := range []string{
 		"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
 		"GET / HTTP/1.0\r\n\r\n",

@@ -5,15 +5,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 )
 
-// The defaults of settings left empty (zero) in the file. The limiter's and
-// the Redis backend's settings take their defaults from the packages that
-// own them (limiter, redislimit), where zero already means the default:
-// ApplyDefaults fills them in only so that the loaded config shows them.
+// The defaults of settings left empty (zero) in the file. The Redis
+// backend's settings (redis.timeout, queue_timeout, breaker_*,
+// denial_cache_size, pipelines) stay zero here: zero means the default of
+// the package that owns them, which cmd fills in where it builds them.
 const (
 	DefaultListen             = "127.0.0.1:8080"
 	DefaultReadHeaderTimeout  = 5 * time.Second
@@ -91,14 +89,6 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&s.IdempotencyMaxBytes, DefaultIdempotencyMaxBytes)
 	setDefault(&s.MinHeapBytes, DefaultMinHeapBytes)
 	setDefault(&s.PromptCountShare, DefaultPromptCountShare)
-
-	r := &c.Redis
-	setDefault(&r.Timeout, redisclient.DefaultTimeout)
-	setDefault(&r.QueueTimeout, redislimit.DefaultQueueTimeout)
-	setDefault(&r.BreakerFailures, redislimit.DefaultBreakerFailures)
-	setDefault(&r.BreakerCooldown, redislimit.DefaultBreakerCooldown)
-	setDefault(&r.DenialCacheSize, redislimit.DefaultDenialCacheSize)
-	setDefault(&r.Pipelines, redislimit.DefaultPipelines)
 
 	setDefault(&c.Mode, "enforce")
 	if c.Admin.Listen == nil {

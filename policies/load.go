@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"reflect"
 	"time"
 
@@ -27,9 +26,9 @@ type Options struct {
 	// independent of the machine's environment.
 	Env []string
 	// Builtins maps a built-in upstream's name ("echo") to the loopback URL
-	// it serves on. Nil accepts the names in builtin.Names and resolves them to
-	// placeholder URLs (http://builtin.NAME.invalid), which is what
-	// "gateway check" needs; a non-nil map accepts only its own names.
+	// it serves on; a non-nil map accepts only its own names ("gateway
+	// check" passes Placeholders of the shipped names). Nil resolves every
+	// name to a placeholder URL (http://builtin.NAME.invalid).
 	Builtins map[string]*url.URL
 
 	// keys is the keys file as the watcher already read it; the load uses
@@ -37,10 +36,6 @@ type Options struct {
 	// is in force.
 	keys *keysSource
 }
-
-// DefaultOptions returns Options reading the process environment and with
-// no built-in upstreams started (placeholders).
-func DefaultOptions() Options { return Options{Env: os.Environ()} }
 
 // Loader is everything needed to load the configuration again: the file and
 // the Options. cmd builds one at start and hands it to the Watcher, so every

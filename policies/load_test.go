@@ -80,10 +80,12 @@ func TestDefaults(t *testing.T) {
 		{"server.min_heap_bytes", c.Server.MinHeapBytes, int64(64 << 20)},
 		{"server.prompt_count_share", c.Server.PromptCountShare, 0.25},
 		{"server.idempotency_max_bytes", c.Server.IdempotencyMaxBytes, int64(64 << 20)},
-		{"redis.timeout", c.Redis.Timeout, 30 * time.Millisecond},
-		{"redis.breaker_failures", c.Redis.BreakerFailures, 3},
-		{"redis.breaker_cooldown", c.Redis.BreakerCooldown, 500 * time.Millisecond},
-		{"redis.denial_cache_size", c.Redis.DenialCacheSize, 100000},
+		// The Redis backend's settings stay zero: their packages' defaults
+		// apply, filled in by cmd where it builds them.
+		{"redis.timeout", c.Redis.Timeout, time.Duration(0)},
+		{"redis.breaker_failures", c.Redis.BreakerFailures, 0},
+		{"redis.breaker_cooldown", c.Redis.BreakerCooldown, time.Duration(0)},
+		{"redis.denial_cache_size", c.Redis.DenialCacheSize, 0},
 		{"tenants.header", c.Tenants.Header, "X-API-Key"},
 		{"routes[0].timeout", c.Routes[0].Timeout, 30 * time.Second},
 		{"routes[0].max_body_bytes", c.Routes[0].MaxBodyBytes, int64(10 << 20)},

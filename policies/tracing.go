@@ -21,17 +21,13 @@ type TracingConfig struct {
 	Endpoint string `koanf:"endpoint" redact:"url"`
 	// SampleRatio is the share of new traces recorded, in [0, 1]. A trace
 	// continued from a trusted peer follows the peer's decision. Nil means
-	// OTEL_TRACES_SAMPLER_ARG (with a ratio sampler), then
-	// DefaultTraceSampleRatio.
+	// OTEL_TRACES_SAMPLER_ARG (with a ratio sampler), then 0.01 (the
+	// tracing package's default).
 	SampleRatio *float64 `koanf:"sample_ratio"`
 	// ServiceName is the service.name resource attribute; "" means
 	// OTEL_SERVICE_NAME, then "gateway".
 	ServiceName string `koanf:"service_name"`
 }
-
-// DefaultTraceSampleRatio is the share of new traces recorded when neither
-// tracing.sample_ratio nor the OTEL_* variables say.
-const DefaultTraceSampleRatio = 0.01
 
 // validateTracing checks the tracing section; it is checked whether or not
 // tracing is enabled, so that turning it on later cannot surprise.

@@ -6,8 +6,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-
-	"github.com/ratelimit-gateway/gateway/builtin"
 )
 
 // builtinPrefix selects an upstream the gateway serves itself.
@@ -15,16 +13,29 @@ const builtinPrefix = "builtin:"
 
 var errUpstreamForm = errors.New(`must be http(s)://host or builtin:NAME`)
 
+// Placeholders maps each of names to a placeholder URL
+// (http://builtin.NAME.invalid): the Builtins of a load that checks a
+// configuration without starting the built-in upstreams.
+func Placeholders(names []string) map[string]*url.URL {
+	m := make(map[string]*url.URL, len(names))
+	for _, name := range names {
+		m[name] = placeholder(name)
+	}
+	return m
+}
+
+func placeholder(name string) *url.URL {
+	return &url.URL{Scheme: "http", Host: "builtin." + name + ".invalid"}
+}
+
 // resolveUpstream parses a route's upstream. Built-in names resolve through
-// builtins; with nil builtins the shipped names resolve to placeholders so a
-// configuration can be checked without starting anything.
+// builtins; with nil builtins every name resolves to a placeholder (this
+// package does not know which upstreams the binary ships: cmd says, through
+// Placeholders or the started ones).
 func resolveUpstream(s string, builtins map[string]*url.URL) (*url.URL, error) {
 	if name, ok := strings.CutPrefix(s, builtinPrefix); ok {
 		if builtins == nil {
-			if known := builtin.Names(); !slices.Contains(known, name) {
-				return nil, fmt.Errorf("unknown builtin upstream %q (known: %s)", name, strings.Join(known, ", "))
-			}
-			return &url.URL{Scheme: "http", Host: "builtin." + name + ".invalid"}, nil
+			return placeholder(name), nil
 		}
 		u, ok := builtins[name]
 		if !ok || u == nil {

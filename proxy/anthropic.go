@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/llm"
+	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // On an llm: anthropic route the gateway speaks as Anthropic's Messages API

@@ -11,8 +11,8 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/builtin"
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/llm"
+	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // anthropicGateway is an llm: anthropic route onto the Anthropic mock, with

@@ -13,8 +13,8 @@ import (
 	"sync"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/llm"
+	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // On an llm route a request's token cost is known only after the response:

@@ -16,8 +16,8 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/builtin"
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/llm"
+	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // llmGateway is a gateway with one llm route onto the OpenAI mock and one

@@ -6,8 +6,8 @@ import (
 	"math"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/llm"
+	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // Under enforce: stream a streamed call reserves its prompt and one window

@@ -12,8 +12,8 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/builtin"
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/llm"
+	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // newEnforcedGateway is newLLMGatewayWithQuota with enforce: stream.

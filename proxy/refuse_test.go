@@ -21,8 +21,8 @@ import (
 	"github.com/ratelimit-gateway/gateway/internal/redisclient"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/llm"
+	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // llmAnswer is one answer of an llm route, its OpenAI error decoded.

@@ -51,7 +51,7 @@ func BenchmarkTracing(b *testing.B) {
 	for i, p := range providers {
 		var tp trace.TracerProvider
 		if p.ratio >= 0 {
-			pr, err := tracing.New(context.Background(), policies.TracingConfig{Enabled: true, Endpoint: sink.URL, SampleRatio: &p.ratio}, tracing.Options{})
+			pr, err := tracing.New(context.Background(), tracing.Config{Enabled: true, Endpoint: sink.URL, SampleRatio: &p.ratio}, tracing.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

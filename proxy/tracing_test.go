@@ -28,7 +28,7 @@ const (
 func newTracing(t *testing.T, ratio float64) (*tracing.Provider, *otlptest.Receiver, func() []otlptest.Span) {
 	t.Helper()
 	rc := otlptest.NewReceiver(t)
-	tp, err := tracing.New(context.Background(), policies.TracingConfig{Enabled: true, Endpoint: rc.URL, SampleRatio: &ratio, ServiceName: "gateway-test"}, tracing.Options{})
+	tp, err := tracing.New(context.Background(), tracing.Config{Enabled: true, Endpoint: rc.URL, SampleRatio: &ratio, ServiceName: "gateway-test"}, tracing.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,39 +8,49 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 )
+
+// Members calls f with the context and the commands of each decision that
+// the round trip of ctx carries (the Redis backend's Members, which cmd
+// hands in): a shared pipeline carries many decisions. Nil means a round
+// trip is its own context's alone.
+type Members func(ctx context.Context, f func(ctx context.Context, cmds []redis.Cmder))
 
 // Instrument adds RedisHook to client: on each node of a Cluster (as nodes
 // appear), else on the client, whose node is its address or, under
 // Sentinel, sentinelMaster.
-func Instrument(client redis.UniversalClient, tp trace.TracerProvider, sentinelMaster string) {
+func Instrument(client redis.UniversalClient, tp trace.TracerProvider, sentinelMaster string, members Members) {
 	switch c := client.(type) {
 	case *redis.ClusterClient:
-		c.OnNewNode(func(n *redis.Client) { n.AddHook(newRedisHook(tp, n.Options().Addr)) })
+		c.OnNewNode(func(n *redis.Client) { n.AddHook(newRedisHook(tp, n.Options().Addr, members)) })
 	case *redis.Client:
 		node := c.Options().Addr
 		if sentinelMaster != "" {
 			node = sentinelMaster
 		}
-		c.AddHook(newRedisHook(tp, node))
+		c.AddHook(newRedisHook(tp, node, members))
 	}
 }
 
 // RedisHook is a go-redis hook that gives each round trip that carries a
 // recorded decision a span of its own, named for node. One pipeline carries
-// the decisions of many requests (see redislimit.Members), so its span is
+// the decisions of many requests (see Members), so its span is
 // no request's child: it is a root that links to the span of every decision
 // it carries (the proxy's wait on the decision), and each of those spans
 // gets a link back and the node's address. A round trip that carries no
 // recorded decision costs one context lookup per decision.
-func RedisHook(tp trace.TracerProvider, node string) redis.Hook { return newRedisHook(tp, node) }
+func RedisHook(tp trace.TracerProvider, node string, members Members) redis.Hook {
+	return newRedisHook(tp, node, members)
+}
 
-func newRedisHook(tp trace.TracerProvider, node string) *redisHook {
+func newRedisHook(tp trace.TracerProvider, node string, members Members) *redisHook {
+	if members == nil {
+		members = func(ctx context.Context, f func(context.Context, []redis.Cmder)) { f(ctx, nil) }
+	}
 	h := &redisHook{
-		tracer: tp.Tracer("github.com/ratelimit-gateway/gateway/tracing"),
-		node:   attribute.String("server.address", node),
+		tracer:  tp.Tracer("github.com/ratelimit-gateway/gateway/tracing"),
+		node:    attribute.String("server.address", node),
+		members: members,
 	}
 	if host, port, err := net.SplitHostPort(node); err == nil {
 		h.node = attribute.String("server.address", host)
@@ -50,9 +60,10 @@ func newRedisHook(tp trace.TracerProvider, node string) *redisHook {
 }
 
 type redisHook struct {
-	tracer trace.Tracer
-	node   attribute.KeyValue
-	port   attribute.KeyValue
+	tracer  trace.Tracer
+	members Members
+	node    attribute.KeyValue
+	port    attribute.KeyValue
 }
 
 func (h *redisHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -62,7 +73,7 @@ func (h *redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if within(ctx) {
 			return next(ctx, cmd)
 		}
-		members, own := recordedMembers(ctx, []redis.Cmder{cmd})
+		members, own := h.recordedMembers(ctx, []redis.Cmder{cmd})
 		if len(members) == 0 {
 			return next(ctx, cmd)
 		}
@@ -80,7 +91,7 @@ func (h *redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		if within(ctx) {
 			return next(ctx, cmds)
 		}
-		members, _ := recordedMembers(ctx, cmds)
+		members, _ := h.recordedMembers(ctx, cmds)
 		if len(members) == 0 {
 			return next(ctx, cmds)
 		}
@@ -149,9 +160,9 @@ func end(span trace.Span, err error) {
 // pipeline's (their calls travel merged into one script call, or again
 // after a redirection, as commands that are none of theirs); ofTheirs says
 // which.
-func recordedMembers(ctx context.Context, cmds []redis.Cmder) (spans []trace.Span, ofTheirs bool) {
+func (h *redisHook) recordedMembers(ctx context.Context, cmds []redis.Cmder) (spans []trace.Span, ofTheirs bool) {
 	var own, all []trace.Span
-	redislimit.Members(ctx, func(m context.Context, mine []redis.Cmder) {
+	h.members(ctx, func(m context.Context, mine []redis.Cmder) {
 		span := trace.SpanFromContext(m)
 		if !span.IsRecording() {
 			return

@@ -16,12 +16,11 @@ import (
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
-	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 func newProvider(t *testing.T, rc *otlptest.Receiver, ratio float64) *Provider {
 	t.Helper()
-	tp, err := New(context.Background(), policies.TracingConfig{Enabled: true, Endpoint: rc.URL, SampleRatio: &ratio}, Options{})
+	tp, err := New(context.Background(), Config{Enabled: true, Endpoint: rc.URL, SampleRatio: &ratio}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +51,7 @@ func checkPipelineSpans(t *testing.T, client redis.UniversalClient, nodes []stri
 	t.Cleanup(func() { client.Close() })
 	rc := otlptest.NewReceiver(t)
 	tp := newProvider(t, rc, 1)
-	Instrument(client, tp.TracerProvider(), "")
+	Instrument(client, tp.TracerProvider(), "", redislimit.Members)
 	rl, err := redislimit.New(client, redislimit.Config{Timeout: 2 * time.Second, QueueTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)

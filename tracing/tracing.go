@@ -21,8 +21,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // Provider is the process's tracer provider. Build it with New; Shutdown
@@ -51,9 +49,25 @@ type Options struct {
 // configured tracing off.
 var ErrDisabled = errors.New("tracing: OTEL_SDK_DISABLED is true")
 
+// Config is the tracing section of the config (policies.TracingConfig
+// converts to it). Endpoint "" means the OTEL_EXPORTER_OTLP_* variables,
+// then http://localhost:4318; a nil SampleRatio means
+// OTEL_TRACES_SAMPLER_ARG, then DefaultSampleRatio; ServiceName "" means
+// OTEL_SERVICE_NAME, then "gateway".
+type Config struct {
+	Enabled     bool
+	Endpoint    string
+	SampleRatio *float64
+	ServiceName string
+}
+
+// DefaultSampleRatio is the share of new traces recorded when neither the
+// config nor the environment sets one.
+const DefaultSampleRatio = 0.01
+
 // New builds the provider for cfg, which must be enabled. It starts the
 // batch exporter's goroutine, which Shutdown stops.
-func New(ctx context.Context, cfg policies.TracingConfig, opts Options) (*Provider, error) {
+func New(ctx context.Context, cfg Config, opts Options) (*Provider, error) {
 	env := opts.LookupEnv
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
@@ -111,7 +125,7 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 // newExporter is the OTLP/HTTP exporter. The tracing.endpoint key wins over
 // OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, which the exporter reads itself, as
 // it does the headers, timeout, compression and certificates.
-func newExporter(ctx context.Context, cfg policies.TracingConfig, env func(string) (string, bool)) (sdktrace.SpanExporter, error) {
+func newExporter(ctx context.Context, cfg Config, env func(string) (string, bool)) (sdktrace.SpanExporter, error) {
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
 		if v, ok := env(name); ok && strings.TrimSpace(v) != "" {
 			if v := strings.TrimSpace(v); v != "http/protobuf" {
@@ -157,16 +171,16 @@ func anySet(env func(string) (string, bool), names ...string) bool {
 
 // sampleRatio resolves the share of new traces recorded: tracing.sample_ratio,
 // then OTEL_TRACES_SAMPLER (with OTEL_TRACES_SAMPLER_ARG for the ratio
-// samplers), then policies.DefaultTraceSampleRatio. The gateway always
+// samplers), then DefaultSampleRatio. The gateway always
 // follows a trusted parent's decision, so the parentbased_ forms and the
 // plain ones mean the same here.
-func sampleRatio(cfg policies.TracingConfig, env func(string) (string, bool)) (float64, error) {
+func sampleRatio(cfg Config, env func(string) (string, bool)) (float64, error) {
 	if cfg.SampleRatio != nil {
 		return *cfg.SampleRatio, nil
 	}
 	sampler, ok := env("OTEL_TRACES_SAMPLER")
 	if !ok || strings.TrimSpace(sampler) == "" {
-		return policies.DefaultTraceSampleRatio, nil
+		return DefaultSampleRatio, nil
 	}
 	switch s := strings.TrimSpace(sampler); s {
 	case "always_on", "parentbased_always_on":

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/ratelimit-gateway/gateway/internal/otlptest"
-	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 func envOf(m map[string]string) func(string) (string, bool) {
@@ -28,7 +27,7 @@ func TestSampleRatio(t *testing.T) {
 		want    float64
 		wantErr string
 	}{
-		{name: "default", want: policies.DefaultTraceSampleRatio},
+		{name: "default", want: DefaultSampleRatio},
 		{name: "config", cfg: ratio(0.25), want: 0.25},
 		{name: "config wins over env", cfg: ratio(0.5), env: map[string]string{"OTEL_TRACES_SAMPLER": "always_on"}, want: 0.5},
 		{name: "config zero", cfg: ratio(0), env: map[string]string{"OTEL_TRACES_SAMPLER": "always_on"}, want: 0},
@@ -42,7 +41,7 @@ func TestSampleRatio(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := sampleRatio(policies.TracingConfig{SampleRatio: tt.cfg}, envOf(tt.env))
+			got, err := sampleRatio(Config{SampleRatio: tt.cfg}, envOf(tt.env))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("got %v, %v; want an error naming %q", got, err, tt.wantErr)
@@ -72,7 +71,7 @@ func TestTracesURL(t *testing.T) {
 // OTEL_SDK_DISABLED=true turns a configured tracing off; a gRPC protocol,
 // which the gateway does not export, is an error naming the variable.
 func TestNewRefuses(t *testing.T) {
-	cfg := policies.TracingConfig{Enabled: true, Endpoint: "http://127.0.0.1:1"}
+	cfg := Config{Enabled: true, Endpoint: "http://127.0.0.1:1"}
 	if _, err := New(context.Background(), cfg, Options{LookupEnv: envOf(map[string]string{"OTEL_SDK_DISABLED": "true"})}); !errors.Is(err, ErrDisabled) {
 		t.Errorf("OTEL_SDK_DISABLED=true: got %v, want ErrDisabled", err)
 	}
@@ -100,7 +99,7 @@ func TestStandardVariablesHonoured(t *testing.T) {
 	t.Setenv("OTEL_SERVICE_NAME", "from-env")
 	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=test")
 
-	export := func(cfg policies.TracingConfig) {
+	export := func(cfg Config) {
 		t.Helper()
 		cfg.Enabled, cfg.SampleRatio = true, ratio(1)
 		tp, err := New(context.Background(), cfg, Options{LookupEnv: os.LookupEnv, Version: "v9"})
@@ -113,7 +112,7 @@ func TestStandardVariablesHonoured(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	export(policies.TracingConfig{})
+	export(Config{})
 	spans := rc.Spans()
 	if len(spans) != 1 {
 		t.Fatalf("OTEL_EXPORTER_OTLP_ENDPOINT's receiver got %d spans, want 1", len(spans))
@@ -124,7 +123,7 @@ func TestStandardVariablesHonoured(t *testing.T) {
 	}
 
 	rc.Reset()
-	export(policies.TracingConfig{Endpoint: other.URL, ServiceName: "from-config"})
+	export(Config{Endpoint: other.URL, ServiceName: "from-config"})
 	if n := len(rc.Spans()); n != 0 {
 		t.Errorf("the variable's receiver got %d spans, want 0: tracing.endpoint wins", n)
 	}

@@ -21,8 +21,8 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/bench/internal/llmload"
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/llm"
+	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // The curves measured in this process, where HTTP cannot reach the rate or

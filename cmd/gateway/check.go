@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/ratelimit-gateway/gateway/builtin"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 )
@@ -17,7 +19,7 @@ import (
 // a trusted_proxies entry that trusts everyone) to warnings. Warnings alone
 // do not fail the check. A failed load's error carries its warnings too.
 func check(path string, w, warnings io.Writer) error {
-	snap, err := policies.Load(path, policies.DefaultOptions())
+	snap, err := policies.Load(path, checkOptions())
 	if err != nil {
 		return err
 	}
@@ -26,6 +28,13 @@ func check(path string, w, warnings io.Writer) error {
 	}
 	printSnapshot(w, snap)
 	return nil
+}
+
+// checkOptions are the load options of check and explain: the process
+// environment, and the shipped built-in upstreams as placeholders (nothing
+// is started), so a name the binary does not ship is an error.
+func checkOptions() policies.Options {
+	return policies.Options{Env: os.Environ(), Builtins: policies.Placeholders(builtin.Names())}
 }
 
 func printSnapshot(w io.Writer, snap *policies.Snapshot) {

@@ -95,7 +95,7 @@ func explainCommand(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) i
 		return explainFailed
 	}
 
-	snap, err := policies.Load(*config, policies.DefaultOptions())
+	snap, err := policies.Load(*config, checkOptions())
 	if err != nil {
 		fmt.Fprintf(stderr, "%v\n", err)
 		return explainFailed

@@ -118,6 +118,17 @@ func TestCheckCommand(t *testing.T) {
 			t.Errorf("check errors lack %q:\n%s", want, errOut.String())
 		}
 	}
+
+	// The config model does not know which built-in upstreams the binary
+	// ships; check does, and names them.
+	os.WriteFile(bad, []byte("routes: [{name: r, upstream: 'builtin:nope'}]\n"), 0o644)
+	errOut.Reset()
+	if code := run(context.Background(), []string{"check", "-config", bad}, io.Discard, &errOut); code == 0 {
+		t.Fatal("check of an unknown builtin upstream exited 0")
+	}
+	if want := `bad.yaml: routes[0].upstream: unknown builtin upstream "nope" (known: anthropic-mock, echo, openai-mock)`; !strings.Contains(errOut.String(), want) {
+		t.Errorf("stderr:\n%s\nwant %q", errOut.String(), want)
+	}
 }
 
 func TestVersionAndUsage(t *testing.T) {

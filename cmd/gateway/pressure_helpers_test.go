@@ -214,14 +214,3 @@ func (g *gateway) countLog(from int, s string) int {
 	}
 	return n
 }
-
-// waitPastHourEdge waits, when the wall clock (which Redis shares on this
-// host) is within need of the end of the hour, until the next hour has
-// begun, so that an hourly fixed window does not reset mid-test.
-func waitPastHourEdge(need time.Duration) {
-	into := time.Duration(time.Now().UnixNano() % int64(time.Hour))
-	if time.Hour-into > need {
-		return
-	}
-	<-time.After(time.Hour - into + 10*time.Millisecond) // a clock, not an event
-}

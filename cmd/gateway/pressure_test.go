@@ -1,3 +1,5 @@
+//go:build pressure
+
 package main
 
 import (
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/internal/clienttest"
+	"github.com/ratelimit-gateway/gateway/internal/clocktest"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 )
 
@@ -246,7 +249,7 @@ func TestPressureTwoPoliciesOverHTTP(t *testing.T) {
 				hourly := "hourly-" + short
 				key := fmt.Sprintf("client-%d", clients)
 				if alg == "fixed_window" {
-					waitPastHourEdge(10 * time.Second)
+					clocktest.WaitPastHourEdge(10 * time.Second)
 				}
 				from := g.logLen()
 				res := httpFlood(c, g.base+"/"+alg, []string{"X-Client", key}, clients, 2500*time.Millisecond, 1_000_000)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ const startupPingTimeout = 2 * time.Second
 // newRedis builds the one Redis client of the process and the shared limiter
 // on it. The client outlives reloads; the caller closes it once.
 func newRedis(cfg policies.RedisConfig, log *slog.Logger) (redis.UniversalClient, *redislimit.Limiter, error) {
+	cfg = redisDefaults(cfg)
 	// go-redis logs each failed dial; while Redis is down that is a flood.
 	redis.SetLogger(redislimit.NewLibraryLogger(log))
 	client, err := redisclient.New(redisClientOptions(cfg))
@@ -48,7 +50,20 @@ func newRedis(cfg policies.RedisConfig, log *slog.Logger) (redis.UniversalClient
 	return client, shared, nil
 }
 
+// redisDefaults fills the settings the file left zero with the defaults of
+// the packages that own them; the config model does not restate them.
+func redisDefaults(cfg policies.RedisConfig) policies.RedisConfig {
+	cfg.Timeout = cmp.Or(cfg.Timeout, redisclient.DefaultTimeout)
+	cfg.QueueTimeout = cmp.Or(cfg.QueueTimeout, redislimit.DefaultQueueTimeout)
+	cfg.BreakerFailures = cmp.Or(cfg.BreakerFailures, redislimit.DefaultBreakerFailures)
+	cfg.BreakerCooldown = cmp.Or(cfg.BreakerCooldown, redislimit.DefaultBreakerCooldown)
+	cfg.DenialCacheSize = cmp.Or(cfg.DenialCacheSize, redislimit.DefaultDenialCacheSize)
+	cfg.Pipelines = cmp.Or(cfg.Pipelines, redislimit.DefaultPipelines)
+	return cfg
+}
+
 func redisClientOptions(cfg policies.RedisConfig) redisclient.Options {
+	cfg = redisDefaults(cfg)
 	return redisclient.Options{
 		Addrs:              cfg.Addrs,
 		SentinelMasterName: cfg.Sentinel.MasterName,

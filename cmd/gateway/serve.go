@@ -208,9 +208,9 @@ func (p *process) newLimiter(ctx context.Context) (*limiter.Local, *limiter.Engi
 		p.redis = client
 		p.shared = rl
 		if p.tracing != nil {
-			tracing.Instrument(client, p.tracing.TracerProvider(), cfg.Redis.Sentinel.MasterName)
+			tracing.Instrument(client, p.tracing.TracerProvider(), cfg.Redis.Sentinel.MasterName, redislimit.Members)
 		}
-		p.metrics.WatchRedis(rl.Stats)
+		p.metrics.WatchRedis(redisStats(rl))
 		// The background check of the Redis nodes: it follows a Cluster
 		// failover and keeps what /readyz reads current.
 		runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -221,7 +221,8 @@ func (p *process) newLimiter(ctx context.Context) (*limiter.Local, *limiter.Engi
 		}()
 		p.onClose(func() error { stop(); <-ran; return nil })
 		// A lock call may wait as a decision would, queue and round trip.
-		if p.idem, err = idempotency.NewRedis(client, idempotency.RedisConfig{Timeout: cfg.Redis.QueueTimeout + cfg.Redis.Timeout}); err != nil {
+		rc := redisDefaults(cfg.Redis)
+		if p.idem, err = idempotency.NewRedis(client, idempotency.RedisConfig{Timeout: rc.QueueTimeout + rc.Timeout}); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -231,7 +232,7 @@ func (p *process) newLimiter(ctx context.Context) (*limiter.Local, *limiter.Engi
 			return nil, nil, err
 		}
 		p.idem = store
-		p.metrics.WatchIdempotency(store.Stats)
+		p.metrics.WatchIdempotency(idempotencyStats(store))
 	}
 	engine, err := limiter.NewEngine(time.Now, local, shared)
 	if err != nil {
@@ -255,7 +256,7 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 		transport = proxy.NewStandardTransport()
 	}
 	if lean, ok := transport.(*h1.Transport); ok {
-		p.metrics.WatchTransport(lean.Stats)
+		p.metrics.WatchTransport(transportStats(lean))
 	}
 	// Its idle upstream connections (and the timer that prunes them) go
 	// with the process.
@@ -316,7 +317,7 @@ func (p *process) listen() error {
 	p.srv = std
 	if cfg.Server.ClientServer == policies.ClientServerLean {
 		lean := &h1.Server{Handler: p.handler, Fallback: std}
-		p.metrics.WatchClientServer(lean.Stats)
+		p.metrics.WatchClientServer(clientServerStats(lean))
 		p.srv = lean
 	}
 	ln, err := net.Listen("tcp", cfg.Server.Listen)

@@ -22,7 +22,7 @@ func (p *process) newTracing(ctx context.Context) error {
 	if !cfg.Enabled {
 		return nil
 	}
-	tp, err := tracing.New(ctx, cfg, tracing.Options{LookupEnv: os.LookupEnv, Version: version})
+	tp, err := tracing.New(ctx, tracing.Config(cfg), tracing.Options{LookupEnv: os.LookupEnv, Version: version})
 	if errors.Is(err, tracing.ErrDisabled) {
 		p.log.Warn("tracing.enabled is true but OTEL_SDK_DISABLED=true: tracing is off")
 		return nil

@@ -29,3 +29,16 @@ func (c *Clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // Set moves the clock to t.
 func (c *Clock) Set(t time.Time) { c.ns.Store(t.UnixNano()) }
+
+// WaitPastHourEdge waits, when the wall clock (which a local redis-server
+// shares) is within need of the end of the hour, until the next hour has
+// begun, so that an hourly fixed window does not reset in the middle of a
+// test against real time. It waits for a clock, not an event: there is
+// nothing to block on.
+func WaitPastHourEdge(need time.Duration) {
+	into := time.Duration(time.Now().UnixNano() % int64(time.Hour))
+	if time.Hour-into > need {
+		return
+	}
+	<-time.After(time.Hour - into + 10*time.Millisecond)
+}

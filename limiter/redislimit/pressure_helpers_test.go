@@ -371,18 +371,6 @@ func waitIntoWindow(t *testing.T, per, from, to time.Duration) {
 	<-time.After(wait)
 }
 
-// avoidHourEdge waits, when the wall clock is within need of the end of
-// the hour, until the next hour has begun, so that an hourly fixed window
-// does not reset in the middle of a test.
-func avoidHourEdge(t *testing.T, need time.Duration) {
-	t.Helper()
-	into := time.Duration(time.Now().UnixNano() % time.Hour.Nanoseconds())
-	if time.Hour-into > need {
-		return
-	}
-	<-time.After(time.Hour - into + 10*time.Millisecond)
-}
-
 // newClient builds a Redis client with go-redis's pool size and timeout
 // (zero: the gateway's default, 30ms), closed when the test ends.
 func newClient(t *testing.T, timeout time.Duration, addrs ...string) redis.UniversalClient {

@@ -1,3 +1,5 @@
+//go:build pressure
+
 package redislimit_test
 
 import (

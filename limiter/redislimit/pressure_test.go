@@ -1,3 +1,5 @@
+//go:build pressure
+
 package redislimit_test
 
 import (
@@ -5,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/clocktest"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
@@ -184,7 +187,7 @@ func runTwoPolicies(t *testing.T, e *limiter.Engine, r *redislimit.Limiter, alg 
 	warmUp(t, e, warm...)
 	before := r.Stats()
 	if alg == limiter.FixedWindow {
-		avoidHourEdge(t, 10*time.Second)
+		clocktest.WaitPastHourEdge(10 * time.Second)
 		waitIntoWindow(t, perSecond.Period, 10*time.Millisecond, 100*time.Millisecond)
 	}
 

@@ -1,0 +1,66 @@
+package layers
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/ratelimit-gateway/gateway/"
+
+// rules lists, per package, the module packages that may not be among its
+// dependencies (direct or not), or, with only, the sole ones that may.
+var rules = []struct {
+	pkg       string
+	only      []string // when set: every module dependency must be one of these
+	forbidden []string // prefixes no dependency may have
+}{
+	{pkg: "llm", only: []string{}},
+	{pkg: "limiter", only: []string{"limiter/internal/shardmap"}},
+	{pkg: "policies", only: []string{"limiter", "limiter/internal/shardmap", "llm"}},
+	{pkg: "builtin", forbidden: []string{"proxy", "policies", "limiter"}},
+	{pkg: "metrics", forbidden: []string{"proxy", "limiter/redislimit", "internal/redisclient", "policies"}},
+	{pkg: "tracing", forbidden: []string{"proxy", "limiter/redislimit", "internal/redisclient", "policies"}},
+	{pkg: "admin", forbidden: []string{"proxy", "limiter/redislimit", "internal/redisclient", "builtin", "cmd"}},
+}
+
+// deps returns the module packages pkg depends on (not its tests'),
+// without the module prefix.
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", module+pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	var mine []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if p, ok := strings.CutPrefix(sc.Text(), module); ok && p != pkg {
+			mine = append(mine, p)
+		}
+	}
+	return mine
+}
+
+func TestImportsPointOneWay(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Fatalf("the go command is needed to list the packages' imports: %v", err)
+	}
+	for _, r := range rules {
+		t.Run(r.pkg, func(t *testing.T) {
+			for _, d := range deps(t, r.pkg) {
+				if r.only != nil && !slices.Contains(r.only, d) {
+					t.Errorf("%s depends on %s; it may depend only on %v of this module", r.pkg, d, r.only)
+				}
+				for _, f := range r.forbidden {
+					if d == f || strings.HasPrefix(d, f+"/") {
+						t.Errorf("%s depends on %s, which is above it", r.pkg, d)
+					}
+				}
+			}
+		})
+	}
+}
