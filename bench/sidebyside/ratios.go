@@ -54,7 +54,7 @@ var goals = []goal{
 // gateway costs, next to the same without it.
 var informational = [][2]string{
 	{tGatewayLocal, tHAProxy}, {tGatewayDenyRed, tNginxDeny}, {tBareDeny, tNginxDeny},
-	{tGatewayNone, tBare}, {tGatewayIETF, tGatewayNone}, {tGatewayNoHdr, tGatewayNone},
+	{tGatewayNone, tBare}, {tGatewayIETF, tGatewayNone}, {tGatewayIETF, tBare}, {tGatewayNoHdr, tGatewayNone},
 	{tGatewayLocal, tGatewayStd}, {tGatewayStd, tBare}, {tGatewayLocal, tGatewayStdSrv},
 	{tGatewayDeny, tGatewayDenyStd}, {tNginxLimitReq, tNginxProxy},
 	{tGatewayLLM, tGatewayNonePost}, {tGatewayNonePost, tGatewayNone},

@@ -97,9 +97,9 @@ func machine() [][2]string {
 	}
 	return [][2]string{
 		{"nproc", fmt.Sprint(runtime.NumCPU())},
-		{"model name", model},
+		{"cpu", model},
 		{"kernel", kernel},
-		{"load average at start", loadAverage()},
+		{"loadavg-start", loadAverage()},
 	}
 }
 
