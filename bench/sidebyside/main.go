@@ -147,7 +147,7 @@ func run(ctx context.Context, o options, rates string) error {
 		if baseBin, commit, err = buildBase(ctx, o.goBin, root, tmp, o.base); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "base-commit: %s\n", commit)
+		fmt.Fprintf(w, "# base: %s\n", commit)
 	}
 	values := map[string]ratio{}
 	if o.memory {
@@ -330,13 +330,14 @@ func roundOrder(targets []*target, round int) []*target {
 	return out
 }
 
-// writeHeader writes what the run is as benchmark-format config lines
-// ("key: value"), which benchstat keeps with the results.
+// writeHeader writes what the run is: what stays from run to run in config
+// lines ("key: value"); what changes (date, load, commit) in comments, for
+// benchstat keeps results whose config differs apart.
 func writeHeader(ctx context.Context, w io.Writer, o options, root string, start time.Time, pinned string) {
-	fmt.Fprintf(w, "# side-by-side: go run ./bench/sidebyside %s\n", strings.Join(os.Args[1:], " "))
-	fmt.Fprintf(w, "date: %s\n", start.Format(time.RFC3339))
-	fmt.Fprintf(w, "load: wrk -t%d -c%d -d%s --latency, %d rounds, warm-up %v\n", o.threads, o.connections, wrkDuration(o.duration), o.rounds, o.warmup)
+	fmt.Fprintf(w, "# side-by-side, %s: go run ./bench/sidebyside %s\n", start.Format(time.RFC3339), strings.Join(os.Args[1:], " "))
+	fmt.Fprintf(w, "load: wrk -t%d -c%d -d%s --latency, warm-up %v\n", o.threads, o.connections, wrkDuration(o.duration), o.warmup)
 	fmt.Fprintf(w, "pin: %s\n", pinned)
+	fmt.Fprintf(w, "# %d rounds; load average at start: %s\n", o.rounds, loadAverage())
 	if o.rounds < 3 {
 		fmt.Fprintln(w, "# fewer than 3 rounds: a development run, not a result")
 	}

@@ -66,7 +66,7 @@ func versions(ctx context.Context, goBin, root string) [][2]string {
 		{"caddy", []string{"caddy", "version"}},
 		{"wrk", []string{"wrk", "-v"}},
 		{"redis-server", []string{"redis-server", "-v"}},
-		{"gateway", []string{"git", "-C", root, "describe", "--always", "--dirty", "--abbrev=40"}},
+		{"# gateway", []string{"git", "-C", root, "describe", "--always", "--dirty", "--abbrev=40"}},
 	}
 	out := make([][2]string, 0, len(probes))
 	for _, p := range probes {
@@ -99,7 +99,6 @@ func machine() [][2]string {
 		{"nproc", fmt.Sprint(runtime.NumCPU())},
 		{"cpu", model},
 		{"kernel", kernel},
-		{"loadavg-start", loadAverage()},
 	}
 }
 
