@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: test vet unit redis-server node openai-sdk anthropic-sdk chromium promtool build run docker-check bench bench-curves bench-go clean
+.PHONY: test vet unit redis-server node openai-sdk anthropic-sdk chromium promtool build run docker-check bench bench-curves bench-go bench-compare clean
 
 test: redis-server openai-sdk anthropic-sdk chromium promtool vet unit docker-check
 
@@ -95,22 +95,27 @@ docker-check:
 	rm -rf $$out; echo "docker-check: ok"
 
 # The side-by-side benchmark (bench/README.md): the gateway beside nginx,
-# HAProxy, Caddy and a bare httputil proxy on loopback, and the local key
-# memory microbenchmark; writes a new bench/results/<date>-<N>cpu.txt.
-# Flags through BENCHFLAGS, e.g. make bench BENCHFLAGS='-rounds 3 -duration 2s'.
+# HAProxy, Caddy and a bare httputil proxy on loopback, and the Go benchmarks
+# of local key memory and Redis capacity; writes a new
+# bench/results/<date>-<N>cpu.txt in Go's benchmark format, with RATIO and
+# TARGET lines. Flags through BENCHFLAGS, e.g. BENCHFLAGS='-rounds 3 -duration 2s'.
 bench:
 	$(GO) run ./bench/sidebyside -go $(GO) $(BENCHFLAGS)
 
-# How cost grows with the work (docs/scaling.md): policies on a route, routes,
-# API keys, distinct client keys, prompt size; each point a ratio to its
-# curve's first in the same run. Writes bench/results/curves/<date>-<N>cpu.txt
-# and one SVG per curve beside it. Flags through BENCHFLAGS.
+# How cost grows with policies on a route and routes in the config, each
+# beside gateway-local in the same run. Flags through BENCHFLAGS.
 bench-curves:
-	$(GO) run ./bench/sidebyside -go $(GO) -curves -rounds 3 $(BENCHFLAGS)
+	$(GO) run ./bench/sidebyside -go $(GO) -only curves -open-rounds 0 -memory=false -capacity=false -rounds 3 $(BENCHFLAGS)
 
 # The in-process Go benchmarks, each against its anchor.
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Before and after: make bench-compare OLD=old.txt NEW=new.txt (results of
+# make bench or of go test -bench -count 6), summarised by benchstat.
+BENCHSTAT = $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+bench-compare:
+	$(BENCHSTAT) $(OLD) $(NEW)
 
 clean:
 	rm -rf $(BIN)

@@ -29,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -45,7 +46,6 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/bench/internal/llmload"
-	"github.com/ratelimit-gateway/gateway/bench/openloop"
 )
 
 // completion is the upstream's answer to every call, usage included.
@@ -214,7 +214,7 @@ func run(gateway, base string, shares []string, ks []load, rounds, calls int, ph
 					return err
 				}
 				slices.Sort(lat)
-				p50, p99 := openloop.Quantile(lat, 0.50), openloop.Quantile(lat, 0.99)
+				p50, p99 := quantile(lat, 0.50), quantile(lat, 0.99)
 				p99s[point{g, k}] = append(p99s[point{g, k}], ms(p99))
 				line := fmt.Sprintf("round %d, %s, %s: %d small calls p50=%.2fms p99=%.2fms", r+1, bins[g], k, len(lat), ms(p50), ms(p99))
 				if k == (load{}) {
@@ -464,4 +464,13 @@ func fmtRatios(rs []float64) string {
 		s[i] = strconv.FormatFloat(r, 'f', 2, 64)
 	}
 	return strings.Join(s, ", ")
+}
+
+// quantile is the nearest-rank q-quantile of sorted (exact).
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(q * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,41 +60,4 @@ func buildBase(ctx context.Context, goBin, root, dir, rev string) (bin, commit s
 		return "", "", fmt.Errorf("building the gateway of %s: %w: %s", commit[:12], err, out)
 	}
 	return bin, commit, nil
-}
-
-// writeBase writes, for each base: target, its rps and p99 new over base,
-// and each RATIO line that a gateway target enters, computed on the new
-// gateway and on the base one.
-func writeBase(w io.Writer, by map[string]summary, openSums []openSummary) {
-	fmt.Fprintln(w)
-	onBase := make(map[string]summary, len(by))
-	for name, s := range by {
-		onBase[name] = s
-	}
-	for name, s := range by {
-		if kind, ok := strings.CutPrefix(name, basePrefix); ok {
-			onBase[kind] = s
-		}
-	}
-	for _, t := range specs {
-		b, okB := by[basePrefix+t.name]
-		n, okN := by[t.name]
-		if !okB || !okN || b.rps == 0 || b.p99 == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "BASE %s rps new/base %s p99 new/base %s\n", t.name, fmtNum(n.rps/b.rps), fmtNum(float64(n.p99)/float64(b.p99)))
-	}
-	newR, baseR := ratios(by), ratios(onBase)
-	if len(openSums) > 0 {
-		newR = append(newR, openRatios(openSums, "")...)
-		baseR = append(baseR, openRatios(openSums, basePrefix)...)
-	}
-	for i, r := range newR {
-		b := baseR[i]
-		if !strings.Contains(r.name, "gateway") || !r.ok || !b.ok || r.value == b.value {
-			continue
-		}
-		rel := ratio{value: r.value / b.value, ok: b.value != 0}
-		fmt.Fprintf(w, "BASE-RATIO %s base %s new %s new/base %s\n", r.name, fmtRatio(b), fmtRatio(r), fmtRatio(rel))
-	}
 }

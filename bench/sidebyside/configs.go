@@ -13,7 +13,9 @@ import (
 //go:embed templates/*.tmpl
 var templateFS embed.FS
 
-var templates = template.Must(template.New("").Option("missingkey=error").ParseFS(templateFS, "templates/*.tmpl"))
+var templates = template.Must(template.New("").Option("missingkey=error").
+	Funcs(template.FuncMap{"until": func(n int) []struct{} { return make([]struct{}, n) }}).
+	ParseFS(templateFS, "templates/*.tmpl"))
 
 // render writes templates/name.tmpl with data to path.
 func render(name, path string, data any) error {
@@ -41,6 +43,8 @@ type gatewayConfig struct {
 	Upstream     string  // http://host:port
 	LLM          bool    // POST /v1/ with llm: openai (the upstream answers llmCompletion)
 	Policy       string  // a policy in YAML flow style, "" for none
+	Policies     int     // how many copies of Policy the route has
+	Routes       int     // routes before the measured one that never match
 	Headers      string  // the route's rate_limit_headers, "" for the default
 	Transport    string  // server.upstream_transport, "" for the default
 	ClientServer string  // server.client_server, "" for the default

@@ -1,14 +1,14 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 )
@@ -32,80 +32,22 @@ type counters struct {
 	// counted too, each under its own name.
 	Calls map[string]int64
 	// ScriptUsec is the time Redis spent in EVALSHA and EVAL (the
-	// scripts' own commands included): its CPU for the decisions.
+	// scripts' own commands included), summed over its servers.
 	ScriptUsec int64
 	// Overloaded is the gateway's overloadedMetric.
 	Overloaded float64
-	// CPU is the Redis processes' CPU time (INFO cpu: used_cpu_user +
-	// used_cpu_sys), in seconds: all a server spent, reading and writing
-	// included, where ScriptUsec is the time inside the scripts, wall
-	// time that a loaded machine inflates whenever it preempts Redis.
-	CPU float64
-	// Nodes are the same, per Redis server.
-	Nodes map[string]*nodeCounters
-}
-
-// nodeCounters are one Redis server's INFO commandstats calls and usec by
-// command, and its CPU time in seconds.
-type nodeCounters struct {
-	Calls, Usec map[string]int64
-	CPU         float64
 }
 
 // sub is c - o.
 func (c counters) sub(o counters) counters {
-	d := counters{RoundTrips: c.RoundTrips - o.RoundTrips, Calls: subCounts(c.Calls, o.Calls), ScriptUsec: c.ScriptUsec - o.ScriptUsec,
-		Overloaded: c.Overloaded - o.Overloaded, CPU: c.CPU - o.CPU, Nodes: map[string]*nodeCounters{}}
-	for addr, n := range c.Nodes {
-		on := o.Nodes[addr]
-		if on == nil {
-			on = &nodeCounters{}
-		}
-		d.Nodes[addr] = &nodeCounters{Calls: subCounts(n.Calls, on.Calls), Usec: subCounts(n.Usec, on.Usec), CPU: n.CPU - on.CPU}
-	}
-	return d
-}
-
-// subCounts is a - b by name, leaving out the names whose count did not change.
-func subCounts(a, b map[string]int64) map[string]int64 {
-	d := map[string]int64{}
-	for name, n := range a {
-		if n -= b[name]; n != 0 {
-			d[name] = n
+	d := counters{RoundTrips: c.RoundTrips - o.RoundTrips, Calls: map[string]int64{},
+		ScriptUsec: c.ScriptUsec - o.ScriptUsec, Overloaded: c.Overloaded - o.Overloaded}
+	for name, n := range c.Calls {
+		if n -= o.Calls[name]; n != 0 {
+			d.Calls[name] = n
 		}
 	}
 	return d
-}
-
-// add adds o to c.
-func (c *counters) add(o counters) {
-	c.RoundTrips += o.RoundTrips
-	c.ScriptUsec += o.ScriptUsec
-	c.Overloaded += o.Overloaded
-	c.CPU += o.CPU
-	c.Calls = addCounts(c.Calls, o.Calls)
-	if c.Nodes == nil {
-		c.Nodes = map[string]*nodeCounters{}
-	}
-	for addr, on := range o.Nodes {
-		n := c.Nodes[addr]
-		if n == nil {
-			n = &nodeCounters{}
-			c.Nodes[addr] = n
-		}
-		n.Calls, n.Usec, n.CPU = addCounts(n.Calls, on.Calls), addCounts(n.Usec, on.Usec), n.CPU+on.CPU
-	}
-}
-
-// addCounts adds b to a, made if nil, and returns a.
-func addCounts(a, b map[string]int64) map[string]int64 {
-	if a == nil {
-		a = map[string]int64{}
-	}
-	for name, n := range b {
-		a[name] += n
-	}
-	return a
 }
 
 // commands is the total of Calls.
@@ -124,40 +66,31 @@ func readCounters(ctx context.Context, metricsURL string, redisAddrs []string) (
 	if err != nil {
 		return counters{}, err
 	}
-	c := counters{RoundTrips: ms[0], Overloaded: ms[1], Calls: map[string]int64{}, Nodes: map[string]*nodeCounters{}}
+	c := counters{RoundTrips: ms[0], Overloaded: ms[1], Calls: map[string]int64{}}
 	for _, a := range redisAddrs {
 		info, err := redistest.Do(a, "INFO", "commandstats")
 		if err != nil {
 			return counters{}, fmt.Errorf("INFO commandstats on %s: %w", a, err)
 		}
-		calls, err := commandCalls(info)
+		calls, err := commandField(info, "calls")
 		if err != nil {
 			return counters{}, err
 		}
-		cpuInfo, err := redistest.Do(a, "INFO", "cpu")
-		if err != nil {
-			return counters{}, fmt.Errorf("INFO cpu on %s: %w", a, err)
-		}
-		delete(calls, "info") // the INFO calls that read these stats
 		usec, err := commandField(info, "usec")
 		if err != nil {
 			return counters{}, err
 		}
-		cpu, err := redistest.ParseCPU(cpuInfo)
-		if err != nil {
-			return counters{}, fmt.Errorf("%s: %w", a, err)
+		delete(calls, "info") // the INFO calls that read these stats
+		for name, n := range calls {
+			c.Calls[name] += n
 		}
-		n := &nodeCounters{Calls: calls, Usec: usec, CPU: cpu.Seconds()}
-		delete(n.Usec, "info")
-		c.Nodes[a] = n
-		c.Calls = addCounts(c.Calls, calls)
-		c.ScriptUsec += n.Usec["evalsha"] + n.Usec["eval"]
-		c.CPU += n.CPU
+		c.ScriptUsec += usec["evalsha"] + usec["eval"]
 	}
 	return c, nil
 }
 
-// scrapeMetrics reads unlabelled samples from a Prometheus text exposition.
+// scrapeMetrics reads unlabelled counters from a Prometheus text
+// exposition, with Prometheus's own parser.
 func scrapeMetrics(ctx context.Context, url string, names ...string) ([]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -168,41 +101,20 @@ func scrapeMetrics(ctx context.Context, url string, names ...string) ([]float64,
 		return nil, fmt.Errorf("reading %s: %w", url, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("reading %s: %s", url, resp.Status)
-	}
-	body, err := io.ReadAll(resp.Body)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", url, err)
 	}
 	out := make([]float64, len(names))
 	for i, name := range names {
-		if out[i], err = findMetric(bytes.NewReader(body), name); err != nil {
-			return nil, err
+		f := families[name]
+		if f == nil || len(f.GetMetric()) != 1 {
+			return nil, fmt.Errorf("reading %s: no one counter %s", url, name)
 		}
+		out[i] = f.GetMetric()[0].GetCounter().GetValue()
 	}
 	return out, nil
-}
-
-// findMetric returns the value of the sample "name value" in r.
-func findMetric(r io.Reader, name string) (float64, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) >= 2 && f[0] == name {
-			return strconv.ParseFloat(f[1], 64)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("metric %s not found", name)
-}
-
-// commandCalls reads INFO commandstats' lines "cmdstat_<name>:calls=N,...".
-func commandCalls(info string) (map[string]int64, error) {
-	return commandField(info, "calls")
 }
 
 // commandField reads one integer field of every INFO commandstats line,

@@ -36,9 +36,11 @@ func startOTLPSink() (*otlpSink, error) {
 
 func (s *otlpSink) close() { s.srv.Close() }
 
-// close stops what the lab runs in this process (the OTLP sink).
+// close stops what the lab runs in this process (the OTLP sink) and the
+// Redis servers.
 func (l *lab) close() {
 	if l.otlp != nil {
 		l.otlp.close()
 	}
+	l.tb.Close()
 }

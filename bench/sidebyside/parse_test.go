@@ -1,6 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -69,18 +73,20 @@ func TestParseWrkIncomplete(t *testing.T) {
 	}
 }
 
-func TestFindMetric(t *testing.T) {
+func TestScrapeMetrics(t *testing.T) {
 	exposition := `# HELP gateway_redis_round_trips_total decisions that asked Redis
 # TYPE gateway_redis_round_trips_total counter
-gateway_redis_round_trips_total_extra 3
 gateway_redis_round_trips_total 1.234e+06
-gateway_requests_total{outcome="allowed",route="bench"} 9
+# TYPE gateway_redis_overloaded_total counter
+gateway_redis_overloaded_total 3
 `
-	got, err := findMetric(strings.NewReader(exposition), roundTripsMetric)
-	if err != nil || got != 1.234e6 {
-		t.Errorf("got %v, %v; want 1.234e+06, nil", got, err)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, exposition) }))
+	defer srv.Close()
+	got, err := scrapeMetrics(t.Context(), srv.URL, roundTripsMetric, overloadedMetric)
+	if err != nil || len(got) != 2 || got[0] != 1.234e6 || got[1] != 3 {
+		t.Errorf("got %v, %v; want [1.234e+06 3], nil", got, err)
 	}
-	if _, err := findMetric(strings.NewReader("other 1\n"), roundTripsMetric); err == nil {
+	if _, err := scrapeMetrics(t.Context(), srv.URL, "other_total"); err == nil {
 		t.Error("got no error for a missing metric, want one")
 	}
 }
@@ -88,7 +94,7 @@ gateway_requests_total{outcome="allowed",route="bench"} 9
 func TestCommandCallsAndDelta(t *testing.T) {
 	info := "# Commandstats\r\ncmdstat_evalsha:calls=10,usec=50,usec_per_call=5.00,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_time:calls=10,usec=3\r\ncmdstat_info:calls=4,usec=100\r\n"
-	calls, err := commandCalls(info)
+	calls, err := commandField(info, "calls")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +119,8 @@ BenchmarkLocalKeyMemory/cap=2M/keys=1M-2         	       1	1126843983 ns/op	    
 BenchmarkLocalKeyMemory/cap=100k/keys=1M-2       	       1	1479071745 ns/op	       118.0 B/cap-key	         1.024 heap-vs-2cap	         1.430 heap-vs-cap	    100032 keys
 PASS
 `
-	m, err := parseBenchOutput(memoryBench, out)
+	var lines strings.Builder
+	m, err := parseBenchOutput(&lines, memoryBench, out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,29 +132,12 @@ PASS
 		{"cap=100k/keys=1M", "B/cap-key", 118},
 		{"cap=100k/keys=1M", "heap-vs-cap", 1.43},
 	} {
-		if got, ok := m.metric(c.sub, c.unit); !ok || got != c.want {
+		if got, ok := m[c.sub][c.unit]; !ok || got != c.want {
 			t.Errorf("%s %s: got %v (%v), want %v", c.sub, c.unit, got, ok, c.want)
 		}
 	}
-	if len(m.lines) != 2 {
-		t.Errorf("got %d result lines, want 2", len(m.lines))
-	}
-}
-
-func TestMedian(t *testing.T) {
-	tests := []struct {
-		in   []float64
-		want float64
-	}{
-		{nil, 0},
-		{[]float64{3}, 3},
-		{[]float64{5, 1, 3}, 3},
-		{[]float64{4, 1, 3, 2}, 2.5},
-	}
-	for _, tt := range tests {
-		if got := median(tt.in); got != tt.want {
-			t.Errorf("median(%v): got %v, want %v", tt.in, got, tt.want)
-		}
+	if n := strings.Count(lines.String(), "\n"); n != 2 {
+		t.Errorf("got %d result lines copied, want 2:\n%s", n, lines.String())
 	}
 }
 
@@ -176,20 +166,27 @@ func TestRoundOrder(t *testing.T) {
 }
 
 func TestRatiosAndGoals(t *testing.T) {
-	by := map[string]summary{
-		tUpstream:       {rps: 100000, p99: 2 * time.Millisecond},
-		tNginxLimitReq:  {rps: 40000, p99: 4 * time.Millisecond},
-		tGatewayLocal:   {rps: 20000, p99: 5 * time.Millisecond},
-		tGatewayDenyRed: {requests: 1000, non2xx: 1000, counted: true, delta: counters{RoundTrips: 5}},
+	runs := map[string][]sample{
+		tUpstream:      {{RPS: 100000, P99: 2 * time.Millisecond}},
+		tNginxLimitReq: {{RPS: 40000, P99: 4 * time.Millisecond}, {RPS: 30000, P99: 4 * time.Millisecond}, {RPS: 50000, P99: 4 * time.Millisecond}},
+		tGatewayLocal:  {{RPS: 20000, P99: 5 * time.Millisecond}},
+		tGatewayDenyRed: {{Requests: 600, Non2xx: 600, Delta: &counters{RoundTrips: 2}},
+			{Requests: 400, Non2xx: 400, Delta: &counters{RoundTrips: 3}}},
+	}
+	open := map[string][]openPoint{
+		tUpstream:      {{pct: 50, p99: time.Millisecond}, {pct: 25, p99: 9 * time.Millisecond}},
+		tNginxLimitReq: {{pct: 50, p99: 3 * time.Millisecond}},
+		tGatewayLocal:  {{pct: 50, p99: 6 * time.Millisecond}},
 	}
 	got := map[string]ratio{}
-	for _, r := range ratios(by) {
+	for _, r := range append(ratios(runs), openRatios(open)...) {
 		got[r.name] = r
 	}
 	for name, want := range map[string]float64{
-		"gateway-local/nginx-limit_req": 0.5,
-		"p99-added/nginx-p99-added":     1.5,
-		"redis-calls-per-denied":        0.005,
+		"gateway-local/nginx-limit_req":                    0.5, // over nginx's median
+		"p99-added/nginx-p99-added":                        1.5,
+		"redis-calls-per-denied":                           0.005,
+		"open-p99-added@50% gateway-local/nginx-limit_req": 2.5,
 	} {
 		if r := got[name]; !r.ok || r.value != want {
 			t.Errorf("%s: got %v (ok %v), want %v", name, r.value, r.ok, want)
@@ -199,15 +196,100 @@ func TestRatiosAndGoals(t *testing.T) {
 		t.Errorf("gateway-local/caddy without caddy: got %v, want n/a", r.value)
 	}
 	var b strings.Builder
-	checkGoals(&b, got)
+	writeRatios(&b, runs, open, map[string]ratio{"local-bytes-per-key": {value: 100, ok: true}})
 	for _, line := range []string{
+		"RATIO gateway-local/nginx-limit_req 0.500",
 		"TARGET gateway-local/nginx-limit_req 0.500 >= 0.45 PASS",
 		"TARGET p99-added/nginx-p99-added 1.500 <= 1.25 MISS",
 		"TARGET redis-calls-per-denied 0.005000 <= 0.1 PASS",
 		"TARGET gateway-local/caddy n/a >= 1.6 MISS",
+		"TARGET local-bytes-per-key 100.0 <= 256 PASS",
+		"TARGET open-p99-added@50% gateway-local/nginx-limit_req 2.500 <= 2 MISS",
 	} {
 		if !strings.Contains(b.String(), line+"\n") {
 			t.Errorf("missing line %q in:\n%s", line, b.String())
+		}
+	}
+}
+
+// A run is one line of Go's benchmark format, named so that benchstat
+// -col /build sets a base build beside the new one.
+func TestSampleLine(t *testing.T) {
+	r := sample{RPS: 1234.5, P50: 500 * time.Microsecond, P99: 2 * time.Millisecond, Requests: 3700, Non2xx: 2,
+		CPU: 37 * time.Millisecond, Delta: &counters{RoundTrips: 10, Calls: map[string]int64{"evalsha": 10, "time": 10}, ScriptUsec: 40}}
+	for _, c := range []struct{ name, want string }{
+		{tGatewayRedis, "BenchmarkClosed/target=gateway-redis/build=new 3700 1234 req/s 500.0 µs-p50 2000.0 µs-p99 2 non2xx 0 errors 10.00 cpu-µs/req 10 redis-round-trips 20 redis-commands 40 redis-script-µs 0 overloaded"},
+		{basePrefix + tGatewayRedis, "BenchmarkClosed/target=gateway-redis/build=base 3700"},
+		{tCaddy, "BenchmarkClosed/target=caddy 3700"},
+	} {
+		if got := r.line(c.name); !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s: got %q, want it to start %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestParseTaskClock(t *testing.T) {
+	for _, c := range []struct {
+		out  string
+		want time.Duration
+		err  bool
+	}{
+		{"1234.50,msec,task-clock,2094936,100.00,0.209,CPUs utilized\n", 1234500 * time.Microsecond, false},
+		{"<not counted>,msec,task-clock,0,100.00,,\n", 0, false},
+		{"Error: no such process\n", 0, true},
+	} {
+		got, err := parseTaskClock(c.out)
+		if got != c.want || (err != nil) != c.err {
+			t.Errorf("%q: got %v, %v; want %v, error %v", c.out, got, err, c.want, c.err)
+		}
+	}
+}
+
+func TestPinning(t *testing.T) {
+	for _, c := range []struct {
+		mode     string
+		cpus     int
+		gen, srv string
+		err      bool
+	}{
+		{"auto", 2, "", "", false},
+		{"auto", 4, "taskset -c 3", "taskset -c 0-2", false},
+		{"on", 2, "taskset -c 1", "taskset -c 0", false},
+		{"on", 1, "", "", true},
+		{"off", 8, "", "", false},
+		{"maybe", 8, "", "", true},
+	} {
+		gen, srv, _, err := pinning(c.mode, c.cpus)
+		if strings.Join(gen, " ") != c.gen || strings.Join(srv, " ") != c.srv || (err != nil) != c.err {
+			t.Errorf("%s on %d: got %q, %q, %v; want %q, %q, error %v", c.mode, c.cpus, gen, srv, err, c.gen, c.srv, c.err)
+		}
+	}
+}
+
+// The default run leaves the curves out; "curves" is them; a wrong name is
+// an error.
+func TestSelectSpecs(t *testing.T) {
+	all, err := selectSpecs("")
+	if err != nil || len(all) != len(specs)-len(curveTargets)+2 {
+		t.Fatalf("got %d specs, %v; want %d", len(all), err, len(specs)-len(curveTargets)+2)
+	}
+	curves, err := selectSpecs("curves")
+	if err != nil || len(curves) != len(curveTargets) {
+		t.Errorf("curves: got %d specs, %v; want %d", len(curves), err, len(curveTargets))
+	}
+	if _, err := selectSpecs("gateway-local,nginx"); err == nil {
+		t.Error("got no error for an unknown target, want one")
+	}
+}
+
+func TestParsePercents(t *testing.T) {
+	got, err := parsePercents("75, 25,50")
+	if err != nil || fmt.Sprint(got) != "[25 50 75]" {
+		t.Errorf("got %v, %v; want [25 50 75]", got, err)
+	}
+	for _, bad := range []string{"0", "101", "50,50", "x"} {
+		if _, err := parsePercents(bad); err == nil {
+			t.Errorf("%q: got no error, want one", bad)
 		}
 	}
 }

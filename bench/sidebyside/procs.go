@@ -112,50 +112,45 @@ func (p *proc) exited() bool {
 	}
 }
 
-// waitTCP waits until addr accepts a connection, failing early (with the
-// end of its log) if the process exits.
+// waitTCP waits until addr accepts a connection, and waitHTTP until a GET
+// of url answers with any status, failing early (with the end of its log)
+// if the process exits.
 func (p *proc) waitTCP(ctx context.Context, addr string) error {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	for {
-		if p.exited() {
-			return fmt.Errorf("%s exited before accepting on %s: %s", p.name, addr, p.logTail())
-		}
+	return p.wait(ctx, addr, func() error {
 		conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err == nil {
 			conn.Close()
-			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not accepting on %s after %v: %s", p.name, addr, readyTimeout, p.logTail())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return err
+	})
 }
 
-// waitHTTP waits until a GET of url answers with any status.
 func (p *proc) waitHTTP(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
 	client := &http.Client{Timeout: time.Second}
-	for {
-		if p.exited() {
-			return fmt.Errorf("%s exited before answering %s: %s", p.name, url, p.logTail())
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
+	return p.wait(ctx, url, func() error {
+		resp, err := client.Get(url)
 		if err == nil {
 			resp.Body.Close()
+		}
+		return err
+	})
+}
+
+func (p *proc) wait(ctx context.Context, what string, ready func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	for {
+		if p.exited() {
+			return fmt.Errorf("%s exited before answering on %s: %s", p.name, what, p.logTail())
+		}
+		err := ready()
+		if err == nil {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s not answering %s after %v (%v): %s", p.name, url, readyTimeout, err, p.logTail())
-		case <-time.After(20 * time.Millisecond):
+			return fmt.Errorf("%s not answering on %s after %v (%v): %s", p.name, what, readyTimeout, err, p.logTail())
+		case <-time.After(20 * time.Millisecond): // polling an external process
 		}
 	}
 }

@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
-	"time"
 
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 )
@@ -40,7 +37,15 @@ const (
 	tGatewayCluster  = "gateway-redis-cluster"
 	tGatewayTraced   = "gateway-local-traced"
 	tGatewayTraceAll = "gateway-local-traced-all"
+	// The curves: what the work a request meets costs, against gateway-local.
+	tGatewayPolicies2  = "gateway-policies-2"
+	tGatewayPolicies4  = "gateway-policies-4"
+	tGatewayPolicies8  = "gateway-policies-8"
+	tGatewayRoutes1000 = "gateway-routes-1000"
 )
+
+// curveTargets are what -curves runs; the other targets leave them out.
+var curveTargets = []string{tUpstream, tGatewayLocal, tGatewayPolicies2, tGatewayPolicies4, tGatewayPolicies8, tGatewayRoutes1000}
 
 // target is one row of the table: what wrk loads, and what to expect.
 type target struct {
@@ -95,28 +100,43 @@ var specs = []spec{
 	{tGatewayNonePost, "gateway-nopolicy sent gateway-llm's call and answer (no llm route): its bytes without its work", (*lab).gatewayTarget},
 	{tGatewayUsers, "gateway, Redis gcra per X-User over 1,000 users, never reached", (*lab).gatewayTarget},
 	{tGatewayCluster, "gateway-redis-users on a 3-master Redis Cluster", (*lab).gatewayTarget},
+	{tGatewayPolicies2, "gateway-local with 2 such policies on the route", (*lab).gatewayTarget},
+	{tGatewayPolicies4, "gateway-local with 4 such policies on the route", (*lab).gatewayTarget},
+	{tGatewayPolicies8, "gateway-local with 8 such policies on the route", (*lab).gatewayTarget},
+	{tGatewayRoutes1000, "gateway-local behind 999 routes that do not match", (*lab).gatewayTarget},
 }
 
-// gatewayPolicies are the gateway targets' policies (YAML flow style).
-// "Never reached": 10 million a second per key, where a loopback run
-// reaches tens of thousands.
-var gatewayPolicies = map[string]string{
-	tGatewayNone:     "",
-	tGatewayLocal:    "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
-	tGatewayIETF:     "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
-	tGatewayNoHdr:    "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
-	tGatewayStd:      "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
-	tGatewayStdSrv:   "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
-	tGatewayDenyStd:  "{key: ip, algorithm: token_bucket, rate: 1, per: 1m}",
-	tGatewayTraced:   "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
-	tGatewayTraceAll: "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}",
-	tGatewayRedis:    "{key: ip, algorithm: gcra, rate: 10000000, per: 1s}",
-	tGatewayDeny:     "{key: ip, algorithm: token_bucket, rate: 1, per: 1m}",
-	tGatewayDenyRed:  "{key: ip, algorithm: gcra, rate: 1, per: 1m}",
-	tGatewayLLM:      "{key: ip, cost: tokens, rate: 1000000000, per: 1s}",
-	tGatewayNonePost: "",
-	tGatewayUsers:    "{key: 'header:X-User', algorithm: gcra, rate: 10000000, per: 1s}",
-	tGatewayCluster:  "{key: 'header:X-User', algorithm: gcra, rate: 10000000, per: 1s}",
+// The gateway targets' policies (YAML flow style). "Never reached": 10
+// million a second per key, where a loopback run reaches tens of thousands.
+const (
+	pLocal = "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}"
+	pDeny  = "{key: ip, algorithm: token_bucket, rate: 1, per: 1m}"
+	pUsers = "{key: 'header:X-User', algorithm: gcra, rate: 10000000, per: 1s}"
+)
+
+// gatewayConfigs are what each gateway target's config says; gatewayKind
+// adds the addresses.
+var gatewayConfigs = map[string]gatewayConfig{
+	tGatewayNone:       {},
+	tGatewayNonePost:   {},
+	tGatewayLocal:      {Policy: pLocal},
+	tGatewayIETF:       {Policy: pLocal, Headers: "ietf"},
+	tGatewayNoHdr:      {Policy: pLocal, Headers: "none"},
+	tGatewayStd:        {Policy: pLocal, Transport: "standard"},
+	tGatewayStdSrv:     {Policy: pLocal, ClientServer: "standard"},
+	tGatewayDenyStd:    {Policy: pDeny, ClientServer: "standard"},
+	tGatewayTraced:     {Policy: pLocal, SampleRatio: 0.01},
+	tGatewayTraceAll:   {Policy: pLocal, SampleRatio: 1},
+	tGatewayRedis:      {Policy: "{key: ip, algorithm: gcra, rate: 10000000, per: 1s}"},
+	tGatewayDeny:       {Policy: pDeny},
+	tGatewayDenyRed:    {Policy: "{key: ip, algorithm: gcra, rate: 1, per: 1m}"},
+	tGatewayLLM:        {Policy: "{key: ip, cost: tokens, rate: 1000000000, per: 1s}", LLM: true},
+	tGatewayUsers:      {Policy: pUsers},
+	tGatewayCluster:    {Policy: pUsers},
+	tGatewayPolicies2:  {Policy: pLocal, Policies: 2},
+	tGatewayPolicies4:  {Policy: pLocal, Policies: 4},
+	tGatewayPolicies8:  {Policy: pLocal, Policies: 8},
+	tGatewayRoutes1000: {Policy: pLocal, Routes: 999},
 }
 
 // lab holds the servers behind the targets. Servers several targets share
@@ -141,12 +161,19 @@ type lab struct {
 	redis     string            // host:port, once Redis runs
 	cluster   []string          // the masters' host:port, once the Cluster runs
 	otlp      *otlpSink         // once a traced gateway runs
+	tb        redistest.Main    // owns Redis and the Cluster
 }
 
-// selectSpecs returns the specs named in only (comma-separated), or all.
+// selectSpecs returns the specs named in only (comma-separated; "curves"
+// for curveTargets), or all but the curves.
 func selectSpecs(only string) ([]spec, error) {
+	if only == "curves" {
+		only = strings.Join(curveTargets, ",")
+	}
 	if only == "" {
-		return specs, nil
+		return slices.DeleteFunc(slices.Clone(specs), func(s spec) bool {
+			return s.name != tUpstream && s.name != tGatewayLocal && slices.Contains(curveTargets, s.name)
+		}), nil
 	}
 	want := map[string]bool{}
 	for _, n := range strings.Split(only, ",") {
@@ -336,14 +363,14 @@ func (l *lab) gatewayTarget(ctx context.Context, t *target) error {
 func (l *lab) gatewayKind(ctx context.Context, t *target, bin, name string) error {
 	redis := t.name == tGatewayRedis || t.name == tGatewayDenyRed || t.name == tGatewayUsers
 	if redis && l.redis == "" {
-		if err := l.startRedis(ctx); err != nil {
+		if err := l.startRedis(); err != nil {
 			return err
 		}
 	}
 	redisAddrs := []string{l.redis}
 	if t.name == tGatewayCluster {
 		if l.cluster == nil {
-			if err := l.startCluster(ctx); err != nil {
+			if err := l.startCluster(); err != nil {
 				return err
 			}
 		}
@@ -353,36 +380,16 @@ func (l *lab) gatewayKind(ctx context.Context, t *target, bin, name string) erro
 	if err != nil {
 		return err
 	}
-	cfg := gatewayConfig{
-		Name:     name,
-		About:    t.about,
-		Listen:   addr(ports[0]),
-		Upstream: "http://" + l.upstream,
-		LLM:      t.name == tGatewayLLM,
-		Policy:   gatewayPolicies[t.name],
-	}
-	switch t.name {
-	case tGatewayIETF:
-		cfg.Headers = "ietf"
-	case tGatewayNoHdr:
-		cfg.Headers = "none"
-	}
-	if t.name == tGatewayStd {
-		cfg.Transport = "standard"
-	}
-	if t.name == tGatewayStdSrv || t.name == tGatewayDenyStd {
-		cfg.ClientServer = "standard"
-	}
-	if t.name == tGatewayTraced || t.name == tGatewayTraceAll {
+	cfg := gatewayConfigs[t.name]
+	cfg.Name, cfg.About, cfg.Listen, cfg.Upstream = name, t.about, addr(ports[0]), "http://"+l.upstream
+	cfg.Policies = max(cfg.Policies, 1)
+	if cfg.SampleRatio > 0 {
 		if l.otlp == nil {
 			if l.otlp, err = startOTLPSink(); err != nil {
 				return err
 			}
 		}
-		cfg.Tracing, cfg.SampleRatio = l.otlp.url, 0.01
-		if t.name == tGatewayTraceAll {
-			cfg.SampleRatio = 1
-		}
+		cfg.Tracing = l.otlp.url
 	}
 	if redis {
 		// The admin listener serves /metrics, read around each run.
@@ -428,94 +435,24 @@ func (l *lab) gatewayKind(ctx context.Context, t *target, bin, name string) erro
 	return nil
 }
 
-func (l *lab) startRedis(ctx context.Context) error {
-	ports, err := freePorts(1)
-	if err != nil {
-		return err
-	}
-	dir := filepath.Join(l.dir, "redis")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	p, err := l.ps.start("redis", dir, nil, "redis-server", "--port", fmt.Sprint(ports[0]), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir)
-	if err != nil {
-		return err
-	}
-	if err := p.waitTCP(ctx, addr(ports[0])); err != nil {
-		return err
-	}
-	l.redis = addr(ports[0])
-	return nil
+// startRedis starts a redis-server, and startCluster a 3-master Cluster,
+// with redistest, as the tests do; lab.close stops them.
+func (l *lab) startRedis() error {
+	return l.redisTB(func() { l.redis = redistest.Start(&l.tb).Addr() })
 }
 
-// startCluster starts three cluster-enabled redis-servers and joins them
-// into one Cluster with redis-cli, all slots on the three masters.
-func (l *lab) startCluster(ctx context.Context) error {
-	ports, err := clusterPorts(3)
-	if err != nil {
-		return err
-	}
-	var addrs []string
-	for i, port := range ports {
-		dir := filepath.Join(l.dir, fmt.Sprintf("cluster-%d", i))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		p, err := l.ps.start(fmt.Sprintf("cluster-%d", i), dir, nil, "redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
-		if err != nil {
-			return err
-		}
-		if err := p.waitTCP(ctx, addr(port)); err != nil {
-			return err
-		}
-		addrs = append(addrs, addr(port))
-	}
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, a := range addrs {
-		for {
-			info, err := redistest.Do(a, "CLUSTER", "INFO")
-			if err == nil && strings.Contains(info, "cluster_state:ok") {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("cluster node %s not ok within 30s: %v", a, err)
-			}
-			time.Sleep(50 * time.Millisecond) // polling external processes
-		}
-	}
-	l.cluster = addrs
-	return nil
+func (l *lab) startCluster() error {
+	return l.redisTB(func() { l.cluster = redistest.StartCluster(&l.tb).Addrs() })
 }
 
-// clusterPorts returns n free ports whose cluster bus ports (+10000) are
-// free too.
-func clusterPorts(n int) ([]int, error) {
-	var out []int
-	for tries := 0; len(out) < n && tries < 100; tries++ {
-		ps, err := freePorts(1)
-		if err != nil {
-			return nil, err
+// redisTB runs f, whose failure redistest.Main reports by panicking, and
+// returns that failure.
+func (l *lab) redisTB(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
 		}
-		p := ps[0]
-		if p+10000 > 65535 {
-			continue
-		}
-		ln, err := net.Listen("tcp", addr(p+10000))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		out = append(out, p)
-	}
-	if len(out) < n {
-		return nil, fmt.Errorf("no %d free port pairs for a cluster", n)
-	}
-	return out, nil
+	}()
+	f()
+	return nil
 }

@@ -66,7 +66,7 @@ func versions(ctx context.Context, goBin, root string) [][2]string {
 		{"caddy", []string{"caddy", "version"}},
 		{"wrk", []string{"wrk", "-v"}},
 		{"redis-server", []string{"redis-server", "-v"}},
-		{"gateway", []string{"git", "-C", root, "describe", "--always", "--dirty", "--abbrev=40"}},
+		{"# gateway", []string{"git", "-C", root, "describe", "--always", "--dirty", "--abbrev=40"}},
 	}
 	out := make([][2]string, 0, len(probes))
 	for _, p := range probes {
@@ -97,9 +97,8 @@ func machine() [][2]string {
 	}
 	return [][2]string{
 		{"nproc", fmt.Sprint(runtime.NumCPU())},
-		{"model name", model},
+		{"cpu", model},
 		{"kernel", kernel},
-		{"load average at start", loadAverage()},
 	}
 }
 

@@ -28,13 +28,44 @@ type sample struct {
 	// Delta is what the target's counters moved during the run (Redis
 	// targets only).
 	Delta *counters
-	// CPU is what the run cost the target's servers, the upstream and wrk.
-	CPU runCPU
+	// CPU is what the run cost the target's own servers (perf stat's
+	// task-clock), zero when not counted.
+	CPU time.Duration
 }
+
+// line is the run as a line of Go's benchmark format: benchstat reads it.
+// Latencies are in µs; a Redis target adds what its counters moved.
+func (r sample) line(name string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "BenchmarkClosed/%s %d %.0f req/s %.1f µs-p50 %.1f µs-p99 %d non2xx %d errors",
+		benchName(name), r.Requests, r.RPS, usec(r.P50), usec(r.P99), r.Non2xx, r.Errors)
+	if r.CPU > 0 && r.Requests > 0 {
+		fmt.Fprintf(&b, " %.2f cpu-µs/req", usec(r.CPU)/float64(r.Requests))
+	}
+	if d := r.Delta; d != nil {
+		fmt.Fprintf(&b, " %.0f redis-round-trips %d redis-commands %d redis-script-µs %.0f overloaded", d.RoundTrips, d.commands(), d.ScriptUsec, d.Overloaded)
+	}
+	return b.String()
+}
+
+// benchName is a target's name as a benchmark's: target=X, with
+// build=new for the gateway's and build=base for a base: target's, so
+// that benchstat -col /build sets the two builds side by side.
+func benchName(name string) string {
+	if kind, ok := strings.CutPrefix(name, basePrefix); ok {
+		return "target=" + kind + "/build=base"
+	}
+	if strings.HasPrefix(name, "gateway-") {
+		return "target=" + name + "/build=new"
+	}
+	return "target=" + name
+}
+
+func usec(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // wrk loads t for d and parses the report; pin (a taskset prefix, or nil)
 // is where wrk runs. Cancelling ctx kills wrk.
-func wrk(ctx context.Context, l load, pin []string, d time.Duration, t *target) (sample, string, error) {
+func wrk(ctx context.Context, l load, pin []string, d time.Duration, t *target) (sample, error) {
 	args := []string{"-t" + strconv.Itoa(l.threads), "-c" + strconv.Itoa(l.connections),
 		"-d" + wrkDuration(d), "--latency"}
 	if t.script != "" {
@@ -51,25 +82,13 @@ func wrk(ctx context.Context, l load, pin []string, d time.Duration, t *target) 
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return sample{}, out.String(), fmt.Errorf("wrk %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+		return sample{}, fmt.Errorf("wrk %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
 	}
 	r, err := parseWrk(out.String())
 	if err != nil {
-		return sample{}, out.String(), fmt.Errorf("wrk %s: %w", strings.Join(args, " "), err)
+		return sample{}, fmt.Errorf("wrk %s: %w", strings.Join(args, " "), err)
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.CPU.generator = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	return r, out.String(), nil
-}
-
-// redisCPU is the CPU time the target's Redis servers used during the run
-// (zero when not counted).
-func (r sample) redisCPU() time.Duration {
-	if r.Delta == nil {
-		return 0
-	}
-	return time.Duration(r.Delta.CPU * float64(time.Second))
+	return r, nil
 }
 
 // wrkDuration writes d as wrk reads it: whole seconds (wrk knows no
