@@ -15,10 +15,10 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/llm"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
-	"github.com/ratelimit-gateway/gateway/llm"
 )
 
 // DefaultMaxHeaderBytes is the request header limit used when
