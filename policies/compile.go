@@ -81,6 +81,7 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 		}
 		rt.Models = snap.Models
 		snap.Routes = append(snap.Routes, rt)
+		snap.MethodOverrides = snap.MethodOverrides || rt.MethodOverride != ""
 		for _, h := range rt.Match.Headers {
 			if !slices.Contains(snap.MatchHeaders, h.Name) {
 				snap.MatchHeaders = append(snap.MatchHeaders, h.Name)

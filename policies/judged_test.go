@@ -30,8 +30,8 @@ routes:
 	if !slices.Equal(a.Upgrades, []string{"websocket"}) || len(b.Upgrades) != 0 || !slices.Equal(c.Upgrades, []string{"websocket", "h2c"}) {
 		t.Errorf("upgrades: got %q %q %q, want [websocket] [] [websocket h2c]", a.Upgrades, b.Upgrades, c.Upgrades)
 	}
-	if a.MethodOverride != "" || b.MethodOverride != "X-Http-Method-Override" {
-		t.Errorf("method_override: got %q %q", a.MethodOverride, b.MethodOverride)
+	if a.MethodOverride != "" || b.MethodOverride != "X-Http-Method-Override" || !snap.MethodOverrides {
+		t.Errorf("method_override: got %q %q (snapshot %v), want \"\" X-Http-Method-Override (true)", a.MethodOverride, b.MethodOverride, snap.MethodOverrides)
 	}
 	if !slices.Equal(snap.MatchHeaders, []string{"X-Tier", "X-Plan"}) {
 		t.Errorf("match headers: got %q, want [X-Tier X-Plan]", snap.MatchHeaders)

@@ -51,6 +51,9 @@ type Snapshot struct {
 	// MatchHeaders are the headers some route's match.headers reads
 	// (canonical names): a request must send each with one value.
 	MatchHeaders []string
+	// MethodOverrides is true when some route names a method_override
+	// header.
+	MethodOverrides bool
 	// Policies by name.
 	Policies map[string]*Policy
 	// Prices are what models cost (cost: usd policies).

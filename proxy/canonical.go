@@ -57,23 +57,20 @@ const (
 	methodOverrideHeader
 )
 
-// headerKinds are the names of each kind but plain, canonical; every
-// X-Forwarded-* name is a client address header too.
-var headerKinds = map[string]headerKind{
-	"Forwarded": clientAddrHeader, "X-Real-Ip": clientAddrHeader, "True-Client-Ip": clientAddrHeader,
-	"X-Client-Ip": clientAddrHeader, "Client-Ip": clientAddrHeader, "Cf-Connecting-Ip": clientAddrHeader,
-	"Fastly-Client-Ip": clientAddrHeader, "X-Cluster-Client-Ip": clientAddrHeader,
-	"X-Originating-Ip": clientAddrHeader, "X-Remote-Ip": clientAddrHeader, "X-Remote-Addr": clientAddrHeader,
-	"Forwarded-For": clientAddrHeader, "X-Forwarded": clientAddrHeader,
-	"X-Original-Url": urlOverrideHeader, "X-Rewrite-Url": urlOverrideHeader,
-	"X-Http-Method-Override": methodOverrideHeader, "X-Http-Method": methodOverrideHeader,
-	"X-Method-Override": methodOverrideHeader,
-}
-
-// kindOf is the kind of a header whose name, as upstreams read it, is as.
+// kindOf is the kind of a header whose name, as upstreams read it, is as
+// (canonical). Every X-Forwarded-* name is a client address header. A
+// switch, not a map: it is asked of every header of every request, and
+// compares lengths before bytes where a map hashes each name.
 func kindOf(as string) headerKind {
-	if k, ok := headerKinds[as]; ok {
-		return k
+	switch as {
+	case "Forwarded", "X-Real-Ip", "True-Client-Ip", "X-Client-Ip", "Client-Ip", "Cf-Connecting-Ip",
+		"Fastly-Client-Ip", "X-Cluster-Client-Ip", "X-Originating-Ip", "X-Remote-Ip", "X-Remote-Addr",
+		"Forwarded-For", "X-Forwarded":
+		return clientAddrHeader
+	case "X-Original-Url", "X-Rewrite-Url":
+		return urlOverrideHeader
+	case "X-Http-Method-Override", "X-Http-Method", "X-Method-Override":
+		return methodOverrideHeader
 	}
 	if strings.HasPrefix(as, "X-Forwarded-") {
 		return clientAddrHeader
@@ -111,7 +108,10 @@ func canonicalRequest(r *http.Request, snap *policies.Snapshot, peer netip.Addr)
 		return nil, bad
 	}
 	query := cleanQuery(r.URL.RawQuery)
-	header := cleanHeader(r.Header, isTrusted(peer, snap.Identity.TrustedProxies))
+	header := cleanHeader(r.Header, headerRules{
+		peerTrusted:         isTrusted(peer, snap.Identity.TrustedProxies),
+		keepMethodOverrides: snap.MethodOverrides,
+	})
 	if dec == r.URL.Path && esc == escaped && query == r.URL.RawQuery && header == nil {
 		return r, ""
 	}
@@ -299,17 +299,28 @@ func cleanQuery(s string) string {
 	return s
 }
 
+// headerRules say which headers cleanHeader removes besides hop-by-hop
+// and URL-override ones.
+type headerRules struct {
+	// peerTrusted keeps the client address headers a trusted proxy sent
+	// under their own names.
+	peerTrusted bool
+	// keepMethodOverrides leaves method-override headers for the route to
+	// judge (fitToRoute): some route names one in method_override.
+	keepMethodOverrides bool
+}
+
 // cleanHeader returns h without hop-by-hop headers, URL-override headers,
 // client address headers from a peer that is not trusted and, from any
-// peer, client address headers spelt with "_"; nil when there is nothing
-// to remove. Method-override headers stay for the route to judge
-// (fitToRoute). It ends as ReverseProxy's own removal does: an upgrade
-// keeps "Connection: Upgrade" and its Upgrade header, "Te: trailers"
-// stays, so ReverseProxy's pass changes nothing more.
-func cleanHeader(h http.Header, peerTrusted bool) http.Header {
+// peer, client address headers spelt with "_", and without
+// method-override headers unless rules keep them; nil when there is
+// nothing to remove. It ends as ReverseProxy's own removal does: an
+// upgrade keeps "Connection: Upgrade" and its Upgrade header, "Te:
+// trailers" stays, so ReverseProxy's pass changes nothing more.
+func cleanHeader(h http.Header, rules headerRules) http.Header {
 	dirty := false
 	for name := range h {
-		if dropHeader(name, peerTrusted) {
+		if rules.drop(name) {
 			dirty = true
 			break
 		}
@@ -330,7 +341,7 @@ func cleanHeader(h http.Header, peerTrusted bool) http.Header {
 		}
 	}
 	for name := range out {
-		if dropHeader(name, peerTrusted) {
+		if rules.drop(name) {
 			delete(out, name)
 		}
 	}
@@ -357,17 +368,19 @@ func isHop(name string) bool {
 	return false
 }
 
-// dropHeader says cleanHeader removes the header name.
-func dropHeader(name string, peerTrusted bool) bool {
+// drop says cleanHeader removes the header name.
+func (rules headerRules) drop(name string) bool {
 	if isHop(name) {
 		return true
 	}
 	as := spelledAs(name)
 	switch kindOf(as) {
 	case clientAddrHeader:
-		return !peerTrusted || as != name
+		return !rules.peerTrusted || as != name
 	case urlOverrideHeader:
 		return true
+	case methodOverrideHeader:
+		return !rules.keepMethodOverrides
 	}
 	return false
 }

@@ -20,7 +20,8 @@ import (
 //   - the route's method_override header, when it names one, becomes the
 //     method (route, idempotency, llm accounting, keys and forwarding all
 //     read it) and is not forwarded; the request must still match the
-//     same route. Every other method-override header is dropped;
+//     same route. Every other method-override header is dropped (by
+//     cleanHeader already when no route names one);
 //   - an Upgrade to a protocol the route's upgrades do not name (h2c,
 //     which curl --http2 offers on every request) is dropped, so that no
 //     upstream can turn the connection into a tunnel past the limits.
@@ -70,6 +71,9 @@ func fitToRoute(r *http.Request, snap *policies.Snapshot, route *policies.Route)
 	}
 	method := r.Method
 	for name, vs := range r.Header {
+		if !snap.MethodOverrides {
+			break // cleanHeader dropped every method-override header
+		}
 		as := spelledAs(name)
 		if kindOf(as) != methodOverrideHeader && (route.MethodOverride == "" || as != route.MethodOverride) {
 			continue
