@@ -70,22 +70,21 @@ func fitToRoute(r *http.Request, snap *policies.Snapshot, route *policies.Route)
 		return header
 	}
 	method := r.Method
-	for name, vs := range r.Header {
-		if !snap.MethodOverrides {
-			break // cleanHeader dropped every method-override header
-		}
-		as := spelledAs(name)
-		if kindOf(as) != methodOverrideHeader && (route.MethodOverride == "" || as != route.MethodOverride) {
-			continue
-		}
-		if name == route.MethodOverride {
-			m, msg := overrideMethod(name, vs)
-			if msg != "" {
-				return nil, msg
+	if snap.MethodOverrides { // else cleanHeader dropped every method-override header
+		for name, vs := range r.Header {
+			as := spelledAs(name)
+			if kindOf(as) != methodOverrideHeader && (route.MethodOverride == "" || as != route.MethodOverride) {
+				continue
 			}
-			method = m
+			if name == route.MethodOverride {
+				m, msg := overrideMethod(name, vs)
+				if msg != "" {
+					return nil, msg
+				}
+				method = m
+			}
+			delete(edit(), name)
 		}
-		delete(edit(), name)
 	}
 	if up := r.Header["Upgrade"]; len(up) > 0 {
 		if kept := allowedUpgrades(up, route.Upgrades); kept != strings.Join(up, ", ") {
