@@ -291,6 +291,7 @@ var explainCases = []explainCase{
 		name: "llm call without a key is judged before its body", method: "POST", target: "/llm/v1/chat/completions", body: "{", readBody: true,
 		route: "llm", client: "203.0.113.7", rejectedBy: "llm-tokens",
 	},
+	{name: "lower-case method", method: "post", target: "/pay", status: 400},
 	{name: "quota report", method: "GET", target: "/v1/quota", headers: []string{"X-API-Key", freeKey},
 		route: "quota", client: "203.0.113.7", tenant: "acme", plan: "free",
 		policies: map[string]string{"per-ip": "checked 203.0.113.7/32", "per-tenant": "skipped"},
