@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,6 +81,15 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 		}
 		rt.Models = snap.Models
 		snap.Routes = append(snap.Routes, rt)
+		snap.MethodOverrides = snap.MethodOverrides || rt.MethodOverride != ""
+		for _, h := range rt.Match.Headers {
+			if !slices.Contains(snap.MatchHeaders, h.Name) {
+				snap.MatchHeaders = append(snap.MatchHeaders, h.Name)
+			}
+		}
+	}
+	if snap.Tenants.QuotaPath == QuotaPathOff {
+		snap.Tenants.QuotaPath = ""
 	}
 	if len(snap.Routes) >= minIndexedRoutes {
 		snap.routes = newRouteIndex(snap.Routes)
@@ -213,6 +223,7 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		Anthropic:        rc.LLM == LLMAnthropic,
 		AnthropicErrors:  rc.ErrorFormat == LLMAnthropic,
 		RateLimitHeaders: RateLimitHeaders(rc.RateLimitHeaders),
+		Quota:            rc.Quota || rc.LLM != "",
 		Match: Match{
 			Host:       strings.ToLower(strings.TrimSuffix(rc.Match.Host, ".")),
 			Path:       rc.Match.Path,
@@ -221,6 +232,12 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 	}
 	if rc.Enforce == EnforceStream {
 		rt.StreamWindow = rc.StreamWindow
+	}
+	for _, u := range rc.Upgrades {
+		rt.Upgrades = append(rt.Upgrades, strings.ToLower(u))
+	}
+	if rc.MethodOverride != "" {
+		rt.MethodOverride = http.CanonicalHeaderKey(rc.MethodOverride)
 	}
 	for _, m := range rc.Match.Methods {
 		rt.Match.Methods = append(rt.Match.Methods, strings.ToUpper(m))

@@ -166,7 +166,8 @@ type TenantsConfig struct {
 	// directory; reloaded with the config.
 	KeysFile string `koanf:"keys_file"`
 	// QuotaPath answers GET with the asking key's limits and what remains
-	// of them (default /v1/quota).
+	// of them (default /v1/quota), on a request that an llm route or a
+	// route with quota: true matches; "off" answers it nowhere.
 	QuotaPath string `koanf:"quota_path"`
 }
 
@@ -222,6 +223,17 @@ type RouteConfig struct {
 	// Idempotency, when present, makes requests that carry an idempotency
 	// key reach the upstream once per key (docs/idempotency.md).
 	Idempotency *IdempotencyConfig `koanf:"idempotency"`
+	// Quota answers tenants.quota_path on this route (after its policies
+	// that need no key); llm routes always do.
+	Quota bool `koanf:"quota"`
+	// Upgrades are the protocols a request may upgrade to on this route
+	// (default [websocket]); any other Upgrade (h2c, ...) is dropped from
+	// the request. [] allows none.
+	Upgrades []string `koanf:"upgrades"`
+	// MethodOverride names a header (X-HTTP-Method-Override) whose value
+	// becomes the request's method for every step, forwarding included;
+	// "" (default): method-override headers are dropped.
+	MethodOverride string `koanf:"method_override"`
 }
 
 // IdempotencyConfig is a route's idempotency block. An empty block ({})

@@ -51,6 +51,12 @@ const (
 	DefaultIdempotencyRedisMode = "deny"
 )
 
+// QuotaPathOff is the tenants.quota_path that answers the report nowhere.
+const QuotaPathOff = "off"
+
+// DefaultUpgrades are the protocols a route lets a request upgrade to.
+var DefaultUpgrades = []string{"websocket"}
+
 // The defaults of an idempotency block's lists.
 var (
 	DefaultIdempotentMethods = []string{"POST", "PATCH"}
@@ -117,6 +123,9 @@ func (c *Config) ApplyDefaults() {
 		setDefault(&rt.ErrorFormat, "gateway")
 		setDefault(&rt.RateLimitHeaders, string(RateLimitHeadersAll))
 		setDefault(&rt.MaxBodyBytes, DefaultMaxBodyBytes)
+		if rt.Upgrades == nil {
+			rt.Upgrades = slices.Clone(DefaultUpgrades)
+		}
 		if id := rt.Idempotency; id != nil {
 			setDefault(&id.Header, DefaultIdempotencyHeader)
 			setDefault(&id.FencingHeader, DefaultFencingHeader)

@@ -3,6 +3,7 @@ package policies
 import (
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -76,21 +77,15 @@ func hostMatches(pattern, host string) bool {
 
 // methodMatches lets a route that takes GET take HEAD too, as net/http and
 // most gateways do: a HEAD is a GET without the body, so the GET route's
-// policies judge it (otherwise HEAD would walk past them).
+// policies judge it (otherwise HEAD would walk past them). Methods are
+// case-sensitive (RFC 9110 section 9.1): methods holds them as compiled
+// (upper case), and the proxy refuses a standard method in another case
+// before it asks.
 func methodMatches(methods []string, method string) bool {
-	if containsFold(methods, method) {
+	if slices.Contains(methods, method) {
 		return true
 	}
-	return strings.EqualFold(method, http.MethodHead) && containsFold(methods, http.MethodGet)
-}
-
-func containsFold(list []string, s string) bool {
-	for _, v := range list {
-		if strings.EqualFold(v, s) {
-			return true
-		}
-	}
-	return false
+	return method == http.MethodHead && slices.Contains(methods, http.MethodGet)
 }
 
 func contains(list []string, s string) bool {

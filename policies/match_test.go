@@ -20,6 +20,8 @@ func TestMethodMatch(t *testing.T) {
 		{[]string{"HEAD"}, "GET", false},
 		{[]string{"GET"}, "POST", false},
 		{nil, "DELETE", true},
+		{[]string{"POST"}, "post", false}, // case-sensitive: the proxy refuses "post" before it asks
+		{[]string{"GET"}, "head", false},
 	}
 	for _, tt := range tests {
 		m := Match{PathPrefix: "/reports", Methods: tt.methods}

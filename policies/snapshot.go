@@ -48,6 +48,12 @@ type Snapshot struct {
 	Tenants             Tenants
 	// Routes are tried in file order; the first match wins.
 	Routes []*Route
+	// MatchHeaders are the headers some route's match.headers reads
+	// (canonical names): a request must send each with one value.
+	MatchHeaders []string
+	// MethodOverrides is true when some route names a method_override
+	// header.
+	MethodOverrides bool
 	// Policies by name.
 	Policies map[string]*Policy
 	// Prices are what models cost (cost: usd policies).
@@ -151,7 +157,8 @@ type Tenants struct {
 	// KeysFile is the keys file (or directory) read, as resolved; "" for
 	// none.
 	KeysFile string
-	// QuotaPath is where a tenant reads its limits (GET); "" for none.
+	// QuotaPath is where a tenant reads its limits (GET), on a route
+	// whose Quota is set; "" for none.
 	QuotaPath string
 }
 
@@ -205,6 +212,15 @@ type Route struct {
 	InFlight bool
 	// Idempotency is the route's idempotency-key handling; nil when off.
 	Idempotency *Idempotency
+	// Quota: the route answers Tenants.QuotaPath (an llm route, or
+	// quota: true).
+	Quota bool
+	// Upgrades are the protocols (lower case) a request may upgrade to;
+	// other Upgrade headers are dropped. Empty: none.
+	Upgrades []string
+	// MethodOverride is the header (canonical) whose value is the
+	// request's method on this route; "" for none.
+	MethodOverride string
 }
 
 // Idempotency is a compiled idempotency block: requests of Methods that carry

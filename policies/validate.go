@@ -152,8 +152,10 @@ func validateTenants(p *problems, t *TenantsConfig) {
 	if !isToken(t.Header) {
 		p.addf("tenants.header", "must be a header name, got %q", t.Header)
 	}
-	if !strings.HasPrefix(t.QuotaPath, "/") {
-		p.addf("tenants.quota_path", "must start with \"/\", got %q", t.QuotaPath)
+	if t.QuotaPath == QuotaPathOff {
+		// no report
+	} else if !strings.HasPrefix(t.QuotaPath, "/") {
+		p.addf("tenants.quota_path", "must start with \"/\" or be off, got %q", t.QuotaPath)
 	} else {
 		canonicalConfigPath(p, "tenants.quota_path", t.QuotaPath)
 	}
@@ -259,6 +261,10 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 				p.add(place+".max_body_bytes", "a route with idempotency reads the body to fingerprint it: it needs a limit, not -1")
 			}
 		}
+		validateUpgrades(p, place+".upgrades", rt.Upgrades)
+		if rt.MethodOverride != "" && !isToken(rt.MethodOverride) {
+			p.addf(place+".method_override", "must be a header name, got %q", rt.MethodOverride)
+		}
 		used := map[string]bool{}
 		for j, name := range rt.Policies {
 			pp := indexPlace(place+".policies", j)
@@ -274,6 +280,21 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 				p.addf(pp, "policy %q keys on model, which only an llm route knows (set llm: openai)", name)
 			}
 			used[name] = true
+		}
+	}
+}
+
+// validateUpgrades checks a route's upgrades: protocol names, each once.
+func validateUpgrades(p *problems, place string, upgrades []string) {
+	seen := map[string]bool{}
+	for i, u := range upgrades {
+		switch name := strings.ToLower(u); {
+		case !isToken(u):
+			p.addf(indexPlace(place, i), "must be a protocol name (websocket), got %q", u)
+		case seen[name]:
+			p.addf(indexPlace(place, i), "%q listed twice", u)
+		default:
+			seen[name] = true
 		}
 	}
 }

@@ -28,24 +28,65 @@ import (
 //   - the query: as ReverseProxy would forward it (a query with ";" or a bad
 //     escape is re-encoded, dropping the pairs Go cannot parse).
 //   - the headers: hop-by-hop headers (those named in Connection and the
-//     standard list) removed as ReverseProxy removes them, and, from a peer
-//     that is not a trusted proxy, the headers that carry a client address
-//     (X-Forwarded-*, Forwarded, X-Real-IP, True-Client-IP, ...).
+//     standard list) removed as ReverseProxy removes them; URL-override
+//     headers removed; and, from a peer that is not a trusted proxy, the
+//     headers that carry a client address (X-Forwarded-*, Forwarded,
+//     X-Real-IP, True-Client-IP, ...) in every spelling ("_" for "-").
+//   - the method: a standard method spelt in another case ("post") is
+//     refused, in the route's error shape (see fitToRoute), so that every
+//     step reads one method.
 
-// hopHeaders are removed on every hop (RFC 7230 section 6.1 and the older
-// list ReverseProxy keeps removing).
-var hopHeaders = []string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+// headerKind is what a request header is to the gateway, by its name as
+// upstreams read it (spelledAs).
+type headerKind uint8
+
+const (
+	plainHeader headerKind = iota
+	// clientAddrHeader carries a client's address as some proxy or CDN
+	// saw it. Only a trusted proxy may set one, under its own name; from
+	// anyone else, or spelt with "_", it is dropped, so the upstream (and
+	// a policy keyed on it) cannot be told a made-up address.
+	clientAddrHeader
+	// urlOverrideHeader names another target than the request line's
+	// (IIS, Symfony, Zend): the upstream would serve a path the gateway
+	// never judged. Dropped from every peer.
+	urlOverrideHeader
+	// methodOverrideHeader names another method (Rails, Laravel, Express's
+	// method-override, ASP.NET): dropped, unless the route names it in
+	// method_override, which makes it the method every step reads.
+	methodOverrideHeader
+)
+
+// kindOf is the kind of a header whose name, as upstreams read it, is as
+// (canonical). Every X-Forwarded-* name is a client address header. A
+// switch, not a map: it is asked of every header of every request, and
+// compares lengths before bytes where a map hashes each name.
+func kindOf(as string) headerKind {
+	switch as {
+	case "Forwarded", "X-Real-Ip", "True-Client-Ip", "X-Client-Ip", "Client-Ip", "Cf-Connecting-Ip",
+		"Fastly-Client-Ip", "X-Cluster-Client-Ip", "X-Originating-Ip", "X-Remote-Ip", "X-Remote-Addr",
+		"Forwarded-For", "X-Forwarded":
+		return clientAddrHeader
+	case "X-Original-Url", "X-Rewrite-Url":
+		return urlOverrideHeader
+	case "X-Http-Method-Override", "X-Http-Method", "X-Method-Override":
+		return methodOverrideHeader
+	}
+	if strings.HasPrefix(as, "X-Forwarded-") {
+		return clientAddrHeader
+	}
+	return plainHeader
 }
 
-// clientAddrHeaders carry a client's address as some proxy or CDN saw it.
-// Only a trusted proxy may set them; from anyone else they are dropped, so
-// the upstream (and a policy keyed on them) cannot be told a made-up address.
-var clientAddrHeaders = []string{
-	"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
-	"X-Real-Ip", "True-Client-Ip", "X-Client-Ip", "Cf-Connecting-Ip",
-	"Fastly-Client-Ip", "X-Cluster-Client-Ip",
+// spelledAs is name as a CGI-style upstream reads it (PHP, WSGI, Rack:
+// HTTP_X_FORWARDED_FOR): "_" read as "-", letters in any case. Both
+// servers canonicalize the case of a name already, so a name without "_"
+// is itself.
+func spelledAs(name string) string {
+	if strings.IndexByte(name, '_') < 0 {
+		return name
+	}
+	return http.CanonicalHeaderKey(strings.ReplaceAll(name, "_", "-"))
 }
 
 // canonicalRequest returns r in canonical form under snap (r itself when
@@ -67,7 +108,10 @@ func canonicalRequest(r *http.Request, snap *policies.Snapshot, peer netip.Addr)
 		return nil, bad
 	}
 	query := cleanQuery(r.URL.RawQuery)
-	header := cleanHeader(r.Header, isTrusted(peer, snap.Identity.TrustedProxies))
+	header := cleanHeader(r.Header, headerRules{
+		peerTrusted:         isTrusted(peer, snap.Identity.TrustedProxies),
+		keepMethodOverrides: snap.MethodOverrides,
+	})
 	if dec == r.URL.Path && esc == escaped && query == r.URL.RawQuery && header == nil {
 		return r, ""
 	}
@@ -255,25 +299,30 @@ func cleanQuery(s string) string {
 	return s
 }
 
-// cleanHeader returns h without hop-by-hop headers and, unless the peer is
-// trusted, without client address headers; nil when there is nothing to
-// remove. It ends as ReverseProxy's own removal does: an upgrade keeps
-// "Connection: Upgrade" and its Upgrade header, "Te: trailers" stays, so
-// ReverseProxy's pass changes nothing more.
-func cleanHeader(h http.Header, peerTrusted bool) http.Header {
+// headerRules say which headers cleanHeader removes besides hop-by-hop
+// and URL-override ones.
+type headerRules struct {
+	// peerTrusted keeps the client address headers a trusted proxy sent
+	// under their own names.
+	peerTrusted bool
+	// keepMethodOverrides leaves method-override headers for the route to
+	// judge (fitToRoute): some route names one in method_override.
+	keepMethodOverrides bool
+}
+
+// cleanHeader returns h without hop-by-hop headers, URL-override headers,
+// client address headers from a peer that is not trusted and, from any
+// peer, client address headers spelt with "_", and without
+// method-override headers unless rules keep them; nil when there is
+// nothing to remove. It ends as ReverseProxy's own removal does: an
+// upgrade keeps "Connection: Upgrade" and its Upgrade header, "Te:
+// trailers" stays, so ReverseProxy's pass changes nothing more.
+func cleanHeader(h http.Header, rules headerRules) http.Header {
 	dirty := false
-	for _, name := range hopHeaders {
-		if _, ok := h[name]; ok {
+	for name := range h {
+		if rules.drop(name) {
 			dirty = true
 			break
-		}
-	}
-	if !peerTrusted && !dirty {
-		for _, name := range clientAddrHeaders {
-			if _, ok := h[name]; ok {
-				dirty = true
-				break
-			}
 		}
 	}
 	if !dirty {
@@ -291,11 +340,8 @@ func cleanHeader(h http.Header, peerTrusted bool) http.Header {
 			}
 		}
 	}
-	for _, name := range hopHeaders {
-		delete(out, name)
-	}
-	if !peerTrusted {
-		for _, name := range clientAddrHeaders {
+	for name := range out {
+		if rules.drop(name) {
 			delete(out, name)
 		}
 	}
@@ -307,6 +353,36 @@ func cleanHeader(h http.Header, peerTrusted bool) http.Header {
 		out["Upgrade"] = []string{upgrade}
 	}
 	return out
+}
+
+// isHop says name is removed on every hop (RFC 7230 section 6.1 and the
+// older list ReverseProxy keeps removing), or is HTTP2-Settings, which
+// belongs to an upgrade to h2c (RFC 7540 section 3.2.1) and to one
+// connection.
+func isHop(name string) bool {
+	switch name {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Http2-Settings":
+		return true
+	}
+	return false
+}
+
+// drop says cleanHeader removes the header name.
+func (rules headerRules) drop(name string) bool {
+	if isHop(name) {
+		return true
+	}
+	as := spelledAs(name)
+	switch kindOf(as) {
+	case clientAddrHeader:
+		return !rules.peerTrusted || as != name
+	case urlOverrideHeader:
+		return true
+	case methodOverrideHeader:
+		return !rules.keepMethodOverrides
+	}
+	return false
 }
 
 // headerHasToken reports whether a comma-separated header holds token

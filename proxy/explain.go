@@ -42,13 +42,17 @@ type Explanation struct {
 	// limiter (always, for a route without policies: it then forwards).
 	ReachesLimiter bool `json:"reaches_limiter"`
 	// Status is the gateway's own answer before the limiter: 400, 404, 413,
-	// 431, 500, or for tenants.quota_path 200 (the report) or 401. It is 0
-	// when ReachesLimiter.
+	// 431 or 500. It is 0 when ReachesLimiter.
 	Status int `json:"status"`
-	// Reason is the answer's message, as the gateway would send it; "" when
-	// ReachesLimiter.
-	Reason  string           `json:"reason"`
-	Request ExplainedRequest `json:"request"`
+	// Reason is the answer's message, as the gateway would send it; when
+	// ReachesLimiter, "" but for tenants.quota_path, where it says what
+	// answers once the limiter lets the request through.
+	Reason string `json:"reason"`
+	// QuotaStatus, for tenants.quota_path on a route that answers it, is
+	// the gateway's answer once the limiter lets the request through: 200
+	// (the report) or 401 (no known key); 0 for any other request.
+	QuotaStatus int              `json:"quota_status,omitempty"`
+	Request     ExplainedRequest `json:"request"`
 	// Route is the route that takes the request; nil when none does (404)
 	// or the request was refused before routes were tried.
 	Route    *ExplainedRoute    `json:"route"`
@@ -228,13 +232,6 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 		}
 		slices.Sort(e.Request.RemovedHeaders)
 	}
-	if early.quota {
-		// serveQuota reads the key where any client SDK sends it.
-		if s, _ := identify(p.r, snap, &policies.Route{LLM: true}); s.Tenant == nil {
-			return e.answer(http.StatusUnauthorized, "the quota report needs a known API key (Authorization: Bearer, or "+keyHeaders(snap, nil)[0]+")")
-		}
-		return e.answer(http.StatusOK, "tenants.quota_path: the gateway answers with the tenant's quota report itself, taking nothing")
-	}
 	route := p.route
 	if route != nil {
 		e.Route = explainRoute(p.r, snap, route)
@@ -265,6 +262,17 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 			e.RejectedBy = ep.Name
 		}
 		e.Policies = append(e.Policies, ep)
+	}
+	if p.quota {
+		// serveQuota reads the key where any client SDK sends it.
+		e.RejectedBy = ""
+		if s, _ := identify(p.r, snap, &policies.Route{LLM: true}); s.Tenant == nil {
+			e.QuotaStatus = http.StatusUnauthorized
+			e.Reason = "tenants.quota_path: once the route's policies that need no key let it through, 401: the quota report needs a known API key"
+		} else {
+			e.QuotaStatus = http.StatusOK
+			e.Reason = "tenants.quota_path: once the route's policies that need no key let it through, the gateway answers with the tenant's quota report itself, taking nothing more"
+		}
 	}
 	return e
 }
@@ -416,6 +424,9 @@ func explainPolicy(p *policies.Policy, check *limiter.Check, pl *plan, secrets [
 	case bodyUnknown && p.Reads.Model:
 		ep.Outcome = OutcomeUnknown
 		ep.Note = "the key has the llm call's model, read from the body"
+	case check == nil && pl.quota:
+		ep.Outcome = OutcomeSkipped
+		ep.Note = "not decided: the quota report is judged by the route's policies that need no key, then peeks at the key's own"
 	case check == nil && p.OnMissingKey == policies.MissingReject:
 		ep.Outcome = OutcomeRejects
 	case check == nil && pl.headersOnly:

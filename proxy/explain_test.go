@@ -51,6 +51,7 @@ routes:
     match: {path_prefix: /auth/}
     upstream: UP
     policies: [per-auth]
+  - {name: quota, match: {path: /v1/quota}, upstream: UP, quota: true, policies: [per-ip, per-tenant]}
   - name: api
     match: {path_prefix: /v1/}
     upstream: UP/base
@@ -290,8 +291,23 @@ var explainCases = []explainCase{
 		name: "llm call without a key is judged before its body", method: "POST", target: "/llm/v1/chat/completions", body: "{", readBody: true,
 		route: "llm", client: "203.0.113.7", rejectedBy: "llm-tokens",
 	},
-	{name: "quota report", method: "GET", target: "/v1/quota", headers: []string{"X-API-Key", freeKey}, status: 200},
-	{name: "quota report without a key", method: "GET", target: "/v1/quota", status: 401},
+	{name: "lower-case method", method: "post", target: "/pay", status: 400},
+	{name: "quota report", method: "GET", target: "/v1/quota", headers: []string{"X-API-Key", freeKey},
+		route: "quota", client: "203.0.113.7", tenant: "acme", plan: "free",
+		policies: map[string]string{"per-ip": "checked 203.0.113.7/32", "per-tenant": "skipped"},
+		check: func(t *testing.T, e Explanation) {
+			if !strings.Contains(e.Reason, "quota report itself") {
+				t.Errorf("reason: got %q, want the report once per-ip lets it through", e.Reason)
+			}
+		}},
+	{name: "quota report without a key", method: "GET", target: "/v1/quota",
+		route: "quota", client: "203.0.113.7",
+		policies: map[string]string{"per-ip": "checked 203.0.113.7/32", "per-tenant": "skipped"},
+		check: func(t *testing.T, e Explanation) {
+			if !strings.Contains(e.Reason, "401") {
+				t.Errorf("reason: got %q, want 401 once per-ip lets it through", e.Reason)
+			}
+		}},
 }
 
 // newExplainRequest builds a request as Go's server hands it to a handler.
@@ -396,6 +412,8 @@ func TestExplainAgreesWithServeHTTP(t *testing.T) {
 			h.ServeHTTP(rec, newExplainRequest(c))
 			want := e.Status
 			switch {
+			case e.ReachesLimiter && e.QuotaStatus != 0:
+				want = e.QuotaStatus
 			case e.ReachesLimiter && e.RejectedBy != "":
 				want = http.StatusUnauthorized
 			case e.ReachesLimiter && e.Idempotency != nil && e.Idempotency.NeedsAPIKey:

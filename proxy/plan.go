@@ -3,7 +3,9 @@ package proxy
 import (
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/llm"
@@ -63,6 +65,10 @@ type plan struct {
 	// reserve: the decision holds what it takes until the request ends (an
 	// llm call's tokens, in-flight slots), settled then.
 	reserve bool
+	// quota: the request asks for the quota report (tenants.quota_path on
+	// a route that answers it); checks are its policies that need no key,
+	// and once they let it through the gateway answers it itself.
+	quota bool
 }
 
 // planStep names how far a plan got.
@@ -86,13 +92,11 @@ type answer struct {
 	msg    string
 	// retry sets Retry-After: 1 (a moment's wait helps).
 	retry bool
-	// quota: the request is the tenants' quota report.
-	quota bool
 	// written: the answer was written already (a peek refused the call).
 	written bool
 }
 
-func (a answer) given() bool { return a.status != 0 || a.quota || a.written }
+func (a answer) given() bool { return a.status != 0 || a.written }
 
 // planner builds plans. Serving gives it the Handler, whose slots bound
 // token counting and whose limiter peeks at an llm call before its body is
@@ -130,11 +134,17 @@ func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer
 	}
 	p.r, p.reached = cr, stepCanonical
 	r = cr
-	if r.Method == http.MethodGet && snap.Tenants.QuotaPath != "" && r.URL.Path == snap.Tenants.QuotaPath {
-		return p, answer{quota: true}
-	}
+	badMethod := methodProblem(r.Method)
 	route := snap.Match(r)
+	if badMethod != "" {
+		// Refused; matched as upper case only to answer in the shape of
+		// the route the client meant.
+		route = snap.Match(withMethod(r, strings.ToUpper(r.Method)))
+	}
 	if route == nil {
+		if badMethod != "" {
+			return p, answer{status: http.StatusBadRequest, msg: badMethod}
+		}
 		return p, answer{status: http.StatusNotFound, msg: "no route matches this request"}
 	}
 	p.route = route
@@ -145,6 +155,17 @@ func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer
 	if f := routeErrorFormat(route); f != formatGateway {
 		r = withErrorFormat(r, f) // errors in the shape the provider's SDKs read
 		p.r = r
+	}
+	if badMethod != "" {
+		return p, answer{status: http.StatusBadRequest, msg: badMethod}
+	}
+	fitted, bad := fitToRoute(r, snap, route)
+	if bad != "" {
+		return p, answer{status: http.StatusBadRequest, msg: bad}
+	}
+	p.r, r = fitted, fitted
+	if route.Quota && r.Method == http.MethodGet && snap.Tenants.QuotaPath != "" && r.URL.Path == snap.Tenants.QuotaPath {
+		return p, pl.quota(p, peer, peerOK)
 	}
 	if msg := keyInputProblem(r, route, keyHeaders(snap, route)); msg != "" {
 		return p, answer{status: http.StatusBadRequest, msg: msg}
@@ -188,6 +209,33 @@ func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer
 	p.reserve = p.call != nil || route.InFlight
 	p.reached = stepChecks
 	return p, answer{}
+}
+
+// quota plans a request for the quota report. The route's policies that
+// need no API key judge it first, each taking one request as any request
+// of the route would, so that the report answers no more key guesses than
+// the route does; serveQuota answers once they let it through (401 for a
+// key it does not know).
+func (pl *planner) quota(p *plan, peer netip.Addr, peerOK bool) answer {
+	r, route := p.r, p.route
+	if msg := keyInputProblem(r, route, keyHeaders(p.snap, route)); msg != "" {
+		return answer{status: http.StatusBadRequest, msg: msg}
+	}
+	p.reached = stepBody
+	p.subject, p.peerTrusted = identifyPeer(r, p.snap, route, peer, peerOK)
+	p.reached = stepCall
+	pols := make([]*policies.Policy, 0, len(route.Policies))
+	for _, pol := range route.Policies {
+		reads := pol.Reads
+		if reads.Tenant || reads.APIKey || reads.Model || pol.Cost != policies.CostRequests || pol.Rule.Algorithm.InFlight() {
+			continue // the report peeks at the key's own; the rest count what a call costs or holds
+		}
+		pols = append(pols, pol)
+	}
+	p.checks, p.costs, _ = checksInto(p.checkBuf[:0], p.costBuf[:0], r, pols, &p.subject, nil)
+	p.quota = true
+	p.reached = stepChecks
+	return answer{}
 }
 
 // llmCall is the plan's llm step: an upgrade refused on a route that counts

@@ -234,8 +234,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) answerEarly(w http.ResponseWriter, p *plan, a answer) {
 	switch {
 	case a.written:
-	case a.quota:
-		h.serveQuota(w, p.r, p.snap)
 	case a.status == statusClientClosed:
 		w.WriteHeader(statusClientClosed)
 	case p.route == nil:
@@ -271,6 +269,9 @@ func (h *Handler) admitted(w http.ResponseWriter, p *plan, dec decision, err err
 		h.unreserve(p, dec.res) // the guess still costs its tokens, as with Decide
 		setRateLimitHeaders(w.Header(), dec.verdict, route.RateLimitHeaders)
 		h.writeUnauthorized(w, r, p.snap, route, p.rejectedBy)
+	case p.quota:
+		setRateLimitHeaders(w.Header(), dec.verdict, route.RateLimitHeaders)
+		h.serveQuota(w, r, p.snap)
 	case p.idem != nil && p.idem.needsKey(&p.subject):
 		h.unreserve(p, dec.res)
 		setRateLimitHeaders(w.Header(), dec.verdict, route.RateLimitHeaders)

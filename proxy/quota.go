@@ -66,9 +66,10 @@ type quotaPolicy struct {
 
 // serveQuota answers a tenant's question "what do I have left?" without
 // taking anything: every policy whose key is the tenant or its API key (with
-// the asking client's address where a key also has ip), read with Peek.
+// the asking client's address where a key also has ip), read with Peek. r
+// is in its route's error format, and the route's policies that need no
+// key let it through (see planner.quota).
 func (h *Handler) serveQuota(w http.ResponseWriter, r *http.Request, snap *policies.Snapshot) {
-	r = withErrorFormat(r, formatOpenAI)
 	call, msg := quotaCallOf(r)
 	if msg != "" {
 		h.writeError(w, r, http.StatusBadRequest, errorBody{Message: msg})

@@ -81,7 +81,9 @@ func echoLine(t *testing.T, conn net.Conn, br *bufio.Reader, line string) {
 // still open when its deadline passes.
 func TestShutdownUpgradedConnections(t *testing.T) {
 	up := echoUpgradeUpstream(t)
-	snap := testSnapshot(t, nil, testRoute(t, "ws", "/", up))
+	ws := testRoute(t, "ws", "/", up)
+	ws.Upgrades = []string{"echo"}
+	snap := testSnapshot(t, nil, ws)
 
 	t.Run("cut at the deadline", func(t *testing.T) {
 		gw, h := newGateway(t, snap, fakeLimiter{}, gatewayOpts{})
@@ -127,8 +129,9 @@ func TestShutdownUpgradedConnections(t *testing.T) {
 // whose writer SetFields refuses.
 func TestUpgradeCarriesRateLimitHeaders(t *testing.T) {
 	up := echoUpgradeUpstream(t)
-	snap := testSnapshot(t, nil, testRoute(t, "ws", "/", up,
-		testPolicy(t, "per-ip", "ip", perMinute(5, 5), policies.MissingReject)))
+	ws := testRoute(t, "ws", "/", up, testPolicy(t, "per-ip", "ip", perMinute(5, 5), policies.MissingReject))
+	ws.Upgrades = []string{"echo"}
+	snap := testSnapshot(t, nil, ws)
 	gw, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
 	conn, br, resp := upgrade(t, gw.URL)
 	if got := resp.Header.Get("X-RateLimit-Remaining"); got != "4" {

@@ -135,7 +135,7 @@ limit, cost, mode and Redis keys. URL is http://host[:port]/path?query, or a
 path (the host is then server.listen).
 
 Exit status: 0 the request reaches the limiter; 2 the gateway answers it
-before the limiter (400, 404, 413, 431, the quota report); 1 bad flags or a
+before the limiter (400, 404, 413, 431); 1 bad flags or a
 config that does not load.
 
 `)
@@ -308,6 +308,9 @@ func printExplanation(w io.Writer, snap *policies.Snapshot, e proxy.Explanation)
 		line("result", "no policies: forwarded unlimited (exit %d)", explainReachesLimiter)
 	} else {
 		line("result", "reaches the limiter (%s; exit %d)", count(len(e.Policies), "policy", "policies"), explainReachesLimiter)
+	}
+	if e.QuotaStatus != 0 {
+		line("then", "%d %s: %s", e.QuotaStatus, http.StatusText(e.QuotaStatus), e.Reason)
 	}
 	if e.RejectedBy != "" {
 		line("then", "401: policy %s needs a key this request lacks (the others count it first; 429 if one denies)", e.RejectedBy)

@@ -170,6 +170,10 @@ func TestExplainDefaultConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "lower-case method", args: []string{"-X", "post", "/payments"}, code: 2,
+			text: []string{"route:         payments", `400 Bad Request before the limiter: method "post" is not POST`},
+		},
+		{
 			name: "body over max_body_bytes", args: []string{"-X", "POST", "-H", "Content-Length: 20000000", "/upload"}, code: 2,
 			text: []string{"413 Request Entity Too Large before the limiter"},
 		},
@@ -178,8 +182,8 @@ func TestExplainDefaultConfig(t *testing.T) {
 			text: []string{"removed:       X-Forwarded-For", "client ip:     203.0.113.7 (the socket peer)"},
 		},
 		{
-			name: "quota report", args: []string{"-H", "X-API-Key: sk-demo-free", "/v1/quota"}, code: 2, noSecret: "sk-demo-free",
-			text: []string{"200 OK before the limiter"},
+			name: "quota report", args: []string{"-H", "X-API-Key: sk-demo-free", "/v1/quota"}, code: 0, noSecret: "sk-demo-free",
+			text: []string{"route:         api", "then:          200 OK: tenants.quota_path"},
 		},
 	}
 	for _, tt := range tests {

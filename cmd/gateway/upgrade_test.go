@@ -32,7 +32,7 @@ func TestShutdownCutsUpgradedConnections(t *testing.T) {
 	defer up.Close()
 	cfg := fmt.Sprintf(`server: {listen: "127.0.0.1:0", shutdown_timeout: 300ms}
 routes:
-  - {name: ws, match: {path_prefix: /}, upstream: "%s"}
+  - {name: ws, match: {path_prefix: /}, upstream: "%s", upgrades: [echo]}
 `, up.URL)
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
