@@ -33,8 +33,12 @@ type AdminConfig struct {
 	Listen *string `koanf:"listen"`
 	// Token, when set, is required as "Authorization: Bearer <token>" by
 	// everything but /healthz and /readyz (keep it out of the file:
-	// GATEWAY_ADMIN_TOKEN). Without it the admin API is off.
+	// GATEWAY_ADMIN_TOKEN). Without it the admin API is off. It has at
+	// least MinAdminTokenLen characters: a short one can be guessed.
 	Token string `koanf:"token" redact:"set"`
+	// SessionTTL is how long a status page login lasts (default 12h); a
+	// logout ends it sooner.
+	SessionTTL time.Duration `koanf:"session_ttl"`
 	// Pprof serves /debug/pprof/ (with the token).
 	Pprof bool `koanf:"pprof"`
 	// MetricsModels are models that get a model label of their own in

@@ -506,6 +506,13 @@ func validateOperations(p *problems, c *Config) {
 			p.addf("admin.listen", "%s is reachable from other hosts: set admin.token (GATEWAY_ADMIN_TOKEN), or listen on 127.0.0.1", listen)
 		}
 	}
+	if n := len(c.Admin.Token); n > 0 && n < MinAdminTokenLen {
+		// The token itself is never shown: only its length.
+		p.addf("admin.token", "must be at least %d characters, got %d: a short token can be guessed (make one with: head -c 32 /dev/urandom | base64)", MinAdminTokenLen, n)
+	}
+	if ttl := c.Admin.SessionTTL; ttl <= 0 || ttl > MaxSessionTTL {
+		p.addf("admin.session_ttl", "must be more than 0 and at most %s, got %s", MaxSessionTTL, ttl)
+	}
 	if c.Admin.Pprof && c.Admin.Token == "" {
 		p.add("admin.pprof", "needs admin.token: profiles show the process's memory and stacks")
 	}

@@ -24,7 +24,11 @@ func (p *process) listenAdmin() error {
 		return nil
 	}
 	h, err := admin.New(admin.Config{
-		Token:     cfg.Token,
+		Token:      cfg.Token,
+		SessionTTL: cfg.SessionTTL,
+		OnAuthFailure: func(f admin.AuthFailure) {
+			p.metrics.AdminAuthFailure(string(f))
+		},
 		Pprof:     cfg.Pprof,
 		Metrics:   p.metrics.Handler(),
 		Ready:     p.ready,
