@@ -76,6 +76,10 @@ const (
 	MinAdminTokenLen = 32
 	// MaxSessionTTL bounds admin.session_ttl.
 	MaxSessionTTL = 7 * 24 * time.Hour
+	// MinMemoryLimitBytes is the least server.memory_limit_bytes: below
+	// it the runtime would collect without pause at the gateway's own
+	// baseline.
+	MinMemoryLimitBytes = 32 << 20
 )
 
 // ApplyDefaults fills every zero setting that has a default. Negative values

@@ -83,6 +83,9 @@ func validateServer(p *problems, s *ServerConfig) {
 	if s.MinHeapBytes < -1 {
 		p.addf("server.min_heap_bytes", "must be > 0, or -1 for Go's own rule, got %d", s.MinHeapBytes)
 	}
+	if s.MemoryLimitBytes < -1 || (s.MemoryLimitBytes > 0 && s.MemoryLimitBytes < MinMemoryLimitBytes) {
+		p.addf("server.memory_limit_bytes", "must be at least %d (32 MiB), or 0 for the container's limit, or -1 for none, got %d", MinMemoryLimitBytes, s.MemoryLimitBytes)
+	}
 	if !(s.PromptCountShare > 0 && s.PromptCountShare <= 1) {
 		p.addf("server.prompt_count_share", "must be more than 0 and at most 1 (a share of one core), got %v", s.PromptCountShare)
 	}
