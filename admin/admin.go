@@ -11,7 +11,8 @@
 // open. Everything else needs "Authorization: Bearer <token>" once a token
 // is configured, or, to read, the session cookie the page's login sets; the
 // /admin/ API needs a token to be configured at all. A peer that sent five
-// wrong tokens in a minute is answered 429 until that minute is over. Every
+// wrong tokens in a minute is answered 429 until that minute is over (a
+// live session still reads: it was had with the token). Every
 // answer of its own is JSON; errors are {"code": status*100, "message":
 // "..."}, as the proxy's.
 package admin
@@ -241,6 +242,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, noTokenMessage)
 		return
 	case h.cfg.Token == "":
+	case ep.access != login && len(r.Header.Values("Authorization")) == 0 && h.authorized(r) == granted:
+		// A live session was had with the token before: no guess, so the
+		// page of an operator who shares an address with a guesser goes on.
 	case h.throttled(w, r):
 		return
 	case ep.access == login: // serveLogin checks the form's token

@@ -108,6 +108,7 @@ func TestGuessingSlowed(t *testing.T) {
 	cfg.Clock, cfg.OnAuthFailure = clock.Now, count.add
 	srv := serve(t, cfg)
 	guesser, operator := peerClient(t, "127.0.0.1"), peerClient(t, "127.0.0.2")
+	session := logIn(t, guesser, srv.URL) // an operator behind the guesser's address
 
 	const tries = 2000
 	refused, throttled := 0, 0
@@ -138,6 +139,11 @@ func TestGuessingSlowed(t *testing.T) {
 		t.Errorf("counted throttled: got %d, want %d", got, want)
 	}
 	throttledFor(t, do(t, guesser, "GET", srv.URL+"/admin/config", testToken, nil), "the right token from the guesser")
+	// A session was had with the token before the guessing: it goes on
+	// reading, and is no guess.
+	if a := do(t, guesser, "GET", srv.URL+"/admin/status", "", nil, session); a.status != http.StatusOK {
+		t.Fatalf("a live session from the guesser's address: got %d %s, want 200", a.status, a.body)
+	}
 	if a := do(t, operator, "GET", srv.URL+"/admin/config", testToken, nil); a.status != http.StatusOK {
 		t.Fatalf("the right token from another peer: got %d %s, want 200", a.status, a.body)
 	}
