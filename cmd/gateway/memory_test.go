@@ -31,30 +31,49 @@ const (
 	loadConns  = 8
 )
 
-// buildGateway builds ./cmd/gateway into a directory of the test's and
-// returns the binary's path.
+// The gateway's binary, built once for the tests that run it, in a
+// directory TestMain removes.
+var (
+	buildOnce sync.Once
+	binDir    string
+	binPath   string
+	binErr    error
+)
+
+// buildGateway builds ./cmd/gateway once and returns the binary's path.
 func buildGateway(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "gateway")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "gateway-bin-"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "gateway")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
-	return bin
+	return binPath
 }
 
-// startBinary starts cmd (a gateway serve) with an environment free of the
-// test's GATEWAY_ settings and memory knobs, and returns once it listens.
-// The process is killed and waited for when the test ends.
+// startBinary starts cmd (a gateway serve) with the test's environment
+// less its GATEWAY_ settings and memory knobs, plus cmd.Env, and returns
+// once it listens. The process is killed and waited for when the test
+// ends.
 func startBinary(t *testing.T, name string, cmd *exec.Cmd) *gatewayProcess {
 	t.Helper()
 	g := &gateway{name: name, log: newGatewayLog(t, name), done: make(chan struct{})}
+	extra := cmd.Env
+	cmd.Env = nil
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(k, "GATEWAY_") && k != "GOMEMLIMIT" && k != "GOGC" {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, extra...)
 	cmd.Stdout, cmd.Stderr = g.log, g.log
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
@@ -187,4 +206,17 @@ func TestIdempotentStoreRSSUnderALimit(t *testing.T) {
 		t.Fatalf("RSS grew by %d MiB, want at most %d MiB (the store's bound) + %d MiB (the headroom docs/memory.md states)",
 			grew>>20, bound>>20, memoryHeadroom>>20)
 	}
+}
+
+// GOMEMLIMIT in the environment wins over server.memory_limit_bytes (and
+// over the container's limit): the runtime applied it at start, and the
+// gateway leaves it; the heap floor follows it.
+func TestGOMEMLIMITWins(t *testing.T) {
+	bin := buildGateway(t)
+	path := idempotentConfig(t, "http://127.0.0.1:9", fmt.Sprintf(", memory_limit_bytes: %d", 64<<20))
+	cmd := exec.Command(bin, "serve", "-config", path)
+	cmd.Env = []string{"GOMEMLIMIT=100MiB"}
+	g := startBinary(t, "gateway", cmd)
+	g.waitLog(t, 0, regexp.MustCompile(`msg="memory limit" bytes=104857600 from=GOMEMLIMIT`))
+	g.waitLog(t, 0, regexp.MustCompile(`msg="heap floor" bytes=52428800 setting=67108864`))
 }
