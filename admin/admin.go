@@ -280,8 +280,10 @@ func (h *handler) throttled(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// failed counts a wrong token from r's peer.
+// failed counts a wrong token from r's peer, and logs it: at most
+// maxFailures a minute for each peer, the rest being throttled.
 func (h *handler) failed(r *http.Request) {
+	h.log.Warn("admin: wrong token", "path", r.URL.Path, "remote", r.RemoteAddr)
 	h.guard.fail(peerOf(r.RemoteAddr), h.now())
 	if h.cfg.OnAuthFailure != nil {
 		h.cfg.OnAuthFailure(AuthWrong)

@@ -163,7 +163,6 @@ func (h *handler) serveLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	if !h.tokenMatches(r.PostForm.Get("token")) {
 		h.failed(r)
-		h.log.Info("admin: status page login refused", "remote", r.RemoteAddr)
 		http.Redirect(w, r, statusPath+"?login=failed", http.StatusSeeOther)
 		return
 	}
