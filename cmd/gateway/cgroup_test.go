@@ -53,6 +53,16 @@ func newMemCgroup(t *testing.T, limit int64) *memCgroup {
 		}
 		c = memCgroup{dir: filepath.Join("/sys/fs/cgroup/memory", own, name)}
 	}
+	if c.v2 {
+		// The root lends its children the memory controller only once its
+		// subtree_control names it.
+		const ctl = "/sys/fs/cgroup/cgroup.subtree_control"
+		if b, err := os.ReadFile(ctl); err != nil || !hasMemory(strings.ReplaceAll(strings.TrimSpace(string(b)), " ", ",")) {
+			if err := os.WriteFile(ctl, []byte("+memory"), 0o644); err != nil {
+				fail("enabling the memory controller in %s: %v", ctl, err)
+			}
+		}
+	}
 	if err := os.Mkdir(c.dir, 0o755); err != nil {
 		fail("making cgroup %s: %v", c.dir, err)
 	}
