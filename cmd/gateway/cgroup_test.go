@@ -157,9 +157,9 @@ func (c *memCgroup) peak(t *testing.T) int64 {
 // load was OOM-killed after 257 responses.
 func TestGatewaySurvivesAMemoryLimitedCgroup(t *testing.T) {
 	const limit = 150 << 20
+	cg := newMemCgroup(t, limit)
 	bin := buildGateway(t)
 	up := idempotentUpstream(t)
-	cg := newMemCgroup(t, limit)
 	g := startBinary(t, "gateway", cg.command(bin, "serve", "-config", idempotentConfig(t, up.URL, "")))
 	g.waitLog(t, 0, regexp.MustCompile(`msg="memory limit" bytes=140509184 from=cgroup cgroup_limit=157286400 headroom=16777216`))
 	ok, failure := sendReplies(t, g.base)
