@@ -99,7 +99,7 @@ type ServerConfig struct {
 	// MemoryLimitBytes is the Go runtime's soft memory limit
 	// (debug.SetMemoryLimit): the heap is collected harder as the process
 	// nears it. 0 (default) takes the container's cgroup memory limit less
-	// a headroom (cmd/gateway's memlimit), and no limit outside a limited
+	// a headroom (internal/memlimit), and no limit outside a limited
 	// cgroup; -1 sets none. GOMEMLIMIT in the environment wins over both.
 	MemoryLimitBytes int64 `koanf:"memory_limit_bytes"`
 	// PromptCountShare is the share of one core the token count of one
