@@ -3,20 +3,23 @@
 // configuration in force, read and reset one key of one policy, reload the
 // configuration, see each policy's most refused keys and the instance's
 // status, and the status page that reads that API. It serves what
-// cmd/gateway hands it and owns nothing but the status page's session key:
-// no listener, no limiter state; History's Run is its caller's goroutine.
+// cmd/gateway hands it and owns nothing but the status page's sessions
+// (their key and revocations) and the count of wrong tokens per peer: no
+// listener, no limiter state; History's Run is its caller's goroutine.
 //
 // /healthz, /readyz and the page itself (which holds no data) are always
 // open. Everything else needs "Authorization: Bearer <token>" once a token
 // is configured, or, to read, the session cookie the page's login sets; the
-// /admin/ API needs a token to be configured at all. Every answer of its own is
-// JSON; errors are {"code": status*100, "message": "..."}, as the proxy's.
+// /admin/ API needs a token to be configured at all. A peer that sent five
+// wrong tokens in a minute is answered 429 until that minute is over (a
+// live session still reads: it was had with the token). Every
+// answer of its own is JSON; errors are {"code": status*100, "message":
+// "..."}, as the proxy's.
 package admin
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -43,8 +46,14 @@ type Config struct {
 	// Token, when set, is required as "Authorization: Bearer <token>" by
 	// everything but /healthz and /readyz. "" means no token: /metrics is
 	// open and the /admin/ API answers 403. It must be visible ASCII (it
-	// travels in a header).
+	// travels in a header) and at least policies.MinAdminTokenLen long.
 	Token string
+	// SessionTTL is how long a status page login lasts; zero means
+	// policies.DefaultSessionTTL.
+	SessionTTL time.Duration
+	// OnAuthFailure, when set, is called for each refused credential
+	// (gateway_admin_auth_failures_total); it may be called concurrently.
+	OnAuthFailure func(AuthFailure)
 	// Pprof serves net/http/pprof under /debug/pprof/; it needs Token.
 	Pprof bool
 	// Metrics serves /metrics; nil answers 404.
@@ -77,8 +86,8 @@ type Config struct {
 	// History is the request counters sampled over the last minutes (its
 	// Run is the caller's to start); nil shows no chart.
 	History *History
-	// Clock tells the time to the status page's sessions; nil means
-	// time.Now.
+	// Clock tells the time to the status page's sessions and to the count
+	// of failed tokens; nil means time.Now.
 	Clock func() time.Time
 }
 
@@ -137,15 +146,14 @@ type handler struct {
 	log      *slog.Logger
 	paths    map[string]*endpoint
 	pprof    *endpoint // /debug/pprof/ and below; nil when off
-	// sessionKey signs the status page's session cookies; made at start,
-	// so a restart ends every session.
-	sessionKey [32]byte
-	now        func() time.Time
+	sessions *sessions
+	guard    *guard
+	now      func() time.Time
 }
 
 // New returns the admin handler for cfg. It refuses a Config without
-// Snapshots, Pprof without a Token, and a Token that cannot travel in a
-// header.
+// Snapshots, Pprof without a Token, a Token that cannot travel in a header
+// and one short enough to guess.
 func New(cfg Config) (http.Handler, error) {
 	if cfg.Snapshots == nil {
 		return nil, errors.New("creating admin handler: nil Snapshots")
@@ -158,15 +166,26 @@ func New(cfg Config) (http.Handler, error) {
 			return nil, errors.New("creating admin handler: the token must be visible ASCII (no spaces or control characters)")
 		}
 	}
-	h := &handler{cfg: cfg, tokenSum: sha256.Sum256([]byte(cfg.Token)), log: cfg.Logger, now: cfg.Clock}
+	if n := len(cfg.Token); n > 0 && n < policies.MinAdminTokenLen {
+		return nil, fmt.Errorf("creating admin handler: the token must be at least %d characters, got %d", policies.MinAdminTokenLen, n)
+	}
+	if cfg.SessionTTL < 0 {
+		return nil, fmt.Errorf("creating admin handler: negative session TTL %s", cfg.SessionTTL)
+	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = policies.DefaultSessionTTL
+	}
+	sess, err := newSessions(cfg.SessionTTL)
+	if err != nil {
+		return nil, fmt.Errorf("creating admin handler: %w", err)
+	}
+	h := &handler{cfg: cfg, tokenSum: sha256.Sum256([]byte(cfg.Token)), log: cfg.Logger, now: cfg.Clock,
+		sessions: sess, guard: newGuard()}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
 	if h.now == nil {
 		h.now = time.Now
-	}
-	if _, err := rand.Read(h.sessionKey[:]); err != nil {
-		return nil, fmt.Errorf("creating admin handler: making the session key: %w", err)
 	}
 	get := []string{http.MethodGet}
 	h.paths = map[string]*endpoint{
@@ -194,8 +213,9 @@ func New(cfg Config) (http.Handler, error) {
 	return h, nil
 }
 
-// ServeHTTP finds the endpoint (404), checks the method (405) and the token
-// (403, 401), in that order, then serves.
+// ServeHTTP finds the endpoint (404), checks the method (405), the peer's
+// recent failures (429) and the token (403, 401), in that order, then
+// serves.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ep := h.paths[r.URL.Path]
 	if ep == nil && h.pprof != nil && strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
@@ -221,14 +241,53 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.log.Debug("admin: refused, no token configured", "path", r.URL.Path, "remote", r.RemoteAddr)
 		writeError(w, http.StatusForbidden, noTokenMessage)
 		return
-	case ep.access == login:
-	case h.cfg.Token != "" && !h.authorized(r):
-		h.log.Debug("admin: refused, missing or wrong token", "path", r.URL.Path, "remote", r.RemoteAddr)
-		w.Header().Set("WWW-Authenticate", "Bearer")
-		writeError(w, http.StatusUnauthorized, "this endpoint needs Authorization: Bearer <admin.token>")
+	case h.cfg.Token == "":
+	case ep.access != login && len(r.Header.Values("Authorization")) == 0 && h.authorized(r) == granted:
+		// A live session was had with the token before: no guess, so the
+		// page of an operator who shares an address with a guesser goes on.
+	case h.throttled(w, r):
 		return
+	case ep.access == login: // serveLogin checks the form's token
+	default:
+		switch h.authorized(r) {
+		case granted:
+		case wrong:
+			h.failed(r)
+			fallthrough
+		default:
+			h.log.Debug("admin: refused, missing or wrong token", "path", r.URL.Path, "remote", r.RemoteAddr)
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			writeError(w, http.StatusUnauthorized, "this endpoint needs Authorization: Bearer <admin.token>")
+			return
+		}
 	}
 	ep.serve(w, r)
+}
+
+// throttled answers 429 with Retry-After, and reports true, when r's peer
+// failed too often lately (see guard).
+func (h *handler) throttled(w http.ResponseWriter, r *http.Request) bool {
+	wait := h.guard.wait(peerOf(r.RemoteAddr), h.now())
+	if wait <= 0 {
+		return false
+	}
+	if h.cfg.OnAuthFailure != nil {
+		h.cfg.OnAuthFailure(AuthThrottled)
+	}
+	secs := int64((wait + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many wrong tokens from this address: try again in %d s", secs))
+	return true
+}
+
+// failed counts a wrong token from r's peer, and logs it: at most
+// maxFailures a minute for each peer, the rest being throttled.
+func (h *handler) failed(r *http.Request) {
+	h.log.Warn("admin: wrong token", "path", r.URL.Path, "remote", r.RemoteAddr)
+	h.guard.fail(peerOf(r.RemoteAddr), h.now())
+	if h.cfg.OnAuthFailure != nil {
+		h.cfg.OnAuthFailure(AuthWrong)
+	}
 }
 
 // allows reports whether method may call an endpoint of methods; GET
@@ -240,23 +299,41 @@ func allows(methods []string, method string) bool {
 	return slices.Contains(methods, method)
 }
 
+// credential is what authorized found.
+type credential int
+
+const (
+	missing credential = iota // no Authorization, and no live session to read with
+	wrong                     // an Authorization that is not the token: counted
+	granted
+)
+
 // authorized reports whether r carries exactly one "Authorization: Bearer
 // <token>" with the configured token, or, to read (GET, HEAD), the status
-// page's session cookie. Digests are compared, so the time taken tells
-// nothing about the token, not even its length.
-func (h *handler) authorized(r *http.Request) bool {
+// page's session cookie.
+func (h *handler) authorized(r *http.Request) credential {
 	vals := r.Header.Values("Authorization")
-	if len(vals) == 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-		return h.sessionValid(r)
+	if len(vals) == 0 {
+		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && h.sessionValid(r) {
+			return granted
+		}
+		return missing
 	}
 	if len(vals) != 1 {
-		return false
+		return wrong
 	}
 	scheme, token, ok := strings.Cut(vals[0], " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+	if !ok || !strings.EqualFold(scheme, "Bearer") || !h.tokenMatches(strings.TrimLeft(token, " ")) {
+		return wrong
 	}
-	sum := sha256.Sum256([]byte(strings.TrimLeft(token, " ")))
+	return granted
+}
+
+// tokenMatches reports whether token is the configured one. Digests are
+// compared, so the time taken tells nothing about the token, not even its
+// length.
+func (h *handler) tokenMatches(token string) bool {
+	sum := sha256.Sum256([]byte(token))
 	return subtle.ConstantTimeCompare(sum[:], h.tokenSum[:]) == 1
 }
 

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/clocktest"
 	"github.com/ratelimit-gateway/gateway/policies"
 )
 
@@ -30,9 +32,14 @@ func fullConfig(t *testing.T, token string) Config {
 }
 
 // With a token configured, everything but the probes needs it: missing,
-// wrong or in the wrong form is 401 with WWW-Authenticate: Bearer.
+// wrong or in the wrong form is 401 with WWW-Authenticate: Bearer. Each
+// case starts a minute after the last, so that the count of wrong tokens
+// (TestGuessingSlowed) never reaches its limit here.
 func TestTokenRequired(t *testing.T) {
-	srv := serve(t, fullConfig(t, testToken))
+	clock := clocktest.New(time.Unix(1_700_000_000, 0))
+	cfg := fullConfig(t, testToken)
+	cfg.Clock = clock.Now
+	srv := serve(t, cfg)
 	endpoints := []struct {
 		method, path string
 		open         bool
@@ -67,6 +74,7 @@ func TestTokenRequired(t *testing.T) {
 	for _, ep := range endpoints {
 		for _, au := range authorizations {
 			t.Run(ep.method+" "+ep.path+"/"+au.name, func(t *testing.T) {
+				clock.Advance(failureWindow)
 				req, _ := http.NewRequestWithContext(t.Context(), ep.method, srv.URL+ep.path, nil)
 				for _, v := range au.header {
 					req.Header.Add("Authorization", v)
@@ -301,6 +309,8 @@ func TestNewRefuses(t *testing.T) {
 		{"pprof without a token", Config{Pprof: true, Snapshots: snaps}},
 		{"a token with a space", Config{Token: "two words", Snapshots: snaps}},
 		{"a token with a newline", Config{Token: "token\n", Snapshots: snaps}},
+		{"a token of 31 characters", Config{Token: testToken[:31], Snapshots: snaps}},
+		{"a negative session TTL", Config{Token: testToken, SessionTTL: -time.Second, Snapshots: snaps}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if _, err := New(c.cfg); err == nil {

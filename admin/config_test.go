@@ -17,7 +17,7 @@ import (
 // a grep of the answer finds any of them.
 const secretYAML = `
 admin:
-  token: SECRET-admin-token
+  token: SECRET-admin-token-93be1f7c0a2d4e6b
 redis:
   addrs: ["redis://ops:SECRET-redis-url-pw@10.0.0.7:6379"]
   username: ops

@@ -27,7 +27,7 @@ policies:
 	}
 	engine, _ := limiter.NewEngine(time.Now, limiter.NewLocal(0), nil)
 	h, err := admin.New(admin.Config{
-		Token:     "s3cret-token",
+		Token:     "s3cret-token-0b5f2e9a47c1d863e7a2",
 		Snapshots: policies.NewCurrent(snap),
 		Keys:      admin.EngineKeys{Engine: engine},
 	})
@@ -52,7 +52,7 @@ policies:
 	}
 	get("/healthz", "")
 	get("/admin/keys?policy=per-ip&key=203.0.113.7/32", "")
-	get("/admin/keys?policy=per-ip&key=203.0.113.7/32", "s3cret-token")
+	get("/admin/keys?policy=per-ip&key=203.0.113.7/32", "s3cret-token-0b5f2e9a47c1d863e7a2")
 	// Output:
 	// 200 {"status":"ok"}
 	// 401 {"code":40100,"message":"this endpoint needs Authorization: Bearer <admin.token>"}

@@ -19,7 +19,7 @@ import (
 // TestMain fails the package when a test leaves goroutines behind.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-const testToken = "admin-token-Zq8"
+const testToken = "admin-token-Zq8-4f1c9a7e2b6d0c3f58a1"
 
 // baseYAML is a small local-only configuration.
 const baseYAML = `

@@ -172,7 +172,7 @@ func TestPrometheusAlertsNameExportedMetrics(t *testing.T) {
 		}
 	}
 	all := strings.Join(alerts, "\n")
-	for _, watch := range []string{`outcome="failed_open"`, "gateway_redis_breaker_open", `gateway_config_reloads_total{result="failure"}`, "count by (hash) (gateway_config_info)"} {
+	for _, watch := range []string{`outcome="failed_open"`, "gateway_redis_breaker_open", `gateway_config_reloads_total{result="failure"}`, "count by (hash) (gateway_config_info)", `gateway_admin_auth_failures_total{result="throttled"}`} {
 		if !strings.Contains(all, watch) {
 			t.Errorf("no alert on %s", watch)
 		}

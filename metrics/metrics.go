@@ -83,6 +83,8 @@ type Metrics struct {
 	local  *statsCollector[limiter.LocalStats]
 	// idem is the in-process idempotency store's (see WatchIdempotency).
 	idem *statsCollector[IdempotencyStats]
+	// adminAuth counts refused admin credentials.
+	adminAuth *prometheus.CounterVec
 	// evicting is each Redis node's maxmemory-policy as read at start.
 	evicting *prometheus.GaugeVec
 	// transport is the lean upstream transport's (see WatchTransport).
@@ -134,7 +136,8 @@ func New() *Metrics {
 		local:  newLocalCollector(),
 		idem:   newIdemCollector(),
 
-		evicting: newEvictingGauge(),
+		evicting:  newEvictingGauge(),
+		adminAuth: newAdminAuthCounter(),
 
 		transport: newTransportCollector(),
 		clients:   newClientServerCollector(),
@@ -152,7 +155,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.policyDecisions, m.decisionSeconds, m.upstreamTotal, m.upstreamSeconds,
-		m.inFlight, reloads, m.llm, m.config, m.redis, m.local, m.transport, m.clients, m.idem, m.evicting,
+		m.inFlight, reloads, m.llm, m.config, m.redis, m.local, m.transport, m.clients, m.idem, m.evicting, m.adminAuth,
 	)
 	// Built once: HandlerOpts.Registry and InstrumentMetricHandler register
 	// the handler's own metrics, which a second registration would refuse.

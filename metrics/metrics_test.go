@@ -276,7 +276,7 @@ func TestLabelValuesAreOnlyWhatWasPassed(t *testing.T) {
 	}
 	constants := map[string][]string{
 		"class":  {"1xx", "2xx", "3xx", "4xx", "5xx", "error"},
-		"result": {"success", "failure"},
+		"result": {"success", "failure", "wrong", "throttled"},
 		"model":  {OtherModel},
 		"mode":   {"allow", "deny", "local"},
 	}

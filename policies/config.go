@@ -33,8 +33,12 @@ type AdminConfig struct {
 	Listen *string `koanf:"listen"`
 	// Token, when set, is required as "Authorization: Bearer <token>" by
 	// everything but /healthz and /readyz (keep it out of the file:
-	// GATEWAY_ADMIN_TOKEN). Without it the admin API is off.
+	// GATEWAY_ADMIN_TOKEN). Without it the admin API is off. It has at
+	// least MinAdminTokenLen characters: a short one can be guessed.
 	Token string `koanf:"token" redact:"set"`
+	// SessionTTL is how long a status page login lasts (default 12h); a
+	// logout ends it sooner.
+	SessionTTL time.Duration `koanf:"session_ttl"`
 	// Pprof serves /debug/pprof/ (with the token).
 	Pprof bool `koanf:"pprof"`
 	// MetricsModels are models that get a model label of their own in
@@ -92,6 +96,12 @@ type ServerConfig struct {
 	// while little is alive (default 64 MiB; -1: Go's GOGC rule alone, as
 	// does a GOGC set in the environment). See internal/heapfloor.
 	MinHeapBytes int64 `koanf:"min_heap_bytes"`
+	// MemoryLimitBytes is the Go runtime's soft memory limit
+	// (debug.SetMemoryLimit): the heap is collected harder as the process
+	// nears it. 0 (default) takes the container's cgroup memory limit less
+	// a headroom (internal/memlimit), and no limit outside a limited
+	// cgroup; -1 sets none. GOMEMLIMIT in the environment wins over both.
+	MemoryLimitBytes int64 `koanf:"memory_limit_bytes"`
 	// PromptCountShare is the share of one core the token count of one
 	// long llm prompt (over 32 KiB of text) may take, in (0, 1] (default
 	// 0.5; 1 counts without pausing): see llm.Pace.

@@ -38,6 +38,7 @@ const (
 	DefaultLease              = 30 * time.Second
 
 	DefaultAdminListen          = "127.0.0.1:9090"
+	DefaultSessionTTL           = 12 * time.Hour
 	DefaultLogFormat            = "text"
 	DefaultMaxDelay             = 2 * time.Second
 	DefaultMaxWaiters           = 100
@@ -74,6 +75,19 @@ const (
 	MaxIdempotencyResponseBytes = 16 << 20
 )
 
+// Bounds of the operator's settings.
+const (
+	// MinAdminTokenLen is the shortest admin.token: 32 characters of
+	// base64 are 192 bits, out of reach of guessing at any rate.
+	MinAdminTokenLen = 32
+	// MaxSessionTTL bounds admin.session_ttl.
+	MaxSessionTTL = 7 * 24 * time.Hour
+	// MinMemoryLimitBytes is the least server.memory_limit_bytes: below
+	// it the runtime would collect without pause at the gateway's own
+	// baseline.
+	MinMemoryLimitBytes = 32 << 20
+)
+
 // ApplyDefaults fills every zero setting that has a default. Negative values
 // are left alone so that validation reports them. Policies and routes are
 // written back into their map and slice, which ApplyDefaults therefore
@@ -100,6 +114,7 @@ func (c *Config) ApplyDefaults() {
 	if c.Admin.Listen == nil {
 		c.Admin.Listen = new(DefaultAdminListen)
 	}
+	setDefault(&c.Admin.SessionTTL, DefaultSessionTTL)
 	setDefault(&c.Log.Format, DefaultLogFormat)
 	setDefault(&c.Log.AccessSample, 1)
 

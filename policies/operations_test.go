@@ -40,7 +40,7 @@ policies:
 		t.Fatalf(`admin.listen "" became %q, want off`, *global.Config.Admin.Listen)
 	}
 	open := mustParse(t, `
-admin: {listen: "0.0.0.0:9090", token: secret, pprof: true}
+admin: {listen: "0.0.0.0:9090", token: secret-0123456789abcdef0123456789, pprof: true}
 routes:
   - {name: r, upstream: "http://127.0.0.1:9000"}
 `)
@@ -61,6 +61,18 @@ func TestOperationsValidationErrors(t *testing.T) {
 			`gateway.yaml: admin.listen: must be host:port, or "" for no admin listener, got "9090"`},
 		{"pprof without token", "admin: {pprof: true}\n" + route + "policies:\n  p: {key: ip, rate: 1}\n",
 			"gateway.yaml: admin.pprof: needs admin.token: profiles show the process's memory and stacks"},
+		{"short token", "admin: {token: Z}\n" + route + "policies:\n  p: {key: ip, rate: 1}\n",
+			"gateway.yaml: admin.token: must be at least 32 characters, got 1: a short token can be guessed (make one with: head -c 32 /dev/urandom | base64)"},
+		{"token of 31", "admin: {token: abcdefghijklmnopqrstuvwxyz01234}\n" + route + "policies:\n  p: {key: ip, rate: 1}\n",
+			"gateway.yaml: admin.token: must be at least 32 characters, got 31: a short token can be guessed (make one with: head -c 32 /dev/urandom | base64)"},
+		{"negative session_ttl", "admin: {session_ttl: -1s}\n" + route + "policies:\n  p: {key: ip, rate: 1}\n",
+			"gateway.yaml: admin.session_ttl: must be more than 0 and at most 168h0m0s, got -1s"},
+		{"session_ttl over a week", "admin: {session_ttl: 200h}\n" + route + "policies:\n  p: {key: ip, rate: 1}\n",
+			"gateway.yaml: admin.session_ttl: must be more than 0 and at most 168h0m0s, got 200h0m0s"},
+		{"tiny memory limit", "server: {memory_limit_bytes: 1000}\n" + route + "policies:\n  p: {key: ip, rate: 1}\n",
+			"gateway.yaml: server.memory_limit_bytes: must be at least 33554432 (32 MiB), or 0 for the container's limit, or -1 for none, got 1000"},
+		{"memory limit below -1", "server: {memory_limit_bytes: -2}\n" + route + "policies:\n  p: {key: ip, rate: 1}\n",
+			"gateway.yaml: server.memory_limit_bytes: must be at least 33554432 (32 MiB), or 0 for the container's limit, or -1 for none, got -2"},
 		{"log format", "log: {format: xml}\n" + route + "policies:\n  p: {key: ip, rate: 1}\n", `gateway.yaml: log.format: must be text or json, got "xml"`},
 		{"sample", "log: {access_sample: 2}\n" + route + "policies:\n  p: {key: ip, rate: 1}\n", "gateway.yaml: log.access_sample: must be in (0, 1], got 2"},
 		{"policy mode", route + "policies:\n  p: {key: ip, rate: 1, mode: log}\n", `gateway.yaml: policies.p.mode: must be enforce or shadow, got "log"`},

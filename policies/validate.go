@@ -83,6 +83,9 @@ func validateServer(p *problems, s *ServerConfig) {
 	if s.MinHeapBytes < -1 {
 		p.addf("server.min_heap_bytes", "must be > 0, or -1 for Go's own rule, got %d", s.MinHeapBytes)
 	}
+	if s.MemoryLimitBytes < -1 || (s.MemoryLimitBytes > 0 && s.MemoryLimitBytes < MinMemoryLimitBytes) {
+		p.addf("server.memory_limit_bytes", "must be at least %d (32 MiB), or 0 for the container's limit, or -1 for none, got %d", MinMemoryLimitBytes, s.MemoryLimitBytes)
+	}
 	if !(s.PromptCountShare > 0 && s.PromptCountShare <= 1) {
 		p.addf("server.prompt_count_share", "must be more than 0 and at most 1 (a share of one core), got %v", s.PromptCountShare)
 	}
@@ -526,6 +529,13 @@ func validateOperations(p *problems, c *Config) {
 		case !isLoopbackHost(host) && c.Admin.Token == "":
 			p.addf("admin.listen", "%s is reachable from other hosts: set admin.token (GATEWAY_ADMIN_TOKEN), or listen on 127.0.0.1", listen)
 		}
+	}
+	if n := len(c.Admin.Token); n > 0 && n < MinAdminTokenLen {
+		// The token itself is never shown: only its length.
+		p.addf("admin.token", "must be at least %d characters, got %d: a short token can be guessed (make one with: head -c 32 /dev/urandom | base64)", MinAdminTokenLen, n)
+	}
+	if ttl := c.Admin.SessionTTL; ttl <= 0 || ttl > MaxSessionTTL {
+		p.addf("admin.session_ttl", "must be more than 0 and at most %s, got %s", MaxSessionTTL, ttl)
 	}
 	if c.Admin.Pprof && c.Admin.Token == "" {
 		p.add("admin.pprof", "needs admin.token: profiles show the process's memory and stacks")

@@ -24,7 +24,11 @@ func (p *process) listenAdmin() error {
 		return nil
 	}
 	h, err := admin.New(admin.Config{
-		Token:     cfg.Token,
+		Token:      cfg.Token,
+		SessionTTL: cfg.SessionTTL,
+		OnAuthFailure: func(f admin.AuthFailure) {
+			p.metrics.AdminAuthFailure(string(f))
+		},
 		Pprof:     cfg.Pprof,
 		Metrics:   p.metrics.Handler(),
 		Ready:     p.ready,
@@ -100,6 +104,7 @@ func startOnlyChanges(start, next *policies.Config) []string {
 	}{
 		{"server.listen, client_server and timeouts", []any{start.Server.Listen, start.Server.ClientServer, start.Server.ReadHeaderTimeout, start.Server.ReadTimeout, start.Server.WriteTimeout, start.Server.IdleTimeout, start.Server.MaxHeaderBytes, start.Server.ShutdownTimeout, start.Server.MaxKeysPerPolicy, start.Server.IdempotencyMaxBytes},
 			[]any{next.Server.Listen, next.Server.ClientServer, next.Server.ReadHeaderTimeout, next.Server.ReadTimeout, next.Server.WriteTimeout, next.Server.IdleTimeout, next.Server.MaxHeaderBytes, next.Server.ShutdownTimeout, next.Server.MaxKeysPerPolicy, next.Server.IdempotencyMaxBytes}},
+		{"server.memory_limit_bytes and min_heap_bytes", []any{start.Server.MemoryLimitBytes, start.Server.MinHeapBytes}, []any{next.Server.MemoryLimitBytes, next.Server.MinHeapBytes}},
 		{"redis", start.Redis, next.Redis},
 		{"admin", start.Admin, next.Admin},
 		{"log.format", start.Log.Format, next.Log.Format},

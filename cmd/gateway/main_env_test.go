@@ -16,5 +16,9 @@ func TestMain(m *testing.M) {
 	if _, set := os.LookupEnv(name); !set {
 		os.Setenv(name, value)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if binDir != "" { // buildGateway's
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }

@@ -13,7 +13,7 @@ import (
 // METRICS_MODELS is replaced by the test.
 const modelLabelConfig = `
 server: {listen: "127.0.0.1:0"}
-admin: {token: t0k3n, metrics_models: METRICS_MODELS}
+admin: {token: t0k3n-5c81e2a94f07b3d6a2e9c1f0b7d4, metrics_models: METRICS_MODELS}
 tenants:
   keys:
     sk-test: {tenant: acme}
@@ -55,7 +55,7 @@ func TestModelLabelFollowsTheConfig(t *testing.T) {
 	}
 	labels := func() map[string]bool {
 		t.Helper()
-		_, text := adminDo(t, "GET", adm+"/metrics", "t0k3n")
+		_, text := adminDo(t, "GET", adm+"/metrics", "t0k3n-5c81e2a94f07b3d6a2e9c1f0b7d4")
 		got := map[string]bool{}
 		for _, line := range strings.Split(string(text), "\n") {
 			if rest, ok := strings.CutPrefix(line, "gateway_llm_tokens_total{"); ok {
@@ -78,7 +78,7 @@ func TestModelLabelFollowsTheConfig(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.Replace(modelLabelConfig, "METRICS_MODELS", "[gpt-4o-mini, made-up-07]", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, body := adminDo(t, "POST", adm+"/admin/reload", "t0k3n"); code != http.StatusOK {
+	if code, body := adminDo(t, "POST", adm+"/admin/reload", "t0k3n-5c81e2a94f07b3d6a2e9c1f0b7d4"); code != http.StatusOK {
 		t.Fatalf("reload: %d %s", code, body)
 	}
 	call("made-up-07")

@@ -85,7 +85,7 @@ func scrapeValue(t *testing.T, text []byte, name, labels string) float64 {
 
 const operatingConfig = `
 server: {listen: "127.0.0.1:0"}
-admin: {token: t0k3n}
+admin: {token: t0k3n-5c81e2a94f07b3d6a2e9c1f0b7d4}
 log: {access: true}
 routes:
   - name: api
@@ -135,7 +135,7 @@ func TestOperatingTour(t *testing.T) {
 			t.Fatalf("%s: %d %s, want 200 without a token", p, code, body)
 		}
 	}
-	code, text := adminDo(t, "GET", adm+"/metrics", "t0k3n")
+	code, text := adminDo(t, "GET", adm+"/metrics", "t0k3n-5c81e2a94f07b3d6a2e9c1f0b7d4")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)
 	}
@@ -161,7 +161,7 @@ func TestOperatingTour(t *testing.T) {
 			t.Errorf("%s{%s} = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
-	for _, secret := range []string{"t0k3n", "127.0.0.1/32"} {
+	for _, secret := range []string{"t0k3n-5c81e2a94f07b3d6a2e9c1f0b7d4", "127.0.0.1/32"} {
 		if strings.Contains(string(text), secret) {
 			t.Errorf("/metrics holds %q", secret)
 		}
@@ -169,14 +169,14 @@ func TestOperatingTour(t *testing.T) {
 
 	// The key's state, its reset, and a request admitted again.
 	keyURL := adm + "/admin/keys?policy=per-ip&key=127.0.0.1/32"
-	code, body := adminDo(t, "GET", keyURL, "t0k3n")
+	code, body := adminDo(t, "GET", keyURL, "t0k3n-5c81e2a94f07b3d6a2e9c1f0b7d4")
 	var state struct {
 		Remaining int64 `json:"remaining"`
 	}
 	if code != http.StatusOK || json.Unmarshal(body, &state) != nil || state.Remaining != 0 {
 		t.Fatalf("key state: %d %s, want remaining 0", code, body)
 	}
-	if code, body := adminDo(t, "DELETE", keyURL, "t0k3n"); code != http.StatusOK {
+	if code, body := adminDo(t, "DELETE", keyURL, "t0k3n-5c81e2a94f07b3d6a2e9c1f0b7d4"); code != http.StatusOK {
 		t.Fatalf("reset: %d %s", code, body)
 	}
 	if r := mustSend(t, c, "GET", g.base+"/x"); r.status != http.StatusOK {
@@ -195,10 +195,10 @@ func TestOperatingTour(t *testing.T) {
 	if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, body := adminDo(t, "POST", adm+"/admin/reload", "t0k3n"); code != http.StatusOK {
+	if code, body := adminDo(t, "POST", adm+"/admin/reload", "t0k3n-5c81e2a94f07b3d6a2e9c1f0b7d4"); code != http.StatusOK {
 		t.Fatalf("reload: %d %s", code, body)
 	}
-	_, text = adminDo(t, "GET", adm+"/metrics", "t0k3n")
+	_, text = adminDo(t, "GET", adm+"/metrics", "t0k3n-5c81e2a94f07b3d6a2e9c1f0b7d4")
 	if got := scrapeValue(t, text, "gateway_config_reloads_total", "result=success"); got != 1 {
 		t.Fatalf("reloads after POST /admin/reload: %v, want 1", got)
 	}

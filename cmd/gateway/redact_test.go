@@ -15,7 +15,7 @@ func TestRejectedUpstreamIsNotEchoed(t *testing.T) {
   - {name: userinfo, upstream: "http://user:pw-s3cret@127.0.0.1:9"}
   - {name: query, upstream: "http://127.0.0.1:9/v1?token=tok-s3cret"}
 `
-	good := "server: {listen: \"127.0.0.1:0\"}\nadmin: {token: t0k3n}\nroutes:\n  - {name: api, upstream: \"http://127.0.0.1:9\"}\n"
+	good := "server: {listen: \"127.0.0.1:0\"}\nadmin: {token: t0k3n-5c81e2a94f07b3d6a2e9c1f0b7d4}\nroutes:\n  - {name: api, upstream: \"http://127.0.0.1:9\"}\n"
 	bad := good + secretUpstreams
 
 	g, exited := serveOutcome(t, "start", writePressureConfig(t, bad))
@@ -37,7 +37,7 @@ func TestRejectedUpstreamIsNotEchoed(t *testing.T) {
 	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, body := adminDo(t, "POST", adm+"/admin/reload", "t0k3n")
+	code, body := adminDo(t, "POST", adm+"/admin/reload", "t0k3n-5c81e2a94f07b3d6a2e9c1f0b7d4")
 	if code != http.StatusUnprocessableEntity || !strings.Contains(string(body), "routes[1].upstream") ||
 		!strings.Contains(string(body), "REDACTED") || strings.Contains(string(body), "s3cret") {
 		t.Errorf("reload: got %d %s, want 422 naming routes[1].upstream with the URLs redacted", code, body)

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/admin"
 	"github.com/ratelimit-gateway/gateway/builtin"
 	"github.com/ratelimit-gateway/gateway/internal/heapfloor"
+	"github.com/ratelimit-gateway/gateway/internal/memlimit"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 	"github.com/ratelimit-gateway/gateway/metrics"
@@ -122,6 +124,8 @@ func (p *process) build(ctx context.Context, path string) error {
 		p.log = slog.New(slog.NewJSONHandler(p.logOut, &slog.HandlerOptions{Level: p.level}))
 	}
 	policies.LogWarnings(p.log, p.snap)
+	// The memory limit first: the heap floor lowers itself to half of it.
+	p.memoryLimit(p.snap.Config.Server.MemoryLimitBytes)
 	p.heapFloor(p.snap.Config.Server.MinHeapBytes)
 	p.metrics = metrics.New()
 	p.metrics.ConfigLoaded(p.snap.Digest, time.Now())
@@ -160,7 +164,32 @@ func (p *process) heapFloor(floor int64) {
 		return
 	}
 	f := heapfloor.Start(uint64(floor), 100) // 100: GOGC's default, GOGC being unset
+	p.log.Info("heap floor", "bytes", f.Bytes(), "setting", floor)
 	p.onClose(func() error { f.Stop(); return nil })
+}
+
+// memoryLimit sets the Go runtime's soft memory limit for the life of the
+// process (see internal/memlimit): GOMEMLIMIT, else configured, else the
+// container's limit less a headroom. A cgroup that cannot be read is
+// logged, and the process runs without a limit, as it would outside one.
+func (p *process) memoryLimit(configured int64) {
+	c, err := memlimit.Choose(configured, os.LookupEnv, "/")
+	if err != nil {
+		p.log.Warn("no memory limit: "+err.Error(), "setting", "server.memory_limit_bytes")
+	}
+	if c.Bytes > 0 {
+		prev := debug.SetMemoryLimit(c.Bytes)
+		p.onClose(func() error { debug.SetMemoryLimit(prev); return nil })
+	}
+	limit := debug.SetMemoryLimit(-1) // GOMEMLIMIT's, or the one just set
+	if c.Source == memlimit.FromNone {
+		limit = 0
+	}
+	attrs := []any{"bytes", limit, "from", c.Source}
+	if c.Source == memlimit.FromContainer {
+		attrs = append(attrs, "cgroup_limit", c.Container, "headroom", c.Container-uint64(c.Bytes), "file", c.File)
+	}
+	p.log.Info("memory limit", attrs...)
 }
 
 // builtinServer is one builtin upstream's server and its listener.

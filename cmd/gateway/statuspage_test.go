@@ -24,7 +24,7 @@ import (
 
 const statusPageConfig = `
 server: {listen: "127.0.0.1:0"}
-admin: {listen: "127.0.0.1:0", token: st4tus-t0ken, metrics_models: [gpt-4o-mini]}
+admin: {listen: "127.0.0.1:0", token: st4tus-t0ken-7e2a91c05f3b8d4a6c1e, metrics_models: [gpt-4o-mini]}
 redis: {addrs: ["REDIS"], timeout: 2s, queue_timeout: 2s}
 tenants:
   keys:
@@ -98,11 +98,11 @@ func TestStatusPageInABrowser(t *testing.T) {
 	if fmt.Sprint(want) != "map[api:[200 200 200 429 429] llm:[200 200] shared:[200 200 429 429]]" {
 		t.Fatalf("statuses: got %v", want)
 	}
-	code, text := adminDo(t, "GET", adm+"/metrics", "st4tus-t0ken")
+	code, text := adminDo(t, "GET", adm+"/metrics", "st4tus-t0ken-7e2a91c05f3b8d4a6c1e")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)
 	}
-	_, cfgBody := adminDo(t, "GET", adm+"/admin/config", "st4tus-t0ken")
+	_, cfgBody := adminDo(t, "GET", adm+"/admin/config", "st4tus-t0ken-7e2a91c05f3b8d4a6c1e")
 	var config struct {
 		Digest string `json:"digest"`
 	}
@@ -146,7 +146,7 @@ func TestStatusPageInABrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("token"), "st4tus-t0ken")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("token"), "st4tus-t0ken-7e2a91c05f3b8d4a6c1e")); err != nil {
 		t.Fatalf("typing the token: %v", err)
 	}
 	if err := chromedp.Do(ctx, chromedp.Submit(chromedp.ID("token"))); err != nil {
@@ -306,18 +306,18 @@ func TestStatusPageSession(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/status?login=failed" || len(resp.Cookies()) != 0 {
 		t.Errorf("wrong token: got %d to %q with cookies %v, want 303 to /status?login=failed and no cookie", resp.StatusCode, resp.Header.Get("Location"), resp.Cookies())
 	}
-	if resp := post("/admin/login", url.Values{"token": {"st4tus-t0ken"}}, "http://evil.example"); resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
+	if resp := post("/admin/login", url.Values{"token": {"st4tus-t0ken-7e2a91c05f3b8d4a6c1e"}}, "http://evil.example"); resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
 		t.Errorf("cross-site login: got %d with %v, want 403 and no cookie", resp.StatusCode, resp.Cookies())
 	}
-	if resp := post("/admin/login?token=st4tus-t0ken", url.Values{"token": {"st4tus-t0ken"}}, ""); resp.StatusCode != http.StatusBadRequest {
+	if resp := post("/admin/login?token=st4tus-t0ken-7e2a91c05f3b8d4a6c1e", url.Values{"token": {"st4tus-t0ken-7e2a91c05f3b8d4a6c1e"}}, ""); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("token in the URL: got %d, want 400", resp.StatusCode)
 	}
-	resp = post("/admin/login", url.Values{"token": {"st4tus-t0ken"}}, strings.TrimSuffix(adm, "/"))
+	resp = post("/admin/login", url.Values{"token": {"st4tus-t0ken-7e2a91c05f3b8d4a6c1e"}}, strings.TrimSuffix(adm, "/"))
 	ck := resp.Cookies()
 	if resp.StatusCode != http.StatusSeeOther || len(ck) != 1 {
 		t.Fatalf("login: got %d with %v, want 303 and one cookie", resp.StatusCode, ck)
 	}
-	if k := ck[0]; !k.HttpOnly || k.SameSite != http.SameSiteStrictMode || k.Secure || strings.Contains(k.Value, "st4tus-t0ken") || k.MaxAge <= 0 {
+	if k := ck[0]; !k.HttpOnly || k.SameSite != http.SameSiteStrictMode || k.Secure || strings.Contains(k.Value, "st4tus-t0ken-7e2a91c05f3b8d4a6c1e") || k.MaxAge <= 0 {
 		t.Errorf("session cookie %+v: want HttpOnly, SameSite=Strict, not Secure on plain HTTP, never the token, with a lifetime", k)
 	}
 	for _, p := range []string{"/admin/status", "/admin/top", "/admin/config", "/metrics"} {

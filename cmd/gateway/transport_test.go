@@ -64,7 +64,7 @@ func TestClientServers(t *testing.T) {
 server:
   listen: 127.0.0.1:0
   client_server: %s
-admin: {token: t0k3n}
+admin: {token: t0k3n-5c81e2a94f07b3d6a2e9c1f0b7d4}
 routes:
   - {name: r, match: {path_prefix: /}, upstream: %q}
 `, server, up.URL)))
@@ -86,7 +86,7 @@ routes:
 					t.Fatalf("POST: %d %q", resp.StatusCode, b)
 				}
 			}
-			_, text := adminDo(t, "GET", g.adminBase(t)+"/metrics", "t0k3n")
+			_, text := adminDo(t, "GET", g.adminBase(t)+"/metrics", "t0k3n-5c81e2a94f07b3d6a2e9c1f0b7d4")
 			if server == "standard" {
 				if strings.Contains(string(text), "gateway_client_lean_requests_total") {
 					t.Fatal("the lean server's series are exposed with client_server: standard")

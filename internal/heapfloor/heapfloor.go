@@ -114,6 +114,10 @@ func (f *Floor) Stop() {
 	}
 }
 
+// Bytes is the floor in force: the one asked for, or half the memory
+// limit when that is lower.
+func (f *Floor) Bytes() uint64 { return f.floor }
+
 // Percent is the GOGC the floor set last (the base before any collection).
 func (f *Floor) Percent() int {
 	f.mu.Lock()

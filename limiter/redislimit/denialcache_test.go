@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/internal/shardmap"
 
+	"github.com/ratelimit-gateway/gateway/internal/heaptest"
 	"github.com/ratelimit-gateway/gateway/internal/redistest"
 )
 
@@ -228,4 +230,31 @@ func TestDenialCacheRefreshedByOneRequest(t *testing.T) {
 	if trips > 6 {
 		t.Fatalf("%d round trips in 2.2s, want about one per second (at most 6)", trips)
 	}
+}
+
+// What the denial cache costs at its default cap, for docs/memory.md: the
+// live heap of 100,000 denials, per entry.
+func TestDenialCacheBytesAtTheCap(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	lim := limiter.Limit{Rate: 1, Period: time.Minute}
+	keys := make([]denialKey, DefaultDenialCacheSize)
+	for i := range keys {
+		keys[i] = denialKey{policy: "p", limit: lim, key: digestKey(strconv.Itoa(i))}
+	}
+	before := heaptest.Live()
+	c := newDenialCache(DefaultDenialCacheSize, testRefresh)
+	for _, k := range keys {
+		c.put(k, 1, t0, t0.Add(time.Minute), t0.Add(time.Minute))
+	}
+	after := heaptest.Live()
+	n := c.len() // each shard holds its share of the cap: a few fill first
+	if n < DefaultDenialCacheSize*9/10 || n > DefaultDenialCacheSize {
+		t.Fatalf("got %d entries, want nearly %d", n, DefaultDenialCacheSize)
+	}
+	per := float64(after-before) / float64(n)
+	t.Logf("%d denials: %.1f MiB of live heap, %.0f bytes each", n, float64(after-before)/(1<<20), per)
+	if per > 256 {
+		t.Fatalf("got %.0f bytes a denial, want at most 256 (docs/memory.md)", per)
+	}
+	runtime.KeepAlive(c)
 }
