@@ -482,12 +482,14 @@ func TestServerHeadTimeout(t *testing.T) {
 		{"idle after an answer", whole, 1, idleTimeout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Before the dial: the server's deadline starts when it accepts,
+			// which may be before Dial returns here.
+			start := time.Now()
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			start := time.Now()
 			io.WriteString(c, tc.raw)
 			c.SetReadDeadline(time.Now().Add(5 * time.Second))
 			br := bufio.NewReader(c)
