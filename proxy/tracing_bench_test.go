@@ -6,13 +6,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ratelimit-gateway/gateway/internal/stat"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/tracing"
@@ -106,10 +106,10 @@ func BenchmarkTracing(b *testing.B) {
 					took[i] = append(took[i], time.Since(start))
 				}
 			}
-			off := medianDuration(took[0])
+			off := stat.Median(took[0])
 			b.ReportMetric(float64(off.Nanoseconds()), "p50-ns-off")
 			for i := 1; i < len(handlers); i++ {
-				b.ReportMetric(float64(medianDuration(took[i]))/float64(off), "x-off-"+providers[i].name)
+				b.ReportMetric(float64(stat.Median(took[i]))/float64(off), "x-off-"+providers[i].name)
 			}
 		})
 	}
@@ -125,11 +125,6 @@ func (discardObserver) Decision(string, time.Duration)         {}
 func (discardObserver) Upstream(string, int, time.Duration)    {}
 func (discardObserver) InFlight(int)                           {}
 func (discardObserver) LLMCharge(string, string, int64, int64) {}
-
-func medianDuration(ds []time.Duration) time.Duration {
-	slices.Sort(ds)
-	return ds[len(ds)/2]
-}
 
 // memoryUpstream answers every request with a small 200 from memory.
 type memoryUpstream struct{}

@@ -29,7 +29,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -46,6 +45,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/bench/internal/llmload"
+	"github.com/ratelimit-gateway/gateway/internal/stat"
 )
 
 // completion is the upstream's answer to every call, usage included.
@@ -214,7 +214,7 @@ func run(gateway, base string, shares []string, ks []load, rounds, calls int, ph
 					return err
 				}
 				slices.Sort(lat)
-				p50, p99 := quantile(lat, 0.50), quantile(lat, 0.99)
+				p50, p99 := stat.Quantile(lat, 0.50), stat.Quantile(lat, 0.99)
 				p99s[point{g, k}] = append(p99s[point{g, k}], ms(p99))
 				line := fmt.Sprintf("round %d, %s, %s: %d small calls p50=%.2fms p99=%.2fms", r+1, bins[g], k, len(lat), ms(p50), ms(p99))
 				if k == (load{}) {
@@ -236,13 +236,13 @@ func run(gateway, base string, shares []string, ks []load, rounds, calls int, ph
 	for g := range bins {
 		idle = append(idle, p99s[point{g, load{}}]...)
 	}
-	anchor := median(idle)
+	anchor := stat.Median(idle)
 	fmt.Printf("idle p99, all gateways and rounds: median %.2fms (%s)\n", anchor, fmtRatios(sorted(idle)))
 	for g, bin := range bins {
 		for _, k := range ks {
 			pt := point{g, k}
 			fmt.Printf("RATIO %s: small-call p99, %s: median %.2fms, over the idle median %.2f; p99/idle of its round: median %.2f (rounds %s)\n",
-				bin, k, median(p99s[pt]), median(p99s[pt])/anchor, median(ratios[pt]), fmtRatios(sorted(ratios[pt])))
+				bin, k, stat.Median(p99s[pt]), stat.Median(p99s[pt])/anchor, stat.Median(ratios[pt]), fmtRatios(sorted(ratios[pt])))
 		}
 	}
 	return nil
@@ -451,26 +451,10 @@ func sorted(xs []float64) []float64 {
 	return xs
 }
 
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	return sorted(xs)[len(xs)/2]
-}
-
 func fmtRatios(rs []float64) string {
 	s := make([]string, len(rs))
 	for i, r := range rs {
 		s[i] = strconv.FormatFloat(r, 'f', 2, 64)
 	}
 	return strings.Join(s, ", ")
-}
-
-// quantile is the nearest-rank q-quantile of sorted (exact).
-func quantile(sorted []time.Duration, q float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(math.Ceil(q * float64(len(sorted))))
-	return sorted[min(max(rank, 1), len(sorted))-1]
 }

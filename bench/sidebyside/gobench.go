@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+
+	"github.com/ratelimit-gateway/gateway/internal/stat"
 )
 
 // The Go benchmarks the side-by-side runs: local key memory
@@ -72,8 +74,8 @@ func runCapacity(ctx context.Context, w io.Writer, goBin, root string, rounds in
 			cpu = append(cpu, c["redis-cpu-µs/decision"]/s["redis-cpu-µs/decision"])
 		}
 	}
-	values[capacityRatioName] = ratio{name: capacityRatioName, value: median(decisions), ok: len(decisions) > 0}
-	values[capacityCPUName] = ratio{name: capacityCPUName, value: median(cpu), ok: len(cpu) > 0}
+	values[capacityRatioName] = ratio{name: capacityRatioName, value: stat.Median(decisions), ok: len(decisions) > 0}
+	values[capacityCPUName] = ratio{name: capacityCPUName, value: stat.Median(cpu), ok: len(cpu) > 0}
 	return nil
 }
 

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/ratelimit-gateway/gateway/internal/stat"
 )
 
 // The open loop: vegeta sends every open-loop target a few constant rates,
@@ -103,7 +105,7 @@ func measureOpen(ctx context.Context, w io.Writer, o options, set []*target, run
 		for _, r := range runs[t.name] {
 			rps = append(rps, r.RPS)
 		}
-		if m := median(rps); len(rps) > 0 && m < capacity {
+		if m := stat.Median(rps); len(rps) > 0 && m < capacity {
 			capacity = m
 		}
 	}
@@ -211,7 +213,7 @@ func openRatios(open map[string][]openPoint) []ratio {
 				}
 			}
 		}
-		return median(ds), len(ds) > 0
+		return stat.Median(ds), len(ds) > 0
 	}
 	ng, okN := added(tNginxLimitReq)
 	var out []ratio

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strconv"
-	"time"
+
+	"github.com/ratelimit-gateway/gateway/internal/stat"
 )
 
 // ratio is one RATIO line; ok is false when a target it needs was not
@@ -62,20 +62,6 @@ var informational = [][2]string{
 	{tGatewayPolicies8, tGatewayLocal}, {tGatewayRoutes1000, tGatewayLocal},
 }
 
-// median of xs (the mean of the middle two for an even count); zero for none.
-func median[T float64 | time.Duration](xs []T) T {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
 // ratios computes the RATIO lines of the closed loop from each target's
 // runs: ratios of medians, and Redis counters summed over the rounds.
 func ratios(runs map[string][]sample) []ratio {
@@ -85,7 +71,7 @@ func ratios(runs map[string][]sample) []ratio {
 		for _, r := range rs {
 			xs = append(xs, f(r))
 		}
-		return median(xs), ok
+		return stat.Median(xs), ok
 	}
 	rps := func(a, b string) ratio {
 		va, okA := med(a, func(r sample) float64 { return r.RPS })
