@@ -13,8 +13,8 @@ import (
 	"sync"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/llm"
+	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // On an llm route a request's token cost is known only after the response:
@@ -44,7 +44,10 @@ type reserver interface {
 // settlement. The response side is written by the goroutine that copies the
 // response, and read after it finished.
 type llmCall struct {
-	kind      llm.Kind
+	kind llm.Kind
+	// fixed is the operator's endpoint of a call at a fixed cost, which
+	// reserves and is charged that cost; nil for a call read by kind.
+	fixed     *llm.Endpoint
 	req       llm.Request
 	maxOutput int64 // the request's cap, or the route's default
 	res       *limiter.Reservation
@@ -76,43 +79,13 @@ type llmCall struct {
 	chargedMicroUSD int64
 }
 
-// llmKind tells the API of a request from its path, or ok false for a path
-// that costs no tokens (GET /v1/models, ...).
-func llmKind(r *http.Request) (llm.Kind, bool) {
-	if r.Method != http.MethodPost {
-		return 0, false
-	}
-	p := strings.TrimSuffix(r.URL.Path, "/")
-	switch {
-	case strings.HasSuffix(p, "/chat/completions"):
-		return llm.ChatCompletions, true
-	case strings.HasSuffix(p, "/completions"):
-		return llm.Completions, true
-	case strings.HasSuffix(p, "/responses"):
-		return llm.Responses, true
-	case strings.HasSuffix(p, "/embeddings"):
-		return llm.Embeddings, true
-	case strings.HasSuffix(p, "/messages"):
-		return llm.AnthropicMessages, true
-	}
-	return 0, false
-}
-
 // readLLMCall reads and parses the body of an LLM request (bounded by the
 // route's max_body_bytes), bounds what it can be billed (on a route that
 // counts tokens: an output cap for a call without one, unsized inputs
 // refused or bounded, upgrades refused), asks a stream for its usage when
 // the client did not, and returns the request to forward with the body it
-// will carry; a long prompt is counted at pace. A request that is not an
-// LLM call returns a nil call and r itself.
-func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, prices policies.Prices, pace llm.Pace) (*http.Request, *llmCall, int, string) {
-	if msg := refuseUpgrade(r, route); msg != "" {
-		return nil, nil, http.StatusBadRequest, msg
-	}
-	kind, ok := llmKind(r)
-	if !ok {
-		return r, nil, 0, ""
-	}
+// will carry; a long prompt is counted at pace.
+func readLLMCall(w http.ResponseWriter, r *http.Request, kind llm.Kind, route *policies.Route, prices policies.Prices, pace llm.Pace) (*http.Request, *llmCall, int, string) {
 	r, body, status, msg := readBody(w, r, route)
 	if status != 0 {
 		return nil, nil, status, msg
@@ -247,6 +220,9 @@ func (c *llmCall) bindUnsized(route *policies.Route) string {
 // reserve is what a policy of cost takes before the call. The sums
 // saturate: a cost past what int64 holds is refused, never wrapped.
 func (c *llmCall) reserve(cost policies.Cost) int64 {
+	if c.fixed != nil {
+		return fixedCost(c.fixed, cost)
+	}
 	switch cost {
 	case policies.CostTokens:
 		return llm.AddSat(c.req.PromptTokens, c.maxOutput)
@@ -278,8 +254,10 @@ func microUSD(f float64) int64 {
 // watch wraps the response body so its usage is read as it passes.
 func (c *llmCall) watch(resp *http.Response) {
 	c.status = resp.StatusCode
-	if resp.StatusCode >= 400 {
-		return // an error before any output: the settlement gives the tokens back
+	if resp.StatusCode >= 400 || c.fixed != nil {
+		// An error before any output: the settlement gives the tokens
+		// back. A call at a fixed cost is charged it, whatever it says.
+		return
 	}
 	if ct := resp.Header["Content-Type"]; len(ct) > 0 && isEventStream(ct[0]) {
 		cfg := llm.StreamConfig{Kind: c.kind, Model: c.req.Model, DropUsageChunk: !c.req.IncludeUsage}
@@ -317,6 +295,9 @@ func (c *llmCall) settle(ctx context.Context) error {
 		return nil
 	}
 	c.settled = true
+	if c.fixed != nil {
+		return c.settleFixed(ctx)
+	}
 	bounded, delivered := c.actual()
 	c.charged, c.chargedUsage = true, bounded
 	c.chargedTokens = llm.AddSat(bounded.input, bounded.output)

@@ -6,8 +6,8 @@ import (
 	"strconv"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/llm"
+	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // plan is everything the gateway works out about one request before its
@@ -30,9 +30,12 @@ type plan struct {
 	// proxy, whose forwarding headers are passed on.
 	subject     policies.Subject
 	peerTrusted bool
-	// kind is an llm call's API; isCall says the request costs tokens.
-	kind   llm.Kind
-	isCall bool
+	// endpoint is an llm request's endpoint, as its route's provider API
+	// declares it (nil: none); kind is a call's API; isCall says the
+	// request costs more than one (its body read, its cost reserved).
+	endpoint *llm.Endpoint
+	kind     llm.Kind
+	isCall   bool
 	// call is the llm call, its body read; nil on other routes, for a
 	// request that costs no tokens, and for one whose body is unread.
 	call *llmCall
@@ -198,10 +201,15 @@ func (pl *planner) llmCall(p *plan) answer {
 	if msg := refuseUpgrade(r, route); msg != "" {
 		return answer{status: http.StatusBadRequest, msg: msg}
 	}
-	p.kind, p.isCall = llmKind(r)
+	ep, a := endpoint(r, route)
+	if a.given() {
+		return a
+	}
+	p.endpoint, p.isCall = ep, isCall(ep)
 	if !p.isCall {
 		return answer{}
 	}
+	p.kind = ep.Kind
 	// Judged by its headers: the policies not keyed on the model, each
 	// taking one.
 	pols := make([]*policies.Policy, 0, len(route.Policies))
@@ -239,6 +247,11 @@ func (pl *planner) llmCall(p *plan) answer {
 // Handler's slots at a time (Explain counts at once), and fits the call to
 // its route (see forRoute).
 func (pl *planner) readCall(p *plan) answer {
+	if p.endpoint.Bound == llm.BoundFixed {
+		// The operator declared its cost: its body is forwarded unread.
+		p.call = &llmCall{fixed: p.endpoint, delivered: chargeDelivered(p.route)}
+		return answer{}
+	}
 	rq, body, status, msg := readBody(pl.w, p.r, p.route)
 	if status != 0 {
 		return answer{status: status, msg: msg}
@@ -266,7 +279,7 @@ func (pl *planner) readCall(p *plan) answer {
 	}
 	out, call, status, msg := func() (*http.Request, *llmCall, int, string) {
 		defer release()
-		return readLLMCall(pl.w, rq, p.route, p.snap.Prices, pace)
+		return readLLMCall(pl.w, rq, p.kind, p.route, p.snap.Prices, pace)
 	}()
 	if status != 0 {
 		return answer{status: status, msg: msg}
