@@ -260,6 +260,14 @@ func firstLimit(limits ...*int) *int {
 	return nil
 }
 
+// largerLimit is the larger of two limits, either of which may be unset.
+func largerLimit(a, b *int) *int {
+	if a == nil || (b != nil && *b > *a) {
+		return b
+	}
+	return a
+}
+
 // estimateTokens approximates a tokenizer without one: a token per started
 // run of four characters (runes), OpenAI's rule of thumb for English. It is
 // deterministic, which is all the mock needs.

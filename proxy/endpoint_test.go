@@ -171,3 +171,54 @@ func equalInts(a, b []int) bool {
 	}
 	return true
 }
+
+// A cap of 0 is refused with 400; with both chat caps the call reserves
+// the larger and the upstream receives it in both fields, so it is held to
+// the reserved cap whichever it reads.
+func TestCapsAreDefensive(t *testing.T) {
+	var got []string
+	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, string(b))
+		io.WriteString(w, `{"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+	}))
+	base, settled := gatewayOn(t, endpointsYAML, up.URL, newEngine(t, newTestClock()))
+	call := func(body string) int {
+		req, _ := http.NewRequest("POST", base+"/own/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("X-Tenant", "caps")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			<-settled
+		}
+		return resp.StatusCode
+	}
+	for _, body := range []string{
+		`{"model":"gpt-4o-mini","messages":[],"max_tokens":0}`,
+		`{"model":"gpt-4o-mini","messages":[],"max_completion_tokens":0}`,
+		`{"model":"gpt-4o-mini","messages":[],"max_completion_tokens":5,"max_tokens":0}`,
+	} {
+		if s := call(body); s != http.StatusBadRequest {
+			t.Errorf("%s: got %d, want 400", body, s)
+		}
+	}
+	if len(got) != 0 {
+		t.Fatalf("the upstream saw %q, want nothing", got)
+	}
+	// 1,000 tokens an hour: two caps whose larger is past it never fit
+	// (had the smaller been reserved, the call would pass).
+	if s := call(`{"model":"gpt-4o-mini","messages":[],"max_completion_tokens":10,"max_tokens":1200}`); s != http.StatusTooManyRequests {
+		t.Errorf("two caps, the larger past the quota: got %d, want 429", s)
+	}
+	two := `{"model":"gpt-4o-mini","messages":[],"max_completion_tokens":10,"max_tokens":990}`
+	if s := call(two); s != http.StatusOK {
+		t.Fatalf("two caps: got %d, want 200", s)
+	}
+	if len(got) != 1 || !strings.Contains(got[0], `"max_completion_tokens":990`) || !strings.Contains(got[0], `"max_tokens":990`) {
+		t.Fatalf("the upstream got %q, want both caps at 990", got)
+	}
+}

@@ -118,6 +118,18 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, kind llm.Kind, route *p
 		r = withBody(r, body)
 		call.maxOutput = llm.MulSat(per, max(req.Choices, 1)) // n choices, each up to the cap
 	}
+	if req.OtherCap != "" && countsTokens(route) {
+		// Both chat caps, unequal: the call reserved the larger, and the
+		// smaller field is raised to it, so the upstream is held to the
+		// reserved cap whichever field it reads. (MaxOutput is the cap
+		// times the choices, exactly: both are bounded far below overflow.)
+		raised, err := llm.SetOutputCap(body, req.OtherCap, req.MaxOutput/max(req.Choices, 1))
+		if err != nil {
+			return nil, nil, http.StatusBadRequest, err.Error()
+		}
+		body = raised
+		r = withBody(r, body)
+	}
 	if req.Stream && !req.IncludeUsage && (kind == llm.ChatCompletions || kind == llm.Completions) {
 		withUsage, added, err := llm.WithIncludeUsage(body)
 		if err != nil {
