@@ -113,6 +113,14 @@ func (m *openAIMock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		serve = m.chat
 	case "/v1/responses":
 		serve = m.responses
+	case "/v1/images/generations":
+		serve = m.images
+	case "/v1/audio/speech":
+		serve = m.speech
+	case "/v1/embeddings":
+		serve = m.embeddings
+	case "/v1/moderations":
+		serve = m.moderations
 	case "/v1/models":
 		method = http.MethodGet
 		serve = func(w http.ResponseWriter, _ *http.Request, _ []byte) { m.models(w) }

@@ -14,6 +14,7 @@ const (
 	refusedCompact  = "compaction bills a stored conversation the request does not hold"
 	refusedStores   = "vector stores and uploads bill storage and tools outside the request"
 	refusedVideo    = "a video is billed by seconds generated, which the gateway does not bound"
+	refusedUpload   = "the gateway does not yet bound what an uploaded image or audio file bills (edits, variations, transcriptions, translations)"
 )
 
 var openAIEndpoints = []Endpoint{
@@ -23,6 +24,8 @@ var openAIEndpoints = []Endpoint{
 	{Method: "POST", Path: "/v1/responses/compact", Refused: refusedCompact},
 	{Method: "POST", Path: "/v1/embeddings", Kind: Embeddings, Bound: BoundTokens},
 	{Method: "POST", Path: "/v1/moderations", Bound: BoundFree},
+	{Method: "POST", Path: "/v1/images/generations", Kind: ImageGenerations, Bound: BoundTokens},
+	{Method: "POST", Path: "/v1/audio/speech", Kind: Speech, Bound: BoundTokens},
 
 	// Free reads.
 	{Method: "GET", Path: "/v1/models", Bound: BoundFree},
@@ -60,7 +63,6 @@ var openAIEndpoints = []Endpoint{
 	{Method: "*", Path: "/v1/uploads/{rest...}", Refused: refusedStores},
 	{Method: "*", Path: "/v1/videos", Refused: refusedVideo},
 	{Method: "*", Path: "/v1/videos/{rest...}", Refused: refusedVideo},
-	// Until their bounds are declared: images and audio.
-	{Method: "*", Path: "/v1/images/{rest...}", Refused: "images are not bounded yet"},
-	{Method: "*", Path: "/v1/audio/{rest...}", Refused: "audio is not bounded yet"},
+	{Method: "*", Path: "/v1/images/{rest...}", Refused: refusedUpload},
+	{Method: "*", Path: "/v1/audio/{rest...}", Refused: refusedUpload},
 }

@@ -20,6 +20,8 @@ const (
 	Responses                         // POST /v1/responses
 	Embeddings                        // POST /v1/embeddings
 	AnthropicMessages                 // POST /v1/messages (Anthropic)
+	ImageGenerations                  // POST /v1/images/generations
+	Speech                            // POST /v1/audio/speech
 )
 
 // String returns the API's name as used in error messages.
@@ -35,6 +37,10 @@ func (k Kind) String() string {
 		return "embeddings"
 	case AnthropicMessages:
 		return "anthropic messages"
+	case ImageGenerations:
+		return "image generations"
+	case Speech:
+		return "speech"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
@@ -71,6 +77,14 @@ type Request struct {
 	// the cap it reserves (see SetOutputCap), so that the call is held to
 	// what it reserved whichever field the provider reads.
 	OtherCap string
+	// UnitMicroUSD is the price of a call billed per unit (an image, a
+	// character), in micro-dollars, which usd policies take instead of
+	// its tokens at the model's prices; 0 for a call billed by tokens.
+	UnitMicroUSD int64
+	// NoUsage says the answer carries no usage (a call billed per unit,
+	// audio bytes): the call is settled at its reservation, which is
+	// what it was billed.
+	NoUsage bool
 	// HasCap says the body set an output cap; a call without one is given
 	// one (see WithOutputCap) so that what it reserves bounds what it is
 	// billed.
@@ -307,7 +321,12 @@ func ParseRequestFor(kind Kind, body []byte, models Models) (Request, error) {
 // large prompt then leaves the cores it shares a part of their time (see
 // Pace). The count is the same.
 func ParseRequestPaced(kind Kind, body []byte, models Models, pace Pace) (Request, error) {
-	if kind < ChatCompletions || kind > AnthropicMessages {
+	switch {
+	case kind == ImageGenerations:
+		return parseImages(body, models, pace)
+	case kind == Speech:
+		return parseSpeech(body, models, pace)
+	case kind < ChatCompletions || kind > AnthropicMessages:
 		return Request{}, fmt.Errorf("parsing request: unknown kind %d", int(kind))
 	}
 	if err := requireObject(body); err != nil {

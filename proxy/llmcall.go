@@ -243,6 +243,9 @@ func (c *llmCall) reserve(cost policies.Cost) int64 {
 	case policies.CostOutputTokens:
 		return c.maxOutput
 	case policies.CostUSD:
+		if c.req.UnitMicroUSD > 0 {
+			return c.req.UnitMicroUSD // billed per image or character
+		}
 		// Every input token at the uncached price: the most the call can cost.
 		return microUSD(float64(c.req.PromptTokens)*c.price.Input + float64(c.maxOutput)*c.price.Output)
 	}
@@ -266,12 +269,16 @@ func microUSD(f float64) int64 {
 // watch wraps the response body so its usage is read as it passes.
 func (c *llmCall) watch(resp *http.Response) {
 	c.status = resp.StatusCode
-	if resp.StatusCode >= 400 || c.fixed != nil {
+	if resp.StatusCode >= 400 || c.fixed != nil || c.req.NoUsage {
 		// An error before any output: the settlement gives the tokens
-		// back. A call at a fixed cost is charged it, whatever it says.
+		// back. A call at a fixed cost is charged it, and one whose answer
+		// says no usage its reservation, whatever the answer says.
 		return
 	}
 	if ct := resp.Header["Content-Type"]; len(ct) > 0 && isEventStream(ct[0]) {
+		if c.kind == llm.ImageGenerations {
+			return // its events are not text: charged its reservation
+		}
 		cfg := llm.StreamConfig{Kind: c.kind, Model: c.req.Model, DropUsageChunk: !c.req.IncludeUsage}
 		c.meter.configure(&cfg)
 		c.stream = llm.NewStreamWatcher(resp.Body, cfg)
@@ -313,7 +320,7 @@ func (c *llmCall) settle(ctx context.Context) error {
 	bounded, delivered := c.actual()
 	c.charged, c.chargedUsage = true, bounded
 	c.chargedTokens = llm.AddSat(bounded.input, bounded.output)
-	c.chargedMicroUSD = bounded.microUSD(c.price)
+	c.chargedMicroUSD = c.usd(bounded)
 	actual := make([]int64, len(c.costs))
 	for i, cost := range c.costs {
 		u := bounded
@@ -329,12 +336,25 @@ func (c *llmCall) settle(ctx context.Context) error {
 		case policies.CostOutputTokens:
 			actual[i] = output
 		case policies.CostUSD:
-			actual[i] = u.microUSD(c.price)
+			actual[i] = c.usd(u)
 		default:
 			actual[i] = 1
 		}
 	}
 	return c.settleWindows(context.WithoutCancel(ctx), actual)
+}
+
+// usd is what usage u of the call costs: its tokens at the model's
+// prices, or for a call billed per unit its price, unless it was billed
+// nothing.
+func (c *llmCall) usd(u usage) int64 {
+	if c.req.UnitMicroUSD > 0 {
+		if u == (usage{}) {
+			return 0
+		}
+		return c.req.UnitMicroUSD
+	}
+	return u.microUSD(c.price)
 }
 
 // usage is what a call is charged, in tokens.
