@@ -117,6 +117,8 @@ func (m *openAIMock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		serve = m.images
 	case "/v1/audio/speech":
 		serve = m.speech
+	case "/v1/audio/transcriptions", "/v1/audio/translations":
+		serve = m.transcriptions
 	case "/v1/embeddings":
 		serve = m.embeddings
 	case "/v1/moderations":

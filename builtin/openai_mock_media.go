@@ -1,8 +1,12 @@
 package builtin
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -179,4 +183,50 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// transcriptions bill the audio's seconds (its bytes at 8 kbit/s, the
+// mock's reading of a compressed file): whisper-1 $0.006 a minute,
+// gpt-4o transcribe models 10 audio tokens a second, the prompt's tokens
+// and the transcript's, 3 a second of audio.
+func (m *openAIMock) transcriptions(w http.ResponseWriter, r *http.Request, body []byte) {
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" {
+		writeOpenAIError(w, http.StatusBadRequest, invalid("the body must be multipart/form-data", "file"))
+		return
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	fields := map[string]string{}
+	var fileBytes int64
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			writeOpenAIError(w, http.StatusBadRequest, invalid("reading the form: "+err.Error(), ""))
+			return
+		}
+		if part.FormName() == "file" {
+			fileBytes, _ = io.Copy(io.Discard, part)
+			continue
+		}
+		v, _ := io.ReadAll(part)
+		fields[part.FormName()] = string(v)
+	}
+	if fileBytes == 0 || fields["model"] == "" {
+		writeOpenAIError(w, http.StatusBadRequest, invalid("file and model are required", "file"))
+		return
+	}
+	seconds := (fileBytes + 999) / 1000
+	if fields["model"] == "whisper-1" {
+		m.billed.billUSD(seconds * 100)
+		writeJSON(w, http.StatusOK, map[string]any{"text": "mock transcript"})
+		return
+	}
+	input := int(seconds)*10 + m.cfg.CountTokens(fields["model"], fields["prompt"])
+	output := min(int(seconds)*3, 2000)
+	m.billed.billTokens(input, output)
+	writeJSON(w, http.StatusOK, map[string]any{"text": "mock transcript",
+		"usage": map[string]any{"type": "tokens", "input_tokens": input, "output_tokens": output, "total_tokens": input + output}})
 }

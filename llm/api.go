@@ -56,6 +56,9 @@ type Endpoint struct {
 	// every tenant shares, since through it any tenant reads every
 	// tenant's objects.
 	Stored bool
+	// MaxBody, when > 0, is the endpoint's own body limit, in place of
+	// the route's max_body_bytes: an upload's.
+	MaxBody int64
 	// Tokens and MicroUSD are a BoundFixed endpoint's cost per call.
 	Tokens, MicroUSD int64
 }

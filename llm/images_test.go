@@ -52,3 +52,43 @@ func TestParseImagesAndSpeech(t *testing.T) {
 		})
 	}
 }
+
+// A transcription form is bounded by its file's bytes at
+// WorstAudioBytesPerSecond; a form the gateway could read two ways is
+// refused.
+func TestParseTranscription(t *testing.T) {
+	part := func(name, v string) string {
+		return "--B\r\nContent-Disposition: form-data; name=\"" + name + "\"\r\n\r\n" + v + "\r\n"
+	}
+	file := "--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.mp3\"\r\n\r\n" + strings.Repeat("x", 7500) + "\r\n"
+	const ct = "multipart/form-data; boundary=B"
+	for _, tc := range []struct {
+		name, ct, body   string
+		prompt, out, usd int64
+		err              string
+	}{
+		{"whisper", ct, part("model", "whisper-1") + file + "--B--\r\n", 100, 0, 1000, ""},
+		{"gpt-4o-transcribe", ct, part("model", "gpt-4o-transcribe") + file + "--B--\r\n", 100, MaxTranscriptTokens, 0, ""},
+		{"model twice", ct, part("model", "whisper-1") + part("model", "gpt-4o-transcribe") + file + "--B--\r\n", 0, 0, 0, "twice"},
+		{"two files", ct, part("model", "whisper-1") + file + file + "--B--\r\n", 0, 0, 0, "more than one file"},
+		{"no file", ct, part("model", "whisper-1") + "--B--\r\n", 0, 0, 0, "file is required"},
+		{"json", "application/json", `{"model":"whisper-1"}`, 0, 0, 0, "multipart/form-data"},
+		{"unknown model", ct, part("model", "parakeet") + file + "--B--\r\n", 0, 0, 0, "no transcription model"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := ParseTranscription(tc.ct, []byte(tc.body), DefaultModels(), Pace{})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %v, want an error with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.PromptTokens != tc.prompt || r.MaxOutput != tc.out || r.UnitMicroUSD != tc.usd {
+				t.Errorf("got prompt %d, output %d, usd %d; want %d, %d, %d", r.PromptTokens, r.MaxOutput, r.UnitMicroUSD, tc.prompt, tc.out, tc.usd)
+			}
+		})
+	}
+}

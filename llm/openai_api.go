@@ -14,7 +14,7 @@ const (
 	refusedCompact  = "compaction bills a stored conversation the request does not hold"
 	refusedStores   = "vector stores and uploads bill storage and tools outside the request"
 	refusedVideo    = "a video is billed by seconds generated, which the gateway does not bound"
-	refusedUpload   = "the gateway does not yet bound what an uploaded image or audio file bills (edits, variations, transcriptions, translations)"
+	refusedUpload   = "the gateway does not yet bound what an uploaded image bills (edits, variations)"
 )
 
 var openAIEndpoints = []Endpoint{
@@ -26,6 +26,8 @@ var openAIEndpoints = []Endpoint{
 	{Method: "POST", Path: "/v1/moderations", Bound: BoundFree},
 	{Method: "POST", Path: "/v1/images/generations", Kind: ImageGenerations, Bound: BoundTokens},
 	{Method: "POST", Path: "/v1/audio/speech", Kind: Speech, Bound: BoundTokens},
+	{Method: "POST", Path: "/v1/audio/transcriptions", Kind: Transcription, Bound: BoundTokens, MaxBody: MaxAudioUpload},
+	{Method: "POST", Path: "/v1/audio/translations", Kind: Transcription, Bound: BoundTokens, MaxBody: MaxAudioUpload},
 
 	// Free reads.
 	{Method: "GET", Path: "/v1/models", Bound: BoundFree},

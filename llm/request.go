@@ -22,6 +22,7 @@ const (
 	AnthropicMessages                 // POST /v1/messages (Anthropic)
 	ImageGenerations                  // POST /v1/images/generations
 	Speech                            // POST /v1/audio/speech
+	Transcription                     // POST /v1/audio/transcriptions, translations (multipart)
 )
 
 // String returns the API's name as used in error messages.
@@ -41,6 +42,8 @@ func (k Kind) String() string {
 		return "image generations"
 	case Speech:
 		return "speech"
+	case Transcription:
+		return "transcription"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }

@@ -115,6 +115,14 @@ func accountingCases(t *testing.T) []accountingCase {
 		`{"type":"file","file":{"filename":"a.pdf","file_data":"` + pdf + `"}}`,
 		`{"type":"file","file":{"file_id":"file-abc"}}`,
 	}
+	form := http.Header{"Content-Type": {"multipart/form-data; boundary=XBOUNDARY"}}
+	upload := func(model string, fileBytes int, extra string) func(int) string {
+		return func(int) string {
+			return "--XBOUNDARY\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\n" + model + "\r\n" + extra +
+				"--XBOUNDARY\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.ogg\"\r\nContent-Type: audio/ogg\r\n\r\n" +
+				strings.Repeat("\x01", fileBytes) + "\r\n--XBOUNDARY--\r\n"
+		}
+	}
 	upgrade := http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}
 	return []accountingCase{
 		{name: "max_tokens at int64's max", body: chat("gpt-4o-mini", `,"max_tokens":9223372036854775807`), want400: true},
@@ -169,6 +177,11 @@ func accountingCases(t *testing.T) []accountingCase {
 			body: func(int) string {
 				return `{"model":"gpt-4o-mini-tts","voice":"alloy","speed":0.25,"input":"` + strings.Repeat("word ", 100) + `"}`
 			}},
+		{name: "whisper, 30 kB", path: "/v1/audio/transcriptions", header: form, body: upload("whisper-1", 30_000, "")},
+		{name: "gpt-4o-transcribe, 300 kB with a prompt", path: "/v1/audio/transcriptions", header: form,
+			body: upload("gpt-4o-transcribe", 300_000, "--XBOUNDARY\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\n"+strings.Repeat("words ", 200)+"\r\n")},
+		{name: "translation, a model set twice", path: "/v1/audio/translations", header: form, want400: true,
+			body: upload("whisper-1", 3000, "--XBOUNDARY\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\ngpt-4o-transcribe\r\n")},
 		{name: "embeddings", path: "/v1/embeddings",
 			body: func(int) string {
 				return `{"model":"text-embedding-3-small","input":["` + strings.Repeat("text ", 300) + `","more"]}`
@@ -316,7 +329,9 @@ func accountingCall(client *http.Client, base, tenant string, c accountingCase, 
 	for k, v := range c.header {
 		req.Header[k] = v
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("X-Tenant", tenant)
 	resp, err := client.Do(req)
 	if err != nil {

@@ -33,10 +33,30 @@ func endpoint(r *http.Request, route *policies.Route) (*llm.Endpoint, answer) {
 	return ep, answer{}
 }
 
-// isCall reports whether a request to ep costs more than one request:
-// its body is read and its cost reserved and settled.
-func isCall(ep *llm.Endpoint) bool {
-	return ep != nil && ep.Refused == "" && (ep.Bound == llm.BoundTokens || ep.Bound == llm.BoundFixed)
+// isCall reports whether a request to ep on route costs more than one
+// request: its body is read and its cost reserved and settled. On a route
+// that counts no tokens only the text APIs are read (for a key on the
+// model), as before endpoints were declared.
+func isCall(ep *llm.Endpoint, route *policies.Route) bool {
+	switch {
+	case ep == nil || ep.Refused != "":
+		return false
+	case !countsTokens(route):
+		return ep.Bound == llm.BoundFixed || ep.Bound == llm.BoundTokens && ep.Kind <= llm.AnthropicMessages
+	}
+	return ep.Bound == llm.BoundTokens || ep.Bound == llm.BoundFixed
+}
+
+// bodyLimit is the body limit of a request to path on route: on a route
+// that counts tokens, its endpoint's own where it declares one (an
+// upload's), else the route's max_body_bytes.
+func bodyLimit(route *policies.Route, method, path string) int64 {
+	if route.LLM && countsTokens(route) {
+		if ep := routeAPI(route).Lookup(method, upstreamPath(route, path)); ep != nil && ep.MaxBody > 0 {
+			return ep.MaxBody
+		}
+	}
+	return route.MaxBodyBytes
 }
 
 func apiName(route *policies.Route) string { return routeAPI(route).Name }

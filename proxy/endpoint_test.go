@@ -222,3 +222,52 @@ func TestCapsAreDefensive(t *testing.T) {
 		t.Fatalf("the upstream got %q, want both caps at 990", got)
 	}
 }
+
+// A transcription's upload is held to its endpoint's limit (25 MiB and the
+// form), not the route's max_body_bytes: a 2 MB file passes a route whose
+// other calls are held to 1 MiB, and is charged its bound in seconds.
+func TestEndpointsUploadHasItsOwnLimit(t *testing.T) {
+	var sizes []int
+	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		sizes = append(sizes, len(b))
+		io.WriteString(w, `{"text":"hi"}`)
+	}))
+	base, settled := gatewayOn(t, `
+routes:
+  - {name: llm, upstream: "UPSTREAM", llm: openai, max_body_bytes: 1048576, match: {path_prefix: /v1/}, policies: [usd]}
+policies:
+  usd: {key: "header:X-Tenant", cost: usd, rate: 1, per: 1h}
+prices:
+  default: {input: 1, output: 1}
+`, up.URL, newEngine(t, newTestClock()))
+	form := "--B\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-1\r\n" +
+		"--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.ogg\"\r\n\r\n" + strings.Repeat("x", 2_000_000) + "\r\n--B--\r\n"
+	send := func(path, body string) int {
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "multipart/form-data; boundary=B")
+		req.Header.Set("X-Tenant", "t")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			<-settled
+		}
+		return resp.StatusCode
+	}
+	// 2,000,000 bytes at 750 a second: 2,667 s at $0.0001 a second, $0.27.
+	for i, want := range []int{200, 200, 200, 429} {
+		if got := send("/v1/audio/transcriptions", form); got != want {
+			t.Fatalf("upload %d: got %d, want %d", i, got, want)
+		}
+	}
+	if got := send("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"`+strings.Repeat("a", 1_100_000)+`"}]}`); got != http.StatusRequestEntityTooLarge {
+		t.Errorf("a chat call past the route's limit: got %d, want 413", got)
+	}
+	if len(sizes) != 3 || sizes[0] != len(form) {
+		t.Errorf("the upstream got %v, want three whole forms of %d bytes", sizes, len(form))
+	}
+}

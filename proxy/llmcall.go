@@ -90,7 +90,13 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, kind llm.Kind, route *p
 	if status != 0 {
 		return nil, nil, status, msg
 	}
-	req, err := llm.ParseRequestPaced(kind, body, route.Models, pace)
+	var req llm.Request
+	var err error
+	if kind == llm.Transcription {
+		req, err = llm.ParseTranscription(r.Header.Get("Content-Type"), body, route.Models, pace)
+	} else {
+		req, err = llm.ParseRequestPaced(kind, body, route.Models, pace)
+	}
 	if err != nil {
 		return nil, nil, http.StatusBadRequest, err.Error()
 	}
@@ -276,8 +282,8 @@ func (c *llmCall) watch(resp *http.Response) {
 		return
 	}
 	if ct := resp.Header["Content-Type"]; len(ct) > 0 && isEventStream(ct[0]) {
-		if c.kind == llm.ImageGenerations {
-			return // its events are not text: charged its reservation
+		if c.kind == llm.ImageGenerations || c.kind == llm.Transcription {
+			return // its events are not a text stream's: charged its reservation
 		}
 		cfg := llm.StreamConfig{Kind: c.kind, Model: c.req.Model, DropUsageChunk: !c.req.IncludeUsage}
 		c.meter.configure(&cfg)

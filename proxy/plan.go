@@ -152,8 +152,8 @@ func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer
 	if msg := keyInputProblem(r, route, keyHeaders(snap, route)); msg != "" {
 		return p, answer{status: http.StatusBadRequest, msg: msg}
 	}
-	if route.MaxBodyBytes > 0 && r.ContentLength > route.MaxBodyBytes {
-		return p, answer{status: http.StatusRequestEntityTooLarge, msg: tooLargeMessage(route.MaxBodyBytes)}
+	if limit := bodyLimit(route, r.Method, r.URL.Path); limit > 0 && r.ContentLength > limit {
+		return p, answer{status: http.StatusRequestEntityTooLarge, msg: tooLargeMessage(limit)}
 	}
 	p.reached = stepBody
 	p.subject, p.peerTrusted = identifyPeer(r, snap, route, peer, peerOK)
@@ -205,7 +205,7 @@ func (pl *planner) llmCall(p *plan) answer {
 	if a.given() {
 		return a
 	}
-	p.endpoint, p.isCall = ep, isCall(ep)
+	p.endpoint, p.isCall = ep, isCall(ep, route)
 	if !p.isCall {
 		return answer{}
 	}
@@ -252,7 +252,7 @@ func (pl *planner) readCall(p *plan) answer {
 		p.call = &llmCall{fixed: p.endpoint, delivered: chargeDelivered(p.route)}
 		return answer{}
 	}
-	rq, body, status, msg := readBody(pl.w, p.r, p.route)
+	rq, body, status, msg := readBodyUpTo(pl.w, p.r, bodyLimit(p.route, p.r.Method, p.r.URL.Path))
 	if status != 0 {
 		return answer{status: status, msg: msg}
 	}
