@@ -115,6 +115,8 @@ func (m *openAIMock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		serve = m.responses
 	case "/v1/images/generations":
 		serve = m.images
+	case "/v1/images/edits", "/v1/images/variations":
+		serve = m.imageUploads
 	case "/v1/audio/speech":
 		serve = m.speech
 	case "/v1/audio/transcriptions", "/v1/audio/translations":

@@ -51,6 +51,12 @@ func (m *openAIMock) images(w http.ResponseWriter, _ *http.Request, body []byte)
 		writeOpenAIError(w, http.StatusBadRequest, e)
 		return
 	}
+	m.serveImages(w, req, 0)
+}
+
+// serveImages answers and bills an image call; imageInput is what its
+// input images bill, in tokens.
+func (m *openAIMock) serveImages(w http.ResponseWriter, req imagesRequest, imageInput int) {
 	n := 1
 	if req.N != nil {
 		n = *req.N
@@ -96,10 +102,11 @@ func (m *openAIMock) images(w http.ResponseWriter, _ *http.Request, body []byte)
 	if req.Stream {
 		per += 100 * req.PartialImages
 	}
-	input := m.cfg.CountTokens(req.Model, req.Prompt)
+	text := m.cfg.CountTokens(req.Model, req.Prompt)
+	input := text + imageInput
 	m.billed.billTokens(input, per*n)
 	resp["usage"] = map[string]any{"input_tokens": input, "output_tokens": per * n, "total_tokens": input + per*n,
-		"input_tokens_details": map[string]int{"text_tokens": input, "image_tokens": 0}}
+		"input_tokens_details": map[string]int{"text_tokens": text, "image_tokens": imageInput}}
 	writeJSON(w, http.StatusOK, resp)
 }
 
@@ -229,4 +236,54 @@ func (m *openAIMock) transcriptions(w http.ResponseWriter, r *http.Request, body
 	m.billed.billTokens(input, output)
 	writeJSON(w, http.StatusOK, map[string]any{"text": "mock transcript",
 		"usage": map[string]any{"type": "tokens", "input_tokens": input, "output_tokens": output, "total_tokens": input + output}})
+}
+
+// imageUploads are image edits and variations: gpt-image edits bill the
+// prompt, 6,240 tokens an input image or mask (the mock's stand-in for
+// the image tokens a high-fidelity input takes) and the outputs as a
+// generation does; dall-e-2 bills its price per output image.
+func (m *openAIMock) imageUploads(w http.ResponseWriter, r *http.Request, body []byte) {
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" {
+		writeOpenAIError(w, http.StatusBadRequest, invalid("the body must be multipart/form-data", "image"))
+		return
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	fields := map[string]string{}
+	images := 0
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			writeOpenAIError(w, http.StatusBadRequest, invalid("reading the form: "+err.Error(), ""))
+			return
+		}
+		if part.FileName() != "" {
+			io.Copy(io.Discard, part)
+			images++
+			continue
+		}
+		v, _ := io.ReadAll(part)
+		fields[part.FormName()] = string(v)
+	}
+	req := imagesRequest{Model: fields["model"], Prompt: fields["prompt"], Size: fields["size"], Quality: fields["quality"],
+		Stream: fields["stream"] == "true"}
+	if v := fields["n"]; v != "" {
+		var n int
+		fmt.Sscan(v, &n)
+		req.N = &n
+	}
+	if v := fields["partial_images"]; v != "" {
+		fmt.Sscan(v, &req.PartialImages)
+	}
+	if images == 0 || req.Model == "" {
+		writeOpenAIError(w, http.StatusBadRequest, invalid("image and model are required", "image"))
+		return
+	}
+	if req.Prompt == "" {
+		req.Prompt = "variation" // variations take none
+	}
+	m.serveImages(w, req, images*6240)
 }

@@ -2,7 +2,9 @@ package llm
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -160,4 +162,72 @@ func deref(s *string, def string) string {
 		return def
 	}
 	return *s
+}
+
+// MaxImageUpload is the largest form an image edit or variation may send,
+// the gateway's own bound: its images are held to be counted.
+const MaxImageUpload = 32 << 20
+
+// ParseImageUpload reads an image edit or variation form (kind ImageEdits
+// or ImageVariations): gpt-image edits are bounded as generations are, plus each input
+// image (and mask) at the model family's high-detail bound; dall-e-2 edits
+// and variations at their price per image. Errors wrap ErrInvalidRequest.
+func ParseImageUpload(kind Kind, contentType string, body []byte, models Models, pace Pace) (Request, error) {
+	variation := kind == ImageVariations
+	fields, files, err := readForm(contentType, body)
+	if err != nil {
+		return Request{}, invalid(ImageEdits, err)
+	}
+	for _, f := range files {
+		if f.field != "image" && f.field != "image[]" && f.field != "mask" {
+			return Request{}, invalid(ImageEdits, fmt.Errorf("the form's file %q is none an image call takes (image, image[], mask)", f.field))
+		}
+	}
+	if len(files) == 0 {
+		return Request{}, invalid(ImageEdits, errors.New("image is required"))
+	}
+	model := fields["model"]
+	r := Request{Model: model, Family: models.For(model), Choices: 1}
+	if v, ok := fields["n"]; ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > maxImages {
+			return Request{}, invalid(ImageEdits, fmt.Errorf("n must be between 1 and %d, got %q", maxImages, v))
+		}
+		r.Choices = n
+	}
+	size, quality := orAuto(fields["size"]), orAuto(fields["quality"])
+	switch {
+	case model == "":
+		return Request{}, invalid(ImageEdits, errors.New("model is required on this route: name the image model"))
+	case model == "dall-e-2":
+		if quality == "auto" {
+			quality = "standard"
+		}
+		return dalleRequest(r, model, size, quality)
+	case variation || !strings.HasPrefix(model, "gpt-image-"):
+		return Request{}, invalid(ImageEdits, fmt.Errorf("model %q is no image model the gateway can bound here (gpt-image-* edits, dall-e-2)", model))
+	}
+	per, err := imageTokens(size, quality)
+	if err != nil {
+		return Request{}, invalid(ImageEdits, err)
+	}
+	if v, ok := fields["partial_images"]; ok && fields["stream"] == "true" {
+		p, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || p < 0 || p > 3 {
+			return Request{}, invalid(ImageEdits, fmt.Errorf("partial_images must be between 0 and 3, got %q", v))
+		}
+		per += p * partialImageTokens
+	}
+	c := counter{model: model, family: r.Family, pace: pace}
+	c.text(fields["prompt"])
+	c.add(MulSat(int64(len(files)), r.Family.ImageHigh))
+	r.PromptTokens, r.MaxOutput, r.HasCap = c.n, per*r.Choices, true
+	return r, nil
+}
+
+func orAuto(s string) string {
+	if s == "" {
+		return "auto"
+	}
+	return s
 }

@@ -70,7 +70,8 @@ func TestParseTranscription(t *testing.T) {
 		{"whisper", ct, part("model", "whisper-1") + file + "--B--\r\n", 100, 0, 1000, ""},
 		{"gpt-4o-transcribe", ct, part("model", "gpt-4o-transcribe") + file + "--B--\r\n", 100, MaxTranscriptTokens, 0, ""},
 		{"model twice", ct, part("model", "whisper-1") + part("model", "gpt-4o-transcribe") + file + "--B--\r\n", 0, 0, 0, "twice"},
-		{"two files", ct, part("model", "whisper-1") + file + file + "--B--\r\n", 0, 0, 0, "more than one file"},
+		{"two files", ct, part("model", "whisper-1") + file + file + "--B--\r\n", 0, 0, 0, "one file, named file"},
+		{"a prompt past 64 KiB", ct, part("model", "whisper-1") + part("prompt", strings.Repeat("a", 70_000)) + file + "--B--\r\n", 0, 0, 0, "longer than"},
 		{"no file", ct, part("model", "whisper-1") + "--B--\r\n", 0, 0, 0, "file is required"},
 		{"json", "application/json", `{"model":"whisper-1"}`, 0, 0, 0, "multipart/form-data"},
 		{"unknown model", ct, part("model", "parakeet") + file + "--B--\r\n", 0, 0, 0, "no transcription model"},
@@ -88,6 +89,51 @@ func TestParseTranscription(t *testing.T) {
 			}
 			if r.PromptTokens != tc.prompt || r.MaxOutput != tc.out || r.UnitMicroUSD != tc.usd {
 				t.Errorf("got prompt %d, output %d, usd %d; want %d, %d, %d", r.PromptTokens, r.MaxOutput, r.UnitMicroUSD, tc.prompt, tc.out, tc.usd)
+			}
+		})
+	}
+}
+
+// An image edit is bounded as a generation plus each input image (and
+// mask) at its family's high-detail bound; a variation is dall-e-2's, per
+// image.
+func TestParseImageUpload(t *testing.T) {
+	part := func(name, v string) string {
+		return "--B\r\nContent-Disposition: form-data; name=\"" + name + "\"\r\n\r\n" + v + "\r\n"
+	}
+	file := func(name string) string {
+		return "--B\r\nContent-Disposition: form-data; name=\"" + name + "\"; filename=\"a.png\"\r\n\r\npng\r\n"
+	}
+	const ct = "multipart/form-data; boundary=B"
+	high := DefaultModels().For("gpt-image-1").ImageHigh
+	for _, tc := range []struct {
+		name     string
+		kind     Kind
+		body     string
+		images   int64 // input images bounded in the prompt
+		out, usd int64
+		err      string
+	}{
+		{"edit, two images and a mask", ImageEdits, part("model", "gpt-image-1") + part("quality", "low") + part("size", "1024x1024") + file("image[]") + file("image[]") + file("mask") + "--B--\r\n", 3, 272, 0, ""},
+		{"dall-e-2 variation of ten", ImageVariations, part("model", "dall-e-2") + part("n", "10") + part("size", "256x256") + file("image") + "--B--\r\n", 0, 10 * MaxImageOutputTokens, 160_000, ""},
+		{"gpt-image variation", ImageVariations, part("model", "gpt-image-1") + file("image") + "--B--\r\n", 0, 0, 0, "no image model"},
+		{"n as 1e1", ImageEdits, part("model", "gpt-image-1") + part("n", "1e1") + file("image") + "--B--\r\n", 0, 0, 0, "n must be between"},
+		{"no image", ImageEdits, part("model", "gpt-image-1") + "--B--\r\n", 0, 0, 0, "image is required"},
+		{"another file", ImageEdits, part("model", "gpt-image-1") + file("picture") + "--B--\r\n", 0, 0, 0, "none an image call takes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := ParseImageUpload(tc.kind, ct, []byte(tc.body), DefaultModels(), Pace{})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %v, want an error with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.PromptTokens < tc.images*high || r.PromptTokens > tc.images*high+10 || r.MaxOutput != tc.out || r.UnitMicroUSD != tc.usd {
+				t.Errorf("got prompt %d, output %d, usd %d; want %d images of %d, %d, %d", r.PromptTokens, r.MaxOutput, r.UnitMicroUSD, tc.images, high, tc.out, tc.usd)
 			}
 		})
 	}

@@ -14,7 +14,7 @@ const (
 	refusedCompact  = "compaction bills a stored conversation the request does not hold"
 	refusedStores   = "vector stores and uploads bill storage and tools outside the request"
 	refusedVideo    = "a video is billed by seconds generated, which the gateway does not bound"
-	refusedUpload   = "the gateway does not yet bound what an uploaded image bills (edits, variations)"
+	refusedVoice    = "custom voices are made and billed outside any call the gateway bounds"
 )
 
 var openAIEndpoints = []Endpoint{
@@ -25,6 +25,8 @@ var openAIEndpoints = []Endpoint{
 	{Method: "POST", Path: "/v1/embeddings", Kind: Embeddings, Bound: BoundTokens},
 	{Method: "POST", Path: "/v1/moderations", Bound: BoundFree},
 	{Method: "POST", Path: "/v1/images/generations", Kind: ImageGenerations, Bound: BoundTokens},
+	{Method: "POST", Path: "/v1/images/edits", Kind: ImageEdits, Bound: BoundTokens, MaxBody: MaxImageUpload},
+	{Method: "POST", Path: "/v1/images/variations", Kind: ImageVariations, Bound: BoundTokens, MaxBody: MaxImageUpload},
 	{Method: "POST", Path: "/v1/audio/speech", Kind: Speech, Bound: BoundTokens},
 	{Method: "POST", Path: "/v1/audio/transcriptions", Kind: Transcription, Bound: BoundTokens, MaxBody: MaxAudioUpload},
 	{Method: "POST", Path: "/v1/audio/translations", Kind: Transcription, Bound: BoundTokens, MaxBody: MaxAudioUpload},
@@ -65,6 +67,6 @@ var openAIEndpoints = []Endpoint{
 	{Method: "*", Path: "/v1/uploads/{rest...}", Refused: refusedStores},
 	{Method: "*", Path: "/v1/videos", Refused: refusedVideo},
 	{Method: "*", Path: "/v1/videos/{rest...}", Refused: refusedVideo},
-	{Method: "*", Path: "/v1/images/{rest...}", Refused: refusedUpload},
-	{Method: "*", Path: "/v1/audio/{rest...}", Refused: refusedUpload},
+	{Method: "*", Path: "/v1/audio/voices", Refused: refusedVoice},
+	{Method: "*", Path: "/v1/audio/voices/{rest...}", Refused: refusedVoice},
 }

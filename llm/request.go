@@ -23,6 +23,8 @@ const (
 	ImageGenerations                  // POST /v1/images/generations
 	Speech                            // POST /v1/audio/speech
 	Transcription                     // POST /v1/audio/transcriptions, translations (multipart)
+	ImageEdits                        // POST /v1/images/edits (multipart)
+	ImageVariations                   // POST /v1/images/variations (multipart)
 )
 
 // String returns the API's name as used in error messages.
@@ -44,6 +46,10 @@ func (k Kind) String() string {
 		return "speech"
 	case Transcription:
 		return "transcription"
+	case ImageEdits:
+		return "image edits"
+	case ImageVariations:
+		return "image variations"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }

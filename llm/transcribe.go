@@ -33,9 +33,16 @@ const (
 // ParseTranscription reads a transcription or translation form: its model,
 // its file's size and its prompt. Errors wrap ErrInvalidRequest.
 func ParseTranscription(contentType string, body []byte, models Models, pace Pace) (Request, error) {
-	fields, fileBytes, err := readForm(contentType, body)
+	fields, files, err := readForm(contentType, body)
 	if err != nil {
 		return Request{}, invalid(Transcription, err)
+	}
+	if len(files) > 1 || len(files) == 1 && files[0].field != "file" {
+		return Request{}, invalid(Transcription, errors.New("the form must carry one file, named file"))
+	}
+	var fileBytes int64
+	if len(files) == 1 {
+		fileBytes = files[0].bytes
 	}
 	model := fields["model"]
 	r := Request{Model: model, Family: models.For(model), Choices: 1, HasCap: true}
@@ -60,43 +67,59 @@ func ParseTranscription(contentType string, body []byte, models Models, pace Pac
 	return r, nil
 }
 
-// readForm reads a multipart form's text fields and the size of its file.
-func readForm(contentType string, body []byte) (map[string]string, int64, error) {
+// formFile is one file of a multipart form.
+type formFile struct {
+	field string
+	bytes int64
+}
+
+// maxFormFiles bounds the files one form may carry, maxFormField a text
+// field (a prompt): all of it is counted, or the form refused.
+const (
+	maxFormFiles = 16
+	maxFormField = 64 << 10
+)
+
+// readForm reads a multipart form's text fields and its files' sizes.
+func readForm(contentType string, body []byte) (map[string]string, []formFile, error) {
 	mt, params, err := mime.ParseMediaType(contentType)
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		return nil, 0, errors.New("the body must be multipart/form-data with a boundary")
+		return nil, nil, errors.New("the body must be multipart/form-data with a boundary")
 	}
 	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
 	fields := map[string]string{}
-	var fileBytes int64
+	var files []formFile
 	for {
 		part, err := mr.NextPart()
 		if err == io.EOF {
-			return fields, fileBytes, nil
+			return fields, files, nil
 		}
 		if err != nil {
-			return nil, 0, fmt.Errorf("reading the form: %w", err)
+			return nil, nil, fmt.Errorf("reading the form: %w", err)
 		}
 		name := part.FormName()
-		if name == "file" {
-			if fileBytes > 0 {
-				return nil, 0, errors.New("the form has more than one file")
+		if part.FileName() != "" {
+			if len(files) == maxFormFiles {
+				return nil, nil, fmt.Errorf("the form has more than %d files", maxFormFiles)
 			}
 			n, err := io.Copy(io.Discard, part)
 			if err != nil {
-				return nil, 0, fmt.Errorf("reading the form's file: %w", err)
+				return nil, nil, fmt.Errorf("reading the form's file: %w", err)
 			}
-			fileBytes = n
+			files = append(files, formFile{field: name, bytes: n})
 			continue
 		}
 		if _, dup := fields[name]; dup {
 			// Which one the provider reads is its choice: the gateway
 			// would judge one and forward another.
-			return nil, 0, fmt.Errorf("the form sets %q twice", name)
+			return nil, nil, fmt.Errorf("the form sets %q twice", name)
 		}
-		v, err := io.ReadAll(io.LimitReader(part, 64<<10))
+		v, err := io.ReadAll(io.LimitReader(part, maxFormField+1))
 		if err != nil {
-			return nil, 0, fmt.Errorf("reading the form's %q: %w", name, err)
+			return nil, nil, fmt.Errorf("reading the form's %q: %w", name, err)
+		}
+		if len(v) > maxFormField {
+			return nil, nil, fmt.Errorf("the form's %q is longer than %d bytes", name, maxFormField)
 		}
 		fields[name] = string(v)
 	}

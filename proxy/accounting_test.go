@@ -62,6 +62,7 @@ prices:
   default: {input: 20, output: 80}
 models:
   gpt-4o: {file_tokens: 3000}
+  gpt-image: {prefixes: [gpt-image-], default_max_tokens: 4096, max_output_tokens: 65536, context_window: 128000, image_low: 6240, image_high: 6240}
 `
 
 // how a client treats its answer.
@@ -121,6 +122,16 @@ func accountingCases(t *testing.T) []accountingCase {
 			return "--XBOUNDARY\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\n" + model + "\r\n" + extra +
 				"--XBOUNDARY\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.ogg\"\r\nContent-Type: audio/ogg\r\n\r\n" +
 				strings.Repeat("\x01", fileBytes) + "\r\n--XBOUNDARY--\r\n"
+		}
+	}
+	imageForm := func(model, extra string, files ...string) func(int) string {
+		return func(int) string {
+			b := "--XBOUNDARY\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\n" + model + "\r\n" + extra
+			for _, f := range files {
+				b += "--XBOUNDARY\r\nContent-Disposition: form-data; name=\"" + f + "\"; filename=\"a.png\"\r\nContent-Type: image/png\r\n\r\n" +
+					strings.Repeat("\x02", 2000) + "\r\n"
+			}
+			return b + "--XBOUNDARY--\r\n"
 		}
 	}
 	upgrade := http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}
@@ -190,8 +201,12 @@ func accountingCases(t *testing.T) []accountingCase {
 			body: func(int) string { return `{"input":"` + strings.Repeat("text ", 300) + `"}` }},
 		{name: "batches", path: "/v1/batches", refused: http.StatusForbidden,
 			body: func(int) string { return `{"input_file_id":"file-1","endpoint":"/v1/chat/completions"}` }},
-		{name: "image edits", path: "/v1/images/edits", refused: http.StatusForbidden,
-			body: func(int) string { return `{"model":"gpt-image-1","prompt":"x","n":10}` }},
+		{name: "gpt-image edit of two images and a mask", path: "/v1/images/edits", header: form,
+			body: imageForm("gpt-image-1", "--XBOUNDARY\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\nMake it night.\r\n", "image[]", "image[]", "mask")},
+		{name: "dall-e-2 variations, ten", path: "/v1/images/variations", header: form,
+			body: imageForm("dall-e-2", "--XBOUNDARY\r\nContent-Disposition: form-data; name=\"n\"\r\n\r\n10\r\n", "image")},
+		{name: "image edit with a file of another name", path: "/v1/images/edits", header: form, want400: true,
+			body: imageForm("gpt-image-1", "", "image", "picture")},
 		{name: "an endpoint no provider declares", path: "/v1/imagines/generations", refused: http.StatusNotFound,
 			body: func(int) string { return `{"model":"gpt-image-1","prompt":"x","n":10}` }},
 		{name: "clients retrying", body: chat("gpt-4o-mini", ``), way: retry429},

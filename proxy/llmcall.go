@@ -92,9 +92,12 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, kind llm.Kind, route *p
 	}
 	var req llm.Request
 	var err error
-	if kind == llm.Transcription {
+	switch kind {
+	case llm.Transcription:
 		req, err = llm.ParseTranscription(r.Header.Get("Content-Type"), body, route.Models, pace)
-	} else {
+	case llm.ImageEdits, llm.ImageVariations:
+		req, err = llm.ParseImageUpload(kind, r.Header.Get("Content-Type"), body, route.Models, pace)
+	default:
 		req, err = llm.ParseRequestPaced(kind, body, route.Models, pace)
 	}
 	if err != nil {
@@ -282,7 +285,7 @@ func (c *llmCall) watch(resp *http.Response) {
 		return
 	}
 	if ct := resp.Header["Content-Type"]; len(ct) > 0 && isEventStream(ct[0]) {
-		if c.kind == llm.ImageGenerations || c.kind == llm.Transcription {
+		if c.kind > llm.AnthropicMessages { // images, audio
 			return // its events are not a text stream's: charged its reservation
 		}
 		cfg := llm.StreamConfig{Kind: c.kind, Model: c.req.Model, DropUsageChunk: !c.req.IncludeUsage}
