@@ -66,7 +66,8 @@ type anthropicRequest struct {
 }
 
 func (m *AnthropicMock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/v1/messages" {
+	countTokens := r.URL.Path == "/v1/messages/count_tokens"
+	if r.URL.Path != "/v1/messages" && !countTokens {
 		writeAnthropicError(w, http.StatusNotFound, "not_found_error", "Not Found")
 		return
 	}
@@ -86,6 +87,12 @@ func (m *AnthropicMock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxOpenAIMockBody+1))
 	if err != nil || len(body) > MaxOpenAIMockBody {
 		writeAnthropicError(w, http.StatusRequestEntityTooLarge, "request_too_large", "request body too large or unreadable")
+		return
+	}
+	if countTokens {
+		// Free, as Anthropic's: it bills nothing and says the input's size.
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"input_tokens":%d}`+"\n", (len(body)+3)/4)
 		return
 	}
 	var req anthropicRequest

@@ -113,6 +113,18 @@ func (m *openAIMock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		serve = m.chat
 	case "/v1/responses":
 		serve = m.responses
+	case "/v1/images/generations":
+		serve = m.images
+	case "/v1/images/edits", "/v1/images/variations":
+		serve = m.imageUploads
+	case "/v1/audio/speech":
+		serve = m.speech
+	case "/v1/audio/transcriptions", "/v1/audio/translations":
+		serve = m.transcriptions
+	case "/v1/embeddings":
+		serve = m.embeddings
+	case "/v1/moderations":
+		serve = m.moderations
 	case "/v1/models":
 		method = http.MethodGet
 		serve = func(w http.ResponseWriter, _ *http.Request, _ []byte) { m.models(w) }
@@ -258,6 +270,14 @@ func firstLimit(limits ...*int) *int {
 		}
 	}
 	return nil
+}
+
+// largerLimit is the larger of two limits, either of which may be unset.
+func largerLimit(a, b *int) *int {
+	if a == nil || (b != nil && *b > *a) {
+		return b
+	}
+	return a
 }
 
 // estimateTokens approximates a tokenizer without one: a token per started

@@ -23,13 +23,29 @@ type MockBill struct {
 	Input     int64 // prompt tokens, non-text parts included
 	Output    int64 // generated tokens of every choice, reasoning included
 	Reasoning int64 // the part of Output spent thinking
+	// MicroUSD is what calls billed per unit (a dall-e image, a tts-1
+	// character) cost, in micro-dollars; their tokens are none.
+	MicroUSD int64
 }
 
 // Total is Input + Output.
 func (b MockBill) Total() int64 { return b.Input + b.Output }
 
 // ledger counts what the mock billed; safe for concurrent use.
-type ledger struct{ calls, input, output, reasoning atomic.Int64 }
+type ledger struct{ calls, input, output, reasoning, microUSD atomic.Int64 }
+
+// billTokens bills a call of input and output tokens.
+func (l *ledger) billTokens(input, output int) {
+	l.calls.Add(1)
+	l.input.Add(int64(input))
+	l.output.Add(int64(output))
+}
+
+// billUSD bills a call priced per unit.
+func (l *ledger) billUSD(microUSD int64) {
+	l.calls.Add(1)
+	l.microUSD.Add(microUSD)
+}
 
 func (l *ledger) bill(c completion) {
 	l.calls.Add(1)
@@ -39,7 +55,7 @@ func (l *ledger) bill(c completion) {
 }
 
 func (l *ledger) read() MockBill {
-	return MockBill{Calls: l.calls.Load(), Input: l.input.Load(), Output: l.output.Load(), Reasoning: l.reasoning.Load()}
+	return MockBill{Calls: l.calls.Load(), Input: l.input.Load(), Output: l.output.Load(), Reasoning: l.reasoning.Load(), MicroUSD: l.microUSD.Load()}
 }
 
 // Image tokens as OpenAI publishes them. Tile models scale an image to fit

@@ -101,7 +101,9 @@ func (m *openAIMock) chat(w http.ResponseWriter, r *http.Request, body []byte) {
 	if req.N != nil {
 		n = *req.N
 	}
-	c := m.complete(prompt, firstLimit(req.MaxCompletionTokens, req.MaxTokens), n)
+	// Both caps set: a provider may read either, so the mock bills as
+	// the one that reads the larger would.
+	c := m.complete(prompt, largerLimit(req.MaxCompletionTokens, req.MaxTokens), n)
 	resp := chatResponse{ID: m.newID("chatcmpl"), Created: m.cfg.Now().Unix(), Model: req.Model}
 	if req.Stream {
 		m.streamChat(w, r, resp, c, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)

@@ -6,6 +6,17 @@
 //
 // The contract, piece by piece:
 //
+//   - An API (OpenAI, Anthropic) is a provider's endpoints as the gateway
+//     knows them: each Endpoint says how a call's cost is bounded before
+//     it is forwarded (BoundTokens: read by its Kind; BoundFixed: an
+//     operator's cost per call; BoundFree), whether it is refused and why,
+//     whether it reaches objects stored under the key that made them, and
+//     its own body limit for uploads. Lookup finds a request's endpoint by
+//     method and whole path; what no entry declares is unknown.
+//   - Images (ParseRequest with ImageGenerations, ParseImageUpload), speech
+//     (Speech) and transcriptions (ParseTranscription, a multipart form)
+//     are bounded by their published prices and token tables; a call billed
+//     per unit carries its price (Request.UnitMicroUSD).
 //   - ParseRequest reads the model, streaming flags, the output cap and an
 //     estimate of the prompt's tokens from a request body. Malformed JSON and
 //     fields of the wrong type are errors wrapping ErrInvalidRequest (the

@@ -214,6 +214,17 @@ func isDelim(c byte) bool {
 // is. Errors wrap ErrInvalidRequest: body is not a JSON object. out never
 // aliases body when it differs from it.
 func WithOutputCap(body []byte, field string, n int64) ([]byte, error) {
+	return setCap(body, field, n, false)
+}
+
+// SetOutputCap sets field to n whatever it held, as WithOutputCap adds it:
+// a chat request's smaller cap is raised to the one reserved (see
+// Request.OtherCap).
+func SetOutputCap(body []byte, field string, n int64) ([]byte, error) {
+	return setCap(body, field, n, true)
+}
+
+func setCap(body []byte, field string, n int64, replace bool) ([]byte, error) {
 	if err := requireObject(body); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
@@ -224,7 +235,7 @@ func WithOutputCap(body []byte, field string, n int64) ([]byte, error) {
 	top := members(body, open)
 	value := strconv.FormatInt(n, 10)
 	if m, ok := last(top, field); ok {
-		if string(body[m.val:m.end]) != "null" {
+		if !replace && string(body[m.val:m.end]) != "null" {
 			return body, nil
 		}
 		return splice(body, m.val, m.end, value), nil

@@ -20,6 +20,11 @@ const (
 	Responses                         // POST /v1/responses
 	Embeddings                        // POST /v1/embeddings
 	AnthropicMessages                 // POST /v1/messages (Anthropic)
+	ImageGenerations                  // POST /v1/images/generations
+	Speech                            // POST /v1/audio/speech
+	Transcription                     // POST /v1/audio/transcriptions, translations (multipart)
+	ImageEdits                        // POST /v1/images/edits (multipart)
+	ImageVariations                   // POST /v1/images/variations (multipart)
 )
 
 // String returns the API's name as used in error messages.
@@ -35,6 +40,16 @@ func (k Kind) String() string {
 		return "embeddings"
 	case AnthropicMessages:
 		return "anthropic messages"
+	case ImageGenerations:
+		return "image generations"
+	case Speech:
+		return "speech"
+	case Transcription:
+		return "transcription"
+	case ImageEdits:
+		return "image edits"
+	case ImageVariations:
+		return "image variations"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
@@ -65,6 +80,20 @@ type Request struct {
 	// max_tokens elsewhere on chat, completions and Anthropic messages,
 	// max_output_tokens on responses); "" for embeddings.
 	CapField string
+	// OtherCap is the chat field (max_tokens or max_completion_tokens)
+	// that holds a smaller cap than the one MaxOutput was read from, ""
+	// when the body sets one cap or both alike: the gateway sets it to
+	// the cap it reserves (see SetOutputCap), so that the call is held to
+	// what it reserved whichever field the provider reads.
+	OtherCap string
+	// UnitMicroUSD is the price of a call billed per unit (an image, a
+	// character), in micro-dollars, which usd policies take instead of
+	// its tokens at the model's prices; 0 for a call billed by tokens.
+	UnitMicroUSD int64
+	// NoUsage says the answer carries no usage (a call billed per unit,
+	// audio bytes): the call is settled at its reservation, which is
+	// what it was billed.
+	NoUsage bool
 	// HasCap says the body set an output cap; a call without one is given
 	// one (see WithOutputCap) so that what it reserves bounds what it is
 	// billed.
@@ -301,7 +330,12 @@ func ParseRequestFor(kind Kind, body []byte, models Models) (Request, error) {
 // large prompt then leaves the cores it shares a part of their time (see
 // Pace). The count is the same.
 func ParseRequestPaced(kind Kind, body []byte, models Models, pace Pace) (Request, error) {
-	if kind < ChatCompletions || kind > AnthropicMessages {
+	switch {
+	case kind == ImageGenerations:
+		return parseImages(body, models, pace)
+	case kind == Speech:
+		return parseSpeech(body, models, pace)
+	case kind < ChatCompletions || kind > AnthropicMessages:
 		return Request{}, fmt.Errorf("parsing request: unknown kind %d", int(kind))
 	}
 	if err := requireObject(body); err != nil {
@@ -325,7 +359,7 @@ func ParseRequestPaced(kind Kind, body []byte, models Models, pace Pace) (Reques
 	r.CapField = capField(kind, r.Family)
 	var capName string
 	var cp *int64
-	if capName, cp, err = maxOutput(kind, &w); err != nil {
+	if capName, cp, r.OtherCap, err = maxOutput(kind, &w); err != nil {
 		return Request{}, invalid(kind, err)
 	}
 	if cp != nil {
@@ -408,28 +442,47 @@ func capField(kind Kind, f Family) string {
 }
 
 // maxOutput returns the request's output cap for one choice and the field
-// that set it, nil if none.
-func maxOutput(kind Kind, w *wireRequest) (string, *int64, error) {
-	var name string
-	var v *int64
+// that set it, nil if none; and, when chat sets both of its caps to
+// different values, the field that holds the smaller (other), which the
+// gateway raises to the cap it reserved: which one a provider reads is
+// its to choose, and either must be what the call reserved. A cap below 1
+// is refused: no provider takes it, and a 0 read as "no cap" by one would
+// generate past the reservation.
+func maxOutput(kind Kind, w *wireRequest) (name string, v *int64, other string, err error) {
+	type capField struct {
+		name string
+		v    *int64
+	}
+	var caps []capField
 	switch kind {
 	case ChatCompletions:
-		name, v = "max_completion_tokens", w.MaxCompletionTokens
-		if v == nil {
-			name, v = "max_tokens", w.MaxTokens
-		}
+		caps = []capField{{"max_completion_tokens", w.MaxCompletionTokens}, {"max_tokens", w.MaxTokens}}
 	case Completions, AnthropicMessages:
-		name, v = "max_tokens", w.MaxTokens
+		caps = []capField{{"max_tokens", w.MaxTokens}}
 	case Responses:
-		name, v = "max_output_tokens", w.MaxOutputTokens
+		caps = []capField{{"max_output_tokens", w.MaxOutputTokens}}
 	}
-	if v == nil {
-		return name, nil, nil
+	for _, c := range caps {
+		if c.v == nil {
+			continue
+		}
+		if *c.v < 1 {
+			return c.name, nil, "", fmt.Errorf("%s must be >= 1, got %d", c.name, *c.v)
+		}
+		switch {
+		case v == nil:
+			name, v = c.name, c.v
+		case *c.v > *v:
+			other = name
+			name, v = c.name, c.v
+		case *c.v < *v:
+			other = c.name
+		}
 	}
-	if *v < 0 {
-		return name, nil, fmt.Errorf("%s must be >= 0, got %d", name, *v)
+	if name == "" && len(caps) > 0 {
+		name = caps[0].name
 	}
-	return name, v, nil
+	return name, v, other, nil
 }
 
 // unsized lists what a request makes the provider bill that its body does

@@ -39,9 +39,9 @@ func TestParseRequest(t *testing.T) {
 		{"chat stream with usage", ChatCompletions,
 			`{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"max_tokens":100,"messages":[{"role":"user","content":"Hello"}]}`,
 			Request{Model: "gpt-4o", Stream: true, IncludeUsage: true, MaxOutput: 100, PromptTokens: 3 + 1 + hello + 3, Choices: 1}},
-		{"max_completion_tokens wins", ChatCompletions,
+		{"the larger cap wins", ChatCompletions,
 			`{"model":"o3","max_tokens":100,"max_completion_tokens":700,"messages":[]}`,
-			Request{Model: "o3", MaxOutput: 700, PromptTokens: 3, Choices: 1}},
+			Request{Model: "o3", MaxOutput: 700, OtherCap: "max_tokens", PromptTokens: 3, Choices: 1}},
 		{"n multiplies the cap", ChatCompletions, `{"model":"gpt-4o","max_tokens":50,"n":3,"messages":[]}`,
 			Request{Model: "gpt-4o", MaxOutput: 150, PromptTokens: 3, Choices: 3}},
 		{"nulls are absent", ChatCompletions,
@@ -117,7 +117,14 @@ func TestParseRequestErrors(t *testing.T) {
 		{"include_usage string", ChatCompletions, `{"stream_options":{"include_usage":"yes"}}`, "include_usage"},
 		{"max_tokens string", ChatCompletions, `{"max_tokens":"100"}`, "max_tokens"},
 		{"max_tokens fraction", ChatCompletions, `{"max_tokens":1.5}`, "max_tokens"},
-		{"max_tokens negative", ChatCompletions, `{"max_tokens":-1}`, "max_tokens must be >= 0"},
+		{"max_tokens negative", ChatCompletions, `{"max_tokens":-1}`, "max_tokens must be >= 1"},
+		{"max_tokens zero", ChatCompletions, `{"max_tokens":0}`, "max_tokens must be >= 1, got 0"},
+		{"max_completion_tokens zero", ChatCompletions, `{"max_completion_tokens":0,"max_tokens":10}`, "max_completion_tokens must be >= 1, got 0"},
+		{"max_tokens zero beside a cap", ChatCompletions, `{"max_completion_tokens":10,"max_tokens":0}`, "max_tokens must be >= 1, got 0"},
+		{"completions max_tokens zero", Completions, `{"max_tokens":0}`, "max_tokens must be >= 1"},
+		{"anthropic max_tokens zero", AnthropicMessages, `{"max_tokens":0}`, "max_tokens must be >= 1"},
+		{"max_output_tokens zero", Responses, `{"max_output_tokens":0}`, "max_output_tokens must be >= 1"},
+		{"the larger of two caps past the model's", ChatCompletions, `{"model":"gpt-4o-mini","max_completion_tokens":10,"max_tokens":1000000000}`, "max_tokens is too large"},
 		{"n zero", ChatCompletions, `{"n":0}`, "n must be between"},
 		{"best_of too big", Completions, `{"max_tokens":1,"best_of":1000}`, "best_of must be between"},
 		{"messages object", ChatCompletions, `{"messages":{}}`, "messages must be an array"},
@@ -209,7 +216,7 @@ func TestParseRequestCapField(t *testing.T) {
 		{ChatCompletions, `{"model":"gpt-5"}`, "max_completion_tokens", false},
 		{ChatCompletions, `{"model":"openai/o4-mini","max_tokens":5}`, "max_completion_tokens", true},
 		{Responses, `{"model":"o3"}`, "max_output_tokens", false},
-		{Completions, `{"model":"gpt-3.5-turbo-instruct","max_tokens":0}`, "max_tokens", true},
+		{Completions, `{"model":"gpt-3.5-turbo-instruct","max_tokens":1}`, "max_tokens", true},
 		{Embeddings, `{"model":"text-embedding-3-small"}`, "", false},
 	}
 	for _, tt := range tests {
@@ -249,5 +256,34 @@ func TestParseRequestUnsized(t *testing.T) {
 		if s := strings.Join(got.Unsized, ","); s != tt.want {
 			t.Errorf("%s: got unsized %q, want %q", tt.body, s, tt.want)
 		}
+	}
+}
+
+// Both chat caps: the larger is the call's cap, and the field that holds
+// the smaller is named, to be raised to it.
+func TestParseRequestTwoCaps(t *testing.T) {
+	tests := []struct {
+		body  string
+		max   int64
+		other string
+	}{
+		{`{"model":"gpt-4o-mini","max_completion_tokens":10,"max_tokens":300}`, 300, "max_completion_tokens"},
+		{`{"model":"gpt-4o-mini","max_completion_tokens":300,"max_tokens":10}`, 300, "max_tokens"},
+		{`{"model":"gpt-4o-mini","max_completion_tokens":300,"max_tokens":300}`, 300, ""},
+		{`{"model":"gpt-4o-mini","max_tokens":300,"n":2}`, 600, ""},
+		{`{"model":"gpt-4o-mini","max_completion_tokens":10,"max_tokens":300,"n":2}`, 600, "max_completion_tokens"},
+	}
+	for _, tt := range tests {
+		got, err := ParseRequest(ChatCompletions, []byte(tt.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.body, err)
+		}
+		if got.MaxOutput != tt.max || got.OtherCap != tt.other || !got.HasCap {
+			t.Errorf("%s: got max %d other %q, want %d %q", tt.body, got.MaxOutput, got.OtherCap, tt.max, tt.other)
+		}
+	}
+	out, err := SetOutputCap([]byte(`{"max_completion_tokens":10,"max_tokens":300}`), "max_completion_tokens", 300)
+	if err != nil || string(out) != `{"max_completion_tokens":300,"max_tokens":300}` {
+		t.Fatalf("SetOutputCap: got %s (%v)", out, err)
 	}
 }

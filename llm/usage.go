@@ -52,7 +52,7 @@ type reasoningDetails struct {
 func (w *wireUsage) usage(kind Kind) Usage {
 	var u Usage
 	switch kind {
-	case Responses:
+	case Responses, ImageGenerations, Transcription, ImageEdits, ImageVariations:
 		u = Usage{Input: w.InputTokens, Output: w.OutputTokens, Total: w.TotalTokens}
 		if d := w.InputTokensDetails; d != nil {
 			u.CachedInput = d.CachedTokens

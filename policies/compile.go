@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/llm"
 )
 
 // compile turns a defaulted, validated Config into a Snapshot. It still
@@ -239,6 +240,9 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 	if rc.MethodOverride != "" {
 		rt.MethodOverride = http.CanonicalHeaderKey(rc.MethodOverride)
 	}
+	if api := llm.APINamed(rc.LLM); api != nil {
+		rt.API = api.With(operatorEndpoints(rc.Endpoints))
+	}
 	for _, m := range rc.Match.Methods {
 		rt.Match.Methods = append(rt.Match.Methods, strings.ToUpper(m))
 	}
@@ -278,4 +282,19 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		rt.InFlight = rt.InFlight || pol.Rule.Algorithm.InFlight()
 	}
 	return rt, nil
+}
+
+// operatorEndpoints compiles a route's endpoints: each at its fixed cost.
+func operatorEndpoints(ecs []EndpointConfig) []llm.Endpoint {
+	var out []llm.Endpoint
+	for _, ec := range ecs {
+		out = append(out, llm.Endpoint{
+			Method:   strings.ToUpper(ec.Method),
+			Path:     ec.Path,
+			Bound:    llm.BoundFixed,
+			Tokens:   ec.Tokens,
+			MicroUSD: int64(math.Ceil(ec.USD * 1e6)),
+		})
+	}
+	return out
 }

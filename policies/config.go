@@ -244,6 +244,25 @@ type RouteConfig struct {
 	// becomes the request's method for every step, forwarding included;
 	// "" (default): method-override headers are dropped.
 	MethodOverride string `koanf:"method_override"`
+	// Endpoints are endpoints the operator declares on an llm route, each
+	// at a fixed cost per call, ahead of the provider's own declarations:
+	// one the provider refuses, or one it does not know (docs/llm.md).
+	// No credential in them (methods, paths, costs): shown as they are.
+	Endpoints []EndpointConfig `koanf:"endpoints" redact:"none"`
+}
+
+// EndpointConfig is an endpoint an operator declares on an llm route, at a
+// fixed cost per call that the operator owns.
+type EndpointConfig struct {
+	// Method is the request's method (upper case after compiling).
+	Method string `koanf:"method"`
+	// Path is the path pattern as the upstream receives it: literal
+	// segments, {name} for one segment, a last {name...} for the rest.
+	Path string `koanf:"path"`
+	// Tokens is what a call takes from every policy that counts tokens.
+	Tokens int64 `koanf:"tokens"`
+	// USD is what a call takes from every policy that counts dollars.
+	USD float64 `koanf:"usd"`
 }
 
 // IdempotencyConfig is a route's idempotency block. An empty block ({})

@@ -198,6 +198,10 @@ type Route struct {
 	// Anthropic is true on an llm route for Anthropic's Messages API: its
 	// errors, rate-limit headers and upstream key are Anthropic's.
 	Anthropic bool
+	// API is an llm route's provider API with the operator's endpoints
+	// first: a request's endpoint is found in its declarations alone. Nil
+	// on other routes.
+	API *llm.API
 	// StreamWindow, when > 0, is enforce: stream: a streamed call reserves
 	// its output this many tokens at a time and is ended when the tenant
 	// has no more.

@@ -249,6 +249,7 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 			p.addf(place+".error_format", "must be gateway, openai or anthropic, got %q", rt.ErrorFormat)
 		}
 		validateEnforce(p, place, rt)
+		validateEndpoints(p, place, rt)
 		switch RateLimitHeaders(rt.RateLimitHeaders) {
 		case RateLimitHeadersAll, RateLimitHeadersIETF, RateLimitHeadersLegacy, RateLimitHeadersNone:
 		default:

@@ -55,7 +55,7 @@ func redactedValue(v reflect.Value) any {
 			case "values":
 				out[key] = redactedValues(fv)
 			case "omit":
-			default:
+			default: // "none" too: a setting named like a credential that holds none
 				if r := redactedValue(fv); r != nil {
 					out[key] = r
 				}

@@ -25,7 +25,7 @@ import (
 // The accounting suite: for each cost a quota can count (tokens,
 // input_tokens, output_tokens, usd), on one instance and on two sharing a
 // real Redis, every way a call can be made to bill more than it looks is
-// sent 50 times at once, and what the upstream itself says it billed for
+// sent 64 times at once, and what the upstream itself says it billed for
 // the calls the gateway let through stays within the quota, plus what the
 // quota refilled while the case ran (rate × elapsed). The upstream is the
 // built-in mock, billing like the providers: text with the provider's
@@ -34,7 +34,7 @@ import (
 // no cap stops it, n choices, and every accepted call whole, even one its
 // client left.
 
-const accountingCalls = 50
+const accountingCalls = 64
 
 // accountingQuota is each cost's quota and how the mock's bill is read in
 // its unit.
@@ -48,7 +48,7 @@ var accountingQuotas = []struct {
 	{"input_tokens", 20_000, 20_000, func(b builtin.MockBill) int64 { return b.Input }},
 	{"output_tokens", 20_000, 20_000, func(b builtin.MockBill) int64 { return b.Output }},
 	// prices: input $20, output $80 a million tokens: 20 and 80 µ$ a token.
-	{"usd", 1, 1_000_000, func(b builtin.MockBill) int64 { return 20*b.Input + 80*b.Output }},
+	{"usd", 1, 1_000_000, func(b builtin.MockBill) int64 { return 20*b.Input + 80*b.Output + b.MicroUSD }},
 }
 
 const accountingYAML = `
@@ -62,6 +62,7 @@ prices:
   default: {input: 20, output: 80}
 models:
   gpt-4o: {file_tokens: 3000}
+  gpt-image: {prefixes: [gpt-image-], default_max_tokens: 4096, max_output_tokens: 65536, context_window: 128000, image_low: 6240, image_high: 6240}
 `
 
 // how a client treats its answer.
@@ -80,8 +81,10 @@ type accountingCase struct {
 	body   func(i int) string
 	way    clientWay
 	header http.Header
-	// want400 says every call is refused with 400 in OpenAI's shape.
+	// want400 says every call is refused with 400 in OpenAI's shape;
+	// refused, that every call gets that status and nothing is billed.
 	want400 bool
+	refused int
 }
 
 func accountingCases(t *testing.T) []accountingCase {
@@ -113,6 +116,24 @@ func accountingCases(t *testing.T) []accountingCase {
 		`{"type":"file","file":{"filename":"a.pdf","file_data":"` + pdf + `"}}`,
 		`{"type":"file","file":{"file_id":"file-abc"}}`,
 	}
+	form := http.Header{"Content-Type": {"multipart/form-data; boundary=XBOUNDARY"}}
+	upload := func(model string, fileBytes int, extra string) func(int) string {
+		return func(int) string {
+			return "--XBOUNDARY\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\n" + model + "\r\n" + extra +
+				"--XBOUNDARY\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.ogg\"\r\nContent-Type: audio/ogg\r\n\r\n" +
+				strings.Repeat("\x01", fileBytes) + "\r\n--XBOUNDARY--\r\n"
+		}
+	}
+	imageForm := func(model, extra string, files ...string) func(int) string {
+		return func(int) string {
+			b := "--XBOUNDARY\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\n" + model + "\r\n" + extra
+			for _, f := range files {
+				b += "--XBOUNDARY\r\nContent-Disposition: form-data; name=\"" + f + "\"; filename=\"a.png\"\r\nContent-Type: image/png\r\n\r\n" +
+					strings.Repeat("\x02", 2000) + "\r\n"
+			}
+			return b + "--XBOUNDARY--\r\n"
+		}
+	}
 	upgrade := http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}
 	return []accountingCase{
 		{name: "max_tokens at int64's max", body: chat("gpt-4o-mini", `,"max_tokens":9223372036854775807`), want400: true},
@@ -120,6 +141,9 @@ func accountingCases(t *testing.T) []accountingCase {
 		{name: "n times max_tokens wraps", body: chat("gpt-4o-mini", `,"max_tokens":4611686018427387904,"n":2`), want400: true},
 		{name: "max_tokens past the model's", body: chat("gpt-4o-mini", `,"max_tokens":16385`), want400: true},
 		{name: "negative max_tokens", body: chat("gpt-4o-mini", `,"max_tokens":-1`), want400: true},
+		{name: "max_tokens 0", body: chat("gpt-4o-mini", `,"max_tokens":0`), want400: true},
+		{name: "two caps, the larger past the model's", body: chat("gpt-4o-mini", `,"max_completion_tokens":10,"max_tokens":1000000000`), want400: true},
+		{name: "two caps, max_tokens the larger", body: chat("gpt-4o-mini", `,"max_completion_tokens":10,"max_tokens":1500`)},
 		{name: "n past 128", body: chat("gpt-4o-mini", `,"n":129`), want400: true},
 		{name: "no cap: generates to its end", body: chat("gpt-4o-mini", ``)},
 		{name: "no cap, n=4", body: chat("gpt-4o-mini", `,"n":4`)},
@@ -142,6 +166,49 @@ func accountingCases(t *testing.T) []accountingCase {
 		{name: "websocket upgrade", method: http.MethodGet, path: "/v1/realtime?model=gpt-4o-realtime-preview", header: upgrade, want400: true,
 			body: func(int) string { return `` }},
 		{name: "the upstream never answers", path: "/slow/v1/chat/completions", body: chat("gpt-4o-mini", ``)},
+		{name: "gpt-image, two images at auto size and quality", path: "/v1/images/generations",
+			body: func(int) string { return `{"model":"gpt-image-1","prompt":"A lighthouse at dawn.","n":2}` }},
+		{name: "gpt-image streamed with partial images", path: "/v1/images/generations",
+			body: func(int) string {
+				return `{"model":"gpt-image-1","prompt":"A lighthouse.","n":2,"quality":"high","size":"1024x1024","stream":true,"partial_images":3}`
+			}},
+		{name: "dall-e-3 hd, the widest", path: "/v1/images/generations",
+			body: func(int) string {
+				return `{"model":"dall-e-3","prompt":"A lighthouse.","quality":"hd","size":"1792x1024"}`
+			}},
+		{name: "dall-e-2, ten images", path: "/v1/images/generations",
+			body: func(int) string { return `{"model":"dall-e-2","prompt":"A lighthouse.","n":10}` }},
+		{name: "image without a model", path: "/v1/images/generations", want400: true,
+			body: func(int) string { return `{"prompt":"A lighthouse.","n":10}` }},
+		{name: "tts-1-hd, 4,096 characters", path: "/v1/audio/speech",
+			body: func(int) string {
+				return `{"model":"tts-1-hd","voice":"alloy","input":"` + strings.Repeat("a", 4096) + `"}`
+			}},
+		{name: "gpt-4o-mini-tts at the slowest speed", path: "/v1/audio/speech",
+			body: func(int) string {
+				return `{"model":"gpt-4o-mini-tts","voice":"alloy","speed":0.25,"input":"` + strings.Repeat("word ", 100) + `"}`
+			}},
+		{name: "whisper, 30 kB", path: "/v1/audio/transcriptions", header: form, body: upload("whisper-1", 30_000, "")},
+		{name: "gpt-4o-transcribe, 300 kB with a prompt", path: "/v1/audio/transcriptions", header: form,
+			body: upload("gpt-4o-transcribe", 300_000, "--XBOUNDARY\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\n"+strings.Repeat("words ", 200)+"\r\n")},
+		{name: "translation, a model set twice", path: "/v1/audio/translations", header: form, want400: true,
+			body: upload("whisper-1", 3000, "--XBOUNDARY\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\ngpt-4o-transcribe\r\n")},
+		{name: "embeddings", path: "/v1/embeddings",
+			body: func(int) string {
+				return `{"model":"text-embedding-3-small","input":["` + strings.Repeat("text ", 300) + `","more"]}`
+			}},
+		{name: "moderations", path: "/v1/moderations",
+			body: func(int) string { return `{"input":"` + strings.Repeat("text ", 300) + `"}` }},
+		{name: "batches", path: "/v1/batches", refused: http.StatusForbidden,
+			body: func(int) string { return `{"input_file_id":"file-1","endpoint":"/v1/chat/completions"}` }},
+		{name: "gpt-image edit of two images and a mask", path: "/v1/images/edits", header: form,
+			body: imageForm("gpt-image-1", "--XBOUNDARY\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\nMake it night.\r\n", "image[]", "image[]", "mask")},
+		{name: "dall-e-2 variations, ten", path: "/v1/images/variations", header: form,
+			body: imageForm("dall-e-2", "--XBOUNDARY\r\nContent-Disposition: form-data; name=\"n\"\r\n\r\n10\r\n", "image")},
+		{name: "image edit with a file of another name", path: "/v1/images/edits", header: form, want400: true,
+			body: imageForm("gpt-image-1", "", "image", "picture")},
+		{name: "an endpoint no provider declares", path: "/v1/imagines/generations", refused: http.StatusNotFound,
+			body: func(int) string { return `{"model":"gpt-image-1","prompt":"x","n":10}` }},
 		{name: "clients retrying", body: chat("gpt-4o-mini", ``), way: retry429},
 	}
 }
@@ -164,7 +231,8 @@ func TestAccountingBilledNeverPassesTheQuota(t *testing.T) {
 	slowURL := newUpstream(t, slow).URL
 	billed := func() builtin.MockBill {
 		a, b := mock.Billed(), slow.Billed()
-		return builtin.MockBill{Calls: a.Calls + b.Calls, Input: a.Input + b.Input, Output: a.Output + b.Output, Reasoning: a.Reasoning + b.Reasoning}
+		return builtin.MockBill{Calls: a.Calls + b.Calls, Input: a.Input + b.Input, Output: a.Output + b.Output,
+			Reasoning: a.Reasoning + b.Reasoning, MicroUSD: a.MicroUSD + b.MicroUSD}
 	}
 	cases := accountingCases(t)
 
@@ -215,6 +283,11 @@ func TestAccountingBilledNeverPassesTheQuota(t *testing.T) {
 							if c.want400 {
 								if statuses[http.StatusBadRequest] != accountingCalls || got != 0 {
 									t.Errorf("got %v and %d billed, want every call refused with 400 and nothing billed", statuses, got)
+								}
+							}
+							if c.refused != 0 {
+								if statuses[c.refused] != accountingCalls || after.Calls != before.Calls {
+									t.Errorf("got %v and %d calls billed, want every call refused with %d and none reaching the upstream", statuses, after.Calls-before.Calls, c.refused)
 								}
 							}
 						})
@@ -271,7 +344,9 @@ func accountingCall(client *http.Client, base, tenant string, c accountingCase, 
 	for k, v := range c.header {
 		req.Header[k] = v
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("X-Tenant", tenant)
 	resp, err := client.Do(req)
 	if err != nil {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -224,5 +225,59 @@ func TestAnthropicEnforcedStreamEnds(t *testing.T) {
 	}
 	if used > quota || used < words {
 		t.Fatalf("charged %d, want within the quota %d and at least the %d that passed", used, quota, words)
+	}
+}
+
+// On an Anthropic route a refusal that no wait fixes is final as on an
+// OpenAI route: x-should-retry: false and no retry hint, in Anthropic's
+// shape (the SDK otherwise slept on a retry-after of hours); a per-minute
+// limit keeps a hint under a minute.
+func TestAnthropicRefusalsSayWhetherWaitingHelps(t *testing.T) {
+	up := newUpstream(t, builtin.NewAnthropicMock(builtin.AnthropicMockConfig{CompletionTokens: 10}))
+	clock := newTestClock()
+	srv, h := newGateway(t, compileYAML(t, `
+tenants:
+  keys:
+    sk-minute: {tenant: minute, plan: minute}
+    sk-day: {tenant: day, plan: day}
+routes:
+  - {name: claude, match: {path_prefix: /v1/}, upstream: `+up.URL+`, llm: anthropic, policies: [per-minute, daily]}
+policies:
+  per-minute: {key: tenant, cost: tokens, rate: 1000000, per: 1m, plans: {minute: 600}, on_missing_key: reject}
+  daily: {key: tenant, cost: tokens, rate: 1000000, per: 24h, plans: {day: 600}, on_missing_key: reject}
+`), newEngine(t, clock), gatewayOpts{})
+	settled := make(chan struct{}, 8)
+	h.settled = func() { settled <- struct{}{} }
+	call := func(key string) *http.Response {
+		t.Helper()
+		body := strings.Replace(strings.Replace(claudeBody, "%d", "400", 1), "%s", "", 1)
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/messages", strings.NewReader(body))
+		req.Header.Set("x-api-key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			waitSettle(t, settled)
+		}
+		return resp
+	}
+	for _, key := range []string{"sk-day", "sk-minute"} {
+		if resp := call(key); resp.StatusCode != http.StatusOK {
+			t.Fatalf("first call of %s: %d", key, resp.StatusCode)
+		}
+	}
+	day := call("sk-day")
+	if day.StatusCode != 429 || day.Header.Get("X-Should-Retry") != "false" || day.Header.Get("Retry-After") != "" || day.Header.Get("Retry-After-Ms") != "" {
+		t.Errorf("a spent day: got %d, x-should-retry %q, retry-after %q; want 429, false, no hint",
+			day.StatusCode, day.Header.Get("X-Should-Retry"), day.Header.Get("Retry-After"))
+	}
+	minute := call("sk-minute")
+	ra, _ := strconv.Atoi(minute.Header.Get("Retry-After"))
+	if minute.StatusCode != 429 || minute.Header.Get("X-Should-Retry") == "false" || ra < 1 || ra > 60 {
+		t.Errorf("a per-minute limit: got %d, x-should-retry %q, retry-after %d; want 429 with a hint in [1, 60] s",
+			minute.StatusCode, minute.Header.Get("X-Should-Retry"), ra)
 	}
 }

@@ -25,10 +25,15 @@ func (*heldBody) Close() error { return nil }
 // max_body_bytes (413 beyond, with the message to answer), and r's body
 // held in memory. A body already held is returned as it is.
 func readBody(w http.ResponseWriter, r *http.Request, route *policies.Route) (*http.Request, []byte, int, string) {
+	return readBodyUpTo(w, r, route.MaxBodyBytes)
+}
+
+// readBodyUpTo is readBody with a limit of its own (an endpoint's).
+func readBodyUpTo(w http.ResponseWriter, r *http.Request, limit int64) (*http.Request, []byte, int, string) {
 	if hb, ok := r.Body.(*heldBody); ok {
 		return r, hb.b, 0, ""
 	}
-	body, err := readAllBounded(w, r, max(route.MaxBodyBytes, 1))
+	body, err := readAllBounded(w, r, max(limit, 1))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {

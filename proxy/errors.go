@@ -210,7 +210,9 @@ func (h *Handler) logAnswer(ctx context.Context, r *http.Request, status int, ms
 // writeRateLimited answers 429 for the verdict's denying decision d.
 func (h *Handler) writeRateLimited(w http.ResponseWriter, r *http.Request, route *policies.Route, v limiter.Verdict, d limiter.Decision) {
 	format := errorFormatOf(r)
-	provider := format == formatOpenAI
+	// Where clients are a provider's SDKs, a refusal no short wait fixes
+	// is final: both SDKs obey x-should-retry before any hint.
+	provider := format == formatOpenAI || format == formatAnthropic
 	final := finalRefusal(d, provider)
 	ms := retryAfterMillis(d.RetryAfter)
 	// Every header value in one buffer: the rate-limit headers, then the

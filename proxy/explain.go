@@ -161,10 +161,13 @@ type ExplainedPolicy struct {
 
 // ExplainedLLM is what an llm route does with the request's body.
 type ExplainedLLM struct {
-	// Call is true for a request that costs tokens (a POST to a chat
-	// completions, completions, responses, embeddings or messages path).
-	Call bool   `json:"call"`
-	API  string `json:"api"`
+	// Call is true for a request that costs tokens: one to an endpoint
+	// the route's provider declares as billed.
+	Call bool `json:"call"`
+	// Endpoint is the declared endpoint the request reaches ("POST
+	// /v1/chat/completions"), "" for none.
+	Endpoint string `json:"endpoint,omitempty"`
+	API      string `json:"api"`
 	// BodyRead says whether the body was read; without it the tokens below
 	// are unknown (0).
 	BodyRead bool `json:"body_read"`
@@ -280,12 +283,17 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 // explainLLM is what an llm route does with the plan's request.
 func explainLLM(p *plan, bodyRead bool) *ExplainedLLM {
 	el := &ExplainedLLM{BodyRead: bodyRead, Call: p.isCall}
-	if p.isCall {
+	if ep := p.endpoint; ep != nil {
+		el.Endpoint = ep.Method + " " + ep.Path
+	}
+	if p.isCall && p.kind != 0 {
 		el.API = p.kind.String()
 	}
 	switch {
 	case !p.isCall:
-		el.Note = "not an llm call (only POSTs to completions, responses, embeddings or messages paths cost tokens): each policy takes 1"
+		el.Note = "not an llm call (only the endpoints its provider declares as billed cost tokens): each policy takes 1"
+	case p.call != nil && p.call.fixed != nil:
+		el.Note = "an endpoint the operator declared at a fixed cost per call (routes[].endpoints): each token policy takes its tokens, each usd policy its dollars"
 	case p.headersOnly:
 		el.BeforeBody = true
 		el.Note = "a call without the key a policy needs is answered before its body is read: the policies that count requests decide it, then 401"

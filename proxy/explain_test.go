@@ -33,6 +33,7 @@ tenants:
 routes:
   - name: llm
     match: {path_prefix: /llm/, methods: [POST]}
+    strip_prefix: /llm
     upstream: UP
     llm: openai
     default_max_tokens: 100

@@ -44,7 +44,10 @@ type reserver interface {
 // settlement. The response side is written by the goroutine that copies the
 // response, and read after it finished.
 type llmCall struct {
-	kind      llm.Kind
+	kind llm.Kind
+	// fixed is the operator's endpoint of a call at a fixed cost, which
+	// reserves and is charged that cost; nil for a call read by kind.
+	fixed     *llm.Endpoint
 	req       llm.Request
 	maxOutput int64 // the request's cap, or the route's default
 	res       *limiter.Reservation
@@ -76,48 +79,27 @@ type llmCall struct {
 	chargedMicroUSD int64
 }
 
-// llmKind tells the API of a request from its path, or ok false for a path
-// that costs no tokens (GET /v1/models, ...).
-func llmKind(r *http.Request) (llm.Kind, bool) {
-	if r.Method != http.MethodPost {
-		return 0, false
-	}
-	p := strings.TrimSuffix(r.URL.Path, "/")
-	switch {
-	case strings.HasSuffix(p, "/chat/completions"):
-		return llm.ChatCompletions, true
-	case strings.HasSuffix(p, "/completions"):
-		return llm.Completions, true
-	case strings.HasSuffix(p, "/responses"):
-		return llm.Responses, true
-	case strings.HasSuffix(p, "/embeddings"):
-		return llm.Embeddings, true
-	case strings.HasSuffix(p, "/messages"):
-		return llm.AnthropicMessages, true
-	}
-	return 0, false
-}
-
 // readLLMCall reads and parses the body of an LLM request (bounded by the
 // route's max_body_bytes), bounds what it can be billed (on a route that
 // counts tokens: an output cap for a call without one, unsized inputs
 // refused or bounded, upgrades refused), asks a stream for its usage when
 // the client did not, and returns the request to forward with the body it
-// will carry; a long prompt is counted at pace. A request that is not an
-// LLM call returns a nil call and r itself.
-func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, prices policies.Prices, pace llm.Pace) (*http.Request, *llmCall, int, string) {
-	if msg := refuseUpgrade(r, route); msg != "" {
-		return nil, nil, http.StatusBadRequest, msg
-	}
-	kind, ok := llmKind(r)
-	if !ok {
-		return r, nil, 0, ""
-	}
+// will carry; a long prompt is counted at pace.
+func readLLMCall(w http.ResponseWriter, r *http.Request, kind llm.Kind, route *policies.Route, prices policies.Prices, pace llm.Pace) (*http.Request, *llmCall, int, string) {
 	r, body, status, msg := readBody(w, r, route)
 	if status != 0 {
 		return nil, nil, status, msg
 	}
-	req, err := llm.ParseRequestPaced(kind, body, route.Models, pace)
+	var req llm.Request
+	var err error
+	switch kind {
+	case llm.Transcription:
+		req, err = llm.ParseTranscription(r.Header.Get("Content-Type"), body, route.Models, pace)
+	case llm.ImageEdits, llm.ImageVariations:
+		req, err = llm.ParseImageUpload(kind, r.Header.Get("Content-Type"), body, route.Models, pace)
+	default:
+		req, err = llm.ParseRequestPaced(kind, body, route.Models, pace)
+	}
 	if err != nil {
 		return nil, nil, http.StatusBadRequest, err.Error()
 	}
@@ -144,6 +126,18 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, route *policies.Route, 
 		body = capped
 		r = withBody(r, body)
 		call.maxOutput = llm.MulSat(per, max(req.Choices, 1)) // n choices, each up to the cap
+	}
+	if req.OtherCap != "" && countsTokens(route) {
+		// Both chat caps, unequal: the call reserved the larger, and the
+		// smaller field is raised to it, so the upstream is held to the
+		// reserved cap whichever field it reads. (MaxOutput is the cap
+		// times the choices, exactly: both are bounded far below overflow.)
+		raised, err := llm.SetOutputCap(body, req.OtherCap, req.MaxOutput/max(req.Choices, 1))
+		if err != nil {
+			return nil, nil, http.StatusBadRequest, err.Error()
+		}
+		body = raised
+		r = withBody(r, body)
 	}
 	if req.Stream && !req.IncludeUsage && (kind == llm.ChatCompletions || kind == llm.Completions) {
 		withUsage, added, err := llm.WithIncludeUsage(body)
@@ -247,6 +241,9 @@ func (c *llmCall) bindUnsized(route *policies.Route) string {
 // reserve is what a policy of cost takes before the call. The sums
 // saturate: a cost past what int64 holds is refused, never wrapped.
 func (c *llmCall) reserve(cost policies.Cost) int64 {
+	if c.fixed != nil {
+		return fixedCost(c.fixed, cost)
+	}
 	switch cost {
 	case policies.CostTokens:
 		return llm.AddSat(c.req.PromptTokens, c.maxOutput)
@@ -255,6 +252,9 @@ func (c *llmCall) reserve(cost policies.Cost) int64 {
 	case policies.CostOutputTokens:
 		return c.maxOutput
 	case policies.CostUSD:
+		if c.req.UnitMicroUSD > 0 {
+			return c.req.UnitMicroUSD // billed per image or character
+		}
 		// Every input token at the uncached price: the most the call can cost.
 		return microUSD(float64(c.req.PromptTokens)*c.price.Input + float64(c.maxOutput)*c.price.Output)
 	}
@@ -278,10 +278,16 @@ func microUSD(f float64) int64 {
 // watch wraps the response body so its usage is read as it passes.
 func (c *llmCall) watch(resp *http.Response) {
 	c.status = resp.StatusCode
-	if resp.StatusCode >= 400 {
-		return // an error before any output: the settlement gives the tokens back
+	if resp.StatusCode >= 400 || c.fixed != nil || c.req.NoUsage {
+		// An error before any output: the settlement gives the tokens
+		// back. A call at a fixed cost is charged it, and one whose answer
+		// says no usage its reservation, whatever the answer says.
+		return
 	}
 	if ct := resp.Header["Content-Type"]; len(ct) > 0 && isEventStream(ct[0]) {
+		if c.kind > llm.AnthropicMessages { // images, audio
+			return // its events are not a text stream's: charged its reservation
+		}
 		cfg := llm.StreamConfig{Kind: c.kind, Model: c.req.Model, DropUsageChunk: !c.req.IncludeUsage}
 		c.meter.configure(&cfg)
 		c.stream = llm.NewStreamWatcher(resp.Body, cfg)
@@ -317,10 +323,13 @@ func (c *llmCall) settle(ctx context.Context) error {
 		return nil
 	}
 	c.settled = true
+	if c.fixed != nil {
+		return c.settleFixed(ctx)
+	}
 	bounded, delivered := c.actual()
 	c.charged, c.chargedUsage = true, bounded
 	c.chargedTokens = llm.AddSat(bounded.input, bounded.output)
-	c.chargedMicroUSD = bounded.microUSD(c.price)
+	c.chargedMicroUSD = c.usd(bounded)
 	actual := make([]int64, len(c.costs))
 	for i, cost := range c.costs {
 		u := bounded
@@ -336,12 +345,25 @@ func (c *llmCall) settle(ctx context.Context) error {
 		case policies.CostOutputTokens:
 			actual[i] = output
 		case policies.CostUSD:
-			actual[i] = u.microUSD(c.price)
+			actual[i] = c.usd(u)
 		default:
 			actual[i] = 1
 		}
 	}
 	return c.settleWindows(context.WithoutCancel(ctx), actual)
+}
+
+// usd is what usage u of the call costs: its tokens at the model's
+// prices, or for a call billed per unit its price, unless it was billed
+// nothing.
+func (c *llmCall) usd(u usage) int64 {
+	if c.req.UnitMicroUSD > 0 {
+		if u == (usage{}) {
+			return 0
+		}
+		return c.req.UnitMicroUSD
+	}
+	return u.microUSD(c.price)
 }
 
 // usage is what a call is charged, in tokens.

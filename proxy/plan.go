@@ -32,9 +32,12 @@ type plan struct {
 	// proxy, whose forwarding headers are passed on.
 	subject     policies.Subject
 	peerTrusted bool
-	// kind is an llm call's API; isCall says the request costs tokens.
-	kind   llm.Kind
-	isCall bool
+	// endpoint is an llm request's endpoint, as its route's provider API
+	// declares it (nil: none); kind is a call's API; isCall says the
+	// request costs more than one (its body read, its cost reserved).
+	endpoint *llm.Endpoint
+	kind     llm.Kind
+	isCall   bool
 	// call is the llm call, its body read; nil on other routes, for a
 	// request that costs no tokens, and for one whose body is unread.
 	call *llmCall
@@ -170,8 +173,8 @@ func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer
 	if msg := keyInputProblem(r, route, keyHeaders(snap, route)); msg != "" {
 		return p, answer{status: http.StatusBadRequest, msg: msg}
 	}
-	if route.MaxBodyBytes > 0 && r.ContentLength > route.MaxBodyBytes {
-		return p, answer{status: http.StatusRequestEntityTooLarge, msg: tooLargeMessage(route.MaxBodyBytes)}
+	if limit := bodyLimit(route, r.Method, r.URL.Path); limit > 0 && r.ContentLength > limit {
+		return p, answer{status: http.StatusRequestEntityTooLarge, msg: tooLargeMessage(limit)}
 	}
 	p.reached = stepBody
 	p.subject, p.peerTrusted = identifyPeer(r, snap, route, peer, peerOK)
@@ -246,10 +249,15 @@ func (pl *planner) llmCall(p *plan) answer {
 	if msg := refuseUpgrade(r, route); msg != "" {
 		return answer{status: http.StatusBadRequest, msg: msg}
 	}
-	p.kind, p.isCall = llmKind(r)
+	ep, a := endpoint(r, route)
+	if a.given() {
+		return a
+	}
+	p.endpoint, p.isCall = ep, isCall(ep, route)
 	if !p.isCall {
 		return answer{}
 	}
+	p.kind = ep.Kind
 	// Judged by its headers: the policies not keyed on the model, each
 	// taking one.
 	pols := make([]*policies.Policy, 0, len(route.Policies))
@@ -287,7 +295,12 @@ func (pl *planner) llmCall(p *plan) answer {
 // Handler's slots at a time (Explain counts at once), and fits the call to
 // its route (see forRoute).
 func (pl *planner) readCall(p *plan) answer {
-	rq, body, status, msg := readBody(pl.w, p.r, p.route)
+	if p.endpoint.Bound == llm.BoundFixed {
+		// The operator declared its cost: its body is forwarded unread.
+		p.call = &llmCall{fixed: p.endpoint, delivered: chargeDelivered(p.route)}
+		return answer{}
+	}
+	rq, body, status, msg := readBodyUpTo(pl.w, p.r, bodyLimit(p.route, p.r.Method, p.r.URL.Path))
 	if status != 0 {
 		return answer{status: status, msg: msg}
 	}
@@ -314,7 +327,7 @@ func (pl *planner) readCall(p *plan) answer {
 	}
 	out, call, status, msg := func() (*http.Request, *llmCall, int, string) {
 		defer release()
-		return readLLMCall(pl.w, rq, p.route, p.snap.Prices, pace)
+		return readLLMCall(pl.w, rq, p.kind, p.route, p.snap.Prices, pace)
 	}()
 	if status != 0 {
 		return answer{status: status, msg: msg}

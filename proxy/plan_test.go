@@ -14,7 +14,7 @@ import (
 const planYAML = `
 tenants: {header: X-API-Key, keys: {` + freeKey + `: {tenant: acme, plan: free}}}
 routes:
-  - {name: llm, match: {path_prefix: /llm/, methods: [POST]}, upstream: UP, llm: openai,
+  - {name: llm, match: {path_prefix: /llm/, methods: [POST]}, strip_prefix: /llm, upstream: UP, llm: openai,
      idempotency: {required: true}, policies: [calls-by-ip, tokens-by-ip, tokens-by-tenant]}
 policies:
   calls-by-ip: {key: ip, rate: 1000, per: 1m}

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -19,7 +21,9 @@ const anthropicSDKDir = "testdata/anthropic-sdk"
 // An unmodified @anthropic-ai/sdk pointed at the default config's anthropic
 // route works: a plain call, a stream with usage, and its own
 // RateLimitError (rate_limit_error, retry-after, anthropic-ratelimit-*)
-// once the free plan's tokens run out.
+// once the free plan's tokens run out. With its default retries it raises
+// at once on a spent day (x-should-retry: false, no retry hint), and waits
+// and succeeds after a per-minute refusal.
 func TestAnthropicSDK(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -57,6 +61,68 @@ func TestAnthropicSDK(t *testing.T) {
 	if e["stop_reason"] != "max_tokens" || num("enforced", "output_tokens") <= 0 || num("enforced", "words") >= 200 {
 		t.Fatalf("enforced stream: got %v, want stop_reason max_tokens, the output that passed, fewer than the mock's 200 words", e)
 	}
+
+	// Final refusals: the SDK with its default retries raises at once on a
+	// spent day, and waits and succeeds after a per-minute refusal.
+	final := startGateway(t, "final", writePressureConfig(t, anthropicFinalConfig))
+	spendAnthropicDay(t, final.base+"/anthropic/v1/messages", "sk-spent")
+	steps = runAnthropicCheck(t, node, final.base+"/anthropic", "final", "sk-spent", "sk-minute")
+	if s := steps["spent"]; s["ok"] != false || num("spent", "attempts") != 1 || num("spent", "ms") > 3000 ||
+		num("spent", "status") != 429 || s["type"] != "rate_limit_error" {
+		t.Errorf("spent day: got %v, want one attempt raised at once (429, rate_limit_error)", s)
+	}
+	if s := steps["per_minute"]; s["ok"] != true || num("per_minute", "attempts") < 2 || num("per_minute", "spent_calls") < 1 {
+		t.Errorf("per-minute limit: got %v, want a refusal, the SDK's own wait and retry, then success", s)
+	}
+}
+
+// anthropicFinalConfig is an anthropic route with tokens a few seconds
+// (a per-minute limit, shrunk) and a daily budget the test spends.
+const anthropicFinalConfig = `
+server:
+  listen: 127.0.0.1:0
+tenants:
+  keys:
+    sk-spent: {tenant: spent, plan: spent}
+    sk-minute: {tenant: minute, plan: free}
+routes:
+  - name: anthropic
+    match: {path_prefix: /anthropic/v1/, methods: [POST]}
+    strip_prefix: /anthropic
+    upstream: builtin:anthropic-mock
+    llm: anthropic
+    policies: [minute, daily]
+policies:
+  minute: {key: tenant, cost: tokens, rate: 1000, per: 6s, on_missing_key: reject}
+  daily: {key: tenant, cost: tokens, rate: 1000000000, per: 24h, plans: {spent: 600}, on_missing_key: reject}
+`
+
+// spendAnthropicDay spends key's daily tokens with plain calls until the
+// gateway refuses one, which must say that no retry helps.
+func spendAnthropicDay(t *testing.T, url, key string) {
+	t.Helper()
+	body := `{"model":"claude-sonnet-4-5","max_tokens":200,"messages":[{"role":"user","content":"Tell me about rate limits."}]}`
+	for range 20 {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("X-Api-Key", key)
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			if got := resp.Header.Get("X-Should-Retry"); got != "false" || resp.Header.Get("Retry-After") != "" {
+				t.Fatalf("a spent day: x-should-retry %q, retry-after %q, want false and none", got, resp.Header.Get("Retry-After"))
+			}
+			return
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("spending the day: %d", resp.StatusCode)
+		}
+	}
+	t.Fatal("the daily budget was never spent")
 }
 
 // anthropicEnforcedConfig is the default config's anthropic route with

@@ -22,6 +22,38 @@ if (process.argv[3] === "enforced") {
   process.exit(0);
 }
 
+if (process.argv[3] === "final") {
+  // The SDK with its default retries: on a spent daily budget it raises at
+  // once (x-should-retry: false); on a per-minute limit it waits and
+  // succeeds. A counting fetch tells how many attempts each made.
+  const [spentKey, minuteKey] = [process.argv[4], process.argv[5]];
+  const attempt = async (apiKey) => {
+    let calls = 0;
+    const fetchCounted = (...args) => { calls++; return fetch(...args); };
+    const c = new Anthropic({ apiKey, baseURL, fetch: fetchCounted });
+    const started = Date.now();
+    try {
+      await c.messages.create({ model, max_tokens: 200, messages });
+      return { ok: true, ms: Date.now() - started, attempts: calls };
+    } catch (e) {
+      return { ok: false, ms: Date.now() - started, attempts: calls, status: e?.status ?? 0, type: e?.error?.error?.type ?? "" };
+    }
+  };
+  say({ step: "spent", ...(await attempt(spentKey)) });
+  let refused = -1;
+  for (let i = 0; i < 40 && refused < 0; i++) {
+    const r = await fetch(baseURL + "/v1/messages", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "x-api-key": minuteKey, "anthropic-version": "2023-06-01" },
+      body: JSON.stringify({ model, max_tokens: 200, messages }),
+    });
+    await r.arrayBuffer();
+    if (r.status === 429) refused = i;
+  }
+  say({ step: "per_minute", spent_calls: refused, ...(await attempt(minuteKey)) });
+  process.exit(0);
+}
+
 const plain = await client.messages.create({ model, max_tokens: 50, messages });
 say({
   step: "plain",
