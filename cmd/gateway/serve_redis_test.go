@@ -65,6 +65,11 @@ func startRedisGateway(t *testing.T) *redisGateway {
 	path := writeRedisConfig(t)
 	t.Setenv("GATEWAY_REDIS_ADDRS", s.Addr())
 	t.Setenv("GATEWAY_SERVER_LISTEN", "127.0.0.1:0")
+	// The file's 30ms suits a production Redis; here, under -race beside
+	// other packages' tests, a decision can take longer, and would be
+	// answered by the local fallback as if Redis had failed. Killing Redis
+	// refuses connections at once, so the outage cases do not wait on it.
+	t.Setenv("GATEWAY_REDIS_TIMEOUT", "250ms")
 	g := startGateway(t, "gateway", path)
 	if m := g.waitLog(t, 0, regexp.MustCompile(`gateway listening.* redis=(\S+)`)); m[1] != "true" {
 		t.Fatalf("listening line says redis=%s, want true", m[1])
