@@ -370,3 +370,35 @@ func TestJWTClaimKeys(t *testing.T) {
 		t.Errorf("an array sub: got %q %s, want skipped", k, o)
 	}
 }
+
+// TestJWTQuotaReport: the quota report answers a JWT caller with its
+// tenant and plan; a refused token is 401 naming why.
+func TestJWTQuotaReport(t *testing.T) {
+	kit := newJWTKit(t)
+	upstream := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	yaml := strings.NewReplacer("JWKS", kit.jwks.URL, "UPSTREAM", upstream.URL, "BURST", "100", "FORWARD", "",
+		"policies: [per_ip, per_tenant, per_sub]}", "policies: [per_ip, per_tenant, per_sub], quota: true}").Replace(jwtConfig)
+	snap, err := policies.Parse("gateway.yaml", []byte(yaml), policies.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{tokens: kit.verifier})
+	r := do(t, http.DefaultClient, "GET", srv.URL+"/v1/quota", nil, bearer(kit.token(t, nil)))
+	if r.status != http.StatusOK {
+		t.Fatalf("got %d %s, want 200", r.status, r.body)
+	}
+	var rep struct {
+		Tenant, Plan string
+		Policies     []struct{ Policy string }
+	}
+	if err := json.Unmarshal(r.body, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Tenant != "acme" || rep.Plan != "pro" || len(rep.Policies) != 1 || rep.Policies[0].Policy != "per_tenant" {
+		t.Errorf("got %+v, want tenant acme, plan pro, policy per_tenant", rep)
+	}
+	r = do(t, http.DefaultClient, "GET", srv.URL+"/v1/quota", nil, bearer(kit.token(t, map[string]any{"iss": "https://evil.test/"})))
+	if r.status != http.StatusUnauthorized || !strings.Contains(decodeError(t, r).Message, "wrong_issuer") {
+		t.Errorf("a refused token: got %d %s, want 401 naming wrong_issuer", r.status, r.body)
+	}
+}
