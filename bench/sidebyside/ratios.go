@@ -60,6 +60,7 @@ var informational = [][2]string{
 	{tGatewayLLM, tGatewayNonePost}, {tGatewayNonePost, tGatewayNone},
 	{tGatewayCluster, tGatewayUsers}, {tGatewayTraceAll, tGatewayLocal},
 	{tGatewayPolicies8, tGatewayLocal}, {tGatewayRoutes1000, tGatewayLocal},
+	{tGatewayJWT, tGatewayAPIKey}, {tGatewayAPIKey, tGatewayLocal},
 }
 
 // median of xs (the mean of the middle two for an even count); zero for none.
