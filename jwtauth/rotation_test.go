@@ -3,6 +3,7 @@ package jwtauth
 import (
 	"context"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -110,8 +111,10 @@ func TestRotationMidFlood(t *testing.T) {
 	v := NewVerifier(ks, 0)
 	rules := testRules()
 	oldTok, newTok := old.token(t, nil), fresh.token(t, nil)
-	const clients, perClient = 64, 200
-	var refusedAfter, refusedBefore, accepted atomic.Int64
+	// Each client sends until it has sent afterRefresh tokens since the
+	// refresh ran, at most maxPerClient in all.
+	const clients, afterRefresh, maxPerClient = 64, 50, 20000
+	var refusedAfter, refusedBefore, accepted, sentAfter atomic.Int64
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for c := 0; c < clients; c++ {
@@ -119,9 +122,10 @@ func TestRotationMidFlood(t *testing.T) {
 		go func(c int) {
 			defer wg.Done()
 			<-start
-			for i := 0; i < perClient; i++ {
+			after := 0
+			for i := 0; i < maxPerClient && after < afterRefresh; i++ {
 				tok := oldTok
-				if i >= perClient/4 && c%2 == 0 { // half the clients move to the new key
+				if c%2 == 0 { // half the clients use the new key from the start
 					tok = newTok
 				}
 				// Read the state before verifying: a refusal counts
@@ -130,6 +134,8 @@ func TestRotationMidFlood(t *testing.T) {
 				select {
 				case <-afterPublication:
 					ranBefore = true
+					after++
+					sentAfter.Add(1)
 				default:
 				}
 				if _, verr := v.Verify(tok, rules, clock.Now()); verr != nil {
@@ -146,6 +152,12 @@ func TestRotationMidFlood(t *testing.T) {
 		}(c)
 	}
 	close(start)
+	// Mid-flood: once the new-key clients are being refused.
+	for deadline := time.Now().Add(10 * time.Second); refusedBefore.Load() == 0; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("no token of the new key was refused before its publication within 10s")
+		}
+	}
 	srv.publish(jwksDoc(t, old, fresh))
 	close(published)
 	if err := ks.Refresh(ctx); err != nil { // as the ticker would
@@ -154,6 +166,9 @@ func TestRotationMidFlood(t *testing.T) {
 	wg.Wait()
 	if refusedAfter.Load() != 0 {
 		t.Fatalf("got %d refusals after the refresh, want 0", refusedAfter.Load())
+	}
+	if got := sentAfter.Load(); got != clients*afterRefresh {
+		t.Fatalf("got %d tokens sent after the refresh, want %d", got, clients*afterRefresh)
 	}
 	t.Logf("accepted %d, refused before the refresh %d, refreshes %d", accepted.Load(), refusedBefore.Load(), refreshes.Load())
 
