@@ -1,6 +1,7 @@
 package jwtauth
 
 import (
+	"crypto/sha256"
 	"sync"
 	"time"
 )
@@ -15,7 +16,10 @@ type entry struct {
 	claims Claims
 	key    *key
 	alg    string
-	exp    time.Time
+	// exp, nbf (zero: none), iss and aud are read once, when verified.
+	exp, nbf time.Time
+	iss      string
+	aud      []string
 }
 
 // cache keeps verified tokens by their SHA-256, at most max of them. It is
@@ -67,3 +71,5 @@ func (c *cache) len() int {
 	defer c.mu.RUnlock()
 	return len(c.m)
 }
+
+func sha(raw string) [32]byte { return sha256.Sum256([]byte(raw)) }

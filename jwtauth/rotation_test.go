@@ -202,6 +202,15 @@ func TestCachedTokenLeavesWithItsKey(t *testing.T) {
 	if got := v.cache.len(); got != 1 {
 		t.Fatalf("got %d cached, want 1", got)
 	}
+	// A cached token meets a reload's rules: another audience refuses it.
+	other := testRules()
+	other.Audiences = []string{"other"}
+	if _, verr := v.Verify(tokA, other, clock.Now()); verr == nil || verr.Reason != ReasonWrongAudience {
+		t.Fatalf("a cached token under new audiences: got %v, want wrong_audience", verr)
+	}
+	if _, verr := v.Verify(tokA, testRules(), clock.Now()); verr != nil {
+		t.Fatal(verr.Msg)
+	}
 	// A refresh that keeps the same JWK keeps the cached token.
 	if err := ks.Refresh(context.Background()); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package jwtauth
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"slices"
@@ -58,7 +57,7 @@ func (v *Verifier) Verify(raw string, r *Rules, now time.Time) (Claims, *Error) 
 	if len(raw) > MaxTokenBytes {
 		return nil, refuse(ReasonTooLarge, "the bearer token is over 8 KiB")
 	}
-	sum := sha256.Sum256([]byte(raw))
+	sum := sha(raw)
 	if c, ok := v.cache.get(sum); ok {
 		if v.stillGood(c, r, now) {
 			return c.claims, nil
@@ -102,7 +101,7 @@ func (v *Verifier) Verify(raw string, r *Rules, now time.Time) (Claims, *Error) 
 		return nil, classify(err)
 	}
 	if used != nil { // HMAC tokens are cheap to verify again, and their secret may change on reload
-		v.cache.put(sum, &entry{claims: Claims(claims), key: used, alg: alg, exp: expiry(claims)}, now)
+		v.cache.put(sum, newEntry(claims, used, alg), now)
 	}
 	return Claims(claims), nil
 }
@@ -113,34 +112,32 @@ func (v *Verifier) stillGood(c *entry, r *Rules, now time.Time) bool {
 	if !now.Before(c.exp.Add(r.Leeway)) || !v.keys.current(c.key) {
 		return false
 	}
-	iss, _ := c.claims["iss"].(string)
-	if iss != r.Issuer || !audienceMatches(c.claims, r.Audiences) {
+	if !c.nbf.IsZero() && now.Add(r.Leeway).Before(c.nbf) {
 		return false
 	}
-	if nbf, err := jwt.MapClaims(c.claims).GetNotBefore(); err != nil || (nbf != nil && now.Add(r.Leeway).Before(nbf.Time)) {
+	if c.iss != r.Issuer || !slices.Contains(r.Algorithms, c.alg) {
 		return false
 	}
-	return slices.Contains(r.Algorithms, c.alg)
-}
-
-func audienceMatches(claims Claims, want []string) bool {
-	aud, err := jwt.MapClaims(claims).GetAudience()
-	if err != nil {
-		return false
-	}
-	for _, a := range aud {
-		if slices.Contains(want, a) {
+	for _, a := range c.aud {
+		if slices.Contains(r.Audiences, a) {
 			return true
 		}
 	}
 	return false
 }
 
-func expiry(claims jwt.MapClaims) time.Time {
-	if e, err := claims.GetExpirationTime(); err == nil && e != nil {
-		return e.Time
+// newEntry is a verified token as the cache keeps it.
+func newEntry(claims jwt.MapClaims, k *key, alg string) *entry {
+	e := &entry{claims: Claims(claims), key: k, alg: alg}
+	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
+		e.exp = exp.Time
 	}
-	return time.Time{}
+	if nbf, err := claims.GetNotBefore(); err == nil && nbf != nil {
+		e.nbf = nbf.Time
+	}
+	e.iss, _ = claims.GetIssuer()
+	e.aud, _ = claims.GetAudience()
+	return e
 }
 
 // LooksLikeJWS reports whether s has the shape of a compact JWS: three

@@ -402,3 +402,42 @@ func TestJWTQuotaReport(t *testing.T) {
 		t.Errorf("a refused token: got %d %s, want 401 naming wrong_issuer", r.status, r.body)
 	}
 }
+
+// TestJWTRefusedOnLLMRoute: on an llm route a refused token is 401 in the
+// OpenAI error shape, decided by its headers: the body is never read.
+func TestJWTRefusedOnLLMRoute(t *testing.T) {
+	kit := newJWTKit(t)
+	var reached atomic.Int64
+	upstream := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached.Add(1) }))
+	yaml := `
+tenants:
+  jwt: {issuer: "https://id.example.test/", audiences: [api], jwks_url: "` + kit.jwks.URL + `", tenant_claim: org.id}
+routes:
+  - {name: llm, upstream: "` + upstream.URL + `", llm: openai, policies: [per_ip, per_tenant]}
+policies:
+  per_ip: {key: ip, rate: 1, per: 1h, burst: 100}
+  per_tenant: {key: tenant, cost: tokens, rate: 100000, per: 1h, on_missing_key: reject}
+`
+	snap, err := policies.Parse("gateway.yaml", []byte(yaml), policies.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{tokens: kit.verifier})
+	// A body that is not JSON: reading it would be a 400, not a 401.
+	body := strings.NewReader("not json at all")
+	h := bearer(kit.token(t, map[string]any{"exp": time.Now().Add(-time.Hour).Unix()}))
+	h.Set("Content-Type", "application/json")
+	r := do(t, http.DefaultClient, "POST", srv.URL+"/v1/chat/completions", body, h)
+	if r.status != http.StatusUnauthorized {
+		t.Fatalf("got %d %s, want 401", r.status, r.body)
+	}
+	var e struct {
+		Error struct{ Message, Type string }
+	}
+	if err := json.Unmarshal(r.body, &e); err != nil || !strings.Contains(e.Error.Message, "(expired)") {
+		t.Errorf("got %s (%v), want the OpenAI error shape naming expired", r.body, err)
+	}
+	if reached.Load() != 0 {
+		t.Errorf("the upstream was reached %d times", reached.Load())
+	}
+}
