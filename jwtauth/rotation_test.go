@@ -84,19 +84,11 @@ func TestRotationMidFlood(t *testing.T) {
 	old, fresh := newRSA(t, "old"), newRSA(t, "new")
 	srv := newJWKSServer(t, jwksDoc(t, old))
 	var refreshes atomic.Int64
-	published := make(chan struct{})
+	// afterPublication is closed once a refresh that started after the
+	// new key's publication has run (one that started before may end
+	// after it, with the old document).
 	afterPublication := make(chan struct{})
-	var once sync.Once
-	ks, err := NewKeySet(KeySetConfig{URL: srv.URL, Clock: clock.Now, Refresh: time.Hour, OnRefresh: func(err error) {
-		refreshes.Add(1)
-		select {
-		case <-published:
-			if err == nil {
-				once.Do(func() { close(afterPublication) })
-			}
-		default:
-		}
-	}})
+	ks, err := NewKeySet(KeySetConfig{URL: srv.URL, Clock: clock.Now, Refresh: time.Hour, OnRefresh: func(error) { refreshes.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +104,9 @@ func TestRotationMidFlood(t *testing.T) {
 	rules := testRules()
 	oldTok, newTok := old.token(t, nil), fresh.token(t, nil)
 	// Each client sends until it has sent afterRefresh tokens since the
-	// refresh ran, at most maxPerClient in all.
-	const clients, afterRefresh, maxPerClient = 64, 50, 20000
+	// refresh ran: at most maxPerClient in all, for at most 20 s.
+	const clients, afterRefresh, maxPerClient = 64, 50, 1 << 21
+	stop := time.Now().Add(20 * time.Second)
 	var refusedAfter, refusedBefore, accepted, sentAfter atomic.Int64
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -123,7 +116,7 @@ func TestRotationMidFlood(t *testing.T) {
 			defer wg.Done()
 			<-start
 			after := 0
-			for i := 0; i < maxPerClient && after < afterRefresh; i++ {
+			for i := 0; i < maxPerClient && after < afterRefresh && (i%1024 != 0 || time.Now().Before(stop)); i++ {
 				tok := oldTok
 				if c%2 == 0 { // half the clients use the new key from the start
 					tok = newTok
@@ -159,10 +152,10 @@ func TestRotationMidFlood(t *testing.T) {
 		}
 	}
 	srv.publish(jwksDoc(t, old, fresh))
-	close(published)
 	if err := ks.Refresh(ctx); err != nil { // as the ticker would
 		t.Fatal(err)
 	}
+	close(afterPublication)
 	wg.Wait()
 	if refusedAfter.Load() != 0 {
 		t.Fatalf("got %d refusals after the refresh, want 0", refusedAfter.Load())
