@@ -119,3 +119,11 @@ func removeToken(out *http.Request, j *policies.JWT) {
 		out.AddCookie(c)
 	}
 }
+
+// jwtSubject is a verified token's sub, or "".
+func jwtSubject(s *policies.Subject) string {
+	sub, _ := policies.ClaimValue(s.Claims, subPath)
+	return sub
+}
+
+var subPath = []string{"sub"}

@@ -441,3 +441,25 @@ policies:
 		t.Errorf("the upstream was reached %d times", reached.Load())
 	}
 }
+
+// TestJWTIdempotencyScope: JWT callers without a tenant behind one address
+// keep their idempotency keys apart by their sub; with a tenant, by it.
+func TestJWTIdempotencyScope(t *testing.T) {
+	r := httptest.NewRequest("POST", "/pay", nil)
+	route := &policies.Route{Name: "pay"}
+	net := policies.Subject{}
+	whoOf := func(s policies.Subject) string {
+		idem := &idemRequest{clientKey: "k1"}
+		idem.scope(route, r, &s)
+		return idem.who
+	}
+	alice := policies.Subject{Credential: policies.CredentialJWT, Claims: map[string]any{"sub": "alice"}}
+	bob := policies.Subject{Credential: policies.CredentialJWT, Claims: map[string]any{"sub": "bob"}}
+	tenant := policies.Subject{Credential: policies.CredentialJWT, Claims: map[string]any{"sub": "bob"}, Tenant: &policies.Tenant{Name: "acme"}}
+	if a, b := whoOf(alice), whoOf(bob); a == b || a == whoOf(net) {
+		t.Errorf("alice %q, bob %q, keyless %q: want three scopes", a, b, whoOf(net))
+	}
+	if got := whoOf(tenant); got != "tenant:acme" {
+		t.Errorf("got %q, want tenant:acme", got)
+	}
+}
