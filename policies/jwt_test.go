@@ -164,3 +164,11 @@ func TestJWTToken(t *testing.T) {
 		t.Errorf("cookie: got %q", got)
 	}
 }
+
+func TestJWTSecretFromEnvironment(t *testing.T) {
+	secret := strings.Repeat("k", 40)
+	snap := mustParse(t, jwtBase+"    algorithms: [RS256, HS256]\n"+withPolicy("{key: ip, rate: 1}"), "GATEWAY_TENANTS_JWT_HMAC_SECRET="+secret)
+	if got := string(snap.Tenants.JWT.HMACSecret); got != secret {
+		t.Errorf("got secret of %d bytes, want the environment's %d", len(got), len(secret))
+	}
+}
