@@ -370,6 +370,13 @@ func printIdentity(line lineFunc, id *proxy.ExplainedIdentity) {
 	default:
 		line("api key", "in %s, sha256 %s…", id.APIKeyHeader, id.APIKeySHA256)
 	}
+	switch {
+	case id.TokenRefused != "":
+		line("jwt", "refused (%s): 401 once the policies that need no identity let it through", id.TokenRefused)
+	case id.Credential == "jwt":
+		line("jwt", "verified")
+	}
+	line("identified by", "%s", orNone(id.Credential))
 	line("tenant", "%s", orNone(id.Tenant))
 	line("plan", "%s", orNone(id.Plan))
 }
