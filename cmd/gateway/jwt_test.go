@@ -15,6 +15,8 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // TestServeJWT: "gateway serve" reads the signing keys of tenants.jwt from
@@ -92,5 +94,20 @@ policies:
 		if r := mustSend(t, c, "GET", g.base+"/x", "Authorization", "Bearer "+sign(jwt.MapClaims{"sub": string(rune('a' + i))})); r.status != 200 {
 			t.Fatalf("with the JWKS server down: got %d %s, want 200", r.status, r.body)
 		}
+	}
+}
+
+// TestJWTKeySourceChangeNeedsRestart: a reload that changes where the
+// signing keys come from says it applies at the next start; one that
+// changes the audiences does not (they apply at once).
+func TestJWTKeySourceChangeNeedsRestart(t *testing.T) {
+	start := &policies.Config{Tenants: policies.TenantsConfig{JWT: &policies.JWTConfig{JWKSURL: "http://127.0.0.1:1/a", Audiences: []string{"api"}}}}
+	moved := &policies.Config{Tenants: policies.TenantsConfig{JWT: &policies.JWTConfig{JWKSURL: "http://127.0.0.1:1/b", Audiences: []string{"api"}}}}
+	other := &policies.Config{Tenants: policies.TenantsConfig{JWT: &policies.JWTConfig{JWKSURL: "http://127.0.0.1:1/a", Audiences: []string{"web"}}}}
+	if got := strings.Join(startOnlyChanges(start, moved), ","); !strings.Contains(got, "tenants.jwt key source") {
+		t.Errorf("a new jwks_url: got %q, want the key source named", got)
+	}
+	if got := startOnlyChanges(start, other); len(got) != 0 {
+		t.Errorf("new audiences: got %q, want nothing that waits for a start", got)
 	}
 }
