@@ -85,6 +85,8 @@ type Metrics struct {
 	idem *statsCollector[IdempotencyStats]
 	// adminAuth counts refused admin credentials.
 	adminAuth *prometheus.CounterVec
+	// jwtRefused counts refused bearer JWTs by reason.
+	jwtRefused *prometheus.CounterVec
 	// evicting is each Redis node's maxmemory-policy as read at start.
 	evicting *prometheus.GaugeVec
 	// transport is the lean upstream transport's (see WatchTransport).
@@ -136,8 +138,9 @@ func New() *Metrics {
 		local:  newLocalCollector(),
 		idem:   newIdemCollector(),
 
-		evicting:  newEvictingGauge(),
-		adminAuth: newAdminAuthCounter(),
+		evicting:   newEvictingGauge(),
+		adminAuth:  newAdminAuthCounter(),
+		jwtRefused: newJWTRefusedCounter(),
 
 		transport: newTransportCollector(),
 		clients:   newClientServerCollector(),
@@ -155,7 +158,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.policyDecisions, m.decisionSeconds, m.upstreamTotal, m.upstreamSeconds,
-		m.inFlight, reloads, m.llm, m.config, m.redis, m.local, m.transport, m.clients, m.idem, m.evicting, m.adminAuth,
+		m.inFlight, reloads, m.llm, m.config, m.redis, m.local, m.transport, m.clients, m.idem, m.evicting, m.adminAuth, m.jwtRefused,
 	)
 	// Built once: HandlerOpts.Registry and InstrumentMetricHandler register
 	// the handler's own metrics, which a second registration would refuse.

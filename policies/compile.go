@@ -26,6 +26,7 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 			Header:    http.CanonicalHeaderKey(c.Tenants.Header),
 			QuotaPath: c.Tenants.QuotaPath,
 			Keys:      make(map[string]Tenant, len(c.Tenants.Keys)),
+			JWT:       compileJWT(c.Tenants.JWT),
 		},
 		Policies:            make(map[string]*Policy, len(c.Policies)),
 		StripPathParameters: c.Server.PathParameters == PathParametersStrip,

@@ -179,6 +179,8 @@ type TenantsConfig struct {
 	// of them (default /v1/quota), on a request that an llm route or a
 	// route with quota: true matches; "off" answers it nowhere.
 	QuotaPath string `koanf:"quota_path"`
+	// JWT identifies callers by a bearer JWT as well (nil: API keys only).
+	JWT *JWTConfig `koanf:"jwt"`
 }
 
 // TenantConfig is one API key's owner.

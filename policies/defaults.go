@@ -120,6 +120,7 @@ func (c *Config) ApplyDefaults() {
 
 	setDefault(&c.Tenants.Header, DefaultTenantHeader)
 	setDefault(&c.Tenants.QuotaPath, DefaultQuotaPath)
+	applyJWTDefaults(c.Tenants.JWT)
 
 	for i := range c.Routes {
 		rt := &c.Routes[i]

@@ -33,18 +33,20 @@ const (
 	sourceAPIKey
 	sourceTenant
 	sourceModel
+	sourceClaim
 )
 
 type keyPart struct {
 	source keySource
-	name   string // header (canonical) or query parameter name
+	name   string   // header (canonical) or query parameter name; claim path as written
+	path   []string // a claim's path
 }
 
 // parseKeySpec reads "ip", "header:NAME", "query:NAME", "api_key", "tenant",
 // "model" or several of them joined with "+".
 func parseKeySpec(spec string) ([]keyPart, error) {
 	if strings.TrimSpace(spec) == "" {
-		return nil, fmt.Errorf("required (ip, header:NAME, query:NAME, api_key, tenant, model, or several joined with +)")
+		return nil, fmt.Errorf("required (ip, header:NAME, query:NAME, claim:NAME, api_key, tenant, model, or several joined with +)")
 	}
 	var parts []keyPart
 	for _, raw := range strings.Split(spec, "+") {
@@ -61,6 +63,12 @@ func parseKeySpec(spec string) ([]keyPart, error) {
 				return nil, fmt.Errorf("%q needs a header name (header:X-User)", item)
 			}
 			parts = append(parts, keyPart{source: sourceHeader, name: http.CanonicalHeaderKey(name)})
+		case "claim":
+			path, err := ParseClaimPath(name)
+			if err != nil || path == nil {
+				return nil, fmt.Errorf("%q needs a claim path (claim:sub, claim:org.id): %v", item, err)
+			}
+			parts = append(parts, keyPart{source: sourceClaim, name: name, path: path})
 		case "query":
 			if name == "" {
 				return nil, fmt.Errorf("%q needs a parameter name (query:user)", item)
@@ -69,8 +77,8 @@ func parseKeySpec(spec string) ([]keyPart, error) {
 		case "":
 			return nil, fmt.Errorf("empty part in %q", spec)
 		default:
-			msg := fmt.Sprintf("unknown key source %q (want ip, header:NAME, query:NAME, api_key, tenant or model)", item)
-			if s := suggest(kind, []string{"ip", "header", "query", "api_key", "tenant", "model"}); s != "" {
+			msg := fmt.Sprintf("unknown key source %q (want ip, header:NAME, query:NAME, claim:NAME, api_key, tenant or model)", item)
+			if s := suggest(kind, []string{"ip", "header", "query", "claim", "api_key", "tenant", "model"}); s != "" {
 				msg += fmt.Sprintf("; did you mean %q?", s)
 			}
 			return nil, fmt.Errorf("%s", msg)
@@ -89,6 +97,9 @@ type KeyReads struct {
 	Headers []string
 	// Queries are the names of query:NAME parts.
 	Queries []string
+	// Claims are the paths, as written, of claim:NAME parts (a verified
+	// JWT's claims).
+	Claims []string
 }
 
 // readsOf says what parsed key parts read; compile stores it in the Policy
@@ -109,6 +120,8 @@ func readsOf(parts []keyPart) KeyReads {
 			kr.Headers = append(kr.Headers, part.name)
 		case sourceQuery:
 			kr.Queries = append(kr.Queries, part.name)
+		case sourceClaim:
+			kr.Claims = append(kr.Claims, part.name)
 		}
 	}
 	return kr
@@ -176,6 +189,10 @@ func (p keyPart) value(r *http.Request, s *Subject) (string, bool) {
 	case sourceModel:
 		if s != nil && s.Model != "" {
 			return s.Model, true
+		}
+	case sourceClaim:
+		if s != nil {
+			return ClaimValue(s.Claims, p.path)
 		}
 	}
 	return "", false

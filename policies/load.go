@@ -123,6 +123,9 @@ func build(cfg *Config, probs *problems, opts Options) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: compiling config: %w", probs.file, err)
 	}
+	if j := snap.Tenants.JWT; j != nil && j.KeysFile != "" {
+		j.KeysFile = resolveKeysPath(probs.file, j.KeysFile)
+	}
 	if keys != nil {
 		// The path and digest only: the file's bytes are not kept.
 		snap.Tenants.KeysFile, snap.keys = keys.path, &keysSource{path: keys.path, digest: keys.digest}

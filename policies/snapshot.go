@@ -160,6 +160,8 @@ type Tenants struct {
 	// QuotaPath is where a tenant reads its limits (GET), on a route
 	// whose Quota is set; "" for none.
 	QuotaPath string
+	// JWT is tenants.jwt; nil when callers are known by API keys only.
+	JWT *JWT
 }
 
 // Route is one compiled entry of routes.
@@ -283,8 +285,17 @@ type Subject struct {
 	ClientNet netip.Prefix
 	// APIKey is the presented API key ("" when none).
 	APIKey string
-	// Tenant is the tenant of a known API key, or nil.
+	// Tenant is the tenant of a known API key or of a verified JWT's
+	// tenant_claim, or nil.
 	Tenant *Tenant
+	// Credential says what identified the caller: CredentialAPIKey,
+	// CredentialJWT, or "" (nothing known).
+	Credential string
+	// Claims are a verified JWT's claims (shared: read only); nil without.
+	Claims map[string]any
+	// TokenRefused is why a presented JWT was refused; the request is then
+	// answered 401 after the policies that need no identity counted it.
+	TokenRefused *TokenRefusal
 	// Model is the model an LLM call asks for (its body's "model"), on llm
 	// routes; "" elsewhere.
 	Model string
@@ -294,6 +305,18 @@ type Subject struct {
 	// so that a Subject whose ClientNet changed since reads the new one.
 	clientKey   string
 	clientKeyOf netip.Prefix
+}
+
+// Credentials a Subject can be known by.
+const (
+	CredentialAPIKey = "api_key"
+	CredentialJWT    = "jwt"
+)
+
+// TokenRefusal is a refused JWT: a reason from a fixed set (a metric label)
+// and a message that never quotes the token.
+type TokenRefusal struct {
+	Reason, Message string
 }
 
 // ShareClientKey formats what an ip key part reads (ClientNet) once, for

@@ -24,6 +24,7 @@ func validate(p *problems, c *Config, builtins map[string]*url.URL) {
 	validateServer(p, &c.Server)
 	validateRedis(p, &c.Redis)
 	validateTenants(p, &c.Tenants)
+	validateJWT(p, c.Tenants.JWT)
 	validateRoutes(p, c, builtins)
 	validatePolicies(p, c)
 	validateOperations(p, c)
@@ -434,6 +435,9 @@ func validatePolicies(p *problems, c *Config) {
 		parts, err := parseKeySpec(pc.Key)
 		if err != nil {
 			p.add(place+".key", err.Error())
+		}
+		if err == nil && c.Tenants.JWT == nil && len(readsOf(parts).Claims) > 0 {
+			p.add(place+".key", "a claim:NAME key needs tenants.jwt, which verifies the claims")
 		}
 		if len(pc.Plans) > 0 && err == nil && !identifiesTenant(parts) {
 			// Local buckets are per (policy, limit) and the limit follows the

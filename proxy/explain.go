@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/ratelimit-gateway/gateway/jwtauth"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 )
@@ -28,6 +30,10 @@ type ExplainOptions struct {
 	// (cmd passes redislimit.KeysFor). Nil leaves ExplainedPolicy.RedisKeys
 	// empty. It must not touch the network.
 	RedisKeys func(rule *limiter.Rule, key string) []string
+	// Tokens verifies bearer JWTs as serving does; nil verifies HMAC
+	// tokens only. It must not touch the network (a KeySet's Key never
+	// does).
+	Tokens *jwtauth.Verifier
 }
 
 // Explanation is what the gateway would do with a request up to the
@@ -114,7 +120,14 @@ type ExplainedIdentity struct {
 	APIKeyPresented bool   `json:"api_key_presented"`
 	APIKeyHeader    string `json:"api_key_header"`
 	APIKeySHA256    string `json:"api_key_sha256"`
-	// Tenant and Plan are the presented key's; "" for none or an unknown key.
+	// Credential is what identified the caller: "api_key" (a known key),
+	// "jwt" (a verified token), or "" (neither).
+	Credential string `json:"credential"`
+	// TokenRefused is why a presented JWT was refused (its reason, as the
+	// 401 and the metrics name it); "" when none was or it passed.
+	TokenRefused string `json:"token_refused"`
+	// Tenant and Plan are the caller's (a known key's or a verified
+	// token's claims); "" for none.
 	Tenant string `json:"tenant"`
 	Plan   string `json:"plan"`
 	// Model is the model an llm call asks for, when its body was read.
@@ -221,7 +234,10 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 		noBody.Body = http.NoBody // ContentLength stays: max_body_bytes still meets it
 		r = &noBody
 	}
-	pl := planner{readBody: opts.ReadBody}
+	pl := planner{readBody: opts.ReadBody, tokens: hmacOnly}
+	if opts.Tokens != nil {
+		pl.tokens = &tokens{v: opts.Tokens, now: time.Now}
+	}
 	if snap != nil {
 		pl.maxHeaderBytes = headerLimit(snap)
 	}
@@ -269,7 +285,7 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 	if p.quota {
 		// serveQuota reads the key where any client SDK sends it.
 		e.RejectedBy = ""
-		if s, _ := identify(p.r, snap, &policies.Route{LLM: true}); s.Tenant == nil {
+		if s, _ := identify(p.r, snap, &policies.Route{LLM: true}, pl.tokens); s.Tenant == nil {
 			e.QuotaStatus = http.StatusUnauthorized
 			e.Reason = "tenants.quota_path: once the route's policies that need no key let it through, 401: the quota report needs a known API key"
 		} else {
@@ -389,6 +405,10 @@ func explainIdentity(p *plan) *ExplainedIdentity {
 	}
 	if s.Tenant != nil {
 		ei.Tenant, ei.Plan = s.Tenant.Name, s.Tenant.Plan
+	}
+	ei.Credential = s.Credential
+	if s.TokenRefused != nil {
+		ei.TokenRefused = s.TokenRefused.Reason
 	}
 	return ei
 }

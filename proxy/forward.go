@@ -315,6 +315,9 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		delete(pr.Out.Header, "X-Api-Key")
 		pr.Out.Header["Authorization"] = []string{"Bearer " + key}
 	}
+	if j := st.p.snap.Tenants.JWT; j != nil && j.Remove && st.p.subject.Credential == policies.CredentialJWT {
+		removeToken(pr.Out, j)
+	}
 	if st.p.peerTrusted {
 		// The chain is only worth passing on when a proxy we trust built it;
 		// setXForwarded appends the peer to it.

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ratelimit-gateway/gateway/internal/clocktest"
+	"github.com/ratelimit-gateway/gateway/jwtauth"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
@@ -148,6 +149,8 @@ type gatewayOpts struct {
 	idem           idempotency.Store // nil: the Handler's in-process one
 	transport      closingTransport  // nil: NewTransport()
 	tracing        trace.TracerProvider
+	tokens         *jwtauth.Verifier
+	metrics        Observer
 }
 
 // closingTransport is a transport whose idle connections a test closes.
@@ -176,7 +179,7 @@ func newGateway(t testing.TB, snap *policies.Snapshot, lim Limiter, o gatewayOpt
 	if o.log != nil {
 		logger = slog.New(o.log)
 	}
-	h, err := New(Config{Snapshots: holder, Limiter: lim, Transport: tr, Logger: logger, MaxHeaderBytes: o.maxHeaderBytes, Idempotency: o.idem, Tracing: o.tracing})
+	h, err := New(Config{Snapshots: holder, Limiter: lim, Transport: tr, Logger: logger, MaxHeaderBytes: o.maxHeaderBytes, Idempotency: o.idem, Tracing: o.tracing, Tokens: o.tokens, Metrics: o.metrics})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -351,6 +354,7 @@ type logRecord struct {
 	level  slog.Level
 	msg    string
 	status int64
+	attrs  map[string]string // string attributes
 }
 
 func newLogRecorder() *logRecorder { return &logRecorder{records: make(chan logRecord, 64)} }
@@ -359,10 +363,13 @@ func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
 func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
 func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
 func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	rec := logRecord{level: r.Level, msg: r.Message}
+	rec := logRecord{level: r.Level, msg: r.Message, attrs: map[string]string{}}
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key == "status" {
 			rec.status = a.Value.Int64()
+		}
+		if a.Value.Kind() == slog.KindString {
+			rec.attrs[a.Key] = a.Value.String()
 		}
 		return true
 	})

@@ -84,14 +84,18 @@ func validIdempotencyKey(k string) bool {
 }
 
 // scope keys idem by the route and the caller that could have produced its
-// response: the tenant of a known API key; an unknown key by its digest (it
-// is never stored as sent, and a key nobody knows must not share a keyless
-// client's responses); no key by the client network. Two tenants, two
+// response: the tenant of a known API key or verified JWT; a JWT without a
+// tenant by the digest of its sub (callers behind one address must not
+// share responses); an unknown key by its digest (it is never stored as
+// sent, and a key nobody knows must not share a keyless client's
+// responses); no key by the client network. Two tenants, two
 // routes, or a keyed and a keyless caller may use the same client key.
 func (idem *idemRequest) scope(route *policies.Route, r *http.Request, s *policies.Subject) {
 	switch {
 	case s.Tenant != nil:
 		idem.who = "tenant:" + s.Tenant.Name
+	case s.Credential == policies.CredentialJWT && jwtSubject(s) != "":
+		idem.who = "sub:" + policies.KeyDigest(jwtSubject(s))
 	case s.APIKey != "":
 		idem.who = "key:" + policies.KeyDigest(s.APIKey)
 	default:

@@ -18,8 +18,10 @@ const defaultKeyHeader = "X-API-Key"
 // address (see resolveClient), its network as configured by snap.Identity,
 // the presented API key and its tenant. It reads r and snap only and is safe
 // for concurrent use.
+// A JWT is verified with tenants.jwt's HMAC secret only: Identify has no
+// signing keys.
 func Identify(r *http.Request, snap *policies.Snapshot, route *policies.Route) policies.Subject {
-	s, _ := identify(r, snap, route)
+	s, _ := identify(r, snap, route, nil)
 	return s
 }
 
@@ -63,20 +65,28 @@ func newKeyHeaderLists(header string) *keyHeaderLists {
 
 // identify is Identify that also reports whether the socket peer is a trusted
 // proxy (the forwarder then keeps the peer's X-Forwarded-For chain).
-func identify(r *http.Request, snap *policies.Snapshot, route *policies.Route) (s policies.Subject, peerTrusted bool) {
+func identify(r *http.Request, snap *policies.Snapshot, route *policies.Route, tok *tokens) (s policies.Subject, peerTrusted bool) {
 	peer, ok := parseHop(r.RemoteAddr)
-	return identifyPeer(r, snap, route, peer, ok)
+	return identifyPeer(r, snap, route, peer, ok, tok)
 }
 
 // identifyPeer is identify for a request whose RemoteAddr parseHop parsed
-// already (peer, ok).
-func identifyPeer(r *http.Request, snap *policies.Snapshot, route *policies.Route, peer netip.Addr, ok bool) (s policies.Subject, peerTrusted bool) {
+// already (peer, ok). With tenants.jwt, a JWT (see presentedToken) is
+// verified by tok, and never looked up as an API key.
+func identifyPeer(r *http.Request, snap *policies.Snapshot, route *policies.Route, peer netip.Addr, ok bool, tok *tokens) (s policies.Subject, peerTrusted bool) {
 	s.ClientIP, peerTrusted = resolvePeer(r, snap.Identity, peer, ok)
 	s.ClientNet = snap.Identity.ClientNet(s.ClientIP)
 	if route != nil && readsIP(route.Policies) {
 		s.ShareClientKey()
 	}
-	for _, h := range keyHeaders(snap, route) {
+	headers := keyHeaders(snap, route)
+	if j := snap.Tenants.JWT; j != nil {
+		if t, isJWT := presentedToken(r, j, headers); isJWT {
+			tok.identifyToken(&s, j, t)
+			return s, peerTrusted
+		}
+	}
+	for _, h := range headers {
 		if s.APIKey = apiKey(r, h); s.APIKey != "" {
 			break
 		}
@@ -84,6 +94,7 @@ func identifyPeer(r *http.Request, snap *policies.Snapshot, route *policies.Rout
 	if s.APIKey != "" {
 		if t, ok := snap.Tenants.Lookup(s.APIKey); ok {
 			s.Tenant = &t
+			s.Credential = policies.CredentialAPIKey
 		}
 	}
 	return s, peerTrusted

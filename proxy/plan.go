@@ -113,6 +113,8 @@ type planner struct {
 	maxHeaderBytes int
 	// readBody reads an llm call's body (always, when serving).
 	readBody bool
+	// tokens verifies JWTs (nil: HMAC only).
+	tokens *tokens
 }
 
 // plan works out r under snap, step by step, and stops at the first step
@@ -177,7 +179,7 @@ func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer
 		return p, answer{status: http.StatusRequestEntityTooLarge, msg: tooLargeMessage(limit)}
 	}
 	p.reached = stepBody
-	p.subject, p.peerTrusted = identifyPeer(r, snap, route, peer, peerOK)
+	p.subject, p.peerTrusted = identifyPeer(r, snap, route, peer, peerOK, pl.tokens)
 	if route.LLM {
 		if a := pl.llmCall(p); a.given() {
 			return p, a
@@ -225,7 +227,7 @@ func (pl *planner) quota(p *plan, peer netip.Addr, peerOK bool) answer {
 		return answer{status: http.StatusBadRequest, msg: msg}
 	}
 	p.reached = stepBody
-	p.subject, p.peerTrusted = identifyPeer(r, p.snap, route, peer, peerOK)
+	p.subject, p.peerTrusted = identifyPeer(r, p.snap, route, peer, peerOK, pl.tokens)
 	p.reached = stepCall
 	pols := make([]*policies.Policy, 0, len(route.Policies))
 	for _, pol := range route.Policies {
@@ -270,7 +272,7 @@ func (pl *planner) llmCall(p *plan) answer {
 	// later, and only the peek's decisions are kept.
 	one := func(policies.Cost) int64 { return 1 }
 	checks, costs, rejectedBy := checksInto(p.checkBuf[:0], p.costBuf[:0], r, pols, &p.subject, one)
-	if rejectedBy != nil {
+	if rejectedBy != nil || p.subject.TokenRefused != nil {
 		// A missing or unknown key: the policies that count requests decide
 		// it (each guess costs its share, as on any route), then 401, or 429
 		// when one of them refused. Its body is never read.

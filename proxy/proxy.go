@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
+	"github.com/ratelimit-gateway/gateway/jwtauth"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/llm"
 	"github.com/ratelimit-gateway/gateway/policies"
@@ -91,6 +92,10 @@ type Config struct {
 	// TokenizeWait is how long a call waits for one of those slots before
 	// it is refused with 503; zero means DefaultTokenizeWait.
 	TokenizeWait time.Duration
+	// Tokens verifies the bearer JWTs of tenants.jwt against the signing
+	// keys cmd fetches (a process-lifetime resource). Nil verifies HMAC
+	// tokens only: a token signed with a key pair is refused.
+	Tokens *jwtauth.Verifier
 }
 
 // Handler is the gateway's request path: match → identify → decide → forward.
@@ -122,6 +127,8 @@ type Handler struct {
 	// tracer starts the request's spans; nil when tracing is off.
 	tracer   trace.Tracer
 	tokenize tokenizeGate
+	// tokens verifies the bearer JWTs of tenants.jwt.
+	tokens *tokens
 	// countPace is how a long prompt's tokens are counted, its Share taken
 	// from each snapshot (server.prompt_count_share); tests set its clock.
 	countPace llm.Pace
@@ -164,6 +171,10 @@ func New(cfg Config) (*Handler, error) {
 		access:         cfg.AccessLogger,
 		tokenize:       newTokenizeGate(cfg.TokenizeSlots, cfg.TokenizeWait),
 		headerPeeks:    rate.NewLimiter(headerPeeksPerSecond, headerPeeksPerSecond),
+		tokens:         hmacOnly,
+	}
+	if cfg.Tokens != nil {
+		h.tokens = &tokens{v: cfg.Tokens, now: time.Now}
 	}
 	if h.access == nil {
 		h.access = h.log
@@ -195,7 +206,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = h.startSpan(r, snap, rep)
 	}
 	defer func() { h.observed(rec, r, snap) }()
-	pl := planner{h: h, w: w, rep: rep, maxHeaderBytes: h.maxHeaderBytes, readBody: true}
+	pl := planner{h: h, w: w, rep: rep, maxHeaderBytes: h.maxHeaderBytes, readBody: true, tokens: h.tokens}
 	p, early := pl.plan(snap, r)
 	r = p.r // what the access log and the span report
 	if early.given() {
@@ -205,6 +216,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.subject.Tenant != nil {
 		rep.tenant = p.subject.Tenant.Name
 	}
+	rep.credential = p.subject.Credential
 	rep.route, rep.llm = p.route, p.call
 	dec, err := h.decide(p)
 	if p.call != nil {
@@ -264,6 +276,11 @@ func (h *Handler) admitted(w http.ResponseWriter, p *plan, dec decision, err err
 			setLLMHeaders(route, w.Header(), dec.verdict, dec.costs, h.peekUnread(r.Context(), p.checks, dec.costs, dec.verdict, p.peeked))
 		}
 		h.refuse(w, r, route, dec.verdict)
+	case p.subject.TokenRefused != nil:
+		rep.unauthorized = true
+		h.unreserve(p, dec.res)
+		setRateLimitHeaders(w.Header(), dec.verdict, route.RateLimitHeaders)
+		h.writeTokenRefused(w, r, p.snap, route, p.subject.TokenRefused)
 	case p.rejectedBy != nil:
 		rep.unauthorized = true
 		h.unreserve(p, dec.res) // the guess still costs its tokens, as with Decide

@@ -75,7 +75,11 @@ func (h *Handler) serveQuota(w http.ResponseWriter, r *http.Request, snap *polic
 		h.writeError(w, r, http.StatusBadRequest, errorBody{Message: msg})
 		return
 	}
-	s, _ := identify(r, snap, &policies.Route{LLM: true}) // any header a client SDK sends its key in
+	s, _ := identify(r, snap, &policies.Route{LLM: true}, h.tokens) // any header a client SDK sends its key in
+	if s.TokenRefused != nil {
+		h.writeTokenRefused(w, r, snap, nil, s.TokenRefused)
+		return
+	}
 	if s.Tenant == nil {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		h.writeError(w, r, http.StatusUnauthorized, errorBody{Message: "the quota report needs a known API key (Authorization: Bearer, or " + keyHeaders(snap, nil)[0] + ")"})

@@ -61,7 +61,9 @@ type report struct {
 	// unknown key.
 	unauthorized bool
 	tenant       string
-	upstream     struct {
+	// credential is what identified the caller (policies.Credential*).
+	credential string
+	upstream   struct {
 		forwarded bool
 		status    int // 0: no response
 		took      time.Duration
@@ -258,6 +260,9 @@ func (h *Handler) accessLine(ctx context.Context, r *http.Request, rep *report, 
 	}
 	if rep.tenant != "" {
 		attrs = append(attrs, slog.String("tenant", rep.tenant))
+	}
+	if rep.credential != "" {
+		attrs = append(attrs, slog.String("credential", rep.credential))
 	}
 	if id, ok := h.traceID(rep); ok {
 		attrs = append(attrs, slog.String("trace_id", id))

@@ -50,6 +50,7 @@ type gatewayConfig struct {
 	ClientServer string  // server.client_server, "" for the default
 	Tracing      string  // the OTLP/HTTP endpoint of tracing, "" for none
 	SampleRatio  float64 // tracing's sample_ratio
+	Tenants      string  // the tenants section, "" for none
 }
 
 // llmBody is what the LLM target posts: the small call of llmload.

@@ -60,6 +60,7 @@ var informational = [][2]string{
 	{tGatewayLLM, tGatewayNonePost}, {tGatewayNonePost, tGatewayNone},
 	{tGatewayCluster, tGatewayUsers}, {tGatewayTraceAll, tGatewayLocal},
 	{tGatewayPolicies8, tGatewayLocal}, {tGatewayRoutes1000, tGatewayLocal},
+	{tGatewayJWT, tGatewayAPIKey}, {tGatewayAPIKey, tGatewayLocal},
 }
 
 // ratios computes the RATIO lines of the closed loop from each target's

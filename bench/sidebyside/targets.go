@@ -42,6 +42,8 @@ const (
 	tGatewayPolicies4  = "gateway-policies-4"
 	tGatewayPolicies8  = "gateway-policies-8"
 	tGatewayRoutes1000 = "gateway-routes-1000"
+	tGatewayAPIKey     = "gateway-apikey"
+	tGatewayJWT        = "gateway-jwt"
 )
 
 // curveTargets are what -curves runs; the other targets leave them out.
@@ -104,14 +106,17 @@ var specs = []spec{
 	{tGatewayPolicies4, "gateway-local with 4 such policies on the route", (*lab).gatewayTarget},
 	{tGatewayPolicies8, "gateway-local with 8 such policies on the route", (*lab).gatewayTarget},
 	{tGatewayRoutes1000, "gateway-local behind 999 routes that do not match", (*lab).gatewayTarget},
+	{tGatewayAPIKey, "gateway, token_bucket per tenant of an API key (X-API-Key), never reached", (*lab).gatewayTarget},
+	{tGatewayJWT, "gateway-apikey with the tenant from an RS256 bearer JWT, verified against a JWKS", (*lab).gatewayTarget},
 }
 
 // The gateway targets' policies (YAML flow style). "Never reached": 10
 // million a second per key, where a loopback run reaches tens of thousands.
 const (
-	pLocal = "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}"
-	pDeny  = "{key: ip, algorithm: token_bucket, rate: 1, per: 1m}"
-	pUsers = "{key: 'header:X-User', algorithm: gcra, rate: 10000000, per: 1s}"
+	pLocal  = "{key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}"
+	pDeny   = "{key: ip, algorithm: token_bucket, rate: 1, per: 1m}"
+	pUsers  = "{key: 'header:X-User', algorithm: gcra, rate: 10000000, per: 1s}"
+	pTenant = "{key: tenant, algorithm: token_bucket, rate: 10000000, per: 1s, on_missing_key: reject}"
 )
 
 // gatewayConfigs are what each gateway target's config says; gatewayKind
@@ -137,6 +142,8 @@ var gatewayConfigs = map[string]gatewayConfig{
 	tGatewayPolicies4:  {Policy: pLocal, Policies: 4},
 	tGatewayPolicies8:  {Policy: pLocal, Policies: 8},
 	tGatewayRoutes1000: {Policy: pLocal, Routes: 999},
+	tGatewayAPIKey:     {Policy: pTenant, Tenants: benchAPIKeyTenants},
+	tGatewayJWT:        {Policy: pTenant, Tenants: benchJWTTenants},
 }
 
 // lab holds the servers behind the targets. Servers several targets share
@@ -394,6 +401,9 @@ func (l *lab) gatewayKind(ctx context.Context, t *target, bin, name string) erro
 	if redis {
 		// The admin listener serves /metrics, read around each run.
 		cfg.Admin, cfg.Redis = addr(ports[1]), strings.Join(redisAddrs, ", ")
+	}
+	if err := l.credentials(t, name, &cfg); err != nil {
+		return err
 	}
 	path := filepath.Join(l.dir, name+".yaml")
 	if err := render("gateway.yaml", path, cfg); err != nil {

@@ -71,6 +71,13 @@ func wrk(ctx context.Context, l load, pin []string, d time.Duration, t *target) 
 	if t.script != "" {
 		args = append(args, "-s", t.script)
 	}
+	for name, vs := range t.header {
+		if t.script == "" { // a script sets its own
+			for _, v := range vs {
+				args = append(args, "-H", name+": "+v)
+			}
+		}
+	}
 	args = append(args, t.url)
 	// A run that hangs (a stuck connection past wrk's own timeout) is cut
 	// off at twice its duration plus a margin.

@@ -109,6 +109,7 @@ func startOnlyChanges(start, next *policies.Config) []string {
 		{"admin", start.Admin, next.Admin},
 		{"log.format", start.Log.Format, next.Log.Format},
 		{"tracing", start.Tracing, next.Tracing},
+		{"tenants.jwt key source (jwks_url, discovery, keys_file, refresh, unknown_kid_cooldown)", jwtKeySource(start.Tenants.JWT), jwtKeySource(next.Tenants.JWT)},
 	} {
 		if !reflect.DeepEqual(c.a, c.b) {
 			changed = append(changed, c.name)

@@ -4,17 +4,20 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"os"
 	"strconv"
 	"strings"
 
+	"github.com/ratelimit-gateway/gateway/jwtauth"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 	"github.com/ratelimit-gateway/gateway/policies"
@@ -108,7 +111,13 @@ func explainCommand(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "gateway explain: %v\n", err)
 		return explainFailed
 	}
-	e := proxy.Explain(snap, r, proxy.ExplainOptions{ReadBody: req.hasBody, RedisKeys: redislimit.KeysFor})
+	// A JWT is verified as serving would: the signing keys are read once.
+	keys, err := newJWTKeys(context.Background(), snap.Tenants.JWT, slog.New(slog.NewTextHandler(stderr, nil)))
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway explain: tenants.jwt: %v\n", err)
+		return explainFailed
+	}
+	e := proxy.Explain(snap, r, proxy.ExplainOptions{ReadBody: req.hasBody, RedisKeys: redislimit.KeysFor, Tokens: jwtauth.NewVerifier(keys, 0)})
 	if *output == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -361,6 +370,13 @@ func printIdentity(line lineFunc, id *proxy.ExplainedIdentity) {
 	default:
 		line("api key", "in %s, sha256 %s…", id.APIKeyHeader, id.APIKeySHA256)
 	}
+	switch {
+	case id.TokenRefused != "":
+		line("jwt", "refused (%s): 401 once the policies that need no identity let it through", id.TokenRefused)
+	case id.Credential == "jwt":
+		line("jwt", "verified")
+	}
+	line("identified by", "%s", orNone(id.Credential))
 	line("tenant", "%s", orNone(id.Tenant))
 	line("plan", "%s", orNone(id.Plan))
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/builtin"
 	"github.com/ratelimit-gateway/gateway/internal/heapfloor"
 	"github.com/ratelimit-gateway/gateway/internal/memlimit"
+	"github.com/ratelimit-gateway/gateway/jwtauth"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/limiter/redislimit"
 	"github.com/ratelimit-gateway/gateway/metrics"
@@ -93,6 +94,9 @@ type process struct {
 	ln      net.Listener
 	hup     chan os.Signal
 	closers []func() error
+	// jwtKeys are tenants.jwt's signing keys, refreshed by run; nil
+	// without a key source.
+	jwtKeys *jwtauth.KeySet
 }
 
 // onClose registers a release for close.
@@ -290,7 +294,11 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 	// Its idle upstream connections (and the timer that prunes them) go
 	// with the process.
 	p.onClose(func() error { transport.CloseIdleConnections(); return nil })
+	if p.jwtKeys, err = newJWTKeys(context.Background(), p.snap.Tenants.JWT, p.log); err != nil {
+		return fmt.Errorf("%s: tenants.jwt: %w", p.snap.Source, err)
+	}
 	p.handler, err = proxy.New(proxy.Config{
+		Tokens:         jwtauth.NewVerifier(p.jwtKeys, 0),
 		Snapshots:      current,
 		Limiter:        engine,
 		Transport:      transport,
@@ -379,6 +387,9 @@ func (p *process) run(ctx context.Context) error {
 	wg.Go(func() { errc <- ignoreClosed(p.srv.Serve(p.ln)) })
 	wg.Go(func() { errc <- p.watcher.Run(ctx) })
 	wg.Go(func() { reloadOnHUP(ctx, p.hup, p.watcher, p.log) })
+	if p.jwtKeys != nil {
+		wg.Go(func() { _ = p.jwtKeys.Run(ctx) }) // returns nil when ctx is done
+	}
 
 	if p.admin != nil {
 		wg.Go(func() { errc <- ignoreClosed(p.admin.Serve(p.adminLn)) })

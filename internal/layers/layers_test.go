@@ -19,6 +19,7 @@ var rules = []struct {
 	forbidden []string // prefixes no dependency may have
 }{
 	{pkg: "llm", only: []string{}},
+	{pkg: "jwtauth", only: []string{}},
 	{pkg: "limiter", only: []string{"limiter/internal/shardmap"}},
 	{pkg: "policies", only: []string{"limiter", "limiter/internal/shardmap", "llm"}},
 	{pkg: "builtin", forbidden: []string{"proxy", "policies", "limiter"}},
