@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: test vet unit redis-server node openai-sdk anthropic-sdk chromium promtool build run docker-check bench bench-curves bench-go bench-compare clean
+.PHONY: bench-tools test vet unit redis-server node openai-sdk anthropic-sdk chromium promtool build run docker-check bench bench-curves bench-go bench-compare clean
 
 test: redis-server openai-sdk anthropic-sdk chromium promtool vet unit docker-check
 
@@ -99,12 +99,25 @@ docker-check:
 # of local key memory and Redis capacity; writes a new
 # bench/results/<date>-<N>cpu.txt in Go's benchmark format, with RATIO and
 # TARGET lines. Flags through BENCHFLAGS, e.g. BENCHFLAGS='-rounds 3 -duration 2s'.
-bench:
+bench: bench-tools
 	$(GO) run ./bench/sidebyside -go $(GO) $(BENCHFLAGS)
+
+# What the side-by-side runs besides Go: installed when missing (as root),
+# or named with the command to install them.
+BENCH_TOOLS := wrk:wrk nginx:nginx-light haproxy:haproxy caddy:caddy redis-server:redis-server
+bench-tools:
+	@missing=$$(for t in $(BENCH_TOOLS); do command -v $${t%%:*} >/dev/null || echo $${t#*:}; done); \
+	[ -z "$$missing" ] && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else \
+		echo "missing:" $$missing "- run: sudo apt-get install -y" $$missing >&2; exit 1; \
+	fi
 
 # How cost grows with policies on a route and routes in the config, each
 # beside gateway-local in the same run. Flags through BENCHFLAGS.
-bench-curves:
+bench-curves: bench-tools
 	$(GO) run ./bench/sidebyside -go $(GO) -only curves -open-rounds 0 -memory=false -capacity=false -rounds 3 $(BENCHFLAGS)
 
 # The in-process Go benchmarks, each against its anchor.

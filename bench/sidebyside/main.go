@@ -79,8 +79,6 @@ func main() {
 	case interrupted:
 		fmt.Fprintln(os.Stderr, "sidebyside: interrupted; every server it started is stopped, no results file written")
 		os.Exit(130)
-	case errors.Is(err, errMissingTools):
-		os.Exit(2)
 	case err != nil:
 		fmt.Fprintf(os.Stderr, "sidebyside: %v\n", err)
 		os.Exit(1)
@@ -121,9 +119,6 @@ func run(ctx context.Context, o options, rates string) error {
 	}
 	root, err := moduleRoot(ctx, o.goBin)
 	if err != nil {
-		return err
-	}
-	if err := ensureTools(ctx, os.Stderr); err != nil {
 		return err
 	}
 	tmp, cleanup, err := workDir(o.keep)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -207,9 +206,6 @@ const lowPort, highPort = 20000, 32000
 
 // addr is 127.0.0.1:port.
 func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
-
-// errMissingTools says which tools to install; run exits 2 with it.
-var errMissingTools = errors.New("missing tools")
 
 // errorMarks are how the servers' logs mark an error: nginx, HAProxy,
 // the gateway (slog text), Caddy (JSON), a Go panic.

@@ -3,55 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
 )
-
-// tool is a program the benchmark runs and the Debian package that has it.
-type tool struct {
-	bin, pkg string
-}
-
-// tools are what the benchmark needs besides Go and git.
-var tools = []tool{
-	{"wrk", "wrk"},
-	{"nginx", "nginx-light"},
-	{"haproxy", "haproxy"},
-	{"caddy", "caddy"},
-	{"redis-server", "redis-server"},
-}
-
-// ensureTools installs missing tools with apt-get when running as root, or
-// returns errMissingTools after naming the exact command.
-func ensureTools(ctx context.Context, log io.Writer) error {
-	var pkgs []string
-	for _, t := range tools {
-		if _, err := exec.LookPath(t.bin); err != nil {
-			pkgs = append(pkgs, t.pkg)
-		}
-	}
-	if len(pkgs) == 0 {
-		return nil
-	}
-	install := "DEBIAN_FRONTEND=noninteractive apt-get install -y " + strings.Join(pkgs, " ")
-	_, aptErr := exec.LookPath("apt-get")
-	if os.Geteuid() != 0 || aptErr != nil {
-		fmt.Fprintf(log, "missing: %s\nrun: sudo apt-get update && sudo %s\n", strings.Join(pkgs, " "), install)
-		return errMissingTools
-	}
-	fmt.Fprintf(log, "installing %s\n", strings.Join(pkgs, " "))
-	for _, line := range []string{"apt-get update -qq", install + " -qq"} {
-		cmd := exec.CommandContext(ctx, "sh", "-c", line)
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("%s: %w", line, err)
-		}
-	}
-	return nil
-}
 
 // versions are the tools' own version lines, in a fixed order. wrk -v
 // exits 1 and nginx -v writes to stderr, so output is taken as it comes.
