@@ -3,8 +3,10 @@
 // Sentinel or Cluster). A Limiter implements limiter.Backend.
 //
 // One file tells each part of the story: decide.go follows a request's
-// checks from the denial cache to Redis and back; gcra.go, sliding.go and
-// fixed.go each hold one algorithm (its Lua, its refund); script.go puts the
+// checks from the denial cache to Redis and back; gcra.go, sliding.go,
+// fixed.go and concurrency.go each hold one algorithm (its Lua, its
+// settle); algorithms.go is the table of them, from which the script's
+// dispatch and a check's arguments are built; script.go puts the
 // algorithms together into the one script a request calls; failure.go is
 // what happens when Redis does not answer (failure modes, whose local share
 // the Engine's fallback decides, the breaker, and telling a hung Redis from
@@ -15,6 +17,14 @@
 // the keys. The go-redis client it decides through is built by
 // internal/redisclient and handed in: the process has one, shared with the
 // idempotency store.
+//
+// Adding a shared algorithm touches three files: its name in limiter (an
+// Algorithm in Algorithms, and Shared); a file of its own here, with the
+// Lua that decides one check ("local function decide(keys..., quota,
+// period_us, cost[, member])", see algorithm.lua) and its settle; and its
+// entry in the algorithms table, which names its keys and says whether it
+// sends a member. Decide, settling, Reset, the health check, explain
+// (KeysFor) and the script's dispatch then know it.
 //
 // All the checks of one request are decided by one script call, all or
 // nothing, timed by Redis's clock: a request that one policy denies takes

@@ -60,12 +60,12 @@ func (r *Limiter) allowGCRA(ctx context.Context, op *sharedOp) (recorded bool, e
 // limit's numbers are parsed only when they differ from the previous GCRA
 // check's (a merged call mostly repeats one policy's).
 const gcraLua = `
-      if argv[a + 2] ~= rate_s or argv[a + 3] ~= period_s then
-        rate_s, period_s = argv[a + 2], argv[a + 3]
+      if {rate} ~= rate_s or {period} ~= period_s then
+        rate_s, period_s = {rate}, {period}
         emission = (tonumber(period_s) / 1000000) / tonumber(rate_s)
       end
-      if argv[a + 4] ~= burst_s then burst_s = argv[a + 4]; burst = tonumber(burst_s) end
-      if argv[a + 5] ~= cost_s then cost_s = argv[a + 5]; cost = tonumber(cost_s) end
+      if {quota} ~= burst_s then burst_s = {quota}; burst = tonumber(burst_s) end
+      if {cost} ~= cost_s then cost_s = {cost}; cost = tonumber(cost_s) end
       local key = K[k + 1]
       local tat = tats[key]
       if tat == nil then
@@ -134,6 +134,12 @@ return 1
 `
 
 var gcraAdjustScript = redis.NewScript(gcraAdjustSrc)
+
+// gcraSettle moves the TAT by delta units (algorithm.settle).
+func gcraSettle(op *sharedOp, _, delta int64) (*redis.Script, []string, []any) {
+	l := op.check.Limit
+	return gcraAdjustScript, []string{gcraKeyPrefix + op.base}, []any{l.Period.Seconds(), l.Rate, delta}
+}
 
 // gcraRemaining derives the tokens left from the time until the bucket is
 // full again. redis_rate's own Remaining truncates a float computed from

@@ -193,14 +193,11 @@ func New(client Client, cfg Config) (*Limiter, error) {
 	r.memberPrefix = hex.EncodeToString(nonce[:])
 
 	r.sources = map[string]string{}
-	for _, s := range []struct {
-		script *redis.Script
-		src    string
-	}{
-		{decideScript, decideSrc}, {decideManyScript, decideManySrc}, {decideManyNodeScript, decideManyNodeSrc}, {gcraAdjustScript, gcraAdjustSrc},
-		{slidingAdjustScript, slidingAdjustSrc}, {fixedAdjustScript, fixedAdjustSrc},
-		{concurrencyReleaseScript, concurrencyReleaseSrc}, {concurrencyRenewScript, concurrencyRenewSrc},
-	} {
+	scripts := []scriptSource{{decideScript, decideSrc}, {decideManyScript, decideManySrc}, {decideManyNodeScript, decideManyNodeSrc}}
+	for _, alg := range algorithms {
+		scripts = append(scripts, alg.scripts...)
+	}
+	for _, s := range scripts {
 		r.sources[s.script.Hash()] = s.src
 	}
 	return r, nil
