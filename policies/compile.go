@@ -105,18 +105,18 @@ func compilePolicy(name string, pc PolicyConfig) (*Policy, error) {
 	pol := &Policy{
 		Rule: &limiter.Rule{
 			Name:         name,
-			Algorithm:    limiter.Algorithm(pc.Algorithm),
-			OnRedisError: limiter.FailureMode(pc.OnRedisError),
+			Algorithm:    pc.Algorithm,
+			OnRedisError: pc.OnRedisError,
 			LocalShare:   pc.LocalShare,
 		},
 		KeySpec:         pc.Key,
 		Key:             keyFunc(parts),
 		Reads:           readsOf(parts),
-		OnMissingKey:    MissingKey(pc.OnMissingKey),
-		Cost:            Cost(pc.Cost),
+		OnMissingKey:    pc.OnMissingKey,
+		Cost:            pc.Cost,
 		ChargeDelivered: pc.ChargeWithoutUsage == "delivered",
 	}
-	if algo := limiter.Algorithm(pc.Algorithm); algo.InFlight() {
+	if algo := pc.Algorithm; algo.InFlight() {
 		// Rate and Burst are the slots, so Quota() is and headers show them.
 		// Period is the lease; an in-process slot has none, and its period
 		// only keeps the limit from denying all (and is what w= shows).

@@ -1,6 +1,10 @@
 package policies
 
-import "time"
+import (
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+)
 
 // Config is gateway.yaml as decoded. The koanf tags are the YAML keys; every
 // key not listed here is an error. Defaults are filled in by ApplyDefaults
@@ -290,13 +294,13 @@ type MatchConfig struct {
 type PolicyConfig struct {
 	// Key: "ip", "header:NAME", "query:NAME", "api_key", "tenant", or several
 	// joined with "+" ("tenant+ip").
-	Key       string        `koanf:"key"`
-	Algorithm string        `koanf:"algorithm"` // default token_bucket
-	Rate      *int64        `koanf:"rate"`      // events per Per; 0 denies all
-	Per       time.Duration `koanf:"per"`       // default 1s
-	Window    string        `koanf:"window"`    // fixed_window only: day or month (UTC calendar), instead of per
-	Cost      string        `koanf:"cost"`      // requests (default), tokens, input_tokens, output_tokens, usd (rate in whole dollars)
-	Burst     int64         `koanf:"burst"`     // default Rate
+	Key       string            `koanf:"key"`
+	Algorithm limiter.Algorithm `koanf:"algorithm"` // default token_bucket
+	Rate      *int64            `koanf:"rate"`      // events per Per; 0 denies all
+	Per       time.Duration     `koanf:"per"`       // default 1s
+	Window    string            `koanf:"window"`    // fixed_window only: day or month (UTC calendar), instead of per
+	Cost      Cost              `koanf:"cost"`      // requests (default), tokens, input_tokens, output_tokens, usd (rate in whole dollars)
+	Burst     int64             `koanf:"burst"`     // default Rate
 	// Limit is the number of requests in flight per key of a concurrency or
 	// shared_concurrency policy (required there, an error elsewhere).
 	Limit int64 `koanf:"limit"`
@@ -304,12 +308,12 @@ type PolicyConfig struct {
 	// renewed (default 30s): what a crashed instance's slots are held for.
 	Lease        time.Duration    `koanf:"lease"`
 	Plans        map[string]int64 `koanf:"plans"` // plan -> rate (burst = rate scaled like Burst/Rate)
-	OnMissingKey string           `koanf:"on_missing_key"`
+	OnMissingKey MissingKey       `koanf:"on_missing_key"`
 	// OnRedisError is allow, deny or local; default deny for a policy
 	// whose cost counts tokens or dollars (it caps spend), allow for the
 	// rest.
-	OnRedisError string  `koanf:"on_redis_error"`
-	LocalShare   float64 `koanf:"local_share"` // default 1.0 with on_redis_error: local
+	OnRedisError limiter.FailureMode `koanf:"on_redis_error"`
+	LocalShare   float64             `koanf:"local_share"` // default 1.0 with on_redis_error: local
 	// Mode is enforce (default) or shadow: evaluated and counted, its
 	// would-be 429s reported, nothing blocked.
 	Mode string `koanf:"mode"`

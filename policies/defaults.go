@@ -2,7 +2,6 @@ package policies
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -163,15 +162,15 @@ func (c *Config) ApplyDefaults() {
 
 	for name, p := range c.Policies {
 		if p.Algorithm == "" {
-			p.Algorithm = "token_bucket"
+			p.Algorithm = limiter.TokenBucket
 		}
 		if p.Cost == "" {
-			p.Cost = string(CostRequests)
+			p.Cost = CostRequests
 		}
 		switch {
-		case limiter.Algorithm(p.Algorithm) == limiter.SharedConcurrency:
+		case p.Algorithm == limiter.SharedConcurrency:
 			setDefault(&p.Lease, DefaultLease)
-		case limiter.Algorithm(p.Algorithm).InFlight():
+		case p.Algorithm.InFlight():
 			// no period: a slot is held for as long as its request runs
 		case p.Window == "":
 			setDefault(&p.Per, DefaultPer)
@@ -180,19 +179,19 @@ func (c *Config) ApplyDefaults() {
 			p.Burst = *p.Rate
 		}
 		if p.OnMissingKey == "" {
-			p.OnMissingKey = string(MissingShared)
+			p.OnMissingKey = MissingShared
 		}
 		if p.OnRedisError == "" {
 			// A policy that caps spend stays a cap while Redis is down.
-			p.OnRedisError = "allow"
-			if Cost(p.Cost).CountsTokens() {
-				p.OnRedisError = "deny"
+			p.OnRedisError = limiter.FailAllow
+			if p.Cost.CountsTokens() {
+				p.OnRedisError = limiter.FailDeny
 			}
 		}
-		if Cost(p.Cost).CountsTokens() {
+		if p.Cost.CountsTokens() {
 			setDefault(&p.ChargeWithoutUsage, DefaultChargeWithoutUsage)
 		}
-		if p.LocalShare == 0 && strings.EqualFold(p.OnRedisError, "local") {
+		if p.LocalShare == 0 && p.OnRedisError == limiter.FailLocal {
 			p.LocalShare = 1
 		}
 		setDefault(&p.Mode, "enforce")

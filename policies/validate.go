@@ -277,7 +277,7 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 				p.addf(pp, "unknown policy %q", name)
 			case used[name]:
 				p.addf(pp, "policy %q listed twice", name)
-			case Cost(pc.Cost).CountsTokens() && rt.LLM == "":
+			case pc.Cost.CountsTokens() && rt.LLM == "":
 				p.addf(pp, "policy %q counts %s, which only an llm route knows (set llm: openai)", name, pc.Cost)
 			case keysOnModel(pc.Key) && rt.LLM == "":
 				p.addf(pp, "policy %q keys on model, which only an llm route knows (set llm: openai)", name)
@@ -441,43 +441,24 @@ func validatePolicies(p *problems, c *Config) {
 			p.addf(place+".plans", "needs a key that identifies the tenant (tenant or api_key, alone or joined with +): "+
 				"with key %q a client presenting API keys of different plans gets a bucket per plan", pc.Key)
 		}
-		algo := limiter.Algorithm(pc.Algorithm)
-		switch algo {
-		case limiter.TokenBucket, limiter.GCRA, limiter.SlidingWindow, limiter.FixedWindow, limiter.Concurrency, limiter.SharedConcurrency:
-			if algo.Shared() && !c.Redis.Enabled() {
-				p.addf(place+".algorithm", "%s needs redis (set redis.addrs)", algo)
-			}
-		default:
-			p.addf(place+".algorithm", "must be token_bucket, gcra, sliding_window, fixed_window, concurrency or shared_concurrency, got %q", pc.Algorithm)
+		// A name outside a list (algorithm, cost, on_missing_key,
+		// on_redis_error) is checkStrict's error: see enums.go.
+		algo := pc.Algorithm
+		if algo.Shared() && !c.Redis.Enabled() {
+			p.addf(place+".algorithm", "%s needs redis (set redis.addrs)", algo)
 		}
 		if algo.InFlight() {
 			validateInFlight(p, place, &pc)
 		} else {
 			validateRate(p, place, &pc)
 		}
-		switch Cost(pc.Cost) {
-		case CostRequests, CostTokens, CostInputTokens, CostOutputTokens:
-		case CostUSD:
-			if _, ok := c.Prices[DefaultPriceModel]; !ok {
-				p.add(place+".cost", "usd needs prices, with a default entry for models the table does not name (never free)")
-			}
-		default:
-			p.addf(place+".cost", "must be requests, tokens, input_tokens, output_tokens or usd, got %q", pc.Cost)
-		}
-		switch MissingKey(pc.OnMissingKey) {
-		case MissingSkip, MissingShared, MissingReject:
-		default:
-			p.addf(place+".on_missing_key", "must be skip, shared or reject, got %q", pc.OnMissingKey)
-		}
-		switch limiter.FailureMode(pc.OnRedisError) {
-		case limiter.FailAllow, limiter.FailDeny, limiter.FailLocal:
-		default:
-			p.addf(place+".on_redis_error", "must be allow, deny or local, got %q", pc.OnRedisError)
+		if _, ok := c.Prices[DefaultPriceModel]; pc.Cost == CostUSD && !ok {
+			p.add(place+".cost", "usd needs prices, with a default entry for models the table does not name (never free)")
 		}
 		switch {
-		case !Cost(pc.Cost).CountsTokens() && pc.ChargeWithoutUsage != "":
+		case !pc.Cost.CountsTokens() && pc.ChargeWithoutUsage != "":
 			p.add(place+".charge_without_usage", "applies to policies whose cost counts tokens or usd")
-		case Cost(pc.Cost).CountsTokens() && pc.ChargeWithoutUsage != "reserved" && pc.ChargeWithoutUsage != "delivered":
+		case pc.Cost.CountsTokens() && pc.ChargeWithoutUsage != "reserved" && pc.ChargeWithoutUsage != "delivered":
 			p.addf(place+".charge_without_usage", "must be reserved or delivered, got %q", pc.ChargeWithoutUsage)
 		}
 		if pc.LocalShare < 0 || pc.LocalShare > 1 {
@@ -501,7 +482,7 @@ func validateModes(p *problems, place string, pc *PolicyConfig) {
 			p.add(place+".max_waiters", "applies to on_limit: delay only")
 		}
 	case "delay":
-		if limiter.Algorithm(pc.Algorithm).InFlight() {
+		if pc.Algorithm.InFlight() {
 			p.addf(place+".on_limit", "delay applies to rate policies; a %s slot frees when a request ends, not at a known time", pc.Algorithm)
 		}
 		if pc.MaxDelay <= 0 {
@@ -582,7 +563,7 @@ func validateRate(p *problems, place string, pc *PolicyConfig) {
 		p.add(place+".per", "must be > 0")
 	case pc.Window != "" && pc.Window != "day" && pc.Window != "month":
 		p.addf(place+".window", "must be day or month, got %q", pc.Window)
-	case pc.Window != "" && limiter.Algorithm(pc.Algorithm) != limiter.FixedWindow:
+	case pc.Window != "" && pc.Algorithm != limiter.FixedWindow:
 		p.addf(place+".window", "applies to fixed_window only (a calendar day or month, UTC), not %s", pc.Algorithm)
 	case pc.Window != "" && pc.Per != 0:
 		p.add(place+".window", "set per or window, not both")
@@ -591,7 +572,7 @@ func validateRate(p *problems, place string, pc *PolicyConfig) {
 		p.add(place+".burst", "must be >= 0")
 	} else if pc.Rate != nil && *pc.Rate > 0 && pc.Burst < 1 {
 		p.add(place+".burst", "must be >= 1 when rate > 0")
-	} else if window := limiter.Algorithm(pc.Algorithm); window.Windowed() &&
+	} else if window := pc.Algorithm; window.Windowed() &&
 		pc.Rate != nil && pc.Burst != *pc.Rate {
 		p.addf(place+".burst", "applies to token_bucket and gcra only: a %s admits rate per per", window)
 	}
@@ -622,14 +603,14 @@ func validateInFlight(p *problems, place string, pc *PolicyConfig) {
 		}
 	}
 	switch {
-	case limiter.Algorithm(pc.Algorithm) == limiter.Concurrency && pc.Lease != 0:
+	case pc.Algorithm == limiter.Concurrency && pc.Lease != 0:
 		p.add(place+".lease", "applies to shared_concurrency only: an in-process slot is held until its request ends")
 	case pc.Lease < 0:
 		p.addf(place+".lease", "must be > 0, got %s", pc.Lease)
 	case pc.Lease > 0 && pc.Lease < minLease:
 		p.addf(place+".lease", "must be at least %s (it is renewed every third of it), got %s", minLease, pc.Lease)
 	}
-	if Cost(pc.Cost) != CostRequests {
+	if pc.Cost != CostRequests {
 		p.addf(place+".cost", "a %s policy counts one slot per request: cost must be requests, got %q", pc.Algorithm, pc.Cost)
 	}
 }
