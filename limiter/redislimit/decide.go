@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -21,14 +20,13 @@ type sharedOp struct {
 	check    limiter.Check
 	cost     int64
 	digest   keyDigest
-	base     string             // rl:{policy:digest}
-	key      string             // gcra only: its Redis key, "rate:" and base (base is its tail)
-	nums     [numArgs]int64     // rate, period, quota and cost as decideScript gets them (see decideCmdIn)
-	memberID string             // sliding window only: the log entry without its cost
-	res      *redis_rate.Result // a lone GCRA check, decided by redis_rate
-	reply    scriptReply        // any other check, decided by decideScript
-	asked    bool               // Redis answered for this check
-	taken    bool               // Redis recorded it: a refund must give it back
+	base     string         // rl:{policy:digest}
+	key      string         // gcra only: its Redis key, "rate:" and base (base is its tail)
+	nums     [numArgs]int64 // rate, period, quota and cost as decideScript gets them (see decideCmdIn)
+	memberID string         // sliding window only: the log entry without its cost
+	reply    scriptReply    // what decideScript answered for it
+	asked    bool           // Redis answered for this check
+	taken    bool           // Redis recorded it: a refund must give it back
 }
 
 // overloadRetry is the Retry-After of a decision the instance could not make
@@ -354,9 +352,7 @@ func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *recorded, se
 // op. It reports whether the ops were recorded (all admitted) and the error
 // of the first failed call, if any.
 //
-// One GCRA check alone with gathering off (Config.Pipelines < 0) goes through
-// redis_rate's AllowN, one command. Any other request is one decideScript
-// call covering all its checks, all or
+// A request is one decideScript call covering all its checks, all or
 // nothing, on a standalone server or Sentinel's master. On a Cluster the
 // checks of one request live in different slots, which no script can span:
 // they are decided one call at a time, shortest period first, stopping at
@@ -367,9 +363,6 @@ func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *recorded, se
 //
 // u lends its call buffer (see recorded.buffer) to a request's one call.
 func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp, u *recorded) (recorded bool, err error) {
-	if len(ops) == 1 && ops[0].check.Rule.Algorithm == limiter.GCRA && r.pipelines < 0 {
-		return r.allowGCRA(ctx, ops[0])
-	}
 	if !r.cluster || len(ops) == 1 {
 		return r.decideAll(ctx, ops, modeRecord, u.buffer())
 	}
@@ -483,16 +476,6 @@ func decideCmdIn(ctx context.Context, ops []*sharedOp, mode scriptMode, a []any)
 func (r *Limiter) decision(op *sharedOp) limiter.Decision {
 	c := op.check
 	d := limiter.Decision{Policy: c.Rule.Name, Limit: c.Limit}
-	if op.res != nil {
-		d.Allowed = op.res.Allowed > 0
-		d.ResetAfter = max(0, op.res.ResetAfter)
-		d.Remaining = gcraRemaining(c.Limit, d.ResetAfter)
-		if !d.Allowed {
-			d.Reason = limiter.ReasonLimited
-			d.RetryAfter = max(0, op.res.RetryAfter)
-		}
-		return d
-	}
 	rep := op.reply
 	d.Allowed, d.Remaining, d.ResetAfter = rep.allowed, rep.remaining, rep.resetAfter
 	if alg := algorithmOf(c.Rule.Algorithm); alg != nil && alg.remaining != nil {

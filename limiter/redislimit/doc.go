@@ -29,13 +29,12 @@
 // All the checks of one request are decided by one script call, all or
 // nothing, timed by Redis's clock: a request that one policy denies takes
 // nothing from the others, and gateway clocks may drift. The script carries
-// its own GCRA, which keeps redis_rate's state format (a test fails if an
-// upgrade changes it), because redis_rate sends its script and reads the
-// reply in one call: it can neither take part in another script's
-// all-or-nothing decision nor share a pipeline. So redis_rate's AllowN
-// decides only a lone GCRA check with gathering off (Config.Pipelines < 0);
-// with gathering on, the default, every check goes through the script.
-// Measured against calling AllowN once per check (BenchmarkRedisDecide,
+// the gateway's one GCRA, which keeps redis_rate's state format, so a key
+// is read and written alike by both (a test fails if an upgrade changes
+// it), because redis_rate sends its script and reads the reply in one call:
+// it can neither take part in another script's all-or-nothing decision nor
+// share a pipeline. Every check goes through the script, gathering on or
+// off. Measured against calling AllowN once per check (BenchmarkRedisDecide,
 // same run): two GCRA checks in one script call cost one round trip where
 // two AllowN calls cost two.
 package redislimit

@@ -1,12 +1,9 @@
 package redislimit
 
 import (
-	"context"
-	"fmt"
 	"math"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -17,36 +14,16 @@ import (
 // Taking n units moves it forward by n emission intervals (period / rate);
 // a request passes when the new TAT is at most burst intervals ahead.
 //
-// With pipelines gathered (the default, see coalescer), every GCRA check is
-// part of a decideScript call (gcraLua below), because redis_rate's AllowN
-// sends its script and reads its reply in one call: it can neither join
-// another script's all-or-nothing decision nor share a pipeline. With
-// gathering off (Config.Pipelines < 0) a lone GCRA check goes through
-// AllowN, one EVALSHA, its public API as meant. gcraLua keeps
-// redis_rate's state exactly (the key "rate:<key>", a float TAT in seconds
-// since 2017-01-01, its expiry) so both decide on one key alike;
+// Every GCRA check is decided by decideScript (gcraLua below), the one
+// GCRA of the gateway: redis_rate's AllowN sends its script and reads its
+// reply in one call, so it can neither join another check's all-or-nothing
+// decision nor share a pipeline. gcraLua keeps redis_rate's state exactly
+// (the key "rate:<key>", a float TAT in seconds since 2017-01-01, its
+// expiry), so redis_rate and the gateway decide on one key alike, and an
+// upgrade from a gateway that called AllowN keeps every key's state;
 // TestGCRAStateSharedWithRedisRate fails if an upgrade of redis_rate changes
 // that. Measured (BenchmarkRedisDecide): one decideScript call for two GCRA
 // checks costs one round trip where two AllowN calls cost two.
-
-// allowGCRA runs one GCRA check through redis_rate, turning a panic on a
-// malformed reply (it asserts the reply's types unchecked) into an error.
-func (r *Limiter) allowGCRA(ctx context.Context, op *sharedOp) (recorded bool, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			op.res, recorded, err = nil, false, fmt.Errorf("limiter: redis_rate failed on its reply: %v", p)
-		}
-	}()
-	c := op.check
-	res, err := r.gcra.AllowN(ctx, op.base, redis_rate.Limit{
-		Rate: int(c.Limit.Rate), Burst: int(c.Limit.Quota()), Period: c.Limit.Period,
-	}, int(op.cost))
-	if err != nil {
-		return false, err
-	}
-	op.res, op.asked, op.taken = res, true, res.Allowed > 0
-	return op.taken, nil
-}
 
 // gcraLua is decideScript's GCRA: redis_rate's arithmetic, split into a
 // decision and a record, so the record happens only if every check of the
