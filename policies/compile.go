@@ -222,7 +222,7 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		OpenAIErrors:     rc.ErrorFormat == "openai",
 		Anthropic:        rc.LLM == LLMAnthropic,
 		AnthropicErrors:  rc.ErrorFormat == LLMAnthropic,
-		RateLimitHeaders: RateLimitHeaders(rc.RateLimitHeaders),
+		RateLimitHeaders: rc.RateLimitHeaders,
 		Quota:            rc.Quota || rc.LLM != "",
 		Match: Match{
 			Host:       strings.ToLower(strings.TrimSuffix(rc.Match.Host, ".")),

@@ -232,8 +232,8 @@ type RouteConfig struct {
 	// RateLimitHeaders is which rate-limit headers responses carry: all
 	// (default: RateLimit-Policy, RateLimit, X-RateLimit-*), ietf, legacy or
 	// none.
-	RateLimitHeaders string   `koanf:"rate_limit_headers"`
-	Policies         []string `koanf:"policies"`
+	RateLimitHeaders RateLimitHeaders `koanf:"rate_limit_headers"`
+	Policies         []string         `koanf:"policies"`
 	// Idempotency, when present, makes requests that carry an idempotency
 	// key reach the upstream once per key (docs/idempotency.md).
 	Idempotency *IdempotencyConfig `koanf:"idempotency"`

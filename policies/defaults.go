@@ -135,7 +135,7 @@ func (c *Config) ApplyDefaults() {
 			}
 		}
 		setDefault(&rt.ErrorFormat, "gateway")
-		setDefault(&rt.RateLimitHeaders, string(RateLimitHeadersAll))
+		setDefault(&rt.RateLimitHeaders, RateLimitHeadersAll)
 		setDefault(&rt.MaxBodyBytes, DefaultMaxBodyBytes)
 		if rt.Upgrades == nil {
 			rt.Upgrades = slices.Clone(DefaultUpgrades)

@@ -12,6 +12,18 @@ var Costs = []Cost{CostRequests, CostTokens, CostInputTokens, CostOutputTokens, 
 // MissingKeys lists every missing-key behaviour.
 var MissingKeys = []MissingKey{MissingSkip, MissingShared, MissingReject}
 
+// RateLimitHeaderSets lists every set of rate-limit headers.
+var RateLimitHeaderSets = []RateLimitHeaders{RateLimitHeadersAll, RateLimitHeadersIETF, RateLimitHeadersLegacy, RateLimitHeadersNone}
+
+// UnmarshalText sets s to the set named by text, one of
+// RateLimitHeaderSets; empty text leaves the zero value, all of them.
+func (s *RateLimitHeaders) UnmarshalText(text []byte) error {
+	return limiter.UnmarshalName(s, RateLimitHeaderSets, text)
+}
+
+// MarshalText returns the set's name.
+func (s RateLimitHeaders) MarshalText() ([]byte, error) { return []byte(s), nil }
+
 // UnmarshalText sets c to the cost named by text, one of Costs; empty text
 // leaves the zero value, which defaults to CostRequests.
 func (c *Cost) UnmarshalText(text []byte) error { return limiter.UnmarshalName(c, Costs, text) }

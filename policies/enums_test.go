@@ -31,6 +31,9 @@ func TestNamesRoundTrip(t *testing.T) {
 	for _, n := range append(Costs, "") {
 		check("cost", string(n), new(Cost))
 	}
+	for _, n := range append(RateLimitHeaderSets, "") {
+		check("rate-limit headers", string(n), new(RateLimitHeaders))
+	}
 	for _, n := range append(MissingKeys, "") {
 		check("missing key", string(n), new(MissingKey))
 	}

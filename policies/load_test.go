@@ -89,7 +89,7 @@ func TestDefaults(t *testing.T) {
 		{"tenants.header", c.Tenants.Header, "X-API-Key"},
 		{"routes[0].timeout", c.Routes[0].Timeout, 30 * time.Second},
 		{"routes[0].max_body_bytes", c.Routes[0].MaxBodyBytes, int64(10 << 20)},
-		{"routes[0].rate_limit_headers", c.Routes[0].RateLimitHeaders, "all"},
+		{"routes[0].rate_limit_headers", c.Routes[0].RateLimitHeaders, RateLimitHeadersAll},
 		{"policies.per-ip.algorithm", c.Policies["per-ip"].Algorithm, limiter.TokenBucket},
 		{"policies.per-ip.per", c.Policies["per-ip"].Per, time.Second},
 		{"policies.per-ip.burst", c.Policies["per-ip"].Burst, int64(10)},

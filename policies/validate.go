@@ -249,11 +249,6 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 			p.addf(place+".error_format", "must be gateway, openai or anthropic, got %q", rt.ErrorFormat)
 		}
 		validateEnforce(p, place, rt)
-		switch RateLimitHeaders(rt.RateLimitHeaders) {
-		case RateLimitHeadersAll, RateLimitHeadersIETF, RateLimitHeadersLegacy, RateLimitHeadersNone:
-		default:
-			p.addf(place+".rate_limit_headers", "must be all, ietf, legacy or none, got %q", rt.RateLimitHeaders)
-		}
 		if rt.Idempotency != nil {
 			validateIdempotency(p, place+".idempotency", rt.Idempotency)
 			if mr := rt.Idempotency.MaxResponseBytes; !c.Redis.Enabled() && mr > c.Server.IdempotencyMaxBytes &&
