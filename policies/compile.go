@@ -68,8 +68,8 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("policies.%s: %w", name, err)
 		}
-		pol.Rule.Shadow = pc.Mode == "shadow" || c.Mode == "shadow"
-		if pc.OnLimit == "delay" {
+		pol.Rule.Shadow = pc.Mode == ModeShadow || c.Mode == ModeShadow
+		if pc.OnLimit == OnLimitDelay {
 			pol.MaxDelay, pol.MaxWaiters = pc.MaxDelay, pc.MaxWaiters
 		}
 		snap.Policies[name] = pol
@@ -114,7 +114,7 @@ func compilePolicy(name string, pc PolicyConfig) (*Policy, error) {
 		Reads:           readsOf(parts),
 		OnMissingKey:    pc.OnMissingKey,
 		Cost:            pc.Cost,
-		ChargeDelivered: pc.ChargeWithoutUsage == "delivered",
+		ChargeDelivered: pc.ChargeWithoutUsage == ChargeDelivered,
 	}
 	if algo := pc.Algorithm; algo.InFlight() {
 		// Rate and Burst are the slots, so Quota() is and headers show them.

@@ -22,7 +22,7 @@ type Config struct {
 	// their text (see ModelConfig); built-in families need no entry.
 	Models map[string]ModelConfig `koanf:"models"`
 	// Mode is enforce (default) or shadow: every policy in shadow mode.
-	Mode  string      `koanf:"mode"`
+	Mode  Mode        `koanf:"mode"`
 	Admin AdminConfig `koanf:"admin"`
 	Log   LogConfig   `koanf:"log"`
 	// Tracing exports OpenTelemetry traces (see TracingConfig).
@@ -316,18 +316,18 @@ type PolicyConfig struct {
 	LocalShare   float64             `koanf:"local_share"` // default 1.0 with on_redis_error: local
 	// Mode is enforce (default) or shadow: evaluated and counted, its
 	// would-be 429s reported, nothing blocked.
-	Mode string `koanf:"mode"`
+	Mode Mode `koanf:"mode"`
 	// OnLimit is reject (default: 429 at once) or delay: a request over the
 	// limit waits for its turn, up to MaxDelay (default 2s) and with at most
 	// MaxWaiters (default 100) waiting per key, before it gets the 429.
-	OnLimit    string        `koanf:"on_limit"`
+	OnLimit    OnLimit       `koanf:"on_limit"`
 	MaxDelay   time.Duration `koanf:"max_delay"`
 	MaxWaiters int           `koanf:"max_waiters"`
 	// ChargeWithoutUsage is what an llm call that ended without the
 	// provider's usage (a cut stream) is charged: reserved (default: its
 	// reservation, an upper bound of what it was billed) or delivered (its
 	// prompt and the text that reached the client: less, and not a bound).
-	ChargeWithoutUsage string `koanf:"charge_without_usage"`
+	ChargeWithoutUsage Charge `koanf:"charge_without_usage"`
 }
 
 // PriceConfig is what one model costs, in US dollars per million tokens.

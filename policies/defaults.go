@@ -30,7 +30,7 @@ const (
 	DefaultMaxBodyBytes       = 10 << 20
 	DefaultUnsizedInput       = "refuse"
 	DefaultStreamWindow       = 256
-	DefaultChargeWithoutUsage = "reserved"
+	DefaultChargeWithoutUsage = ChargeReserved
 	DefaultLLMMaxBodyBytes    = 1 << 20
 	DefaultQuotaPath          = "/v1/quota"
 	DefaultPer                = time.Second
@@ -109,7 +109,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&s.MinHeapBytes, DefaultMinHeapBytes)
 	setDefault(&s.PromptCountShare, DefaultPromptCountShare)
 
-	setDefault(&c.Mode, "enforce")
+	setDefault(&c.Mode, ModeEnforce)
 	if c.Admin.Listen == nil {
 		c.Admin.Listen = new(DefaultAdminListen)
 	}
@@ -194,9 +194,9 @@ func (c *Config) ApplyDefaults() {
 		if p.LocalShare == 0 && p.OnRedisError == limiter.FailLocal {
 			p.LocalShare = 1
 		}
-		setDefault(&p.Mode, "enforce")
-		setDefault(&p.OnLimit, "reject")
-		if p.OnLimit == "delay" {
+		setDefault(&p.Mode, ModeEnforce)
+		setDefault(&p.OnLimit, OnLimitReject)
+		if p.OnLimit == OnLimitDelay {
 			setDefault(&p.MaxDelay, DefaultMaxDelay)
 			setDefault(&p.MaxWaiters, DefaultMaxWaiters)
 		}

@@ -39,3 +39,62 @@ func (m *MissingKey) UnmarshalText(text []byte) error {
 
 // MarshalText returns the behaviour's name.
 func (m MissingKey) MarshalText() ([]byte, error) { return []byte(m), nil }
+
+// Mode is how a policy, or the whole file, applies: enforce or shadow.
+type Mode string
+
+// The modes.
+const (
+	ModeEnforce Mode = "enforce" // a denial is answered
+	ModeShadow  Mode = "shadow"  // evaluated and counted, nothing blocked
+)
+
+// Modes lists every mode.
+var Modes = []Mode{ModeEnforce, ModeShadow}
+
+// UnmarshalText sets m to the mode named by text, one of Modes; empty text
+// leaves the zero value, which defaults to ModeEnforce.
+func (m *Mode) UnmarshalText(text []byte) error { return limiter.UnmarshalName(m, Modes, text) }
+
+// MarshalText returns the mode's name.
+func (m Mode) MarshalText() ([]byte, error) { return []byte(m), nil }
+
+// OnLimit is what a policy does with a request over its limit.
+type OnLimit string
+
+// The answers to a request over the limit.
+const (
+	OnLimitReject OnLimit = "reject" // 429 at once
+	OnLimitDelay  OnLimit = "delay"  // wait for its turn, up to max_delay
+)
+
+// OnLimits lists every answer to a request over the limit.
+var OnLimits = []OnLimit{OnLimitReject, OnLimitDelay}
+
+// UnmarshalText sets o to the answer named by text, one of OnLimits; empty
+// text leaves the zero value, which defaults to OnLimitReject.
+func (o *OnLimit) UnmarshalText(text []byte) error { return limiter.UnmarshalName(o, OnLimits, text) }
+
+// MarshalText returns the answer's name.
+func (o OnLimit) MarshalText() ([]byte, error) { return []byte(o), nil }
+
+// Charge is what an llm call that ended without the provider's usage is
+// charged (charge_without_usage).
+type Charge string
+
+// The charges of a call without usage.
+const (
+	ChargeReserved  Charge = "reserved"  // its reservation: an upper bound of what it was billed
+	ChargeDelivered Charge = "delivered" // its prompt and the text that reached the client
+)
+
+// Charges lists every charge of a call without usage.
+var Charges = []Charge{ChargeReserved, ChargeDelivered}
+
+// UnmarshalText sets c to the charge named by text, one of Charges; empty
+// text leaves the zero value, which a policy counting tokens defaults to
+// ChargeReserved.
+func (c *Charge) UnmarshalText(text []byte) error { return limiter.UnmarshalName(c, Charges, text) }
+
+// MarshalText returns the charge's name.
+func (c Charge) MarshalText() ([]byte, error) { return []byte(c), nil }

@@ -34,6 +34,15 @@ func TestNamesRoundTrip(t *testing.T) {
 	for _, n := range append(RateLimitHeaderSets, "") {
 		check("rate-limit headers", string(n), new(RateLimitHeaders))
 	}
+	for _, n := range append(Modes, "") {
+		check("mode", string(n), new(Mode))
+	}
+	for _, n := range append(OnLimits, "") {
+		check("on_limit", string(n), new(OnLimit))
+	}
+	for _, n := range append(Charges, "") {
+		check("charge", string(n), new(Charge))
+	}
 	for _, n := range append(MissingKeys, "") {
 		check("missing key", string(n), new(MissingKey))
 	}

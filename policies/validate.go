@@ -450,11 +450,8 @@ func validatePolicies(p *problems, c *Config) {
 		if _, ok := c.Prices[DefaultPriceModel]; pc.Cost == CostUSD && !ok {
 			p.add(place+".cost", "usd needs prices, with a default entry for models the table does not name (never free)")
 		}
-		switch {
-		case !pc.Cost.CountsTokens() && pc.ChargeWithoutUsage != "":
+		if !pc.Cost.CountsTokens() && pc.ChargeWithoutUsage != "" {
 			p.add(place+".charge_without_usage", "applies to policies whose cost counts tokens or usd")
-		case pc.Cost.CountsTokens() && pc.ChargeWithoutUsage != "reserved" && pc.ChargeWithoutUsage != "delivered":
-			p.addf(place+".charge_without_usage", "must be reserved or delivered, got %q", pc.ChargeWithoutUsage)
 		}
 		if pc.LocalShare < 0 || pc.LocalShare > 1 {
 			p.addf(place+".local_share", "must be in (0, 1], got %v", pc.LocalShare)
@@ -463,20 +460,18 @@ func validatePolicies(p *problems, c *Config) {
 	}
 }
 
-// validateModes checks how a policy enforces: mode and on_limit.
+// validateModes checks how a policy enforces: on_limit and what goes with
+// it (mode and on_limit are names checkStrict checked).
 func validateModes(p *problems, place string, pc *PolicyConfig) {
-	if pc.Mode != "enforce" && pc.Mode != "shadow" {
-		p.addf(place+".mode", "must be enforce or shadow, got %q", pc.Mode)
-	}
 	switch pc.OnLimit {
-	case "reject":
+	case OnLimitReject:
 		if pc.MaxDelay != 0 {
 			p.add(place+".max_delay", "applies to on_limit: delay only")
 		}
 		if pc.MaxWaiters != 0 {
 			p.add(place+".max_waiters", "applies to on_limit: delay only")
 		}
-	case "delay":
+	case OnLimitDelay:
 		if pc.Algorithm.InFlight() {
 			p.addf(place+".on_limit", "delay applies to rate policies; a %s slot frees when a request ends, not at a known time", pc.Algorithm)
 		}
@@ -486,17 +481,12 @@ func validateModes(p *problems, place string, pc *PolicyConfig) {
 		if pc.MaxWaiters <= 0 {
 			p.addf(place+".max_waiters", "must be > 0, got %d", pc.MaxWaiters)
 		}
-	default:
-		p.addf(place+".on_limit", "must be reject or delay, got %q", pc.OnLimit)
 	}
 }
 
 // validateOperations checks the top-level mode, the admin listener and the
 // log settings.
 func validateOperations(p *problems, c *Config) {
-	if c.Mode != "enforce" && c.Mode != "shadow" {
-		p.addf("mode", "must be enforce or shadow, got %q", c.Mode)
-	}
 	if listen := *c.Admin.Listen; listen != "" {
 		host, _, err := net.SplitHostPort(listen)
 		switch {

@@ -51,6 +51,8 @@ func TestValidationErrors(t *testing.T) {
 			"gateway.yaml: policies.p.local_share: must be in (0, 1], got -0.1"},
 		{"cost", withPolicy("{key: ip, rate: 1, cost: bytes}"),
 			`gateway.yaml: policies.p.cost: must be requests, tokens, input_tokens, output_tokens or usd, got "bytes"`},
+		{"charge_without_usage", withPolicy("{key: ip, rate: 1, cost: tokens, charge_without_usage: half}"),
+			`gateway.yaml: policies.p.charge_without_usage: must be reserved or delivered, got "half"`},
 		{"algorithm not a string", withPolicy("{key: ip, rate: 1, algorithm: [gcra]}"),
 			`gateway.yaml: policies.p.algorithm: must be a string, not a list (quote it)`},
 		{"on_missing_key", withPolicy("{key: ip, rate: 1, on_missing_key: ignore}"),
