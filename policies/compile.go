@@ -173,11 +173,11 @@ func usdLimit(l limiter.Limit) limiter.Limit {
 
 // windowed applies a policy's calendar window: a day is a 24h window (fixed
 // windows of 24h are UTC days), a month the calendar month.
-func windowed(l limiter.Limit, window string) limiter.Limit {
+func windowed(l limiter.Limit, window Window) limiter.Limit {
 	switch window {
-	case "day":
+	case WindowDay:
 		l.Period = 24 * time.Hour
-	case "month":
+	case WindowMonth:
 		l.Period, l.Calendar = limiter.MonthPeriod, limiter.CalendarMonth
 	}
 	return l
@@ -258,7 +258,7 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 			LockTTL:          id.LockTTL,
 			ReplayTTL:        id.ReplayTTL,
 			MaxResponseBytes: id.MaxResponseBytes,
-			Wait:             id.OnConflict == "wait",
+			Wait:             id.OnConflict == OnConflictWait,
 			MaxWait:          id.MaxWait,
 			FailOpen:         id.OnRedisError == "allow",
 		}

@@ -274,7 +274,7 @@ type IdempotencyConfig struct {
 	FencingHeader string   `koanf:"fencing_header"` // default X-Fencing-Token
 	// OnConflict: reject (409, default) or wait for the first request's
 	// response, up to MaxWait (default 10s).
-	OnConflict string        `koanf:"on_conflict"`
+	OnConflict OnConflict    `koanf:"on_conflict"`
 	MaxWait    time.Duration `koanf:"max_wait"`
 	// OnRedisError: deny (503, default) or allow (forward without the key's
 	// protection).
@@ -298,7 +298,7 @@ type PolicyConfig struct {
 	Algorithm limiter.Algorithm `koanf:"algorithm"` // default token_bucket
 	Rate      *int64            `koanf:"rate"`      // events per Per; 0 denies all
 	Per       time.Duration     `koanf:"per"`       // default 1s
-	Window    string            `koanf:"window"`    // fixed_window only: day or month (UTC calendar), instead of per
+	Window    Window            `koanf:"window"`    // fixed_window only: day or month (UTC calendar), instead of per
 	Cost      Cost              `koanf:"cost"`      // requests (default), tokens, input_tokens, output_tokens, usd (rate in whole dollars)
 	Burst     int64             `koanf:"burst"`     // default Rate
 	// Limit is the number of requests in flight per key of a concurrency or

@@ -47,7 +47,7 @@ const (
 	DefaultReplayTTL            = 24 * time.Hour
 	DefaultMaxResponseBytes     = 1 << 20
 	DefaultIdempotencyMaxWait   = 10 * time.Second
-	DefaultIdempotencyConflict  = "reject"
+	DefaultIdempotencyConflict  = OnConflictReject
 	DefaultIdempotencyRedisMode = "deny"
 )
 
@@ -148,7 +148,7 @@ func (c *Config) ApplyDefaults() {
 			setDefault(&id.MaxResponseBytes, DefaultMaxResponseBytes)
 			setDefault(&id.OnConflict, DefaultIdempotencyConflict)
 			setDefault(&id.OnRedisError, DefaultIdempotencyRedisMode)
-			if id.OnConflict == "wait" {
+			if id.OnConflict == OnConflictWait {
 				setDefault(&id.MaxWait, DefaultIdempotencyMaxWait)
 			}
 			if id.Methods == nil {

@@ -98,3 +98,44 @@ func (c *Charge) UnmarshalText(text []byte) error { return limiter.UnmarshalName
 
 // MarshalText returns the charge's name.
 func (c Charge) MarshalText() ([]byte, error) { return []byte(c), nil }
+
+// Window is a fixed window's calendar period (window), in UTC.
+type Window string
+
+// The calendar windows.
+const (
+	WindowDay   Window = "day"
+	WindowMonth Window = "month"
+)
+
+// Windows lists every calendar window.
+var Windows = []Window{WindowDay, WindowMonth}
+
+// UnmarshalText sets w to the window named by text, one of Windows; empty
+// text leaves the zero value: no calendar window, per applies.
+func (w *Window) UnmarshalText(text []byte) error { return limiter.UnmarshalName(w, Windows, text) }
+
+// MarshalText returns the window's name.
+func (w Window) MarshalText() ([]byte, error) { return []byte(w), nil }
+
+// OnConflict is what an idempotent request does while another with its key
+// runs.
+type OnConflict string
+
+// The answers to a conflict.
+const (
+	OnConflictReject OnConflict = "reject" // 409 at once
+	OnConflictWait   OnConflict = "wait"   // wait for the first one's response, up to max_wait
+)
+
+// OnConflicts lists every answer to a conflict.
+var OnConflicts = []OnConflict{OnConflictReject, OnConflictWait}
+
+// UnmarshalText sets o to the answer named by text, one of OnConflicts;
+// empty text leaves the zero value, which defaults to OnConflictReject.
+func (o *OnConflict) UnmarshalText(text []byte) error {
+	return limiter.UnmarshalName(o, OnConflicts, text)
+}
+
+// MarshalText returns the answer's name.
+func (o OnConflict) MarshalText() ([]byte, error) { return []byte(o), nil }

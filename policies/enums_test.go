@@ -43,6 +43,12 @@ func TestNamesRoundTrip(t *testing.T) {
 	for _, n := range append(Charges, "") {
 		check("charge", string(n), new(Charge))
 	}
+	for _, n := range append(Windows, "") {
+		check("window", string(n), new(Window))
+	}
+	for _, n := range append(OnConflicts, "") {
+		check("on_conflict", string(n), new(OnConflict))
+	}
 	for _, n := range append(MissingKeys, "") {
 		check("missing key", string(n), new(MissingKey))
 	}

@@ -345,16 +345,14 @@ func validateIdempotency(p *problems, place string, c *IdempotencyConfig) {
 		}
 	}
 	switch c.OnConflict {
-	case "reject":
+	case OnConflictReject:
 		if c.MaxWait != 0 {
 			p.add(place+".max_wait", "applies to on_conflict: wait only")
 		}
-	case "wait":
+	case OnConflictWait:
 		if c.MaxWait <= 0 {
 			p.addf(place+".max_wait", "must be > 0, got %s", c.MaxWait)
 		}
-	default:
-		p.addf(place+".on_conflict", "must be reject or wait, got %q", c.OnConflict)
 	}
 	if c.OnRedisError != "deny" && c.OnRedisError != "allow" {
 		p.addf(place+".on_redis_error", "must be deny or allow, got %q", c.OnRedisError)
@@ -546,8 +544,6 @@ func validateRate(p *problems, place string, pc *PolicyConfig) {
 	switch {
 	case pc.Window == "" && pc.Per <= 0:
 		p.add(place+".per", "must be > 0")
-	case pc.Window != "" && pc.Window != "day" && pc.Window != "month":
-		p.addf(place+".window", "must be day or month, got %q", pc.Window)
 	case pc.Window != "" && pc.Algorithm != limiter.FixedWindow:
 		p.addf(place+".window", "applies to fixed_window only (a calendar day or month, UTC), not %s", pc.Algorithm)
 	case pc.Window != "" && pc.Per != 0:
