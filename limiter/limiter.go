@@ -40,6 +40,9 @@ const (
 	SharedConcurrency Algorithm = "shared_concurrency"
 )
 
+// Algorithms lists every algorithm, in the order the docs give them.
+var Algorithms = []Algorithm{TokenBucket, GCRA, SlidingWindow, FixedWindow, Concurrency, SharedConcurrency}
+
 // Shared reports whether the algorithm keeps its state in Redis.
 func (a Algorithm) Shared() bool { return a == GCRA || a.Windowed() || a == SharedConcurrency }
 

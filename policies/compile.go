@@ -70,8 +70,8 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("policies.%s: %w", name, err)
 		}
-		pol.Rule.Shadow = pc.Mode == "shadow" || c.Mode == "shadow"
-		if pc.OnLimit == "delay" {
+		pol.Rule.Shadow = pc.Mode == ModeShadow || c.Mode == ModeShadow
+		if pc.OnLimit == OnLimitDelay {
 			pol.MaxDelay, pol.MaxWaiters = pc.MaxDelay, pc.MaxWaiters
 		}
 		snap.Policies[name] = pol
@@ -107,18 +107,18 @@ func compilePolicy(name string, pc PolicyConfig) (*Policy, error) {
 	pol := &Policy{
 		Rule: &limiter.Rule{
 			Name:         name,
-			Algorithm:    limiter.Algorithm(pc.Algorithm),
-			OnRedisError: limiter.FailureMode(pc.OnRedisError),
+			Algorithm:    pc.Algorithm,
+			OnRedisError: pc.OnRedisError,
 			LocalShare:   pc.LocalShare,
 		},
 		KeySpec:         pc.Key,
 		Key:             keyFunc(parts),
 		Reads:           readsOf(parts),
-		OnMissingKey:    MissingKey(pc.OnMissingKey),
-		Cost:            Cost(pc.Cost),
-		ChargeDelivered: pc.ChargeWithoutUsage == "delivered",
+		OnMissingKey:    pc.OnMissingKey,
+		Cost:            pc.Cost,
+		ChargeDelivered: pc.ChargeWithoutUsage == ChargeDelivered,
 	}
-	if algo := limiter.Algorithm(pc.Algorithm); algo.InFlight() {
+	if algo := pc.Algorithm; algo.InFlight() {
 		// Rate and Burst are the slots, so Quota() is and headers show them.
 		// Period is the lease; an in-process slot has none, and its period
 		// only keeps the limit from denying all (and is what w= shows).
@@ -175,11 +175,11 @@ func usdLimit(l limiter.Limit) limiter.Limit {
 
 // windowed applies a policy's calendar window: a day is a 24h window (fixed
 // windows of 24h are UTC days), a month the calendar month.
-func windowed(l limiter.Limit, window string) limiter.Limit {
+func windowed(l limiter.Limit, window Window) limiter.Limit {
 	switch window {
-	case "day":
+	case WindowDay:
 		l.Period = 24 * time.Hour
-	case "month":
+	case WindowMonth:
 		l.Period, l.Calendar = limiter.MonthPeriod, limiter.CalendarMonth
 	}
 	return l
@@ -224,7 +224,7 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		OpenAIErrors:     rc.ErrorFormat == "openai",
 		Anthropic:        rc.LLM == LLMAnthropic,
 		AnthropicErrors:  rc.ErrorFormat == LLMAnthropic,
-		RateLimitHeaders: RateLimitHeaders(rc.RateLimitHeaders),
+		RateLimitHeaders: rc.RateLimitHeaders,
 		Quota:            rc.Quota || rc.LLM != "",
 		Match: Match{
 			Host:       strings.ToLower(strings.TrimSuffix(rc.Match.Host, ".")),
@@ -263,7 +263,7 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 			LockTTL:          id.LockTTL,
 			ReplayTTL:        id.ReplayTTL,
 			MaxResponseBytes: id.MaxResponseBytes,
-			Wait:             id.OnConflict == "wait",
+			Wait:             id.OnConflict == OnConflictWait,
 			MaxWait:          id.MaxWait,
 			FailOpen:         id.OnRedisError == "allow",
 		}

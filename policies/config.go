@@ -1,6 +1,10 @@
 package policies
 
-import "time"
+import (
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+)
 
 // Config is gateway.yaml as decoded. The koanf tags are the YAML keys; every
 // key not listed here is an error. Defaults are filled in by ApplyDefaults
@@ -18,7 +22,7 @@ type Config struct {
 	// their text (see ModelConfig); built-in families need no entry.
 	Models map[string]ModelConfig `koanf:"models"`
 	// Mode is enforce (default) or shadow: every policy in shadow mode.
-	Mode  string      `koanf:"mode"`
+	Mode  Mode        `koanf:"mode"`
 	Admin AdminConfig `koanf:"admin"`
 	Log   LogConfig   `koanf:"log"`
 	// Tracing exports OpenTelemetry traces (see TracingConfig).
@@ -230,8 +234,8 @@ type RouteConfig struct {
 	// RateLimitHeaders is which rate-limit headers responses carry: all
 	// (default: RateLimit-Policy, RateLimit, X-RateLimit-*), ietf, legacy or
 	// none.
-	RateLimitHeaders string   `koanf:"rate_limit_headers"`
-	Policies         []string `koanf:"policies"`
+	RateLimitHeaders RateLimitHeaders `koanf:"rate_limit_headers"`
+	Policies         []string         `koanf:"policies"`
 	// Idempotency, when present, makes requests that carry an idempotency
 	// key reach the upstream once per key (docs/idempotency.md).
 	Idempotency *IdempotencyConfig `koanf:"idempotency"`
@@ -291,7 +295,7 @@ type IdempotencyConfig struct {
 	FencingHeader string   `koanf:"fencing_header"` // default X-Fencing-Token
 	// OnConflict: reject (409, default) or wait for the first request's
 	// response, up to MaxWait (default 10s).
-	OnConflict string        `koanf:"on_conflict"`
+	OnConflict OnConflict    `koanf:"on_conflict"`
 	MaxWait    time.Duration `koanf:"max_wait"`
 	// OnRedisError: deny (503, default) or allow (forward without the key's
 	// protection).
@@ -311,13 +315,13 @@ type MatchConfig struct {
 type PolicyConfig struct {
 	// Key: "ip", "header:NAME", "query:NAME", "api_key", "tenant", or several
 	// joined with "+" ("tenant+ip").
-	Key       string        `koanf:"key"`
-	Algorithm string        `koanf:"algorithm"` // default token_bucket
-	Rate      *int64        `koanf:"rate"`      // events per Per; 0 denies all
-	Per       time.Duration `koanf:"per"`       // default 1s
-	Window    string        `koanf:"window"`    // fixed_window only: day or month (UTC calendar), instead of per
-	Cost      string        `koanf:"cost"`      // requests (default), tokens, input_tokens, output_tokens, usd (rate in whole dollars)
-	Burst     int64         `koanf:"burst"`     // default Rate
+	Key       string            `koanf:"key"`
+	Algorithm limiter.Algorithm `koanf:"algorithm"` // default token_bucket
+	Rate      *int64            `koanf:"rate"`      // events per Per; 0 denies all
+	Per       time.Duration     `koanf:"per"`       // default 1s
+	Window    Window            `koanf:"window"`    // fixed_window only: day or month (UTC calendar), instead of per
+	Cost      Cost              `koanf:"cost"`      // requests (default), tokens, input_tokens, output_tokens, usd (rate in whole dollars)
+	Burst     int64             `koanf:"burst"`     // default Rate
 	// Limit is the number of requests in flight per key of a concurrency or
 	// shared_concurrency policy (required there, an error elsewhere).
 	Limit int64 `koanf:"limit"`
@@ -325,26 +329,26 @@ type PolicyConfig struct {
 	// renewed (default 30s): what a crashed instance's slots are held for.
 	Lease        time.Duration    `koanf:"lease"`
 	Plans        map[string]int64 `koanf:"plans"` // plan -> rate (burst = rate scaled like Burst/Rate)
-	OnMissingKey string           `koanf:"on_missing_key"`
+	OnMissingKey MissingKey       `koanf:"on_missing_key"`
 	// OnRedisError is allow, deny or local; default deny for a policy
 	// whose cost counts tokens or dollars (it caps spend), allow for the
 	// rest.
-	OnRedisError string  `koanf:"on_redis_error"`
-	LocalShare   float64 `koanf:"local_share"` // default 1.0 with on_redis_error: local
+	OnRedisError limiter.FailureMode `koanf:"on_redis_error"`
+	LocalShare   float64             `koanf:"local_share"` // default 1.0 with on_redis_error: local
 	// Mode is enforce (default) or shadow: evaluated and counted, its
 	// would-be 429s reported, nothing blocked.
-	Mode string `koanf:"mode"`
+	Mode Mode `koanf:"mode"`
 	// OnLimit is reject (default: 429 at once) or delay: a request over the
 	// limit waits for its turn, up to MaxDelay (default 2s) and with at most
 	// MaxWaiters (default 100) waiting per key, before it gets the 429.
-	OnLimit    string        `koanf:"on_limit"`
+	OnLimit    OnLimit       `koanf:"on_limit"`
 	MaxDelay   time.Duration `koanf:"max_delay"`
 	MaxWaiters int           `koanf:"max_waiters"`
 	// ChargeWithoutUsage is what an llm call that ended without the
 	// provider's usage (a cut stream) is charged: reserved (default: its
 	// reservation, an upper bound of what it was billed) or delivered (its
 	// prompt and the text that reached the client: less, and not a bound).
-	ChargeWithoutUsage string `koanf:"charge_without_usage"`
+	ChargeWithoutUsage Charge `koanf:"charge_without_usage"`
 }
 
 // PriceConfig is what one model costs, in US dollars per million tokens.

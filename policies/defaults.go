@@ -2,7 +2,6 @@ package policies
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -31,7 +30,7 @@ const (
 	DefaultMaxBodyBytes       = 10 << 20
 	DefaultUnsizedInput       = "refuse"
 	DefaultStreamWindow       = 256
-	DefaultChargeWithoutUsage = "reserved"
+	DefaultChargeWithoutUsage = ChargeReserved
 	DefaultLLMMaxBodyBytes    = 1 << 20
 	DefaultQuotaPath          = "/v1/quota"
 	DefaultPer                = time.Second
@@ -48,7 +47,7 @@ const (
 	DefaultReplayTTL            = 24 * time.Hour
 	DefaultMaxResponseBytes     = 1 << 20
 	DefaultIdempotencyMaxWait   = 10 * time.Second
-	DefaultIdempotencyConflict  = "reject"
+	DefaultIdempotencyConflict  = OnConflictReject
 	DefaultIdempotencyRedisMode = "deny"
 )
 
@@ -110,7 +109,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&s.MinHeapBytes, DefaultMinHeapBytes)
 	setDefault(&s.PromptCountShare, DefaultPromptCountShare)
 
-	setDefault(&c.Mode, "enforce")
+	setDefault(&c.Mode, ModeEnforce)
 	if c.Admin.Listen == nil {
 		c.Admin.Listen = new(DefaultAdminListen)
 	}
@@ -137,7 +136,7 @@ func (c *Config) ApplyDefaults() {
 			}
 		}
 		setDefault(&rt.ErrorFormat, "gateway")
-		setDefault(&rt.RateLimitHeaders, string(RateLimitHeadersAll))
+		setDefault(&rt.RateLimitHeaders, RateLimitHeadersAll)
 		setDefault(&rt.MaxBodyBytes, DefaultMaxBodyBytes)
 		if rt.Upgrades == nil {
 			rt.Upgrades = slices.Clone(DefaultUpgrades)
@@ -150,7 +149,7 @@ func (c *Config) ApplyDefaults() {
 			setDefault(&id.MaxResponseBytes, DefaultMaxResponseBytes)
 			setDefault(&id.OnConflict, DefaultIdempotencyConflict)
 			setDefault(&id.OnRedisError, DefaultIdempotencyRedisMode)
-			if id.OnConflict == "wait" {
+			if id.OnConflict == OnConflictWait {
 				setDefault(&id.MaxWait, DefaultIdempotencyMaxWait)
 			}
 			if id.Methods == nil {
@@ -164,15 +163,15 @@ func (c *Config) ApplyDefaults() {
 
 	for name, p := range c.Policies {
 		if p.Algorithm == "" {
-			p.Algorithm = "token_bucket"
+			p.Algorithm = limiter.TokenBucket
 		}
 		if p.Cost == "" {
-			p.Cost = string(CostRequests)
+			p.Cost = CostRequests
 		}
 		switch {
-		case limiter.Algorithm(p.Algorithm) == limiter.SharedConcurrency:
+		case p.Algorithm == limiter.SharedConcurrency:
 			setDefault(&p.Lease, DefaultLease)
-		case limiter.Algorithm(p.Algorithm).InFlight():
+		case p.Algorithm.InFlight():
 			// no period: a slot is held for as long as its request runs
 		case p.Window == "":
 			setDefault(&p.Per, DefaultPer)
@@ -181,24 +180,24 @@ func (c *Config) ApplyDefaults() {
 			p.Burst = *p.Rate
 		}
 		if p.OnMissingKey == "" {
-			p.OnMissingKey = string(MissingShared)
+			p.OnMissingKey = MissingShared
 		}
 		if p.OnRedisError == "" {
 			// A policy that caps spend stays a cap while Redis is down.
-			p.OnRedisError = "allow"
-			if Cost(p.Cost).CountsTokens() {
-				p.OnRedisError = "deny"
+			p.OnRedisError = limiter.FailAllow
+			if p.Cost.CountsTokens() {
+				p.OnRedisError = limiter.FailDeny
 			}
 		}
-		if Cost(p.Cost).CountsTokens() {
+		if p.Cost.CountsTokens() {
 			setDefault(&p.ChargeWithoutUsage, DefaultChargeWithoutUsage)
 		}
-		if p.LocalShare == 0 && strings.EqualFold(p.OnRedisError, "local") {
+		if p.LocalShare == 0 && p.OnRedisError == limiter.FailLocal {
 			p.LocalShare = 1
 		}
-		setDefault(&p.Mode, "enforce")
-		setDefault(&p.OnLimit, "reject")
-		if p.OnLimit == "delay" {
+		setDefault(&p.Mode, ModeEnforce)
+		setDefault(&p.OnLimit, OnLimitReject)
+		if p.OnLimit == OnLimitDelay {
 			setDefault(&p.MaxDelay, DefaultMaxDelay)
 			setDefault(&p.MaxWaiters, DefaultMaxWaiters)
 		}

@@ -120,6 +120,8 @@ func TestEnvErrors(t *testing.T) {
 			`gateway.yaml: policies.per-ip.rate (from GATEWAY_POLICIES_PER_IP_RATE): must be an integer, not the string "many"`},
 		{"env duration checked", []string{"GATEWAY_SERVER_IDLE_TIMEOUT=30"},
 			`gateway.yaml: server.idle_timeout (from GATEWAY_SERVER_IDLE_TIMEOUT): must be a duration with a unit, like "1s" or "500ms" (got 30)`},
+		{"env name checked", []string{"GATEWAY_POLICIES_PER_IP_ALGORITHM=leaky"},
+			`gateway.yaml: policies.per-ip.algorithm (from GATEWAY_POLICIES_PER_IP_ALGORITHM): must be token_bucket, gcra, sliding_window, fixed_window, concurrency or shared_concurrency, got "leaky"`},
 		{"env list item validated", []string{"GATEWAY_SERVER_TRUSTED_PROXIES=10.0.0.0/8,bogus"},
 			`gateway.yaml: server.trusted_proxies[1] (from GATEWAY_SERVER_TRUSTED_PROXIES): must be a CIDR (10.0.0.0/8) or an address, got "bogus"`},
 	}

@@ -159,7 +159,7 @@ func decode(source string, data []byte, environ []string) (*Config, *problems, e
 
 	var cfg Config
 	dc := &mapstructure.DecoderConfig{
-		DecodeHook: durationHook,
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(durationHook, mapstructure.TextUnmarshallerHookFunc()),
 		// Unknown keys are already in probs, with their places and a
 		// suggestion; decoding skips them so validation can run too.
 		ErrorUnused: len(probs.list) == 0,

@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"encoding"
 	"fmt"
 	"math"
 	"reflect"
@@ -10,7 +11,10 @@ import (
 	"time"
 )
 
-var durationType = reflect.TypeFor[time.Duration]()
+var (
+	durationType    = reflect.TypeFor[time.Duration]()
+	unmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
 
 // checkStrict walks the raw configuration (as koanf holds it after the file
 // and the environment) against the Config schema given by the koanf struct
@@ -31,6 +35,10 @@ func checkValue(p *problems, place string, v any, t reflect.Type) {
 	}
 	if t == durationType {
 		checkDuration(p, place, v)
+		return
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		checkText(p, place, v, t)
 		return
 	}
 	switch t.Kind() {
@@ -91,6 +99,19 @@ func checkValue(p *problems, place string, v any, t reflect.Type) {
 		}
 	default:
 		p.typeErrorf(place, "unsupported setting type %s", t)
+	}
+}
+
+// checkText reads a string through t's UnmarshalText (a closed list of
+// names: see enums.go), which says what is wrong with it.
+func checkText(p *problems, place string, v any, t reflect.Type) {
+	s, ok := v.(string)
+	if !ok {
+		p.typeErrorf(place, "must be a string, not %s (quote it)", describe(v))
+		return
+	}
+	if err := reflect.New(t).Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(s)); err != nil {
+		p.typeErrorf(place, "%s", err)
 	}
 }
 

@@ -251,11 +251,6 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 		}
 		validateEnforce(p, place, rt)
 		validateEndpoints(p, place, rt)
-		switch RateLimitHeaders(rt.RateLimitHeaders) {
-		case RateLimitHeadersAll, RateLimitHeadersIETF, RateLimitHeadersLegacy, RateLimitHeadersNone:
-		default:
-			p.addf(place+".rate_limit_headers", "must be all, ietf, legacy or none, got %q", rt.RateLimitHeaders)
-		}
 		if rt.Idempotency != nil {
 			validateIdempotency(p, place+".idempotency", rt.Idempotency)
 			if mr := rt.Idempotency.MaxResponseBytes; !c.Redis.Enabled() && mr > c.Server.IdempotencyMaxBytes &&
@@ -279,7 +274,7 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 				p.addf(pp, "unknown policy %q", name)
 			case used[name]:
 				p.addf(pp, "policy %q listed twice", name)
-			case Cost(pc.Cost).CountsTokens() && rt.LLM == "":
+			case pc.Cost.CountsTokens() && rt.LLM == "":
 				p.addf(pp, "policy %q counts %s, which only an llm route knows (set llm: openai)", name, pc.Cost)
 			case keysOnModel(pc.Key) && rt.LLM == "":
 				p.addf(pp, "policy %q keys on model, which only an llm route knows (set llm: openai)", name)
@@ -352,16 +347,14 @@ func validateIdempotency(p *problems, place string, c *IdempotencyConfig) {
 		}
 	}
 	switch c.OnConflict {
-	case "reject":
+	case OnConflictReject:
 		if c.MaxWait != 0 {
 			p.add(place+".max_wait", "applies to on_conflict: wait only")
 		}
-	case "wait":
+	case OnConflictWait:
 		if c.MaxWait <= 0 {
 			p.addf(place+".max_wait", "must be > 0, got %s", c.MaxWait)
 		}
-	default:
-		p.addf(place+".on_conflict", "must be reject or wait, got %q", c.OnConflict)
 	}
 	if c.OnRedisError != "deny" && c.OnRedisError != "allow" {
 		p.addf(place+".on_redis_error", "must be deny or allow, got %q", c.OnRedisError)
@@ -446,44 +439,22 @@ func validatePolicies(p *problems, c *Config) {
 			p.addf(place+".plans", "needs a key that identifies the tenant (tenant or api_key, alone or joined with +): "+
 				"with key %q a client presenting API keys of different plans gets a bucket per plan", pc.Key)
 		}
-		algo := limiter.Algorithm(pc.Algorithm)
-		switch algo {
-		case limiter.TokenBucket, limiter.GCRA, limiter.SlidingWindow, limiter.FixedWindow, limiter.Concurrency, limiter.SharedConcurrency:
-			if algo.Shared() && !c.Redis.Enabled() {
-				p.addf(place+".algorithm", "%s needs redis (set redis.addrs)", algo)
-			}
-		default:
-			p.addf(place+".algorithm", "must be token_bucket, gcra, sliding_window, fixed_window, concurrency or shared_concurrency, got %q", pc.Algorithm)
+		// A name outside a list (algorithm, cost, on_missing_key,
+		// on_redis_error) is checkStrict's error: see enums.go.
+		algo := pc.Algorithm
+		if algo.Shared() && !c.Redis.Enabled() {
+			p.addf(place+".algorithm", "%s needs redis (set redis.addrs)", algo)
 		}
 		if algo.InFlight() {
 			validateInFlight(p, place, &pc)
 		} else {
 			validateRate(p, place, &pc)
 		}
-		switch Cost(pc.Cost) {
-		case CostRequests, CostTokens, CostInputTokens, CostOutputTokens:
-		case CostUSD:
-			if _, ok := c.Prices[DefaultPriceModel]; !ok {
-				p.add(place+".cost", "usd needs prices, with a default entry for models the table does not name (never free)")
-			}
-		default:
-			p.addf(place+".cost", "must be requests, tokens, input_tokens, output_tokens or usd, got %q", pc.Cost)
+		if _, ok := c.Prices[DefaultPriceModel]; pc.Cost == CostUSD && !ok {
+			p.add(place+".cost", "usd needs prices, with a default entry for models the table does not name (never free)")
 		}
-		switch MissingKey(pc.OnMissingKey) {
-		case MissingSkip, MissingShared, MissingReject:
-		default:
-			p.addf(place+".on_missing_key", "must be skip, shared or reject, got %q", pc.OnMissingKey)
-		}
-		switch limiter.FailureMode(pc.OnRedisError) {
-		case limiter.FailAllow, limiter.FailDeny, limiter.FailLocal:
-		default:
-			p.addf(place+".on_redis_error", "must be allow, deny or local, got %q", pc.OnRedisError)
-		}
-		switch {
-		case !Cost(pc.Cost).CountsTokens() && pc.ChargeWithoutUsage != "":
+		if !pc.Cost.CountsTokens() && pc.ChargeWithoutUsage != "" {
 			p.add(place+".charge_without_usage", "applies to policies whose cost counts tokens or usd")
-		case Cost(pc.Cost).CountsTokens() && pc.ChargeWithoutUsage != "reserved" && pc.ChargeWithoutUsage != "delivered":
-			p.addf(place+".charge_without_usage", "must be reserved or delivered, got %q", pc.ChargeWithoutUsage)
 		}
 		if pc.LocalShare < 0 || pc.LocalShare > 1 {
 			p.addf(place+".local_share", "must be in (0, 1], got %v", pc.LocalShare)
@@ -492,21 +463,19 @@ func validatePolicies(p *problems, c *Config) {
 	}
 }
 
-// validateModes checks how a policy enforces: mode and on_limit.
+// validateModes checks how a policy enforces: on_limit and what goes with
+// it (mode and on_limit are names checkStrict checked).
 func validateModes(p *problems, place string, pc *PolicyConfig) {
-	if pc.Mode != "enforce" && pc.Mode != "shadow" {
-		p.addf(place+".mode", "must be enforce or shadow, got %q", pc.Mode)
-	}
 	switch pc.OnLimit {
-	case "reject":
+	case OnLimitReject:
 		if pc.MaxDelay != 0 {
 			p.add(place+".max_delay", "applies to on_limit: delay only")
 		}
 		if pc.MaxWaiters != 0 {
 			p.add(place+".max_waiters", "applies to on_limit: delay only")
 		}
-	case "delay":
-		if limiter.Algorithm(pc.Algorithm).InFlight() {
+	case OnLimitDelay:
+		if pc.Algorithm.InFlight() {
 			p.addf(place+".on_limit", "delay applies to rate policies; a %s slot frees when a request ends, not at a known time", pc.Algorithm)
 		}
 		if pc.MaxDelay <= 0 {
@@ -515,17 +484,12 @@ func validateModes(p *problems, place string, pc *PolicyConfig) {
 		if pc.MaxWaiters <= 0 {
 			p.addf(place+".max_waiters", "must be > 0, got %d", pc.MaxWaiters)
 		}
-	default:
-		p.addf(place+".on_limit", "must be reject or delay, got %q", pc.OnLimit)
 	}
 }
 
 // validateOperations checks the top-level mode, the admin listener and the
 // log settings.
 func validateOperations(p *problems, c *Config) {
-	if c.Mode != "enforce" && c.Mode != "shadow" {
-		p.addf("mode", "must be enforce or shadow, got %q", c.Mode)
-	}
 	if listen := *c.Admin.Listen; listen != "" {
 		host, _, err := net.SplitHostPort(listen)
 		switch {
@@ -585,9 +549,7 @@ func validateRate(p *problems, place string, pc *PolicyConfig) {
 	switch {
 	case pc.Window == "" && pc.Per <= 0:
 		p.add(place+".per", "must be > 0")
-	case pc.Window != "" && pc.Window != "day" && pc.Window != "month":
-		p.addf(place+".window", "must be day or month, got %q", pc.Window)
-	case pc.Window != "" && limiter.Algorithm(pc.Algorithm) != limiter.FixedWindow:
+	case pc.Window != "" && pc.Algorithm != limiter.FixedWindow:
 		p.addf(place+".window", "applies to fixed_window only (a calendar day or month, UTC), not %s", pc.Algorithm)
 	case pc.Window != "" && pc.Per != 0:
 		p.add(place+".window", "set per or window, not both")
@@ -596,7 +558,7 @@ func validateRate(p *problems, place string, pc *PolicyConfig) {
 		p.add(place+".burst", "must be >= 0")
 	} else if pc.Rate != nil && *pc.Rate > 0 && pc.Burst < 1 {
 		p.add(place+".burst", "must be >= 1 when rate > 0")
-	} else if window := limiter.Algorithm(pc.Algorithm); window.Windowed() &&
+	} else if window := pc.Algorithm; window.Windowed() &&
 		pc.Rate != nil && pc.Burst != *pc.Rate {
 		p.addf(place+".burst", "applies to token_bucket and gcra only: a %s admits rate per per", window)
 	}
@@ -627,14 +589,14 @@ func validateInFlight(p *problems, place string, pc *PolicyConfig) {
 		}
 	}
 	switch {
-	case limiter.Algorithm(pc.Algorithm) == limiter.Concurrency && pc.Lease != 0:
+	case pc.Algorithm == limiter.Concurrency && pc.Lease != 0:
 		p.add(place+".lease", "applies to shared_concurrency only: an in-process slot is held until its request ends")
 	case pc.Lease < 0:
 		p.addf(place+".lease", "must be > 0, got %s", pc.Lease)
 	case pc.Lease > 0 && pc.Lease < minLease:
 		p.addf(place+".lease", "must be at least %s (it is renewed every third of it), got %s", minLease, pc.Lease)
 	}
-	if Cost(pc.Cost) != CostRequests {
+	if pc.Cost != CostRequests {
 		p.addf(place+".cost", "a %s policy counts one slot per request: cost must be requests, got %q", pc.Algorithm, pc.Cost)
 	}
 }

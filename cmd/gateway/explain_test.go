@@ -369,8 +369,8 @@ policies:
 
 // TestExplainRedisKeysAreWhatTheGatewayWrites serves requests through a real
 // gateway on a real Redis, then checks that the keys explain prints for the
-// same requests are exactly the keys Redis holds: one gcra check alone
-// (redis_rate's call) and four shared checks in one script call.
+// same requests are exactly the keys Redis holds: one gcra check alone and
+// four shared checks in one script call.
 func TestExplainRedisKeysAreWhatTheGatewayWrites(t *testing.T) {
 	s := redistest.Start(t)
 	path := writeConfig(t, "gateway.yaml", `

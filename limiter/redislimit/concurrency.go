@@ -21,11 +21,11 @@ import (
 // concurrencySuffix is the lease set's key under the base key.
 const concurrencySuffix = ":cc"
 
-// concurrencyLua is decideScript's shared_concurrency: it sets decideLoop's
-// concurrency, made only when a call carries one. The trim stays even
+// concurrencyLua is decideScript's shared_concurrency (see algorithm.lua;
+// it has no use for the cost: a lease is one slot). The trim stays even
 // when nothing is recorded: lapsed leases change no decision.
 const concurrencyLua = `
-concurrency = function(key, limit, lease_us, member)
+local function decide(key, limit, lease_us, _, member)
   local now_ms = math.floor(now_us / 1000)
   local lease = math.max(1, math.floor(lease_us / 1000))
   redis.call("ZREMRANGEBYSCORE", key, "-inf", now_ms)
@@ -52,6 +52,15 @@ const slotRetryMicros = "1000000"
 const concurrencyReleaseSrc = `return redis.call("ZREM", KEYS[1], ARGV[1])`
 
 var concurrencyReleaseScript = redis.NewScript(concurrencyReleaseSrc)
+
+// concurrencySettle releases the lease once the check holds nothing: a
+// lease is one slot whatever the cost, kept until then (algorithm.settle).
+func concurrencySettle(op *sharedOp, units, _ int64) (*redis.Script, []string, []any) {
+	if units > 0 {
+		return nil, nil, nil
+	}
+	return concurrencyReleaseScript, []string{op.base + concurrencySuffix}, []any{op.member(op.cost)}
+}
 
 // concurrencyRenewScript extends a lease still held to a full lease from
 // now; a lease already lapsed (and maybe taken by another request) is not

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -21,14 +20,13 @@ type sharedOp struct {
 	check    limiter.Check
 	cost     int64
 	digest   keyDigest
-	base     string             // rl:{policy:digest}
-	key      string             // gcra only: its Redis key, "rate:" and base (base is its tail)
-	nums     [4]int64           // rate, period, quota and cost as decideScript gets them (see decideCmdIn)
-	memberID string             // sliding window only: the log entry without its cost
-	res      *redis_rate.Result // a lone GCRA check, decided by redis_rate
-	reply    scriptReply        // any other check, decided by decideScript
-	asked    bool               // Redis answered for this check
-	taken    bool               // Redis recorded it: a refund must give it back
+	base     string         // rl:{policy:digest}
+	key      string         // gcra only: its Redis key, "rate:" and base (base is its tail)
+	nums     [numArgs]int64 // rate, period, quota and cost as decideScript gets them (see decideCmdIn)
+	memberID string         // sliding window only: the log entry without its cost
+	reply    scriptReply    // what decideScript answered for it
+	asked    bool           // Redis answered for this check
+	taken    bool           // Redis recorded it: a refund must give it back
 }
 
 // overloadRetry is the Retry-After of a decision the instance could not make
@@ -121,15 +119,16 @@ func (r *Limiter) precheck(i int, c limiter.Check, d *limiter.Decision, op *shar
 // means is classify's business.
 func (r *Limiter) ask(ctx context.Context, ops []*sharedOp, ds []limiter.Decision, u *recorded, fallback limiter.Fallback) {
 	for _, op := range ops {
-		if op.check.Rule.Algorithm == limiter.GCRA {
+		alg := algorithmOf(op.check.Rule.Algorithm) // not nil: precheck saw it shared
+		if alg.prefix != "" {
 			// One string for both: the key the script gets, and its tail
 			// that names the check everywhere else.
-			op.key = redisKey(gcraKeyPrefix, op.check.Rule.Name, op.digest)
-			op.base = op.key[len(gcraKeyPrefix):]
+			op.key = redisKey(alg.prefix, op.check.Rule.Name, op.digest)
+			op.base = op.key[len(alg.prefix):]
 		} else {
 			op.base = redisBaseKey(op.check.Rule.Name, op.digest)
 		}
-		if a := op.check.Rule.Algorithm; a == limiter.SlidingWindow || a == limiter.SharedConcurrency {
+		if alg.member {
 			op.memberID = r.nextMemberID()
 		}
 	}
@@ -353,9 +352,7 @@ func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *recorded, se
 // op. It reports whether the ops were recorded (all admitted) and the error
 // of the first failed call, if any.
 //
-// One GCRA check alone with gathering off (Config.Pipelines < 0) goes through
-// redis_rate's AllowN, one command. Any other request is one decideScript
-// call covering all its checks, all or
+// A request is one decideScript call covering all its checks, all or
 // nothing, on a standalone server or Sentinel's master. On a Cluster the
 // checks of one request live in different slots, which no script can span:
 // they are decided one call at a time, shortest period first, stopping at
@@ -366,9 +363,6 @@ func (r *Limiter) record(ops []*sharedOp, ds []limiter.Decision, u *recorded, se
 //
 // u lends its call buffer (see recorded.buffer) to a request's one call.
 func (r *Limiter) roundTrip(ctx context.Context, ops []*sharedOp, u *recorded) (recorded bool, err error) {
-	if len(ops) == 1 && ops[0].check.Rule.Algorithm == limiter.GCRA && r.pipelines < 0 {
-		return r.allowGCRA(ctx, ops[0])
-	}
 	if !r.cluster || len(ops) == 1 {
 		return r.decideAll(ctx, ops, modeRecord, u.buffer())
 	}
@@ -441,34 +435,33 @@ func decideCmdIn(ctx context.Context, ops []*sharedOp, mode scriptMode, a []any)
 	}
 	a = append(a, argEvalsha, argDecideSHA, nil)
 	for _, op := range ops {
-		var k1, k2 string
-		var n int
-		if op.key != "" {
-			k1, n = op.key, 1
-		} else {
-			k1, k2, n = algorithmKeys(op.check.Rule.Algorithm, op.base)
-		}
-		switch n {
-		case 0:
+		alg := algorithmOf(op.check.Rule.Algorithm)
+		switch {
+		case alg == nil:
 			return nil, fmt.Errorf("limiter: algorithm %q is not shared", op.check.Rule.Algorithm)
-		case 1:
-			a = append(a, k1)
-		case 2:
-			a = append(a, k1, k2)
+		case op.key != "":
+			a = append(a, op.key)
+		default:
+			for _, s := range alg.suffixes {
+				a = append(a, alg.prefix+op.base+s)
+			}
 		}
 	}
 	a[2] = len(a) - evalFirstKey
 	a = append(a, len(ops), argMode(mode))
 	for _, op := range ops {
 		c := op.check
+		alg := algorithmOf(c.Rule.Algorithm)
 		period := max(1, c.Limit.Period.Microseconds())
 		if c.Limit.Calendar == limiter.CalendarMonth {
 			period = 0 // the fixed window's calendar month (see fixedLua)
 		}
-		op.nums = [4]int64{c.Limit.Rate, period, c.Limit.Quota(), op.cost}
-		a = append(a, argAlgorithm(c.Rule.Algorithm), &op.nums[0], &op.nums[1], &op.nums[2], &op.nums[3])
-		switch c.Rule.Algorithm {
-		case limiter.SlidingWindow, limiter.SharedConcurrency: // what the log and the lease set hold
+		op.nums[argRate], op.nums[argPeriod], op.nums[argQuota], op.nums[argCost] = c.Limit.Rate, period, c.Limit.Quota(), op.cost
+		a = append(a, alg.arg)
+		for i := range op.nums {
+			a = append(a, &op.nums[i])
+		}
+		if alg.member { // what the log and the lease set hold
 			a = append(a, op.member(op.cost))
 		}
 	}
@@ -483,20 +476,10 @@ func decideCmdIn(ctx context.Context, ops []*sharedOp, mode scriptMode, a []any)
 func (r *Limiter) decision(op *sharedOp) limiter.Decision {
 	c := op.check
 	d := limiter.Decision{Policy: c.Rule.Name, Limit: c.Limit}
-	if op.res != nil {
-		d.Allowed = op.res.Allowed > 0
-		d.ResetAfter = max(0, op.res.ResetAfter)
-		d.Remaining = gcraRemaining(c.Limit, d.ResetAfter)
-		if !d.Allowed {
-			d.Reason = limiter.ReasonLimited
-			d.RetryAfter = max(0, op.res.RetryAfter)
-		}
-		return d
-	}
 	rep := op.reply
 	d.Allowed, d.Remaining, d.ResetAfter = rep.allowed, rep.remaining, rep.resetAfter
-	if c.Rule.Algorithm == limiter.GCRA {
-		d.Remaining = gcraRemaining(c.Limit, d.ResetAfter)
+	if alg := algorithmOf(c.Rule.Algorithm); alg != nil && alg.remaining != nil {
+		d.Remaining = alg.remaining(c.Limit, d.ResetAfter)
 	}
 	switch {
 	case !d.Allowed:
@@ -561,7 +544,7 @@ func (r *Limiter) Peek(ctx context.Context, checks []limiter.Check) []limiter.De
 			continue
 		}
 		op.base = redisBaseKey(c.Rule.Name, op.digest)
-		if a := c.Rule.Algorithm; a == limiter.SlidingWindow || a == limiter.SharedConcurrency {
+		if algorithmOf(c.Rule.Algorithm).member {
 			op.memberID = "peek"
 		}
 		ops = append(ops, op)

@@ -13,29 +13,9 @@ func KeysFor(rule *limiter.Rule, key string) []string {
 	if rule == nil || !rule.Algorithm.Shared() {
 		return nil
 	}
-	k1, k2, n := algorithmKeys(rule.Algorithm, redisBaseKey(rule.Name, digestKey(key)))
-	switch n {
-	case 1:
-		return []string{k1}
-	case 2:
-		return []string{k1, k2}
+	alg := algorithmOf(rule.Algorithm)
+	if alg == nil {
+		return nil
 	}
-	return nil
-}
-
-// algorithmKeys names the n keys (1 or 2; 0 for an algorithm that keeps no
-// state in Redis) that a check of alg on the base key reads and writes, in
-// the order decideScript takes them.
-func algorithmKeys(alg limiter.Algorithm, base string) (k1, k2 string, n int) {
-	switch alg {
-	case limiter.GCRA:
-		return gcraKeyPrefix + base, "", 1
-	case limiter.SlidingWindow:
-		return base + slidingLogSuffix, base + slidingSumSuffix, 2
-	case limiter.FixedWindow:
-		return base + fixedSuffix, "", 1
-	case limiter.SharedConcurrency:
-		return base + concurrencySuffix, "", 1
-	}
-	return "", "", 0
+	return alg.keyNames(redisBaseKey(rule.Name, digestKey(key)))
 }

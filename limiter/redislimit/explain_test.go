@@ -23,7 +23,7 @@ func TestKeysForIsWhatADecisionWrites(t *testing.T) {
 		name   string
 		checks []limiter.Check
 	}{
-		{"gcra alone (redis_rate)", []limiter.Check{{Rule: policy("x-gcra", limiter.GCRA), Limit: perMinute, Key: "203.0.113.7/32"}}},
+		{"gcra alone", []limiter.Check{{Rule: policy("x-gcra", limiter.GCRA), Limit: perMinute, Key: "203.0.113.7/32"}}},
 		{"sliding_window", []limiter.Check{{Rule: policy("x-sliding", limiter.SlidingWindow), Limit: limiter.Limit{Rate: 10, Period: time.Minute}, Key: "acme"}}},
 		{"fixed_window", []limiter.Check{{Rule: policy("x-fixed", limiter.FixedWindow), Limit: limiter.Limit{Rate: 10, Period: time.Hour}, Key: "acme"}}},
 		{"fixed_window month", []limiter.Check{{Rule: policy("x-month", limiter.FixedWindow),

@@ -13,10 +13,9 @@ import (
 // window edge it may admit up to twice the quota in a short time: the price
 // of one counter per key.
 
-// fixedLua is decideScript's fixed window: it sets decideLoop's fixed,
-// made only when a call carries a fixed window.
+// fixedLua is decideScript's fixed window (see algorithm.lua).
 const fixedLua = monthEndLua + `
-fixed = function(key, limit, period_us, cost)
+local function decide(key, limit, period_us, cost)
   local now = math.floor(now_us / 1000)
   local reset_at
   if period_us == 0 then
@@ -66,6 +65,12 @@ return 1
 `
 
 var fixedAdjustScript = redis.NewScript(fixedAdjustSrc)
+
+// fixedSettle counts delta in the window that took the check, whose end
+// its reply carried (algorithm.settle).
+func fixedSettle(op *sharedOp, _, delta int64) (*redis.Script, []string, []any) {
+	return fixedAdjustScript, []string{op.base + fixedSuffix}, []any{op.reply.extra, delta}
+}
 
 // monthEndLua computes, from Unix ms, the first instant (Unix ms) of the next
 // calendar month in UTC: Howard Hinnant's civil-from-days and back, integer

@@ -1,12 +1,9 @@
 package redislimit
 
 import (
-	"context"
-	"fmt"
 	"math"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -17,36 +14,16 @@ import (
 // Taking n units moves it forward by n emission intervals (period / rate);
 // a request passes when the new TAT is at most burst intervals ahead.
 //
-// With pipelines gathered (the default, see coalescer), every GCRA check is
-// part of a decideScript call (gcraLua below), because redis_rate's AllowN
-// sends its script and reads its reply in one call: it can neither join
-// another script's all-or-nothing decision nor share a pipeline. With
-// gathering off (Config.Pipelines < 0) a lone GCRA check goes through
-// AllowN, one EVALSHA, its public API as meant. gcraLua keeps
-// redis_rate's state exactly (the key "rate:<key>", a float TAT in seconds
-// since 2017-01-01, its expiry) so both decide on one key alike;
+// Every GCRA check is decided by decideScript (gcraLua below), the one
+// GCRA of the gateway: redis_rate's AllowN sends its script and reads its
+// reply in one call, so it can neither join another check's all-or-nothing
+// decision nor share a pipeline. gcraLua keeps redis_rate's state exactly
+// (the key "rate:<key>", a float TAT in seconds since 2017-01-01, its
+// expiry), so redis_rate and the gateway decide on one key alike, and an
+// upgrade from a gateway that called AllowN keeps every key's state;
 // TestGCRAStateSharedWithRedisRate fails if an upgrade of redis_rate changes
 // that. Measured (BenchmarkRedisDecide): one decideScript call for two GCRA
 // checks costs one round trip where two AllowN calls cost two.
-
-// allowGCRA runs one GCRA check through redis_rate, turning a panic on a
-// malformed reply (it asserts the reply's types unchecked) into an error.
-func (r *Limiter) allowGCRA(ctx context.Context, op *sharedOp) (recorded bool, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			op.res, recorded, err = nil, false, fmt.Errorf("limiter: redis_rate failed on its reply: %v", p)
-		}
-	}()
-	c := op.check
-	res, err := r.gcra.AllowN(ctx, op.base, redis_rate.Limit{
-		Rate: int(c.Limit.Rate), Burst: int(c.Limit.Quota()), Period: c.Limit.Period,
-	}, int(op.cost))
-	if err != nil {
-		return false, err
-	}
-	op.res, op.asked, op.taken = res, true, res.Allowed > 0
-	return op.taken, nil
-}
 
 // gcraLua is decideScript's GCRA: redis_rate's arithmetic, split into a
 // decision and a record, so the record happens only if every check of the
@@ -60,12 +37,12 @@ func (r *Limiter) allowGCRA(ctx context.Context, op *sharedOp) (recorded bool, e
 // limit's numbers are parsed only when they differ from the previous GCRA
 // check's (a merged call mostly repeats one policy's).
 const gcraLua = `
-      if argv[a + 2] ~= rate_s or argv[a + 3] ~= period_s then
-        rate_s, period_s = argv[a + 2], argv[a + 3]
+      if {rate} ~= rate_s or {period} ~= period_s then
+        rate_s, period_s = {rate}, {period}
         emission = (tonumber(period_s) / 1000000) / tonumber(rate_s)
       end
-      if argv[a + 4] ~= burst_s then burst_s = argv[a + 4]; burst = tonumber(burst_s) end
-      if argv[a + 5] ~= cost_s then cost_s = argv[a + 5]; cost = tonumber(cost_s) end
+      if {quota} ~= burst_s then burst_s = {quota}; burst = tonumber(burst_s) end
+      if {cost} ~= cost_s then cost_s = {cost}; cost = tonumber(cost_s) end
       local key = K[k + 1]
       local tat = tats[key]
       if tat == nil then
@@ -134,6 +111,12 @@ return 1
 `
 
 var gcraAdjustScript = redis.NewScript(gcraAdjustSrc)
+
+// gcraSettle moves the TAT by delta units (algorithm.settle).
+func gcraSettle(op *sharedOp, _, delta int64) (*redis.Script, []string, []any) {
+	l := op.check.Limit
+	return gcraAdjustScript, []string{gcraKeyPrefix + op.base}, []any{l.Period.Seconds(), l.Rate, delta}
+}
 
 // gcraRemaining derives the tokens left from the time until the bucket is
 // full again. redis_rate's own Remaining truncates a float computed from

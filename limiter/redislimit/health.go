@@ -229,9 +229,9 @@ func (r *Limiter) checkNodeAccess(ctx context.Context, n *node) error {
 		}
 	}
 	var ops []*sharedOp
-	for _, alg := range []limiter.Algorithm{limiter.GCRA, limiter.SlidingWindow, limiter.FixedWindow, limiter.SharedConcurrency} {
+	for _, alg := range algorithms {
 		ops = append(ops, &sharedOp{
-			check: limiter.Check{Rule: &limiter.Rule{Name: accessPolicy, Algorithm: alg},
+			check: limiter.Check{Rule: &limiter.Rule{Name: accessPolicy, Algorithm: alg.name},
 				Limit: limiter.Limit{Rate: 1 << 20, Period: time.Second, Burst: 1 << 20}},
 			cost: 1, base: base, memberID: r.nextMemberID(),
 		})

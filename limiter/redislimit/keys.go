@@ -67,10 +67,11 @@ func safePolicyName(s string) bool {
 
 // The keys of each algorithm under one base key. Each algorithm has its own
 // suffix so a policy whose algorithm changes on reload never reads another
-// algorithm's value (a WRONGTYPE error). redis_rate adds its own "rate:"
-// prefix in front of the base key; the hash tag stays the same.
+// algorithm's value (a WRONGTYPE error). GCRA puts redis_rate's "rate:" in
+// front of the base key instead (its state format); the hash tag stays the
+// same.
 const (
-	gcraKeyPrefix    = "rate:" // what redis_rate puts in front of our key
+	gcraKeyPrefix    = "rate:" // what redis_rate puts in front of a key
 	slidingLogSuffix = ":sw"
 	slidingSumSuffix = ":swn"
 	fixedSuffix      = ":fw"

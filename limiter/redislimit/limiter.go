@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-gateway/gateway/internal/redisclient"
@@ -21,7 +20,7 @@ import (
 )
 
 // Client is the part of a go-redis client that Redis uses: scripts,
-// pipelines, the DEL redis_rate may call, and the EXISTS and PING that check
+// pipelines, the DEL of a key's reset, and the EXISTS and PING that check
 // whether Redis answers at all. *redis.Client (standalone or
 // Sentinel failover) and *redis.ClusterClient implement it.
 type Client interface {
@@ -79,8 +78,7 @@ type Config struct {
 	// idle a call goes out alone at once. Under load (pipelines carrying 3
 	// calls or more on average) one pipeline flies at a time, and another
 	// only while a full batch of 128 waits. Zero means DefaultPipelines;
-	// negative turns gathering off (every decision its own round trip, a
-	// lone GCRA check through redis_rate's AllowN).
+	// negative turns gathering off (every decision its own round trip).
 	Pipelines int
 }
 
@@ -100,7 +98,6 @@ type Config struct {
 // Close before closing the client. Limiter is safe for concurrent use.
 type Limiter struct {
 	client  Client
-	gcra    *redis_rate.Limiter
 	sources map[string]string // script SHA1 -> source, for the NOSCRIPT fallback
 
 	timeout      time.Duration
@@ -157,7 +154,6 @@ func New(client Client, cfg Config) (*Limiter, error) {
 	}
 	r := &Limiter{
 		client:       client,
-		gcra:         redis_rate.NewLimiter(client),
 		timeout:      cmp.Or(cfg.Timeout, redisclient.DefaultTimeout),
 		queueTimeout: cmp.Or(cfg.QueueTimeout, DefaultQueueTimeout),
 		// Two unanswered waves of round trips this far apart are not one
@@ -193,14 +189,11 @@ func New(client Client, cfg Config) (*Limiter, error) {
 	r.memberPrefix = hex.EncodeToString(nonce[:])
 
 	r.sources = map[string]string{}
-	for _, s := range []struct {
-		script *redis.Script
-		src    string
-	}{
-		{decideScript, decideSrc}, {decideManyScript, decideManySrc}, {decideManyNodeScript, decideManyNodeSrc}, {gcraAdjustScript, gcraAdjustSrc},
-		{slidingAdjustScript, slidingAdjustSrc}, {fixedAdjustScript, fixedAdjustSrc},
-		{concurrencyReleaseScript, concurrencyReleaseSrc}, {concurrencyRenewScript, concurrencyRenewSrc},
-	} {
+	scripts := []scriptSource{{decideScript, decideSrc}, {decideManyScript, decideManySrc}, {decideManyNodeScript, decideManyNodeSrc}}
+	for _, alg := range algorithms {
+		scripts = append(scripts, alg.scripts...)
+	}
+	for _, s := range scripts {
 		r.sources[s.script.Hash()] = s.src
 	}
 	return r, nil

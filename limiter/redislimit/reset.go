@@ -47,14 +47,13 @@ func (r *Limiter) Reset(ctx context.Context, c limiter.Check) error {
 // stateKeys returns the name of every key the shared algorithms keep for
 // (policy, digest), whatever the policy's algorithm is now (it may have
 // been another before a reload): each algorithm's keys as decideAll
-// names them (algorithmKeys). TestResetKeysAreEveryKeyTheAlgorithmsWrite
+// names them (algorithm.keyNames). TestResetKeysAreEveryKeyTheAlgorithmsWrite
 // checks them against what the algorithms write.
 func stateKeys(policy string, d keyDigest) []string {
 	base := redisBaseKey(policy, d)
 	var keys []string
-	for _, alg := range []limiter.Algorithm{limiter.GCRA, limiter.SlidingWindow, limiter.FixedWindow, limiter.SharedConcurrency} {
-		k1, k2, n := algorithmKeys(alg, base)
-		keys = append(keys, []string{k1, k2}[:n]...)
+	for _, alg := range algorithms {
+		keys = append(keys, alg.keyNames(base)...)
 	}
 	return keys
 }

@@ -49,8 +49,7 @@ func take(t *testing.T, e *limiter.Engine, c limiter.Check, n int) {
 
 // Whatever algorithm wrote a key's state, the keys it wrote are among those
 // Reset deletes, and after Reset Redis holds nothing of the key. Every way a
-// key is written is covered: a lone GCRA check (redis_rate), GCRA in the
-// multi-check script, each other algorithm, and a settled reservation (the
+// key is written is covered: a lone GCRA check, GCRA beside other checks, each other algorithm, and a settled reservation (the
 // adjust scripts).
 func TestResetKeysAreEveryKeyTheAlgorithmsWrite(t *testing.T) {
 	s := redistest.Start(t)

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/ratelimit-gateway/gateway/limiter"
 )
 
 // The Lua scripts read the clock with redis.call("TIME"), so that gateway
@@ -30,20 +28,19 @@ import (
 // per check (see roundTrip).
 //
 // ARGV[1] is the number of checks n, ARGV[2] "record", or "peek" to decide
-// and record nothing (what a quota report reads); then per check: algorithm
-// ("gcra", "sliding_window", "fixed_window", "shared_concurrency"), rate,
-// period in microseconds (a lease for shared_concurrency), quota (GCRA's
-// burst, a window's count, the slots), cost, and for the sliding window and
-// leases a member. KEYS holds each check's keys (algorithmKeys): the sliding
-// window its log and sum, the others one key. A merged call carries a dozen
-// checks or more, and each argument is a string Redis parses and Lua
-// copies, so none is sent that the algorithm does not read. The reply is
-// each check's (one integer or six, see readDecideReply) followed by 1 when
-// the checks were recorded, 0 when not.
+// and record nothing (what a quota report reads); then per check: its
+// algorithm's name, rate, period in microseconds (a lease for
+// shared_concurrency), quota (GCRA's burst, a window's count, the slots),
+// cost, and a member for an algorithm that keeps one (the arg constants and
+// algorithm.member in algorithms.go). KEYS holds each check's keys
+// (algorithm.keyNames). A merged call carries a dozen checks or more, and
+// each argument is a string Redis parses and Lua copies, so none is sent
+// that the algorithm does not read. The reply is each check's (one integer
+// or six, see readDecideReply) followed by 1 when the checks were recorded,
+// 0 when not.
 //
-// Each algorithm's Lua is in its own file: gcraLua, slidingLua, fixedLua,
-// concurrencyLua.
-const decideSrc = decideHead + `
+// Each algorithm's Lua is in its own file; dispatchLua puts them together.
+var decideSrc = decideHead + `
 local K, k, a, groups, many = KEYS, 0, 0, 1, false
 ` + decideLoop
 
@@ -75,11 +72,10 @@ local gcra_now = (sec - ` + gcraEpoch + `) + (usec / 1000000)
 // the group before it (from ga on), with keys of their own. A hot key's
 // requests, or many tenants' under one policy, then cost Redis a key or
 // nothing each instead of every argument again (see mergeCalls).
-const decideLoop = `
+var decideLoop = `
 local call, ceil, tonumber, argv = redis.call, math.ceil, tonumber, ARGV
 local reply, r, tats, rec_f, rec_v = {}, 0, {}, {}, {}
-local sliding, fixed, concurrency
-local n_s, n, rate_s, period_s, emission, burst_s, burst, cost_s, cost
+` + fnLocals() + `local n_s, n, rate_s, period_s, emission, burst_s, burst, cost_s, cost
 local ga = a
 for g = 1, groups do
   local times, own = 1, nil
@@ -94,38 +90,7 @@ for g = 1, groups do
   if argv[a + 1] ~= n_s then n_s = argv[a + 1]; n = tonumber(n_s) end
   local all, nrec = argv[a + 2] ~= "peek", 0
   a = a + 2
-  for i = 1, n do
-    local alg = argv[a + 1]
-    if alg == "gcra" then` + gcraLua + `
-      a, k = a + 5, k + 1
-    else
-      local ok, left, retry, reset, extra, f
-      local period, quota, c = tonumber(argv[a + 3]), tonumber(argv[a + 4]), tonumber(argv[a + 5])
-      if alg == "sliding_window" then
-        if not sliding then` + slidingLua + `end
-        ok, left, retry, reset, extra, f = sliding(K[k + 1], K[k + 2], quota, period, c, argv[a + 6])
-        a, k = a + 6, k + 2
-      elseif alg == "fixed_window" then
-        if not fixed then` + fixedLua + `end
-        ok, left, retry, reset, extra, f = fixed(K[k + 1], quota, period, c)
-        a, k = a + 5, k + 1
-      elseif alg == "shared_concurrency" then
-        if not concurrency then` + concurrencyLua + `end
-        ok, left, retry, reset, extra, f = concurrency(K[k + 1], quota, period, argv[a + 6])
-        a, k = a + 6, k + 1
-      else
-        error("unknown algorithm " .. tostring(alg))
-      end
-      if ok == 0 then
-        all = false
-      else
-        nrec = nrec + 1
-        rec_f[nrec], rec_v[nrec] = f, false
-      end
-      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5], reply[r + 6] = -1, ok, left, retry, reset, extra
-      r = r + 6
-    end
-  end
+  for i = 1, n do` + dispatchLua() + `  end
   if all then
     for j = 1, nrec do
       local v = rec_v[j]
@@ -156,7 +121,7 @@ return reply
 // been sent alone. It is hand-written because neither go-redis nor
 // redis_rate merges script calls: without it Redis runs one script per
 // request of a pipeline instead of one for all of them.
-const decideManySrc = decideHead + `
+var decideManySrc = decideHead + `
 local K, k, a, groups, many = KEYS, 0, 1, tonumber(ARGV[1]), true
 ` + decideLoop
 
@@ -168,7 +133,7 @@ var decideManyScript = redis.NewScript(decideManySrc)
 // holds it) and ARGV starts with the number of keys and the keys
 // themselves, read from there; allow-cross-slot-keys lets the script touch
 // them (Redis 7).
-const decideManyNodeSrc = "#!lua flags=allow-cross-slot-keys\n" + decideHead + `
+var decideManyNodeSrc = "#!lua flags=allow-cross-slot-keys\n" + decideHead + `
 local nk = tonumber(ARGV[1])
 local K, k, a, groups, many = ARGV, 1, nk + 2, tonumber(ARGV[nk + 2]), true
 ` + decideLoop
@@ -286,11 +251,6 @@ var (
 	argDecideSHA any = decideScript.Hash()
 	argRecord    any = string(modeRecord)
 	argPeek      any = string(modePeek)
-
-	argGCRA        any = string(limiter.GCRA)
-	argSliding     any = string(limiter.SlidingWindow)
-	argFixed       any = string(limiter.FixedWindow)
-	argConcurrency any = string(limiter.SharedConcurrency)
 )
 
 func argMode(m scriptMode) any {
@@ -298,20 +258,6 @@ func argMode(m scriptMode) any {
 		return argPeek
 	}
 	return argRecord
-}
-
-func argAlgorithm(a limiter.Algorithm) any {
-	switch a {
-	case limiter.GCRA:
-		return argGCRA
-	case limiter.SlidingWindow:
-		return argSliding
-	case limiter.FixedWindow:
-		return argFixed
-	case limiter.SharedConcurrency:
-		return argConcurrency
-	}
-	return string(a)
 }
 
 // evalFirstKey is where an EVAL/EVALSHA command's first key is

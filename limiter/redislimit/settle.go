@@ -105,25 +105,12 @@ func (op *sharedOp) adjustment(units int64) *adjustment {
 	if !op.taken || delta == 0 {
 		return nil
 	}
+	alg := algorithmOf(op.check.Rule.Algorithm)
+	if alg == nil {
+		return nil
+	}
 	a := &adjustment{op: op, units: units}
-	c := op.check
-	switch c.Rule.Algorithm {
-	case limiter.GCRA:
-		a.script, a.keys = gcraAdjustScript, []string{gcraKeyPrefix + op.base}
-		a.args = []any{c.Limit.Period.Seconds(), c.Limit.Rate, delta}
-	case limiter.SlidingWindow:
-		a.script, a.keys = slidingAdjustScript, []string{op.base + slidingLogSuffix, op.base + slidingSumSuffix}
-		a.args = []any{op.member(op.cost), op.member(units), delta}
-	case limiter.FixedWindow:
-		a.script, a.keys = fixedAdjustScript, []string{op.base + fixedSuffix}
-		a.args = []any{op.reply.extra, delta}
-	case limiter.SharedConcurrency:
-		if units > 0 {
-			return nil // a lease is one slot whatever the cost: kept until 0
-		}
-		a.script, a.keys = concurrencyReleaseScript, []string{op.base + concurrencySuffix}
-		a.args = []any{op.member(op.cost)}
-	default:
+	if a.script, a.keys, a.args = alg.settle(op, units, delta); a.script == nil {
 		return nil
 	}
 	return a

@@ -38,7 +38,6 @@ func TestReservationSettlesOnRedis(t *testing.T) {
 			t.Run(string(alg)+"/"+st.name, func(t *testing.T) {
 				r := newTestRedis(t, c, Config{})
 				e := newTestEngine(t, r)
-				// Two rules on one request: the call is decideScript's, not redis_rate's alone.
 				rule := policy("settle-"+string(alg)+strconv.Itoa(i), alg)
 				other := limiter.Check{Rule: policy("settle-other", limiter.FixedWindow), Limit: limiter.Limit{Rate: 1000, Period: time.Hour}, Key: "o" + strconv.Itoa(i)}
 				v, res, err := e.Reserve(context.Background(), []limiter.Check{{Rule: rule, Limit: lim, Key: "k", Cost: 6}, other})

@@ -15,14 +15,13 @@ import (
 // already left the window). Its retry time is when the oldest entries holding
 // the missing units leave the window.
 
-// slidingLua is decideScript's sliding window: it sets decideLoop's
-// sliding, made only when a call carries a sliding window.
+// slidingLua is decideScript's sliding window (see algorithm.lua).
 const slidingLua = `
 local function cost_of(member)
   return tonumber(string.match(member, ":(%d+)$")) or 1
 end
 
-sliding = function(log, sum_key, limit, window, cost, member)
+local function decide(log, sum_key, limit, window, cost, member)
   local sum = tonumber(redis.call("GET", sum_key))
   local dirty = false
   local old = redis.call("ZRANGEBYSCORE", log, "-inf", now_us - window)
@@ -97,6 +96,13 @@ return 1
 `
 
 var slidingAdjustScript = redis.NewScript(slidingAdjustSrc)
+
+// slidingSettle renames the check's log entry to its new cost
+// (algorithm.settle).
+func slidingSettle(op *sharedOp, units, delta int64) (*redis.Script, []string, []any) {
+	return slidingAdjustScript, []string{op.base + slidingLogSuffix, op.base + slidingSumSuffix},
+		[]any{op.member(op.cost), op.member(units), delta}
+}
 
 // nextMemberID returns the unique part of a sliding-window member, unique
 // across instances: "<instance nonce>-<sequence>" (the member adds ":<cost>").

@@ -1,0 +1,141 @@
+package policies
+
+import "github.com/ratelimit-gateway/gateway/limiter"
+
+// The config's closed lists of names are typed values: checkStrict reads
+// each through its UnmarshalText, so a name outside the list is an error
+// with the file and the place, and the decoder through the same method.
+
+// Costs lists every cost.
+var Costs = []Cost{CostRequests, CostTokens, CostInputTokens, CostOutputTokens, CostUSD}
+
+// MissingKeys lists every missing-key behaviour.
+var MissingKeys = []MissingKey{MissingSkip, MissingShared, MissingReject}
+
+// RateLimitHeaderSets lists every set of rate-limit headers.
+var RateLimitHeaderSets = []RateLimitHeaders{RateLimitHeadersAll, RateLimitHeadersIETF, RateLimitHeadersLegacy, RateLimitHeadersNone}
+
+// UnmarshalText sets s to the set named by text, one of
+// RateLimitHeaderSets; empty text leaves the zero value, all of them.
+func (s *RateLimitHeaders) UnmarshalText(text []byte) error {
+	return limiter.UnmarshalName(s, RateLimitHeaderSets, text)
+}
+
+// MarshalText returns the set's name.
+func (s RateLimitHeaders) MarshalText() ([]byte, error) { return []byte(s), nil }
+
+// UnmarshalText sets c to the cost named by text, one of Costs; empty text
+// leaves the zero value, which defaults to CostRequests.
+func (c *Cost) UnmarshalText(text []byte) error { return limiter.UnmarshalName(c, Costs, text) }
+
+// MarshalText returns the cost's name.
+func (c Cost) MarshalText() ([]byte, error) { return []byte(c), nil }
+
+// UnmarshalText sets m to the behaviour named by text, one of MissingKeys;
+// empty text leaves the zero value, which defaults to MissingShared.
+func (m *MissingKey) UnmarshalText(text []byte) error {
+	return limiter.UnmarshalName(m, MissingKeys, text)
+}
+
+// MarshalText returns the behaviour's name.
+func (m MissingKey) MarshalText() ([]byte, error) { return []byte(m), nil }
+
+// Mode is how a policy, or the whole file, applies: enforce or shadow.
+type Mode string
+
+// The modes.
+const (
+	ModeEnforce Mode = "enforce" // a denial is answered
+	ModeShadow  Mode = "shadow"  // evaluated and counted, nothing blocked
+)
+
+// Modes lists every mode.
+var Modes = []Mode{ModeEnforce, ModeShadow}
+
+// UnmarshalText sets m to the mode named by text, one of Modes; empty text
+// leaves the zero value, which defaults to ModeEnforce.
+func (m *Mode) UnmarshalText(text []byte) error { return limiter.UnmarshalName(m, Modes, text) }
+
+// MarshalText returns the mode's name.
+func (m Mode) MarshalText() ([]byte, error) { return []byte(m), nil }
+
+// OnLimit is what a policy does with a request over its limit.
+type OnLimit string
+
+// The answers to a request over the limit.
+const (
+	OnLimitReject OnLimit = "reject" // 429 at once
+	OnLimitDelay  OnLimit = "delay"  // wait for its turn, up to max_delay
+)
+
+// OnLimits lists every answer to a request over the limit.
+var OnLimits = []OnLimit{OnLimitReject, OnLimitDelay}
+
+// UnmarshalText sets o to the answer named by text, one of OnLimits; empty
+// text leaves the zero value, which defaults to OnLimitReject.
+func (o *OnLimit) UnmarshalText(text []byte) error { return limiter.UnmarshalName(o, OnLimits, text) }
+
+// MarshalText returns the answer's name.
+func (o OnLimit) MarshalText() ([]byte, error) { return []byte(o), nil }
+
+// Charge is what an llm call that ended without the provider's usage is
+// charged (charge_without_usage).
+type Charge string
+
+// The charges of a call without usage.
+const (
+	ChargeReserved  Charge = "reserved"  // its reservation: an upper bound of what it was billed
+	ChargeDelivered Charge = "delivered" // its prompt and the text that reached the client
+)
+
+// Charges lists every charge of a call without usage.
+var Charges = []Charge{ChargeReserved, ChargeDelivered}
+
+// UnmarshalText sets c to the charge named by text, one of Charges; empty
+// text leaves the zero value, which a policy counting tokens defaults to
+// ChargeReserved.
+func (c *Charge) UnmarshalText(text []byte) error { return limiter.UnmarshalName(c, Charges, text) }
+
+// MarshalText returns the charge's name.
+func (c Charge) MarshalText() ([]byte, error) { return []byte(c), nil }
+
+// Window is a fixed window's calendar period (window), in UTC.
+type Window string
+
+// The calendar windows.
+const (
+	WindowDay   Window = "day"
+	WindowMonth Window = "month"
+)
+
+// Windows lists every calendar window.
+var Windows = []Window{WindowDay, WindowMonth}
+
+// UnmarshalText sets w to the window named by text, one of Windows; empty
+// text leaves the zero value: no calendar window, per applies.
+func (w *Window) UnmarshalText(text []byte) error { return limiter.UnmarshalName(w, Windows, text) }
+
+// MarshalText returns the window's name.
+func (w Window) MarshalText() ([]byte, error) { return []byte(w), nil }
+
+// OnConflict is what an idempotent request does while another with its key
+// runs.
+type OnConflict string
+
+// The answers to a conflict.
+const (
+	OnConflictReject OnConflict = "reject" // 409 at once
+	OnConflictWait   OnConflict = "wait"   // wait for the first one's response, up to max_wait
+)
+
+// OnConflicts lists every answer to a conflict.
+var OnConflicts = []OnConflict{OnConflictReject, OnConflictWait}
+
+// UnmarshalText sets o to the answer named by text, one of OnConflicts;
+// empty text leaves the zero value, which defaults to OnConflictReject.
+func (o *OnConflict) UnmarshalText(text []byte) error {
+	return limiter.UnmarshalName(o, OnConflicts, text)
+}
+
+// MarshalText returns the answer's name.
+func (o OnConflict) MarshalText() ([]byte, error) { return []byte(o), nil }
