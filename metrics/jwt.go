@@ -1,21 +1,24 @@
 package metrics
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/ratelimit-gateway/gateway/jwtauth"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
 func newJWTRefusedCounter() *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gateway_jwt_refused_total",
 		Help: "Bearer JWTs refused (401), by reason: expired, wrong_audience, wrong_issuer, bad_signature, unknown_kid, algorithm, missing_claim, not_yet_valid, malformed, too_large.",
 	}, []string{"reason"})
-	// Every reason exists from the start, so that increase() sees the first.
-	for _, r := range jwtauth.Reasons {
-		c.WithLabelValues(string(r))
+}
+
+// TokenReasons makes a gateway_jwt_refused_total series for each of
+// reasons (cmd passes the verifier's), so that increase() sees the first
+// refusal of each.
+func (m *Metrics) TokenReasons(reasons []string) {
+	if m == nil {
+		return
 	}
-	return c
+	for _, r := range reasons {
+		m.jwtRefused.WithLabelValues(r)
+	}
 }
 
 // TokenRefused counts one refused bearer JWT by its reason

@@ -44,3 +44,12 @@ func jwtKeySource(j *policies.JWTConfig) []any {
 	}
 	return []any{j.JWKSURL, j.Discovery, j.KeysFile, j.Refresh, j.UnknownKidCooldown}
 }
+
+// tokenReasons are the verifier's refusal reasons, as metric labels.
+func tokenReasons() []string {
+	rs := make([]string, len(jwtauth.Reasons))
+	for i, r := range jwtauth.Reasons {
+		rs[i] = string(r)
+	}
+	return rs
+}

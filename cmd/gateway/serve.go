@@ -132,6 +132,7 @@ func (p *process) build(ctx context.Context, path string) error {
 	p.memoryLimit(p.snap.Config.Server.MemoryLimitBytes)
 	p.heapFloor(p.snap.Config.Server.MinHeapBytes)
 	p.metrics = metrics.New()
+	p.metrics.TokenReasons(tokenReasons())
 	p.metrics.ConfigLoaded(p.snap.Digest, time.Now())
 	if err := p.newTracing(ctx); err != nil {
 		return err

@@ -23,7 +23,7 @@ var rules = []struct {
 	{pkg: "limiter", only: []string{"limiter/internal/shardmap"}},
 	{pkg: "policies", only: []string{"limiter", "limiter/internal/shardmap", "llm"}},
 	{pkg: "builtin", forbidden: []string{"proxy", "policies", "limiter"}},
-	{pkg: "metrics", forbidden: []string{"proxy", "limiter/redislimit", "internal/redisclient", "policies"}},
+	{pkg: "metrics", forbidden: []string{"proxy", "limiter/redislimit", "internal/redisclient", "policies", "jwtauth"}},
 	{pkg: "tracing", forbidden: []string{"proxy", "limiter/redislimit", "internal/redisclient", "policies"}},
 	{pkg: "admin", forbidden: []string{"proxy", "limiter/redislimit", "internal/redisclient", "builtin", "cmd"}},
 }
