@@ -41,6 +41,8 @@ type AdminConfig struct {
 	SessionTTL time.Duration `koanf:"session_ttl"`
 	// Pprof serves /debug/pprof/ (with the token).
 	Pprof bool `koanf:"pprof"`
+	// TLS serves the admin listener with server.tls's certificates.
+	TLS bool `koanf:"tls"`
 	// MetricsModels are models that get a model label of their own in
 	// /metrics, besides those the price table names; any other model a
 	// request names is counted as "other".
@@ -106,6 +108,8 @@ type ServerConfig struct {
 	// long llm prompt (over 32 KiB of text) may take, in (0, 1] (default
 	// 0.5; 1 counts without pausing): see llm.Pace.
 	PromptCountShare float64 `koanf:"prompt_count_share"`
+	// TLS makes Listen a TLS listener (see TLSConfig).
+	TLS TLSConfig `koanf:"tls"`
 }
 
 // The values of server.path_parameters.

@@ -109,6 +109,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&s.IdempotencyMaxBytes, DefaultIdempotencyMaxBytes)
 	setDefault(&s.MinHeapBytes, DefaultMinHeapBytes)
 	setDefault(&s.PromptCountShare, DefaultPromptCountShare)
+	s.TLS.applyDefaults()
 
 	setDefault(&c.Mode, "enforce")
 	if c.Admin.Listen == nil {

@@ -28,6 +28,7 @@ func validate(p *problems, c *Config, builtins map[string]*url.URL) {
 	validatePolicies(p, c)
 	validateOperations(p, c)
 	validateTracing(p, &c.Tracing)
+	validateTLS(p, c)
 }
 
 func validateServer(p *problems, s *ServerConfig) {
