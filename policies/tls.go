@@ -68,10 +68,15 @@ func (t *TLSConfig) applyDefaults() {
 
 func validateTLS(p *problems, c *Config) {
 	t := &c.Server.TLS
+	seen := map[string]int{}
 	for i, pair := range t.Certificates {
 		place := indexPlace(serverTLSCertificatesPath, i)
 		if pair.CertFile == "" {
 			p.add(place+".cert_file", "must name a PEM certificate file")
+		} else if j, dup := seen[pair.CertFile]; dup {
+			p.addf(place+".cert_file", "is %s[%d]'s too: name each certificate once", serverTLSCertificatesPath, j)
+		} else {
+			seen[pair.CertFile] = i
 		}
 		if pair.KeyFile == "" {
 			p.add(place+".key_file", "must name a PEM private key file")
@@ -90,7 +95,7 @@ func validateTLS(p *problems, c *Config) {
 		if t.PlainListen != "" {
 			if _, _, err := net.SplitHostPort(t.PlainListen); err != nil {
 				p.addf(serverTLSPlace+".plain_listen", "must be host:port, got %q", t.PlainListen)
-			} else if t.PlainListen == c.Server.Listen {
+			} else if _, port, _ := net.SplitHostPort(t.PlainListen); t.PlainListen == c.Server.Listen && port != "0" {
 				p.addf(serverTLSPlace+".plain_listen", "is server.listen too (%s): the plain listener needs an address of its own", t.PlainListen)
 			}
 		}

@@ -58,7 +58,8 @@ type state struct {
 	exact    map[string]int
 	wildcard map[string]int // by the suffix after "*."
 	ca       *loadedCA      // nil without a client CA
-	config   *tls.Config
+	config   *tls.Config    // with the client CA, if any
+	noClient *tls.Config    // without: for the admin listener
 }
 
 type loaded struct {
@@ -110,13 +111,23 @@ func New(cfg Config) (*Store, error) {
 
 // TLSConfig returns the listener's config: each handshake reads the state
 // in force, so a reload reaches new connections at once and leaves the
-// open ones alone.
+// open ones alone. With a client CA, it asks for client certificates.
 func (s *Store) TLSConfig() *tls.Config {
+	return s.outer(func(st *state) *tls.Config { return st.config })
+}
+
+// TLSConfigWithoutClientAuth is TLSConfig that never asks for a client
+// certificate.
+func (s *Store) TLSConfigWithoutClientAuth() *tls.Config {
+	return s.outer(func(st *state) *tls.Config { return st.noClient })
+}
+
+func (s *Store) outer(pick func(*state) *tls.Config) *tls.Config {
 	return &tls.Config{
 		MinVersion: s.cfg.MinVersion,
 		NextProtos: s.cfg.NextProtos,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return s.state.Load().config, nil
+			return pick(s.state.Load()), nil
 		},
 	}
 }
@@ -196,6 +207,7 @@ func (s *Store) index(st *state) *state {
 			return st.pairs[st.pick(h.ServerName).Index].cert, nil
 		},
 	}
+	st.noClient = st.config.Clone()
 	if st.ca != nil {
 		st.config.ClientCAs = st.ca.pool
 		st.config.ClientAuth = s.cfg.ClientAuth
