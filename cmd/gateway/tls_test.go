@@ -41,9 +41,9 @@ func newTLSSite(t *testing.T) *tlsSite {
 
 // swap publishes a new default certificate for name, as Kubernetes updates
 // a Secret: one rename of its "..data" symlink.
-func (s *tlsSite) swap(t *testing.T, name string) {
+func (s *tlsSite) swap(t *testing.T, names ...string) {
 	t.Helper()
-	c, k := s.ca.Issue(t, certtest.Leaf{CommonName: name, DNSNames: []string{name}})
+	c, k := s.ca.Issue(t, certtest.Leaf{CommonName: names[0], DNSNames: names})
 	s.secret.Write(t, map[string][]byte{"tls.crt": c, "tls.key": k})
 }
 

@@ -27,6 +27,9 @@ func (s *Store) Run(ctx context.Context) error {
 	defer fw.Close()
 	watched := map[string]bool{}
 	s.follow(fw, watched)
+	// A change between New and the watch above is seen here.
+	_ = s.Reload()
+	s.cfg.Logger.Info("watching certificates for changes", "dirs", len(watched))
 	timer := time.NewTimer(s.cfg.Debounce)
 	timer.Stop()
 	for {
