@@ -210,20 +210,21 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		return nil, fmt.Errorf("upstream: %w", err)
 	}
 	rt := &Route{
-		Name:             rc.Name,
-		Upstream:         up,
-		StripPrefix:      rc.StripPrefix,
-		Timeout:          rc.Timeout,
-		MaxBodyBytes:     max(rc.MaxBodyBytes, 0), // -1 (no limit) is 0 in the Snapshot
-		LLM:              rc.LLM != "",
-		DefaultMaxTokens: rc.DefaultMaxTokens,
-		UnsizedContext:   rc.UnsizedInput == "context_window",
-		UpstreamAPIKey:   rc.UpstreamAPIKey,
-		OpenAIErrors:     rc.ErrorFormat == "openai",
-		Anthropic:        rc.LLM == LLMAnthropic,
-		AnthropicErrors:  rc.ErrorFormat == LLMAnthropic,
-		RateLimitHeaders: RateLimitHeaders(rc.RateLimitHeaders),
-		Quota:            rc.Quota || rc.LLM != "",
+		Name:              rc.Name,
+		Upstream:          up,
+		StripPrefix:       rc.StripPrefix,
+		Timeout:           rc.Timeout,
+		MaxBodyBytes:      max(rc.MaxBodyBytes, 0), // -1 (no limit) is 0 in the Snapshot
+		ClientCertificate: rc.ClientCertificate == ClientCertificateRequire,
+		LLM:               rc.LLM != "",
+		DefaultMaxTokens:  rc.DefaultMaxTokens,
+		UnsizedContext:    rc.UnsizedInput == "context_window",
+		UpstreamAPIKey:    rc.UpstreamAPIKey,
+		OpenAIErrors:      rc.ErrorFormat == "openai",
+		Anthropic:         rc.LLM == LLMAnthropic,
+		AnthropicErrors:   rc.ErrorFormat == LLMAnthropic,
+		RateLimitHeaders:  RateLimitHeaders(rc.RateLimitHeaders),
+		Quota:             rc.Quota || rc.LLM != "",
 		Match: Match{
 			Host:       strings.ToLower(strings.TrimSuffix(rc.Match.Host, ".")),
 			Path:       rc.Match.Path,

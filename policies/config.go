@@ -193,12 +193,16 @@ type TenantConfig struct {
 
 // RouteConfig is one entry of routes.
 type RouteConfig struct {
-	Name         string        `koanf:"name"`
-	Match        MatchConfig   `koanf:"match"`
-	Upstream     string        `koanf:"upstream" redact:"url"` // http(s)://... or builtin:echo
-	StripPrefix  string        `koanf:"strip_prefix"`
-	Timeout      time.Duration `koanf:"timeout"`        // default 30s
-	MaxBodyBytes int64         `koanf:"max_body_bytes"` // default 10 MiB; -1: no limit
+	Name        string      `koanf:"name"`
+	Match       MatchConfig `koanf:"match"`
+	Upstream    string      `koanf:"upstream" redact:"url"` // http(s)://... or builtin:echo
+	StripPrefix string      `koanf:"strip_prefix"`
+	// ClientCertificate: require answers 401 to a request without a
+	// client certificate that server.tls.client_ca_file verifies; "" asks
+	// for none.
+	ClientCertificate string        `koanf:"client_certificate"`
+	Timeout           time.Duration `koanf:"timeout"`        // default 30s
+	MaxBodyBytes      int64         `koanf:"max_body_bytes"` // default 10 MiB; -1: no limit
 	// LLM makes the route's policies count tokens of LLM calls: "openai"
 	// (OpenAI-compatible APIs), "anthropic" (Anthropic's Messages API), or
 	// "" (none).

@@ -33,6 +33,7 @@ const (
 	sourceAPIKey
 	sourceTenant
 	sourceModel
+	sourceCert // name: one of certFields
 )
 
 type keyPart struct {
@@ -66,11 +67,17 @@ func parseKeySpec(spec string) ([]keyPart, error) {
 				return nil, fmt.Errorf("%q needs a parameter name (query:user)", item)
 			}
 			parts = append(parts, keyPart{source: sourceQuery, name: name})
+		case "cert":
+			field := strings.ToLower(name)
+			if _, ok := certFields[field]; !ok {
+				return nil, fmt.Errorf("%q: want cert:subject, cert:san:dns or cert:san:uri", item)
+			}
+			parts = append(parts, keyPart{source: sourceCert, name: field})
 		case "":
 			return nil, fmt.Errorf("empty part in %q", spec)
 		default:
 			msg := fmt.Sprintf("unknown key source %q (want ip, header:NAME, query:NAME, api_key, tenant or model)", item)
-			if s := suggest(kind, []string{"ip", "header", "query", "api_key", "tenant", "model"}); s != "" {
+			if s := suggest(kind, []string{"ip", "header", "query", "api_key", "tenant", "model", "cert"}); s != "" {
 				msg += fmt.Sprintf("; did you mean %q?", s)
 			}
 			return nil, fmt.Errorf("%s", msg)
@@ -89,6 +96,8 @@ type KeyReads struct {
 	Headers []string
 	// Queries are the names of query:NAME parts.
 	Queries []string
+	// Cert: a cert:* part reads the verified client certificate.
+	Cert bool
 }
 
 // readsOf says what parsed key parts read; compile stores it in the Policy
@@ -109,6 +118,8 @@ func readsOf(parts []keyPart) KeyReads {
 			kr.Headers = append(kr.Headers, part.name)
 		case sourceQuery:
 			kr.Queries = append(kr.Queries, part.name)
+		case sourceCert:
+			kr.Cert = true
 		}
 	}
 	return kr
@@ -177,6 +188,8 @@ func (p keyPart) value(r *http.Request, s *Subject) (string, bool) {
 		if s != nil && s.Model != "" {
 			return s.Model, true
 		}
+	case sourceCert:
+		return certValue(r, p.name)
 	}
 	return "", false
 }

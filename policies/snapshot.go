@@ -175,6 +175,9 @@ type Route struct {
 	Timeout time.Duration
 	// MaxBodyBytes bounds the request body (413); 0 means no limit.
 	MaxBodyBytes int64
+	// ClientCertificate: a request without a verified client certificate
+	// is answered 401.
+	ClientCertificate bool
 	// LLM is true on a route whose policies may count tokens of
 	// OpenAI-compatible requests: the body is read (bounded by MaxBodyBytes)
 	// before the limiter decides.

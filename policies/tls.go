@@ -47,6 +47,7 @@ const (
 	ClientAuthVerifyIfGiven   = "verify_if_given"
 	PlainRedirect             = "redirect"
 	PlainServe                = "serve"
+	ClientCertificateRequire  = "require"
 	defaultTLSMinVersion      = TLSVersion12
 	defaultClientAuth         = ClientAuthRequire
 	defaultPlain              = PlainRedirect
@@ -90,6 +91,14 @@ func validateTLS(p *problems, c *Config) {
 	}
 	if t.Plain != PlainRedirect && t.Plain != PlainServe {
 		p.addf(serverTLSPlace+".plain", "must be redirect or serve, got %q", t.Plain)
+	}
+	for i, rt := range c.Routes {
+		switch place := indexPlace("routes", i) + ".client_certificate"; {
+		case rt.ClientCertificate != "" && rt.ClientCertificate != ClientCertificateRequire:
+			p.addf(place, `must be require, or absent, got %q`, rt.ClientCertificate)
+		case rt.ClientCertificate != "" && t.ClientCAFile == "":
+			p.add(place, "needs server.tls.client_ca_file: without it no client certificate is verified")
+		}
 	}
 	if t.Enabled() {
 		if t.PlainListen != "" {

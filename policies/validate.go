@@ -435,6 +435,9 @@ func validatePolicies(p *problems, c *Config) {
 		if err != nil {
 			p.add(place+".key", err.Error())
 		}
+		if err == nil && readsCert(parts) && c.Server.TLS.ClientCAFile == "" {
+			p.addf(place+".key", "%q reads the client certificate: set server.tls.client_ca_file, or no request would have one", pc.Key)
+		}
 		if len(pc.Plans) > 0 && err == nil && !identifiesTenant(parts) {
 			// Local buckets are per (policy, limit) and the limit follows the
 			// plan of the API key presented: without the tenant in the key,
