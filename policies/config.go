@@ -108,6 +108,10 @@ type ServerConfig struct {
 	// long llm prompt (over 32 KiB of text) may take, in (0, 1] (default
 	// 0.5; 1 counts without pausing): see llm.Pace.
 	PromptCountShare float64 `koanf:"prompt_count_share"`
+	// ProxyProtocol accepts a PROXY protocol header (v1 or v2) on Listen
+	// and TLS.PlainListen from TrustedProxies peers, and refuses it from
+	// any other.
+	ProxyProtocol bool `koanf:"proxy_protocol"`
 	// TLS makes Listen a TLS listener (see TLSConfig).
 	TLS TLSConfig `koanf:"tls"`
 }

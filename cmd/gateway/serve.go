@@ -378,13 +378,16 @@ func (p *process) listen() error {
 	}
 	p.onClose(ln.Close)
 	p.ln = ln
+	if cfg.Server.ProxyProtocol {
+		p.ln = acceptProxyProtocol(ln, p.current, cfg.Server.ReadHeaderTimeout)
+	}
 	if p.certs == nil {
 		p.srv = newServer(p.handler)
 	} else {
 		// TLS connections go to net/http's server: the lean one reads
 		// plain HTTP/1.1 only.
 		p.srv = newStd(p.handler)
-		p.ln = tls.NewListener(ln, p.certs.TLSConfig())
+		p.ln = tls.NewListener(p.ln, p.certs.TLSConfig())
 		if err := p.listenPlain(ln.Addr(), newServer); err != nil {
 			return err
 		}

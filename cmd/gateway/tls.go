@@ -88,6 +88,9 @@ func (p *process) listenPlain(tlsAddr net.Addr, newServer func(http.Handler) cli
 	}
 	p.onClose(ln.Close)
 	p.plainLn, p.plainSrv = ln, newServer(h)
+	if p.snap.Config.Server.ProxyProtocol {
+		p.plainLn = acceptProxyProtocol(ln, p.current, p.snap.Config.Server.ReadHeaderTimeout)
+	}
 	p.log.Info("plain HTTP listening", "addr", ln.Addr().String(), "plain", t.Plain)
 	return nil
 }
