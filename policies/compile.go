@@ -22,9 +22,10 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 		Config:   c,
 		Identity: Identity{IPv4Prefix: c.Server.IPv4Prefix, IPv6Prefix: c.Server.IPv6Prefix, UseForwarded: c.Server.ForwardedHeader == "forwarded"},
 		Tenants: Tenants{
-			Header:    http.CanonicalHeaderKey(c.Tenants.Header),
-			QuotaPath: c.Tenants.QuotaPath,
-			Keys:      make(map[string]Tenant, len(c.Tenants.Keys)),
+			Header:       http.CanonicalHeaderKey(c.Tenants.Header),
+			QuotaPath:    c.Tenants.QuotaPath,
+			Keys:         make(map[string]Tenant, len(c.Tenants.Keys)),
+			Certificates: compileCertificateTenants(c),
 		},
 		Policies:            make(map[string]*Policy, len(c.Policies)),
 		StripPathParameters: c.Server.PathParameters == PathParametersStrip,

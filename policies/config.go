@@ -183,6 +183,10 @@ type TenantsConfig struct {
 	// kept apart from it (a Secret). Relative to the config file's
 	// directory; reloaded with the config.
 	KeysFile string `koanf:"keys_file"`
+	// Certificates bind client certificate identities to tenants (mutual
+	// TLS): a request without an API key takes the tenant of the first
+	// entry its verified certificate matches.
+	Certificates []CertificateTenantConfig `koanf:"certificates"`
 	// QuotaPath answers GET with the asking key's limits and what remains
 	// of them (default /v1/quota), on a request that an llm route or a
 	// route with quota: true matches; "off" answers it nowhere.

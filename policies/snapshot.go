@@ -154,6 +154,9 @@ type Tenants struct {
 	// ("sha256:<hex>"), by SHA-256: those of tenants.keys and of the keys
 	// file.
 	Digests map[[32]byte]Tenant
+	// Certificates bind client certificate identities to tenants, in
+	// config order (see LookupCertificate).
+	Certificates []CertificateTenant
 	// KeysFile is the keys file (or directory) read, as resolved; "" for
 	// none.
 	KeysFile string

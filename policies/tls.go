@@ -68,6 +68,7 @@ func (t *TLSConfig) applyDefaults() {
 }
 
 func validateTLS(p *problems, c *Config) {
+	validateCertificateTenants(p, c)
 	t := &c.Server.TLS
 	seen := map[string]int{}
 	for i, pair := range t.Certificates {

@@ -35,6 +35,12 @@ func TestTLSValidation(t *testing.T) {
 			`gateway.yaml: policies.p.key: "cert:issuer": want cert:subject, cert:san:dns or cert:san:uri`},
 		{"route asks without a client CA", pair + withRoute(`{name: r, upstream: "http://127.0.0.1:9000", client_certificate: require}`),
 			"gateway.yaml: routes[0].client_certificate: needs server.tls.client_ca_file: without it no client certificate is verified"},
+		{"certificate tenant without a client CA", pair + "tenants:\n  certificates: [{key: cert:san:uri, value: \"spiffe://x/a\", tenant: a}]\n" + withPolicy("{key: tenant, rate: 1}"),
+			"gateway.yaml: tenants.certificates: needs server.tls.client_ca_file: without it no client certificate is verified"},
+		{"certificate tenant key", pair + "    client_ca_file: ca.pem\ntenants:\n  certificates: [{key: cert:issuer, value: x, tenant: a}]\n" + withPolicy("{key: tenant, rate: 1}"),
+			`gateway.yaml: tenants.certificates[0].key: must be cert:subject, cert:san:dns or cert:san:uri, got "cert:issuer"`},
+		{"certificate tenant twice", pair + "    client_ca_file: ca.pem\ntenants:\n  certificates: [{key: cert:san:dns, value: a.test, tenant: a}, {key: cert:san:dns, value: a.test, tenant: b}]\n" + withPolicy("{key: tenant, rate: 1}"),
+			`gateway.yaml: tenants.certificates[1]: binds cert:san:dns "a.test" again (also tenants.certificates[0])`},
 		{"route client_certificate value", pair + "    client_ca_file: ca.pem\n" + withRoute(`{name: r, upstream: "http://127.0.0.1:9000", client_certificate: optional}`),
 			`gateway.yaml: routes[0].client_certificate: must be require, or absent, got "optional"`},
 	}
@@ -74,6 +80,43 @@ func TestCertKeyParts(t *testing.T) {
 		got, ok := keyFunc(parts)(tc.r, &Subject{})
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s: got %q %v, want %q %v", tc.spec, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestLookupCertificate(t *testing.T) {
+	snap := mustParse(t, `server:
+  tls:
+    certificates: [{cert_file: a.crt, key_file: a.key}]
+    client_ca_file: ca.pem
+tenants:
+  certificates:
+    - {key: cert:san:dns, value: B.example.test, tenant: dns}
+    - {key: cert:san:uri, value: "spiffe://example.test/ns/a", tenant: uri, plan: pro}
+`+withPolicy("{key: tenant, rate: 1}"))
+	leaf := func(dns string, uri *url.URL) *http.Request {
+		c := &x509.Certificate{DNSNames: []string{dns}}
+		if uri != nil {
+			c.URIs = []*url.URL{uri}
+		}
+		return &http.Request{TLS: &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{c}}}}
+	}
+	spiffe := &url.URL{Scheme: "spiffe", Host: "example.test", Path: "/ns/a"}
+	for _, tc := range []struct {
+		name string
+		r    *http.Request
+		want Tenant
+		ok   bool
+	}{
+		{"dns name, any case", leaf("b.example.test", nil), Tenant{Name: "dns"}, true},
+		{"uri", leaf("z.test", spiffe), Tenant{Name: "uri", Plan: "pro"}, true},
+		{"the first entry matched wins", leaf("b.example.test", spiffe), Tenant{Name: "dns"}, true},
+		{"unbound", leaf("z.test", nil), Tenant{}, false},
+		{"unverified", &http.Request{TLS: &tls.ConnectionState{PeerCertificates: []*x509.Certificate{{DNSNames: []string{"b.example.test"}}}}}, Tenant{}, false},
+	} {
+		got, ok := snap.Tenants.LookupCertificate(tc.r)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: got %+v %v, want %+v %v", tc.name, got, ok, tc.want, tc.ok)
 		}
 	}
 }

@@ -85,6 +85,8 @@ func identifyPeer(r *http.Request, snap *policies.Snapshot, route *policies.Rout
 		if t, ok := snap.Tenants.Lookup(s.APIKey); ok {
 			s.Tenant = &t
 		}
+	} else if t, ok := snap.Tenants.LookupCertificate(r); ok {
+		s.Tenant = &t
 	}
 	return s, peerTrusted
 }

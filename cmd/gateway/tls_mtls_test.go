@@ -110,3 +110,50 @@ routes:
 		t.Fatalf("workload b: got %d %s, want 200", code, body)
 	}
 }
+
+// TestTenantBoundToACertificate: a tenant's policy counts a workload by its
+// certificate, as it counts an API key's holder; a certificate bound to no
+// tenant lacks the key.
+func TestTenantBoundToACertificate(t *testing.T) {
+	site := newTLSSite(t)
+	clients := certtest.NewCA(t, "clients")
+	site.write(t, "clients.pem", clients.PEM())
+	site.write(t, "gateway.yaml", []byte(`server:
+  listen: 127.0.0.1:0
+  tls:
+    certificates: [{cert_file: tls/tls.crt, key_file: tls/tls.key}]
+    client_ca_file: clients.pem
+admin: {listen: ""}
+tenants:
+  certificates:
+    - {key: cert:san:uri, value: "spiffe://example.test/billing", tenant: billing, plan: small}
+policies:
+  per-tenant:
+    key: tenant
+    rate: 100
+    per: 1h
+    plans: {small: 2}
+    on_missing_key: reject
+routes:
+  - {name: api, match: {path_prefix: /}, upstream: "builtin:echo", policies: [per-tenant]}
+`))
+	g := startGateway(t, "cert-tenant", site.dir+"/gateway.yaml")
+	base := httpsBase(g)
+	status := func(c *http.Client) int {
+		resp, err := c.Get(base + "/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	billing := mtlsClient(t, site, clients, "spiffe://example.test/billing")
+	for i, want := range []int{200, 200, 429} { // plan small: 2 an hour
+		if got := status(billing); got != want {
+			t.Fatalf("billing, request %d: got %d, want %d", i+1, got, want)
+		}
+	}
+	if got := status(mtlsClient(t, site, clients, "spiffe://example.test/other")); got != http.StatusUnauthorized {
+		t.Fatalf("a certificate bound to no tenant: got %d, want 401", got)
+	}
+}
