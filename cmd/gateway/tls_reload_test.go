@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,4 +137,22 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestSIGHUPCallsTheReload: the signal's handler calls the reload it is
+// given: run gives it p.reload, the one /admin/reload calls (config and
+// certificates both, see TestTLSFailedReloadKeepsTheCertificate).
+func TestSIGHUPCallsTheReload(t *testing.T) {
+	hup := make(chan os.Signal, 1)
+	reloads := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		reloadOnHUP(ctx, hup, func() error { reloads <- struct{}{}; return nil }, slog.New(slog.DiscardHandler))
+	}()
+	hup <- syscall.SIGHUP
+	<-reloads
+	cancel()
+	<-done
 }
