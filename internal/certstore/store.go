@@ -240,6 +240,11 @@ func parsePair(p Pair, certPEM, keyPEM []byte) (*loaded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s and %s: %w", p.CertFile, p.KeyFile, err)
 	}
+	if cert.Leaf == nil { // GODEBUG=x509keypairleaf=0 leaves it out
+		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, fmt.Errorf("%s: %w", p.CertFile, err)
+		}
+	}
 	return &loaded{certPEM: certPEM, keyPEM: keyPEM, cert: &cert}, nil
 }
 
