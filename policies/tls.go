@@ -90,6 +90,9 @@ func validateTLS(p *problems, c *Config) {
 	if t.ClientAuth != ClientAuthRequire && t.ClientAuth != ClientAuthVerifyIfGiven {
 		p.addf(serverTLSPlace+".client_auth", "must be require or verify_if_given, got %q", t.ClientAuth)
 	}
+	if t.ClientAuth == ClientAuthVerifyIfGiven && t.ClientCAFile == "" {
+		p.add(serverTLSPlace+".client_auth", "verify_if_given needs server.tls.client_ca_file: without it no client certificate is verified")
+	}
 	if t.Plain != PlainRedirect && t.Plain != PlainServe {
 		p.addf(serverTLSPlace+".plain", "must be redirect or serve, got %q", t.Plain)
 	}

@@ -21,6 +21,8 @@ func TestTLSValidation(t *testing.T) {
 			"gateway.yaml: server.tls.certificates[1].cert_file: is server.tls.certificates[0]'s too: name each certificate once"},
 		{"min version", pair + "    min_version: \"1.1\"\n" + withPolicy("{key: ip, rate: 1}"),
 			`gateway.yaml: server.tls.min_version: must be 1.2 or 1.3, got "1.1"`},
+		{"verify_if_given without a client CA", pair + "    client_auth: verify_if_given\n" + withPolicy("{key: ip, rate: 1}"),
+			"gateway.yaml: server.tls.client_auth: verify_if_given needs server.tls.client_ca_file: without it no client certificate is verified"},
 		{"plain", pair + "    plain: open\n" + withPolicy("{key: ip, rate: 1}"),
 			`gateway.yaml: server.tls.plain: must be redirect or serve, got "open"`},
 		{"plain listener without tls", "server:\n  tls:\n    plain_listen: 127.0.0.1:8081\n" + withPolicy("{key: ip, rate: 1}"),
