@@ -93,6 +93,8 @@ type Metrics struct {
 	transport *statsCollector[TransportStats]
 	// clients is the lean client server's (see WatchClientServer).
 	clients *statsCollector[ClientServerStats]
+	// tls is the TLS listener's certificates (see WatchCertificates).
+	tls *tlsCollector
 }
 
 type requestKey struct{ route, outcome string }
@@ -144,6 +146,7 @@ func New() *Metrics {
 
 		transport: newTransportCollector(),
 		clients:   newClientServerCollector(),
+		tls:       newTLSCollector(),
 	}
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gateway_config_reloads_total",
@@ -158,7 +161,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.policyDecisions, m.decisionSeconds, m.upstreamTotal, m.upstreamSeconds,
-		m.inFlight, reloads, m.llm, m.config, m.redis, m.local, m.transport, m.clients, m.idem, m.evicting, m.adminAuth, m.jwtRefused,
+		m.inFlight, reloads, m.llm, m.config, m.redis, m.local, m.transport, m.clients, m.idem, m.evicting, m.adminAuth, m.jwtRefused, m.tls,
 	)
 	// Built once: HandlerOpts.Registry and InstrumentMetricHandler register
 	// the handler's own metrics, which a second registration would refuse.

@@ -45,6 +45,8 @@ type AdminConfig struct {
 	SessionTTL time.Duration `koanf:"session_ttl"`
 	// Pprof serves /debug/pprof/ (with the token).
 	Pprof bool `koanf:"pprof"`
+	// TLS serves the admin listener with server.tls's certificates.
+	TLS bool `koanf:"tls"`
 	// MetricsModels are models that get a model label of their own in
 	// /metrics, besides those the price table names; any other model a
 	// request names is counted as "other".
@@ -110,6 +112,12 @@ type ServerConfig struct {
 	// long llm prompt (over 32 KiB of text) may take, in (0, 1] (default
 	// 0.5; 1 counts without pausing): see llm.Pace.
 	PromptCountShare float64 `koanf:"prompt_count_share"`
+	// ProxyProtocol accepts a PROXY protocol header (v1 or v2) on Listen
+	// and TLS.PlainListen from TrustedProxies peers, and refuses it from
+	// any other.
+	ProxyProtocol bool `koanf:"proxy_protocol"`
+	// TLS makes Listen a TLS listener (see TLSConfig).
+	TLS TLSConfig `koanf:"tls"`
 }
 
 // The values of server.path_parameters.
@@ -179,6 +187,10 @@ type TenantsConfig struct {
 	// kept apart from it (a Secret). Relative to the config file's
 	// directory; reloaded with the config.
 	KeysFile string `koanf:"keys_file"`
+	// Certificates bind client certificate identities to tenants (mutual
+	// TLS): a request without an API key takes the tenant of the first
+	// entry its verified certificate matches.
+	Certificates []CertificateTenantConfig `koanf:"certificates"`
 	// QuotaPath answers GET with the asking key's limits and what remains
 	// of them (default /v1/quota), on a request that an llm route or a
 	// route with quota: true matches; "off" answers it nowhere.
@@ -195,12 +207,16 @@ type TenantConfig struct {
 
 // RouteConfig is one entry of routes.
 type RouteConfig struct {
-	Name         string        `koanf:"name"`
-	Match        MatchConfig   `koanf:"match"`
-	Upstream     string        `koanf:"upstream" redact:"url"` // http(s)://... or builtin:echo
-	StripPrefix  string        `koanf:"strip_prefix"`
-	Timeout      time.Duration `koanf:"timeout"`        // default 30s
-	MaxBodyBytes int64         `koanf:"max_body_bytes"` // default 10 MiB; -1: no limit
+	Name        string      `koanf:"name"`
+	Match       MatchConfig `koanf:"match"`
+	Upstream    string      `koanf:"upstream" redact:"url"` // http(s)://... or builtin:echo
+	StripPrefix string      `koanf:"strip_prefix"`
+	// ClientCertificate: require answers 401 to a request without a
+	// client certificate that server.tls.client_ca_file verifies; "" asks
+	// for none.
+	ClientCertificate string        `koanf:"client_certificate"`
+	Timeout           time.Duration `koanf:"timeout"`        // default 30s
+	MaxBodyBytes      int64         `koanf:"max_body_bytes"` // default 10 MiB; -1: no limit
 	// LLM makes the route's policies count tokens of LLM calls: "openai"
 	// (OpenAI-compatible APIs), "anthropic" (Anthropic's Messages API), or
 	// "" (none).

@@ -108,6 +108,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&s.IdempotencyMaxBytes, DefaultIdempotencyMaxBytes)
 	setDefault(&s.MinHeapBytes, DefaultMinHeapBytes)
 	setDefault(&s.PromptCountShare, DefaultPromptCountShare)
+	s.TLS.applyDefaults()
 
 	setDefault(&c.Mode, ModeEnforce)
 	if c.Admin.Listen == nil {

@@ -34,6 +34,7 @@ const (
 	sourceTenant
 	sourceModel
 	sourceClaim
+	sourceCert // name: one of certFields
 )
 
 type keyPart struct {
@@ -74,11 +75,17 @@ func parseKeySpec(spec string) ([]keyPart, error) {
 				return nil, fmt.Errorf("%q needs a parameter name (query:user)", item)
 			}
 			parts = append(parts, keyPart{source: sourceQuery, name: name})
+		case "cert":
+			field := strings.ToLower(name)
+			if _, ok := certFields[field]; !ok {
+				return nil, fmt.Errorf("%q: want cert:subject, cert:san:dns or cert:san:uri", item)
+			}
+			parts = append(parts, keyPart{source: sourceCert, name: field})
 		case "":
 			return nil, fmt.Errorf("empty part in %q", spec)
 		default:
-			msg := fmt.Sprintf("unknown key source %q (want ip, header:NAME, query:NAME, claim:NAME, api_key, tenant or model)", item)
-			if s := suggest(kind, []string{"ip", "header", "query", "claim", "api_key", "tenant", "model"}); s != "" {
+			msg := fmt.Sprintf("unknown key source %q (want ip, header:NAME, query:NAME, claim:NAME, cert:FIELD, api_key, tenant or model)", item)
+			if s := suggest(kind, []string{"ip", "header", "query", "claim", "cert", "api_key", "tenant", "model"}); s != "" {
 				msg += fmt.Sprintf("; did you mean %q?", s)
 			}
 			return nil, fmt.Errorf("%s", msg)
@@ -100,6 +107,8 @@ type KeyReads struct {
 	// Claims are the paths, as written, of claim:NAME parts (a verified
 	// JWT's claims).
 	Claims []string
+	// Cert: a cert:* part reads the verified client certificate.
+	Cert bool
 }
 
 // readsOf says what parsed key parts read; compile stores it in the Policy
@@ -122,6 +131,8 @@ func readsOf(parts []keyPart) KeyReads {
 			kr.Queries = append(kr.Queries, part.name)
 		case sourceClaim:
 			kr.Claims = append(kr.Claims, part.name)
+		case sourceCert:
+			kr.Cert = true
 		}
 	}
 	return kr
@@ -194,6 +205,8 @@ func (p keyPart) value(r *http.Request, s *Subject) (string, bool) {
 		if s != nil {
 			return ClaimValue(s.Claims, p.path)
 		}
+	case sourceCert:
+		return certValue(r, p.name)
 	}
 	return "", false
 }

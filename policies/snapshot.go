@@ -154,6 +154,9 @@ type Tenants struct {
 	// ("sha256:<hex>"), by SHA-256: those of tenants.keys and of the keys
 	// file.
 	Digests map[[32]byte]Tenant
+	// Certificates bind client certificate identities to tenants, in
+	// config order (see LookupCertificate).
+	Certificates []CertificateTenant
 	// KeysFile is the keys file (or directory) read, as resolved; "" for
 	// none.
 	KeysFile string
@@ -177,6 +180,9 @@ type Route struct {
 	Timeout time.Duration
 	// MaxBodyBytes bounds the request body (413); 0 means no limit.
 	MaxBodyBytes int64
+	// ClientCertificate: a request without a verified client certificate
+	// is answered 401.
+	ClientCertificate bool
 	// LLM is true on a route whose policies may count tokens of
 	// OpenAI-compatible requests: the body is read (bounded by MaxBodyBytes)
 	// before the limiter decides.

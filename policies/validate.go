@@ -29,6 +29,7 @@ func validate(p *problems, c *Config, builtins map[string]*url.URL) {
 	validatePolicies(p, c)
 	validateOperations(p, c)
 	validateTracing(p, &c.Tracing)
+	validateTLS(p, c)
 }
 
 func validateServer(p *problems, s *ServerConfig) {
@@ -431,6 +432,9 @@ func validatePolicies(p *problems, c *Config) {
 		}
 		if err == nil && c.Tenants.JWT == nil && len(readsOf(parts).Claims) > 0 {
 			p.add(place+".key", "a claim:NAME key needs tenants.jwt, which verifies the claims")
+		}
+		if err == nil && readsCert(parts) && c.Server.TLS.ClientCAFile == "" {
+			p.addf(place+".key", "%q reads the client certificate: set server.tls.client_ca_file, or no request would have one", pc.Key)
 		}
 		if len(pc.Plans) > 0 && err == nil && !identifiesTenant(parts) {
 			// Local buckets are per (policy, limit) and the limit follows the

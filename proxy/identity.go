@@ -96,6 +96,8 @@ func identifyPeer(r *http.Request, snap *policies.Snapshot, route *policies.Rout
 			s.Tenant = &t
 			s.Credential = policies.CredentialAPIKey
 		}
+	} else if t, ok := snap.Tenants.LookupCertificate(r); ok {
+		s.Tenant = &t
 	}
 	return s, peerTrusted
 }

@@ -164,6 +164,9 @@ func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer
 	if badMethod != "" {
 		return p, answer{status: http.StatusBadRequest, msg: badMethod}
 	}
+	if route.ClientCertificate && !policies.VerifiedClientCertificate(r) {
+		return p, answer{status: http.StatusUnauthorized, msg: "this route needs a client certificate that the gateway's client CA signed"}
+	}
 	fitted, bad := fitToRoute(r, snap, route)
 	if bad != "" {
 		return p, answer{status: http.StatusBadRequest, msg: bad}

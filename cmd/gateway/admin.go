@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,7 +35,7 @@ func (p *process) listenAdmin() error {
 		Ready:     p.ready,
 		Snapshots: p.current,
 		Keys:      admin.EngineKeys{Engine: p.engine},
-		Reload:    p.watcher.Reload,
+		Reload:    p.reload,
 		Logger:    p.log,
 		Top:       p.refused,
 		Gatherer:  p.metrics.Registry(),
@@ -49,12 +50,17 @@ func (p *process) listenAdmin() error {
 	}
 	p.onClose(ln.Close)
 	p.adminLn = ln
+	if cfg.TLS {
+		// The admin listener never asks for a client certificate: its
+		// token is its authentication.
+		p.adminLn = tls.NewListener(ln, p.certs.TLSConfigWithoutClientAuth())
+	}
 	p.admin = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
-	p.log.Info("admin listening", "addr", ln.Addr().String(), "api", cfg.Token != "", "pprof", cfg.Pprof)
+	p.log.Info("admin listening", "addr", ln.Addr().String(), "tls", cfg.TLS, "api", cfg.Token != "", "pprof", cfg.Pprof)
 	return nil
 }
 
@@ -102,8 +108,9 @@ func startOnlyChanges(start, next *policies.Config) []string {
 		name string
 		a, b any
 	}{
-		{"server.listen, client_server and timeouts", []any{start.Server.Listen, start.Server.ClientServer, start.Server.ReadHeaderTimeout, start.Server.ReadTimeout, start.Server.WriteTimeout, start.Server.IdleTimeout, start.Server.MaxHeaderBytes, start.Server.ShutdownTimeout, start.Server.MaxKeysPerPolicy, start.Server.IdempotencyMaxBytes},
-			[]any{next.Server.Listen, next.Server.ClientServer, next.Server.ReadHeaderTimeout, next.Server.ReadTimeout, next.Server.WriteTimeout, next.Server.IdleTimeout, next.Server.MaxHeaderBytes, next.Server.ShutdownTimeout, next.Server.MaxKeysPerPolicy, next.Server.IdempotencyMaxBytes}},
+		{"server.listen, client_server, proxy_protocol and timeouts", []any{start.Server.Listen, start.Server.ProxyProtocol, start.Server.ClientServer, start.Server.ReadHeaderTimeout, start.Server.ReadTimeout, start.Server.WriteTimeout, start.Server.IdleTimeout, start.Server.MaxHeaderBytes, start.Server.ShutdownTimeout, start.Server.MaxKeysPerPolicy, start.Server.IdempotencyMaxBytes},
+			[]any{next.Server.Listen, next.Server.ProxyProtocol, next.Server.ClientServer, next.Server.ReadHeaderTimeout, next.Server.ReadTimeout, next.Server.WriteTimeout, next.Server.IdleTimeout, next.Server.MaxHeaderBytes, next.Server.ShutdownTimeout, next.Server.MaxKeysPerPolicy, next.Server.IdempotencyMaxBytes}},
+		{"server.tls (the files' contents follow)", start.Server.TLS, next.Server.TLS},
 		{"server.memory_limit_bytes and min_heap_bytes", []any{start.Server.MemoryLimitBytes, start.Server.MinHeapBytes}, []any{next.Server.MemoryLimitBytes, next.Server.MinHeapBytes}},
 		{"redis", start.Redis, next.Redis},
 		{"admin", start.Admin, next.Admin},

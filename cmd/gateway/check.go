@@ -27,7 +27,7 @@ func check(path string, w, warnings io.Writer) error {
 		fmt.Fprintf(warnings, "warning: %v\n", fe)
 	}
 	printSnapshot(w, snap)
-	return nil
+	return printTLS(w, snap)
 }
 
 // checkOptions are the load options of check and explain: the process

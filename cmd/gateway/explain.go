@@ -35,6 +35,9 @@ const (
 // Explanation with the config it was read from.
 type explainReport struct {
 	Config string `json:"config"`
+	// TLS is the certificate a client naming the request's host is served
+	// (with server.tls).
+	TLS string `json:"tls,omitempty"`
 	proxy.Explanation
 }
 
@@ -117,16 +120,24 @@ func explainCommand(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "gateway explain: tenants.jwt: %v\n", err)
 		return explainFailed
 	}
+	served, err := explainTLS(snap, r.Host)
+	if err != nil {
+		fmt.Fprintf(stderr, "%v\n", err)
+		return explainFailed
+	}
 	e := proxy.Explain(snap, r, proxy.ExplainOptions{ReadBody: req.hasBody, RedisKeys: redislimit.KeysFor, Tokens: jwtauth.NewVerifier(keys, 0)})
 	if *output == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(explainReport{Config: snap.Source, Explanation: e}); err != nil {
+		if err := enc.Encode(explainReport{Config: snap.Source, TLS: served, Explanation: e}); err != nil {
 			fmt.Fprintf(stderr, "gateway explain: %v\n", err)
 			return explainFailed
 		}
 	} else {
 		printExplanation(stdout, snap, e)
+		if served != "" {
+			fmt.Fprintf(stdout, "tls: %s\n", served)
+		}
 	}
 	if !e.ReachesLimiter {
 		return explainAnsweredFirst

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/admin"
 	"github.com/ratelimit-gateway/gateway/builtin"
+	"github.com/ratelimit-gateway/gateway/internal/certstore"
 	"github.com/ratelimit-gateway/gateway/internal/heapfloor"
 	"github.com/ratelimit-gateway/gateway/internal/memlimit"
 	"github.com/ratelimit-gateway/gateway/jwtauth"
@@ -90,10 +92,15 @@ type process struct {
 	watcher  *policies.Watcher
 	// srv serves the clients: net/http's server, or proxy/h1's with
 	// net/http's behind it (server.client_server).
-	srv     clientServer
-	ln      net.Listener
-	hup     chan os.Signal
-	closers []func() error
+	srv clientServer
+	ln  net.Listener
+	// certs is server.tls's certificates (nil without TLS); plainSrv
+	// serves server.tls.plain_listen beside the TLS listener (nil without).
+	certs    *certstore.Store
+	plainSrv clientServer
+	plainLn  net.Listener
+	hup      chan os.Signal
+	closers  []func() error
 	// jwtKeys are tenants.jwt's signing keys, refreshed by run; nil
 	// without a key source.
 	jwtKeys *jwtauth.KeySet
@@ -149,6 +156,9 @@ func (p *process) build(ctx context.Context, path string) error {
 		return err
 	}
 	if err := p.newProxy(loader, local, engine); err != nil {
+		return err
+	}
+	if p.certs, err = newCertStore(p.snap, p.log, p.metrics); err != nil {
 		return err
 	}
 	if err := p.listenAdmin(); err != nil {
@@ -324,6 +334,9 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 				p.refused.Retain(func(policy string) bool { return s.Policies[policy] != nil })
 				p.metrics.ConfigLoaded(s.Digest, time.Now())
 				p.metrics.SetModels(s.ModelNames())
+				if p.certs != nil {
+					_ = p.certs.Reload() // logged and counted by the store
+				}
 				if changed := startOnlyChanges(p.snap.Config, s.Config); len(changed) > 0 {
 					p.log.Warn("config reloaded; these settings take effect at the next start only", "settings", strings.Join(changed, ", "))
 				}
@@ -343,20 +356,30 @@ type clientServer interface {
 // listen opens server.listen and says so in the log.
 func (p *process) listen() error {
 	cfg := p.snap.Config
-	std := &http.Server{
-		Handler:           p.handler,
-		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
-		ReadTimeout:       cfg.Server.ReadTimeout,
-		WriteTimeout:      cfg.Server.WriteTimeout,
-		IdleTimeout:       cfg.Server.IdleTimeout,
-		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes + headerSlack,
-		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+	newStd := func(h http.Handler) *http.Server {
+		return &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+			ReadTimeout:       cfg.Server.ReadTimeout,
+			WriteTimeout:      cfg.Server.WriteTimeout,
+			IdleTimeout:       cfg.Server.IdleTimeout,
+			MaxHeaderBytes:    cfg.Server.MaxHeaderBytes + headerSlack,
+			ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+		}
 	}
-	p.srv = std
-	if cfg.Server.ClientServer == policies.ClientServerLean {
-		lean := &h1.Server{Handler: p.handler, Fallback: std}
-		p.metrics.WatchClientServer(clientServerStats(lean))
-		p.srv = lean
+	// newServer serves plain HTTP: proxy/h1's server in front of net/http's
+	// with client_server: lean.
+	var watched *h1.Server
+	newServer := func(h http.Handler) clientServer {
+		if cfg.Server.ClientServer != policies.ClientServerLean {
+			return newStd(h)
+		}
+		lean := &h1.Server{Handler: h, Fallback: newStd(h)}
+		if watched == nil {
+			watched = lean
+			p.metrics.WatchClientServer(clientServerStats(lean))
+		}
+		return lean
 	}
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
@@ -364,13 +387,27 @@ func (p *process) listen() error {
 	}
 	p.onClose(ln.Close)
 	p.ln = ln
+	if cfg.Server.ProxyProtocol {
+		p.ln = acceptProxyProtocol(ln, p.current, cfg.Server.ReadHeaderTimeout)
+	}
+	if p.certs == nil {
+		p.srv = newServer(p.handler)
+	} else {
+		// TLS connections go to net/http's server: the lean one reads
+		// plain HTTP/1.1 only.
+		p.srv = newStd(p.handler)
+		p.ln = tls.NewListener(p.ln, p.certs.TLSConfig())
+		if err := p.listenPlain(ln.Addr(), newServer); err != nil {
+			return err
+		}
+	}
 	// Registered before the first log line, so a SIGHUP sent once the
 	// gateway says it listens never takes the default action (exit).
 	p.hup = make(chan os.Signal, 1)
 	signal.Notify(p.hup, syscall.SIGHUP)
 	p.onClose(func() error { signal.Stop(p.hup); return nil })
 	p.log.Info("gateway listening", "addr", ln.Addr().String(), "config", p.snap.Source,
-		"routes", len(p.snap.Routes), "policies", len(p.snap.Policies), "redis", cfg.Redis.Enabled(), "version", version)
+		"tls", p.certs != nil, "routes", len(p.snap.Routes), "policies", len(p.snap.Policies), "redis", cfg.Redis.Enabled(), "version", version)
 	return nil
 }
 
@@ -381,13 +418,19 @@ func (p *process) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, len(p.builtins)+3) // one per goroutine that sends: none blocks
+	errc := make(chan error, len(p.builtins)+5) // one per goroutine that sends: none blocks
 	for _, b := range p.builtins {
 		wg.Go(func() { errc <- ignoreClosed(b.srv.Serve(b.ln)) })
 	}
 	wg.Go(func() { errc <- ignoreClosed(p.srv.Serve(p.ln)) })
 	wg.Go(func() { errc <- p.watcher.Run(ctx) })
-	wg.Go(func() { reloadOnHUP(ctx, p.hup, p.watcher, p.log) })
+	wg.Go(func() { reloadOnHUP(ctx, p.hup, p.reload, p.log) })
+	if p.certs != nil {
+		wg.Go(func() { errc <- p.certs.Run(ctx) })
+	}
+	if p.plainSrv != nil {
+		wg.Go(func() { errc <- ignoreClosed(p.plainSrv.Serve(p.plainLn)) })
+	}
 	if p.jwtKeys != nil {
 		wg.Go(func() { _ = p.jwtKeys.Run(ctx) }) // returns nil when ctx is done
 	}
@@ -418,9 +461,14 @@ func (p *process) run(ctx context.Context) error {
 func (p *process) drain() {
 	ctx, stop := context.WithTimeout(context.Background(), p.snap.Config.Server.ShutdownTimeout)
 	defer stop()
-	if err := p.srv.Shutdown(ctx); err != nil {
-		p.log.Warn("drain incomplete", "err", err)
-		p.srv.Close()
+	for _, srv := range []clientServer{p.srv, p.plainSrv} {
+		if srv == nil {
+			continue
+		}
+		if err := srv.Shutdown(ctx); err != nil {
+			p.log.Warn("drain incomplete", "err", err)
+			srv.Close()
+		}
 	}
 	// Upgraded (WebSocket) connections are hijacked, so srv.Shutdown does not
 	// wait for them: they get what is left of the drain time, then are cut.
@@ -438,14 +486,14 @@ func (p *process) drain() {
 	}
 }
 
-func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, w *policies.Watcher, log *slog.Logger) {
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, reload func() error, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			log.Info("SIGHUP: reloading config")
-			_ = w.Reload() // the watcher logs and counts the outcome
+			log.Info("SIGHUP: reloading config and certificates")
+			_ = reload() // the watcher and the store log and count the outcome
 		}
 	}
 }
