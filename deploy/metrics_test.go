@@ -34,6 +34,7 @@ func exported(t *testing.T) map[string]bool {
 	m.WatchRedis(func() metrics.RedisStats { return metrics.RedisStats{} })
 	m.WatchLocal(func() limiter.LocalStats { return limiter.LocalStats{} })
 	m.WatchTransport(func() metrics.TransportStats { return metrics.TransportStats{} })
+	m.TokenReasons([]string{"unknown_kid"})
 	m.WatchCertificates(func() []metrics.Certificate { return []metrics.Certificate{{File: "tls.crt", NotAfter: time.Now()}} })
 	fams, err := m.Registry().Gather()
 	if err != nil {
