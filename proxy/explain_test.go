@@ -484,8 +484,10 @@ policies:
 			t.Errorf("policy %s: got shadow %v redis keys %q, want %v %q", tt.policy, p.Shadow, p.RedisKeys, tt.shadow, tt.redisKeys)
 		}
 		for k, want := range tt.config {
-			if got := p.Config[k]; got != want {
-				t.Errorf("policy %s: config %s is %v (%T), want %v (%T)", tt.policy, k, got, got, want, want)
+			// As explain's JSON shows it: a typed name marshals as its text.
+			got, _ := json.Marshal(p.Config[k])
+			if w, _ := json.Marshal(want); string(got) != string(w) {
+				t.Errorf("policy %s: config %s is %s, want %s", tt.policy, k, got, w)
 			}
 		}
 	}
