@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/ratelimit-gateway/gateway/internal/jwttest"
 	"github.com/ratelimit-gateway/gateway/jwtauth"
 	"github.com/ratelimit-gateway/gateway/policies"
 )
@@ -31,18 +31,7 @@ type jwtKit struct {
 
 func newJWTKit(t *testing.T) *jwtKit {
 	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwk, err := jwkset.NewJWKFromKey(&key.PublicKey, jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{KID: "k1", USE: jwkset.UseSig}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := json.Marshal(jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{jwk.Marshal()}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, doc := jwttest.Key(t, "k1")
 	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(doc) }))
 	t.Cleanup(jwks.Close)
 	ks, err := jwtauth.NewKeySet(jwtauth.KeySetConfig{URL: jwks.URL})

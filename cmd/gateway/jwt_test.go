@@ -1,9 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/ratelimit-gateway/gateway/internal/jwttest"
 	"github.com/ratelimit-gateway/gateway/policies"
 )
 
@@ -24,18 +21,7 @@ import (
 // tenant, an API key still works beside it, and a token that fails is
 // 401 saying why. With the JWKS server gone, known keys keep working.
 func TestServeJWT(t *testing.T) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwk, err := jwkset.NewJWKFromKey(&key.PublicKey, jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{KID: "k1", USE: jwkset.UseSig}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := json.Marshal(jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{jwk.Marshal()}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, doc := jwttest.Key(t, "k1")
 	var down atomic.Bool
 	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if down.Load() {
