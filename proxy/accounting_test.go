@@ -238,20 +238,7 @@ func TestAccountingBilledNeverPassesTheQuota(t *testing.T) {
 
 	for _, topo := range []string{"one instance", "two instances on redis"} {
 		t.Run(topo, func(t *testing.T) {
-			var engines []*limiter.Engine
-			redisLine, algo := "", "token_bucket"
-			if topo == "one instance" {
-				engines = []*limiter.Engine{newEngine(t, newTestClock())}
-			} else {
-				s := redistest.Start(t)
-				client, err := redisclient.New(redisclient.Options{Addrs: []string{s.Addr()}, Timeout: 2 * time.Second})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { client.Close() })
-				engines = []*limiter.Engine{engineOn(t, client), engineOn(t, client)}
-				redisLine, algo = `redis: {addrs: ["`+s.Addr()+`"]}`, "gcra"
-			}
+			engines, redisLine, algo := accountingTopology(t, topo)
 			for _, q := range accountingQuotas {
 				t.Run(q.cost, func(t *testing.T) {
 					yaml := strings.NewReplacer("REDIS", redisLine, "SLOW", slowURL, "ALGO", algo,
@@ -373,4 +360,21 @@ func accountingCall(client *http.Client, base, tenant string, c accountingCase, 
 	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode, err
+}
+
+// accountingTopology is what the accounting suites run on: one instance
+// with local buckets, or two engines sharing a real redis-server; with the
+// config's redis line and the algorithm its policies then use.
+func accountingTopology(t *testing.T, topo string) (engines []*limiter.Engine, redisLine, algo string) {
+	t.Helper()
+	if topo == "one instance" {
+		return []*limiter.Engine{newEngine(t, newTestClock())}, "", "token_bucket"
+	}
+	s := redistest.Start(t)
+	client, err := redisclient.New(redisclient.Options{Addrs: []string{s.Addr()}, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	return []*limiter.Engine{engineOn(t, client), engineOn(t, client)}, `redis: {addrs: ["` + s.Addr() + `"]}`, "gcra"
 }

@@ -9,9 +9,6 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/builtin"
-	"github.com/ratelimit-gateway/gateway/internal/redisclient"
-	"github.com/ratelimit-gateway/gateway/internal/redistest"
-	"github.com/ratelimit-gateway/gateway/limiter"
 )
 
 const anthropicAccountingYAML = `
@@ -45,20 +42,7 @@ func TestAnthropicEndpointsAtSixtyFourCalls(t *testing.T) {
 	}
 	for _, topo := range []string{"one instance", "two instances on redis"} {
 		t.Run(topo, func(t *testing.T) {
-			var engines []*limiter.Engine
-			redisLine, algo := "", "token_bucket"
-			if topo == "one instance" {
-				engines = []*limiter.Engine{newEngine(t, newTestClock())}
-			} else {
-				s := redistest.Start(t)
-				client, err := redisclient.New(redisclient.Options{Addrs: []string{s.Addr()}, Timeout: 2 * time.Second})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { client.Close() })
-				engines = []*limiter.Engine{engineOn(t, client), engineOn(t, client)}
-				redisLine, algo = `redis: {addrs: ["`+s.Addr()+`"]}`, "gcra"
-			}
+			engines, redisLine, algo := accountingTopology(t, topo)
 			yaml := strings.NewReplacer("REDIS", redisLine, "ALGO", algo).Replace(anthropicAccountingYAML)
 			var bases []string
 			for _, e := range engines {
