@@ -197,7 +197,7 @@ func New(cfg Config) (http.Handler, error) {
 		"/admin/reload": {[]string{http.MethodPost}, adminOnly, h.serveReload},
 		"/admin/top":    {get, adminOnly, h.serveTop},
 		"/admin/status": {get, adminOnly, h.serveStatus},
-		"/admin/login":  {[]string{http.MethodPost}, login, h.serveLogin},
+		loginPath:       {[]string{http.MethodPost}, login, h.serveLogin},
 		"/admin/logout": {[]string{http.MethodPost}, open, h.serveLogout},
 		statusPath:      {get, open, h.servePage},
 	}
@@ -276,7 +276,12 @@ func (h *handler) throttled(w http.ResponseWriter, r *http.Request) bool {
 	}
 	secs := int64((wait + time.Second - 1) / time.Second)
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-	writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many wrong tokens from this address: try again in %d s", secs))
+	msg := fmt.Sprintf("too many wrong tokens from this address: try again in %d s", secs)
+	if r.URL.Path == loginPath && acceptsHTML(r) {
+		writeLoginThrottled(w, msg)
+		return true
+	}
+	writeError(w, http.StatusTooManyRequests, msg)
 	return true
 }
 

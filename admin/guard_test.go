@@ -191,6 +191,44 @@ func TestLoginGuessingSlowed(t *testing.T) {
 	}
 }
 
+// A browser's throttled login (its form asks for text/html) gets the same
+// 429 and Retry-After as a page that says why and leads back, not raw JSON.
+func TestLoginThrottledPageForBrowsers(t *testing.T) {
+	clock := clocktest.New(time.Unix(1_700_000_000, 0))
+	cfg := fullConfig(t, testToken)
+	cfg.Clock = clock.Now
+	srv := serve(t, cfg)
+	guesser := peerClient(t, "127.0.0.1")
+	for i := range maxFailures {
+		do(t, guesser, "POST", srv.URL+"/admin/login", "", url.Values{"token": {"guess-" + strconv.Itoa(i)}})
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", srv.URL+"/admin/login",
+		strings.NewReader(url.Values{"token": {testToken}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+	req.Header.Set("Origin", srv.URL)
+	resp, err := guesser.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("got %d, Retry-After %q, want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+		t.Fatalf("Content-Type %q, want text/html", ct)
+	}
+	for _, want := range []string{"Too many wrong tokens from this address: try again in", `href="` + statusPath + `"`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("page %q lacks %q", body, want)
+		}
+	}
+	if len(resp.Cookies()) > 0 {
+		t.Error("a throttled login set a cookie")
+	}
+}
+
 // The table of peers is bounded: when it is full of live entries a new
 // peer waits (429) rather than evicting a guesser, and room comes back
 // when the entries' minutes are over.

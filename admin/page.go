@@ -5,8 +5,11 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
+	"fmt"
+	"html"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // statusPath is the status page.
@@ -50,4 +53,33 @@ func (h *handler) servePage(w http.ResponseWriter, _ *http.Request) {
 	hdr.Set("Content-Length", strconv.Itoa(len(statusPage)))
 	w.WriteHeader(http.StatusOK)
 	w.Write(statusPage)
+}
+
+// loginPath is where the status page's form posts the token.
+const loginPath = "/admin/login"
+
+// acceptsHTML reports whether r is a browser's navigation (a form post
+// asks for text/html), which would show a JSON answer as raw text.
+func acceptsHTML(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		if strings.Contains(v, "text/html") {
+			return true
+		}
+	}
+	return false
+}
+
+// writeLoginThrottled answers a browser's throttled login with a 429 page
+// that says why and leads back to the status page; msg is the gateway's
+// own text, escaped all the same.
+func writeLoginThrottled(w http.ResponseWriter, msg string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+	w.WriteHeader(http.StatusTooManyRequests)
+	fmt.Fprintf(w, "<!doctype html><meta charset=utf-8><title>gateway status: log in later</title>"+
+		"<h1>Log in later</h1><p>%s.</p><p><a href=\"%s\">Back to the status page</a></p>\n",
+		html.EscapeString(strings.ToUpper(msg[:1])+msg[1:]), statusPath)
 }
