@@ -7,13 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -320,7 +318,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	}
 	if st.p.peerTrusted {
 		// The chain is only worth passing on when a proxy we trust built it;
-		// setXForwarded appends the peer to it.
+		// SetXForwarded appends the peer to it.
 		if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 {
 			pr.Out.Header["X-Forwarded-For"] = xff
 		}
@@ -328,7 +326,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 			pr.Out.Header["Forwarded"] = fwd
 		}
 	}
-	setXForwarded(pr)
+	pr.SetXForwarded()
 	if st.p.peerTrusted {
 		// A trusted proxy in front (a TLS-terminating load balancer) knows the
 		// original scheme and host better than our socket does.
@@ -342,30 +340,6 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		injectTrace(st.Context, st.rep.span, pr.Out.Header)
 	}
 	pr.Out = h.timeUpstream(st, pr.Out)
-}
-
-// setXForwarded is httputil.ProxyRequest's SetXForwarded: the same three
-// fields, set by their canonical names and in one allocation, where
-// Header.Set would canonicalize each constant name on every request.
-func setXForwarded(pr *httputil.ProxyRequest) {
-	h := pr.Out.Header
-	v := make([]string, 3)
-	if ip, _, err := net.SplitHostPort(pr.In.RemoteAddr); err == nil {
-		if prior := h["X-Forwarded-For"]; len(prior) > 0 {
-			ip = strings.Join(prior, ", ") + ", " + ip
-		}
-		v[0] = ip
-		h["X-Forwarded-For"] = v[0:1:1]
-	} else {
-		delete(h, "X-Forwarded-For")
-	}
-	v[1] = pr.In.Host
-	h["X-Forwarded-Host"] = v[1:2:2]
-	v[2] = "http"
-	if pr.In.TLS != nil {
-		v[2] = "https"
-	}
-	h["X-Forwarded-Proto"] = v[2:3:3]
 }
 
 // modifyResponse stops the route timer (if one was armed) now that headers
