@@ -21,7 +21,7 @@ import (
 func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 	snap := &Snapshot{
 		Config:   c,
-		Identity: Identity{IPv4Prefix: c.Server.IPv4Prefix, IPv6Prefix: c.Server.IPv6Prefix, UseForwarded: c.Server.ForwardedHeader == "forwarded"},
+		Identity: Identity{IPv4Prefix: c.Server.IPv4Prefix, IPv6Prefix: c.Server.IPv6Prefix, UseForwarded: c.Server.ForwardedHeader == ForwardedStandard},
 		Tenants: Tenants{
 			Header:       http.CanonicalHeaderKey(c.Tenants.Header),
 			QuotaPath:    c.Tenants.QuotaPath,
@@ -267,7 +267,7 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 			MaxResponseBytes: id.MaxResponseBytes,
 			Wait:             id.OnConflict == OnConflictWait,
 			MaxWait:          id.MaxWait,
-			FailOpen:         id.OnRedisError == "allow",
+			FailOpen:         id.OnRedisError == IdempotencyAllow,
 		}
 		for _, m := range id.Methods {
 			rt.Idempotency.Methods = append(rt.Idempotency.Methods, strings.ToUpper(m))

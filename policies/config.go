@@ -56,7 +56,7 @@ type AdminConfig struct {
 // LogConfig shapes the process log and the access log. Format takes effect
 // at start only; the access log follows reloads.
 type LogConfig struct {
-	Format string `koanf:"format"` // text (default) or json
+	Format LogFormat `koanf:"format"` // text (default) or json
 	// Access logs one line per request: route, policies, decision, status,
 	// duration and upstream time.
 	Access bool `koanf:"access"`
@@ -70,18 +70,18 @@ type LogConfig struct {
 // TrustedProxies, ForwardedHeader, IPv4Prefix, IPv6Prefix, PathParameters and
 // PromptCountShare, which the proxy reads from each snapshot.
 type ServerConfig struct {
-	Listen            string        `koanf:"listen"`              // default 127.0.0.1:8080
-	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"` // default 5s
-	ReadTimeout       time.Duration `koanf:"read_timeout"`        // default 0: none (bodies may stream)
-	WriteTimeout      time.Duration `koanf:"write_timeout"`       // default 0: none (responses may stream)
-	IdleTimeout       time.Duration `koanf:"idle_timeout"`        // default 120s
-	MaxHeaderBytes    int           `koanf:"max_header_bytes"`    // default 32768 (431 beyond)
-	ShutdownTimeout   time.Duration `koanf:"shutdown_timeout"`    // default 15s
-	TrustedProxies    []string      `koanf:"trusted_proxies"`     // CIDRs or addresses
-	ForwardedHeader   string        `koanf:"forwarded_header"`    // x-forwarded-for (default) or forwarded
-	IPv4Prefix        int           `koanf:"ipv4_prefix"`         // default 32
-	IPv6Prefix        int           `koanf:"ipv6_prefix"`         // default 64
-	MaxKeysPerPolicy  int           `koanf:"max_keys_per_policy"` // default 100000
+	Listen            string          `koanf:"listen"`              // default 127.0.0.1:8080
+	ReadHeaderTimeout time.Duration   `koanf:"read_header_timeout"` // default 5s
+	ReadTimeout       time.Duration   `koanf:"read_timeout"`        // default 0: none (bodies may stream)
+	WriteTimeout      time.Duration   `koanf:"write_timeout"`       // default 0: none (responses may stream)
+	IdleTimeout       time.Duration   `koanf:"idle_timeout"`        // default 120s
+	MaxHeaderBytes    int             `koanf:"max_header_bytes"`    // default 32768 (431 beyond)
+	ShutdownTimeout   time.Duration   `koanf:"shutdown_timeout"`    // default 15s
+	TrustedProxies    []string        `koanf:"trusted_proxies"`     // CIDRs or addresses
+	ForwardedHeader   ForwardedHeader `koanf:"forwarded_header"`    // x-forwarded-for (default) or forwarded
+	IPv4Prefix        int             `koanf:"ipv4_prefix"`         // default 32
+	IPv6Prefix        int             `koanf:"ipv6_prefix"`         // default 64
+	MaxKeysPerPolicy  int             `koanf:"max_keys_per_policy"` // default 100000
 	// IdempotencyMaxBytes bounds the in-process idempotency store (without
 	// Redis): keys, and the responses kept for replay (default 64 MiB, at
 	// least 64 KiB). Over it, the responses closest to expiry are dropped,
@@ -90,7 +90,7 @@ type ServerConfig struct {
 	// PathParameters is what a path segment's parameters (";" and what
 	// follows, as in /payments;jsessionid=x) get: reject (default: 400) or
 	// strip (matched and forwarded without them).
-	PathParameters string `koanf:"path_parameters"`
+	PathParameters PathParameters `koanf:"path_parameters"`
 	// UpstreamTransport: lean (default: proxy/h1 for http:// upstreams,
 	// net/http's transport for the rest) or standard (net/http's for all).
 	UpstreamTransport string `koanf:"upstream_transport"`
@@ -119,12 +119,6 @@ type ServerConfig struct {
 	// TLS makes Listen a TLS listener (see TLSConfig).
 	TLS TLSConfig `koanf:"tls"`
 }
-
-// The values of server.path_parameters.
-const (
-	PathParametersReject = "reject"
-	PathParametersStrip  = "strip"
-)
 
 // The values of server.upstream_transport.
 const (
@@ -315,7 +309,7 @@ type IdempotencyConfig struct {
 	MaxWait    time.Duration `koanf:"max_wait"`
 	// OnRedisError: deny (503, default) or allow (forward without the key's
 	// protection).
-	OnRedisError string `koanf:"on_redis_error"`
+	OnRedisError IdempotencyRedisMode `koanf:"on_redis_error"`
 }
 
 // MatchConfig selects requests for a route.

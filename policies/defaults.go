@@ -19,7 +19,7 @@ const (
 	DefaultShutdownTimeout    = 15 * time.Second
 	DefaultIPv4Prefix         = 32
 	DefaultIPv6Prefix         = 64
-	DefaultForwardedHeader    = "x-forwarded-for"
+	DefaultForwardedHeader    = ForwardedXFF
 	DefaultPathParameters     = PathParametersReject
 	DefaultUpstreamTransport  = UpstreamTransportLean
 	DefaultClientServer       = ClientServerLean
@@ -38,7 +38,7 @@ const (
 
 	DefaultAdminListen          = "127.0.0.1:9090"
 	DefaultSessionTTL           = 12 * time.Hour
-	DefaultLogFormat            = "text"
+	DefaultLogFormat            = LogText
 	DefaultMaxDelay             = 2 * time.Second
 	DefaultMaxWaiters           = 100
 	DefaultIdempotencyHeader    = "Idempotency-Key"
@@ -48,7 +48,7 @@ const (
 	DefaultMaxResponseBytes     = 1 << 20
 	DefaultIdempotencyMaxWait   = 10 * time.Second
 	DefaultIdempotencyConflict  = OnConflictReject
-	DefaultIdempotencyRedisMode = "deny"
+	DefaultIdempotencyRedisMode = IdempotencyDeny
 )
 
 // QuotaPathOff is the tenants.quota_path that answers the report nowhere.

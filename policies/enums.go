@@ -139,3 +139,93 @@ func (o *OnConflict) UnmarshalText(text []byte) error {
 
 // MarshalText returns the answer's name.
 func (o OnConflict) MarshalText() ([]byte, error) { return []byte(o), nil }
+
+// LogFormat is the process log's shape: log.format.
+type LogFormat string
+
+// The log formats.
+const (
+	LogText LogFormat = "text" // slog's text handler
+	LogJSON LogFormat = "json" // one JSON object a line
+)
+
+// LogFormats lists every log format.
+var LogFormats = []LogFormat{LogText, LogJSON}
+
+// UnmarshalText sets f to the format named by text, one of LogFormats;
+// empty text leaves the zero value, which defaults to LogText.
+func (f *LogFormat) UnmarshalText(text []byte) error {
+	return limiter.UnmarshalName(f, LogFormats, text)
+}
+
+// MarshalText returns the format's name.
+func (f LogFormat) MarshalText() ([]byte, error) { return []byte(f), nil }
+
+// ForwardedHeader is the header a trusted proxy's client chain is read
+// from: server.forwarded_header.
+type ForwardedHeader string
+
+// The forwarding headers.
+const (
+	ForwardedXFF      ForwardedHeader = "x-forwarded-for" // X-Forwarded-For
+	ForwardedStandard ForwardedHeader = "forwarded"       // RFC 7239 Forwarded
+)
+
+// ForwardedHeaders lists every forwarding header.
+var ForwardedHeaders = []ForwardedHeader{ForwardedXFF, ForwardedStandard}
+
+// UnmarshalText sets f to the header named by text, one of
+// ForwardedHeaders; empty text leaves the zero value, which defaults to
+// ForwardedXFF.
+func (f *ForwardedHeader) UnmarshalText(text []byte) error {
+	return limiter.UnmarshalName(f, ForwardedHeaders, text)
+}
+
+// MarshalText returns the header's name.
+func (f ForwardedHeader) MarshalText() ([]byte, error) { return []byte(f), nil }
+
+// PathParameters is what a path segment's parameters (";" and what follows
+// it) get: server.path_parameters.
+type PathParameters string
+
+// The answers to path parameters.
+const (
+	PathParametersReject PathParameters = "reject" // 400
+	PathParametersStrip  PathParameters = "strip"  // matched and forwarded without them
+)
+
+// PathParameterModes lists every answer to path parameters.
+var PathParameterModes = []PathParameters{PathParametersReject, PathParametersStrip}
+
+// UnmarshalText sets m to the answer named by text, one of
+// PathParameterModes; empty text leaves the zero value, which defaults to
+// PathParametersReject.
+func (m *PathParameters) UnmarshalText(text []byte) error {
+	return limiter.UnmarshalName(m, PathParameterModes, text)
+}
+
+// MarshalText returns the answer's name.
+func (m PathParameters) MarshalText() ([]byte, error) { return []byte(m), nil }
+
+// IdempotencyRedisMode is what a route's idempotency does when Redis
+// fails: idempotency.on_redis_error.
+type IdempotencyRedisMode string
+
+// The idempotency failure modes.
+const (
+	IdempotencyDeny  IdempotencyRedisMode = "deny"  // 503
+	IdempotencyAllow IdempotencyRedisMode = "allow" // forwarded without the key's protection
+)
+
+// IdempotencyRedisModes lists every idempotency failure mode.
+var IdempotencyRedisModes = []IdempotencyRedisMode{IdempotencyDeny, IdempotencyAllow}
+
+// UnmarshalText sets m to the mode named by text, one of
+// IdempotencyRedisModes; empty text leaves the zero value, which defaults
+// to IdempotencyDeny.
+func (m *IdempotencyRedisMode) UnmarshalText(text []byte) error {
+	return limiter.UnmarshalName(m, IdempotencyRedisModes, text)
+}
+
+// MarshalText returns the mode's name.
+func (m IdempotencyRedisMode) MarshalText() ([]byte, error) { return []byte(m), nil }

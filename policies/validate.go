@@ -70,12 +70,6 @@ func validateServer(p *problems, s *ServerConfig) {
 	if s.ClientServer != ClientServerLean && s.ClientServer != ClientServerStandard {
 		p.addf("server.client_server", "must be %s or %s, got %q", ClientServerLean, ClientServerStandard, s.ClientServer)
 	}
-	if s.PathParameters != PathParametersReject && s.PathParameters != PathParametersStrip {
-		p.addf("server.path_parameters", "must be %s or %s, got %q", PathParametersReject, PathParametersStrip, s.PathParameters)
-	}
-	if s.ForwardedHeader != "x-forwarded-for" && s.ForwardedHeader != "forwarded" {
-		p.addf("server.forwarded_header", "must be x-forwarded-for or forwarded, got %q", s.ForwardedHeader)
-	}
 	if s.IPv4Prefix < 1 || s.IPv4Prefix > 32 {
 		p.addf("server.ipv4_prefix", "must be between 1 and 32, got %d", s.IPv4Prefix)
 	}
@@ -357,9 +351,6 @@ func validateIdempotency(p *problems, place string, c *IdempotencyConfig) {
 			p.addf(place+".max_wait", "must be > 0, got %s", c.MaxWait)
 		}
 	}
-	if c.OnRedisError != "deny" && c.OnRedisError != "allow" {
-		p.addf(place+".on_redis_error", "must be deny or allow, got %q", c.OnRedisError)
-	}
 }
 
 func validateMatch(p *problems, place string, m *MatchConfig) {
@@ -517,9 +508,6 @@ func validateOperations(p *problems, c *Config) {
 		if m == "" || len(m) > 128 || !utf8.ValidString(m) {
 			p.addf(indexPlace("admin.metrics_models", i), "must be a model name of 1 to 128 bytes of UTF-8, got %q", m)
 		}
-	}
-	if c.Log.Format != "text" && c.Log.Format != "json" {
-		p.addf("log.format", "must be text or json, got %q", c.Log.Format)
 	}
 	if c.Log.AccessSample <= 0 || c.Log.AccessSample > 1 {
 		p.addf("log.access_sample", "must be in (0, 1], got %v", c.Log.AccessSample)

@@ -132,6 +132,7 @@ routes:
 		{"trusted proxy", minimalYAML + "server: {trusted_proxies: [10.0.0.0/8, not-an-ip]}\n",
 			`gateway.yaml: server.trusted_proxies[1]: must be a CIDR (10.0.0.0/8) or an address, got "not-an-ip"`},
 		{"forwarded_header", minimalYAML + "server: {forwarded_header: x-real-ip}\n", `gateway.yaml: server.forwarded_header: must be x-forwarded-for or forwarded, got "x-real-ip"`},
+		{"path_parameters", minimalYAML + "server: {path_parameters: keep}\n", `gateway.yaml: server.path_parameters: must be reject or strip, got "keep"`},
 		{"min_heap_bytes", minimalYAML + "server: {min_heap_bytes: -2}\n", "gateway.yaml: server.min_heap_bytes: must be > 0, or -1 for Go's own rule, got -2"},
 		{"prompt_count_share above 1", minimalYAML + "server: {prompt_count_share: 1.5}\n", "gateway.yaml: server.prompt_count_share: must be more than 0 and at most 1 (a share of one core), got 1.5"},
 		{"prompt_count_share negative", minimalYAML + "server: {prompt_count_share: -0.5}\n", "gateway.yaml: server.prompt_count_share: must be more than 0 and at most 1 (a share of one core), got -0.5"},

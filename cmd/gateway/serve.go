@@ -131,7 +131,7 @@ func (p *process) build(ctx context.Context, path string) error {
 	if p.snap, err = loader.Load(); err != nil {
 		return err
 	}
-	if p.snap.Config.Log.Format == "json" {
+	if p.snap.Config.Log.Format == policies.LogJSON {
 		p.log = slog.New(slog.NewJSONHandler(p.logOut, &slog.HandlerOptions{Level: p.level}))
 	}
 	policies.LogWarnings(p.log, p.snap)
