@@ -1,0 +1,136 @@
+package llm
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// A model's price is its name's, else its name without a snapshot date's,
+// else the default's: never a shorter name's (o3 is not o3-pro).
+func TestPricesForSnapshots(t *testing.T) {
+	p := Prices{
+		"default":         {Entry: "default"},
+		"o3":              {Entry: "o3"},
+		"o3-pro":          {Entry: "o3-pro"},
+		"claude-sonnet-4": {Entry: "claude-sonnet-4"},
+	}
+	for _, tt := range []struct {
+		model, want string
+		dflt        bool
+	}{
+		{"o3-pro", "o3-pro", false},
+		{"o3-pro-2025-06-10", "o3-pro", false},
+		{"claude-sonnet-4-20250514", "claude-sonnet-4", false},
+		{"o3-pro-preview", "default", true},
+		{"o3-mini-2025-01-31", "default", true},
+		{"o3-pro-2025-6-10", "default", true},
+		{"o3-pro-2025061", "default", true},
+		{"2025-06-10", "default", true},
+	} {
+		got, dflt := p.For(tt.model)
+		if got.Entry != tt.want || dflt != tt.dflt {
+			t.Errorf("%s: got %q (default %v), want %q (default %v)", tt.model, got.Entry, dflt, tt.want, tt.dflt)
+		}
+	}
+}
+
+func testPrice() Price {
+	return Price{
+		Entry: "m",
+		Rates: RatesOf(2, 1, 10, 0, 0, 40, 80),
+		Tiers: map[string]Rates{
+			"priority": RatesOf(4, 2, 20, 0, 0, 0, 0),
+			"flex":     RatesOf(1, 0.5, 5, 0, 0, 0, 0),
+		},
+		LongContext: &LongContext{Threshold: 1000, WholeRequest: true, Rates: RatesOf(4, 0.4, 15, 0, 0, 0, 0)},
+	}
+}
+
+// A call reserves at the dearest tier it may be served at and the
+// long-context price when its input may cross the threshold; what the
+// entry cannot price is refused.
+func TestPriceReach(t *testing.T) {
+	p := testPrice()
+	for _, tt := range []struct {
+		name    string
+		ask     Ask
+		in, out int64 // the rates a token is reserved at
+		refused string
+	}{
+		{"no tier", Ask{Kind: ChatCompletions}, 2_000_000, 10_000_000, ""},
+		{"auto at a priority project", Ask{Kind: ChatCompletions, ServiceTier: "auto", DefaultTier: "priority"}, 4_000_000, 20_000_000, ""},
+		{"priority may fall to default", Ask{Kind: ChatCompletions, ServiceTier: "priority"}, 4_000_000, 20_000_000, ""},
+		{"flex", Ask{Kind: ChatCompletions, ServiceTier: "flex"}, 1_000_000, 5_000_000, ""},
+		{"scale, unpriced", Ask{Kind: ChatCompletions, ServiceTier: "scale"}, 0, 0, `service_tier "scale"`},
+		{"audio out", Ask{Kind: ChatCompletions, AudioOutput: true}, 2_000_000, 80_000_000, ""},
+		{"audio in", Ask{Kind: ChatCompletions, AudioInput: true}, 40_000_000, 10_000_000, ""},
+		{"audio at a tier without it", Ask{Kind: ChatCompletions, ServiceTier: "priority", AudioOutput: true}, 0, 0, "audio output"},
+		{"anthropic: a cache write at 1h", Ask{Kind: AnthropicMessages}, 4_000_000, 10_000_000, ""},
+		{"long context within the margin", Ask{Kind: ChatCompletions, PromptTokens: 801}, 4_000_000, 15_000_000, ""},
+		{"short", Ask{Kind: ChatCompletions, PromptTokens: 700}, 2_000_000, 10_000_000, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := p.Reach(tt.ask)
+			if tt.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.refused) {
+					t.Fatalf("got %+v, %v; want refused for %s", r, err, tt.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := BoundMicroUSD(r, 1, 0) * PicoPerMicro; got != tt.in {
+				t.Errorf("input: got %d p$, want %d", got, tt.in)
+			}
+			if got := BoundMicroUSD(r, 0, 1) * PicoPerMicro; got != tt.out {
+				t.Errorf("output: got %d p$, want %d", got, tt.out)
+			}
+		})
+	}
+}
+
+// A response is settled at the tier it reports, each kind of token at its
+// rate; what the entry does not price at its dearest rate.
+func TestPriceCost(t *testing.T) {
+	p := testPrice()
+	reach, err := p.Reach(Ask{Kind: ChatCompletions, ServiceTier: "priority"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		u    Usage
+		want int64 // micro-dollars
+	}{
+		{"served at default", Usage{Input: 1000, Output: 100, ServiceTier: "default"}, 2*1000 + 10*100},
+		{"served at priority", Usage{Input: 1000, Output: 100, ServiceTier: "priority"}, 4*1000 + 20*100},
+		{"no tier reported: the reservation's", Usage{Input: 1000, Output: 100}, 4*1000 + 20*100},
+		{"a tier the entry does not name: each rate at its dearest tier", Usage{Input: 100, Output: 10, ServiceTier: "scale"}, 4*100 + 20*10},
+		{"cached and audio", Usage{Input: 900, CachedInput: 500, AudioInput: 100, Output: 100, AudioOutput: 60, ServiceTier: "default"},
+			2*300 + 1*500 + 40*100 + 10*40 + 80*60},
+		{"audio at a tier without it: the dearest", Usage{Input: 10, AudioInput: 10, ServiceTier: "flex"}, 80 * 10},
+		{"long context reprices the output", Usage{Input: 1001, Output: 10, ServiceTier: "default"}, 4*1001 + 15*10},
+		{"a fraction rounds up", Usage{Input: 1, CachedInput: 1, ServiceTier: "flex"}, 1},
+		{"saturates", Usage{Input: math.MaxInt64, ServiceTier: "default"}, math.MaxInt64},
+	} {
+		if got := p.CostMicroUSD(tt.u, reach); got != tt.want {
+			t.Errorf("%s: got %d µ$, want %d", tt.name, got, tt.want)
+		}
+	}
+	// Anthropic cache writes by ttl; a total not split is priced as 1h.
+	a := Price{Entry: "claude", Rates: RatesOf(3, 0.3, 15, 0, 0, 0, 0)}
+	for _, tt := range []struct {
+		name string
+		u    Usage
+		want int64 // pico-dollars
+	}{
+		{"5m and 1h", Usage{Input: 1100, CacheWrite: 1000, CacheWrite5m: 400, CacheWrite1h: 600, Output: 0}, 3_000_000*100 + 3_750_000*400 + 6_000_000*600},
+		{"not split", Usage{Input: 1100, CacheWrite: 1000}, 3_000_000*100 + 6_000_000*1000},
+	} {
+		if got := a.CostMicroUSD(tt.u, a.Rates); got != tt.want/PicoPerMicro {
+			t.Errorf("%s: got %d µ$, want %d", tt.name, got, tt.want/PicoPerMicro)
+		}
+	}
+}
