@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -132,5 +133,39 @@ func TestPriceCost(t *testing.T) {
 		if got := a.CostMicroUSD(tt.u, a.Rates); got != tt.want/PicoPerMicro {
 			t.Errorf("%s: got %d µ$, want %d", tt.name, got, tt.want/PicoPerMicro)
 		}
+	}
+}
+
+// A stream's usage carries the splits a price needs: the served tier of a
+// chat stream (beside its usage) and a responses stream, Anthropic's cache
+// writes by ttl and its tier, as message_start and message_delta say.
+func TestStreamUsageCarriesTheSplits(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		kind Kind
+		sse  string
+		want Usage
+	}{
+		{"chat", ChatCompletions,
+			"data: {\"service_tier\":\"priority\",\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n" +
+				"data: {\"service_tier\":\"default\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":20,\"completion_tokens_details\":{\"audio_tokens\":15}}}\n\ndata: [DONE]\n\n",
+			Usage{Input: 10, Output: 20, Total: 30, AudioOutput: 15, ServiceTier: "default"}},
+		{"responses", Responses,
+			"data: {\"type\":\"response.completed\",\"response\":{\"service_tier\":\"flex\",\"usage\":{\"input_tokens\":5,\"output_tokens\":6}}}\n\n",
+			Usage{Input: 5, Output: 6, Total: 11, ServiceTier: "flex"}},
+		{"anthropic", AnthropicMessages,
+			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":10,\"cache_creation_input_tokens\":300,\"cache_creation\":{\"ephemeral_5m_input_tokens\":100,\"ephemeral_1h_input_tokens\":200},\"output_tokens\":1}}}\n\n" +
+				"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":40,\"service_tier\":\"priority\"}}\n\n",
+			Usage{Input: 310, Output: 40, Total: 350, CacheWrite: 300, CacheWrite5m: 100, CacheWrite1h: 200, ServiceTier: "priority"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := NewStreamWatcher(strings.NewReader(tt.sse), StreamConfig{Kind: tt.kind, Model: "m"})
+			if _, err := io.Copy(io.Discard, w); err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := w.Usage(); !ok || got != tt.want {
+				t.Errorf("got %+v (%v), want %+v", got, ok, tt.want)
+			}
+		})
 	}
 }

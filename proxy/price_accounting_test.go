@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -336,5 +337,41 @@ func waitSettled(t *testing.T, chs []<-chan struct{}, n int) {
 		case <-timeout:
 			t.Fatalf("settled %d calls, want %d", got, n)
 		}
+	}
+}
+
+// What the model's entry cannot price is refused before anything is
+// reserved or forwarded: a tier it does not name, audio it has no price
+// for (sent or asked back), an auto call on a route whose default tier it
+// lacks.
+func TestDollarRouteRefusesWhatItCannotPrice(t *testing.T) {
+	provider := newBillingProvider()
+	var reached atomic.Int64
+	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		provider.ServeHTTP(w, r)
+	})).URL
+	yaml := strings.NewReplacer("REDIS", "", "ALGO", "token_bucket", "KEYS", "sk-r: {tenant: r}").Replace(priceAccountingYAML)
+	base, _ := gatewayOn(t, yaml, up, newEngine(t, newTestClock()))
+	audio := `{"type":"input_audio","input_audio":{"format":"wav","data":"` + strings.Repeat("AAAA", 100) + `"}}`
+	for _, tt := range []struct{ name, path, body, want string }{
+		{"flex, not priced", "/v1/chat/completions", `{"model":"gpt-5","service_tier":"flex","messages":[{"role":"user","content":"hi"}]}`, `service_tier \"flex\"`},
+		{"audio back from a text model", "/v1/chat/completions", `{"model":"gpt-5","modalities":["text","audio"],"messages":[{"role":"user","content":"hi"}]}`, "audio output"},
+		{"audio sent to a text model", "/v1/chat/completions", `{"model":"o3","messages":[{"role":"user","content":[` + audio + `]}]}`, "audio input"},
+		{"auto at a priority project, no priority price", "/priority/v1/chat/completions", `{"model":"o3","messages":[{"role":"user","content":"hi"}]}`, `service_tier \"priority\"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := do(t, http.DefaultClient, http.MethodPost, base+tt.path, strings.NewReader(tt.body),
+				http.Header{"Authorization": {"Bearer sk-r"}, "Content-Type": {"application/json"}})
+			if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), tt.want) {
+				t.Errorf("got %d %s, want 400 naming %s", r.status, r.body, tt.want)
+			}
+		})
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("%d refused calls reached the upstream", n)
+	}
+	if status, rep := quotaOf(t, base, "sk-r"); status != http.StatusOK || rep.Policies[0].Remaining != 1_000_000 {
+		t.Errorf("/v1/quota: got %d %+v, want the whole $1 left", status, rep)
 	}
 }
