@@ -156,7 +156,7 @@ func (p *Price) Reach(ask Ask) (Rates, error) {
 		}
 		r = maxRates(r, tr)
 	}
-	if lc := p.LongContext; lc != nil && AddSat(ask.PromptTokens, ask.PromptTokens/longContextMargin) > lc.Threshold {
+	if p.MayReachLongContext(ask.PromptTokens) {
 		r = p.longContext(r)
 	}
 	if ask.Kind != AnthropicMessages {
@@ -170,6 +170,14 @@ func (p *Price) Reach(ask Ask) (Rates, error) {
 		r.AudioOutput = 0
 	}
 	return r, nil
+}
+
+// MayReachLongContext reports whether a call whose prompt is estimated at
+// prompt tokens is reserved at the long-context price: the estimate is
+// within a quarter of the threshold, or past it.
+func (p *Price) MayReachLongContext(prompt int64) bool {
+	lc := p.LongContext
+	return lc != nil && AddSat(prompt, prompt/longContextMargin) > lc.Threshold
 }
 
 // longContext is r at the long-context price: each rate the highest of

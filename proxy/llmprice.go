@@ -43,3 +43,26 @@ func countsUSD(route *policies.Route) bool {
 	}
 	return false
 }
+
+// priceNote says, for explain, which entry of prices the call is priced by
+// and at which tiers it reserves; "" on a route without a usd policy.
+func (c *llmCall) priceNote(route *policies.Route) string {
+	if !countsUSD(route) || c.price.Entry == "" {
+		return ""
+	}
+	tier := c.req.ServiceTier
+	if tier == "" || tier == "auto" {
+		tier = route.DefaultTier
+	}
+	if tier == "" {
+		tier = "default"
+	}
+	s := "prices." + c.price.Entry + " at service_tier " + tier
+	if tier == "priority" || tier == "scale" {
+		s += " (or default, which it may fall back to: reserved at the dearer)"
+	}
+	if c.price.MayReachLongContext(c.req.PromptTokens) {
+		s += ", at the long-context price (its input may pass the threshold)"
+	}
+	return s
+}

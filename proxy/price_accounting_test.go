@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -373,5 +374,29 @@ func TestDollarRouteRefusesWhatItCannotPrice(t *testing.T) {
 	}
 	if status, rep := quotaOf(t, base, "sk-r"); status != http.StatusOK || rep.Policies[0].Remaining != 1_000_000 {
 		t.Errorf("/v1/quota: got %d %+v, want the whole $1 left", status, rep)
+	}
+}
+
+// explain names the entry a call is priced by and the tiers it reserves at.
+func TestExplainNamesThePrice(t *testing.T) {
+	yaml := strings.NewReplacer("REDIS", "", "ALGO", "token_bucket", "KEYS", "sk-e: {tenant: e}").Replace(priceAccountingYAML)
+	snap := compileYAML(t, strings.ReplaceAll(yaml, "UPSTREAM", "http://127.0.0.1:1"))
+	long := strings.Repeat("The gateway keeps every tenant within its budget. ", 300)
+	for _, tt := range []struct{ path, body, want string }{
+		{"/v1/chat/completions", `{"model":"o3-pro-2025-06-10","messages":[{"role":"user","content":"hi"}]}`, "prices.o3-pro at service_tier default"},
+		{"/v1/chat/completions", `{"model":"gpt-5","service_tier":"priority","messages":[{"role":"user","content":"hi"}]}`,
+			"prices.gpt-5 at service_tier priority (or default, which it may fall back to: reserved at the dearer)"},
+		{"/priority/v1/chat/completions", `{"model":"gpt-5","messages":[{"role":"user","content":"hi"}]}`, "prices.gpt-5 at service_tier priority"},
+		{"/v1/messages", `{"model":"claude-sonnet-4-20250514","max_tokens":10,"messages":[{"role":"user","content":"` + long + `"}]}`,
+			"prices.claude-sonnet-4 at service_tier default, at the long-context price"},
+	} {
+		r := httptest.NewRequest(http.MethodPost, tt.path, strings.NewReader(tt.body))
+		r.Header.Set("Authorization", "Bearer sk-e")
+		r.Header.Set("X-Api-Key", "sk-e")
+		r.Header.Set("Content-Type", "application/json")
+		e := Explain(snap, r, ExplainOptions{ReadBody: true})
+		if e.LLM == nil || !strings.HasPrefix(e.LLM.Price, tt.want) {
+			t.Errorf("%s: got %+v, want a price starting %q", tt.body[:40], e.LLM, tt.want)
+		}
 	}
 }
