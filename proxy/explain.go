@@ -192,8 +192,8 @@ type ExplainedLLM struct {
 	// PromptTokens and MaxOutput are what the call reserves: its prompt, and
 	// its output cap or the cap it is given (the route's
 	// default_max_tokens, or its model family's).
-	PromptTokens int64  `json:"prompt_tokens"`
-	MaxOutput    int64  `json:"max_output"`
+	PromptTokens int64 `json:"prompt_tokens"`
+	MaxOutput    int64 `json:"max_output"`
 	// Price is the entry of prices a usd policy prices the call by, and
 	// the tiers it is reserved at (see priceNote); "" on a route without
 	// one.
