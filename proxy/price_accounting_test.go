@@ -188,6 +188,18 @@ func (b *billingProvider) message(w http.ResponseWriter, r *http.Request, body [
 		at = *rates.long // the whole request, output included
 	}
 	b.bill(r.Header.Get("X-Case"), float64(prompt-written)*at.input+float64(written)*rates.write1h+float64(out)*at.output)
+	if strings.Contains(string(body), `"stream":true`) {
+		// The input side in message_start, the output in message_delta.
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":%q,\"usage\":"+
+			"{\"input_tokens\":%d,\"cache_creation_input_tokens\":%d,\"cache_read_input_tokens\":0,\"cache_creation\":{\"ephemeral_5m_input_tokens\":0,\"ephemeral_1h_input_tokens\":%d},\"output_tokens\":1,\"service_tier\":\"standard\"}}}\n\n",
+			model, prompt-written, written, written)
+		w.(http.Flusher).Flush()
+		fmt.Fprintf(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"%s\"}}\n\n", strings.Repeat("word ", 20))
+		fmt.Fprintf(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\"},\"usage\":{\"output_tokens\":%d}}\n\n", out)
+		fmt.Fprint(w, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"id":"m","type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":"%s"}],"stop_reason":"max_tokens",`+
 		`"usage":{"input_tokens":%d,"cache_creation_input_tokens":%d,"cache_read_input_tokens":0,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":%d},"output_tokens":%d,"service_tier":"standard"}}`,
@@ -211,10 +223,11 @@ func priceCases() []priceCase {
 			return chat("gpt-5", fmt.Sprintf(`,"service_tier":"priority","max_completion_tokens":4000,"stream":%v`, i%2 == 0))(i)
 		}},
 		{"service_tier auto at a priority project", "/priority/v1/chat/completions", chat("gpt-5", `,"service_tier":"auto","max_completion_tokens":4000`)},
-		{"audio output", "/v1/chat/completions",
-			chat("gpt-4o-audio-preview", `,"modalities":["text","audio"],"audio":{"voice":"alloy","format":"wav"},"max_tokens":4000`)},
-		{"anthropic cache writes with ttl 1h", "/v1/messages", func(int) string {
-			return `{"model":"claude-sonnet-4-5","max_tokens":1000,"system":[{"type":"text","text":"` + strings.Repeat(long, 30) +
+		{"audio output, streamed or not", "/v1/chat/completions", func(i int) string {
+			return chat("gpt-4o-audio-preview", fmt.Sprintf(`,"modalities":["text","audio"],"audio":{"voice":"alloy","format":"pcm16"},"max_tokens":4000,"stream":%v`, i%2 == 0))(i)
+		}},
+		{"anthropic cache writes with ttl 1h, streamed or not", "/v1/messages", func(i int) string {
+			return `{"model":"claude-sonnet-4-5","max_tokens":1000,"stream":` + fmt.Sprint(i%2 == 0) + `,"system":[{"type":"text","text":"` + strings.Repeat(long, 30) +
 				`","cache_control":{"type":"ephemeral","ttl":"1h"}}],"messages":[{"role":"user","content":"Summarize."}]}`
 		}},
 		{"a dated snapshot", "/v1/chat/completions", chat("o3-pro-2025-06-10", `,"max_completion_tokens":4000`)},
