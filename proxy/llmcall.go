@@ -279,6 +279,10 @@ func (c *llmCall) watch(resp *http.Response) {
 		c.meter.configure(&cfg)
 		c.stream = llm.NewStreamWatcher(resp.Body, cfg)
 		resp.Body = c.stream
+		// The watcher may drop the usage chunk or end the stream: the
+		// upstream's length no longer holds.
+		resp.ContentLength = -1
+		resp.Header.Del("Content-Length")
 		return
 	}
 	c.tap = teeBody{ReadCloser: resp.Body, max: maxUsageBody} // in the call: no allocation of its own
