@@ -235,13 +235,20 @@ func (p *Price) CostMicroUSD(u Usage, reach Rates) int64 {
 		return rate
 	}
 	in, out := max(u.Input, 0), max(u.Output, 0)
+	// Each split is taken out of what the input has left, so none can
+	// make another negative nor the sum pass the input.
 	cached := clamp(u.CachedInput, in)
-	w1h := clamp(u.CacheWrite1h, in-cached)
+	rest := in - cached
+	w1h := clamp(u.CacheWrite1h, rest)
+	rest -= w1h
+	w5m := clamp(u.CacheWrite5m, rest)
+	rest -= w5m
 	// Cache writes the response does not split by ttl are priced as 1h ones.
-	w5m := clamp(u.CacheWrite5m, in-cached-w1h)
-	w1h += clamp(u.CacheWrite-u.CacheWrite5m-u.CacheWrite1h, in-cached-w1h-w5m)
-	audioIn := clamp(u.AudioInput, in-cached-w1h-w5m)
-	text := in - cached - w1h - w5m - audioIn
+	unsplit := clamp(max(u.CacheWrite, 0)-w1h-w5m, rest)
+	rest -= unsplit
+	w1h += unsplit
+	audioIn := clamp(u.AudioInput, rest)
+	text := rest - audioIn
 	audioOut := clamp(u.AudioOutput, out)
 	var pico int64
 	for _, t := range [...]struct{ n, rate int64 }{

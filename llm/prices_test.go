@@ -129,6 +129,8 @@ func TestPriceCost(t *testing.T) {
 	}{
 		{"5m and 1h", Usage{Input: 1100, CacheWrite: 1000, CacheWrite5m: 400, CacheWrite1h: 600, Output: 0}, 3_000_000*100 + 3_750_000*400 + 6_000_000*600},
 		{"not split", Usage{Input: 1100, CacheWrite: 1000}, 3_000_000*100 + 6_000_000*1000},
+		{"hostile splits stay within the input", Usage{Input: 100, CacheWrite: math.MinInt64, CacheWrite5m: math.MaxInt64, CacheWrite1h: -5, AudioInput: math.MaxInt64},
+			3_750_000 * 100},
 	} {
 		if got := a.CostMicroUSD(tt.u, a.Rates); got != tt.want/PicoPerMicro {
 			t.Errorf("%s: got %d µ$, want %d", tt.name, got, tt.want/PicoPerMicro)
@@ -168,4 +170,37 @@ func TestStreamUsageCarriesTheSplits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// What a response costs never passes what its call reserved, whatever the
+// split of its tokens, while it reports no more tokens than were reserved,
+// a tier the call could reach and no modality it did not ask for.
+func FuzzPriceCostWithinReach(f *testing.F) {
+	f.Add(uint8(0), int64(1000), int64(100), int64(10), int64(5), int64(5), int64(1), int64(50), uint8(1), true, false)
+	f.Add(uint8(1), int64(5000), int64(2000), int64(0), int64(0), int64(0), int64(0), int64(0), uint8(0), false, true)
+	f.Add(uint8(2), int64(1001), int64(10), int64(0), int64(900), int64(0), int64(0), int64(0), uint8(2), false, false)
+	f.Fuzz(func(t *testing.T, askTier uint8, in, out, cached, w5m, w1h, audioIn, audioOut int64, served uint8, askAudioIn, askAudioOut bool) {
+		p := testPrice()
+		p.Tiers["priority"] = RatesOf(4, 2, 20, 0, 0, 50, 100)
+		p.Tiers["flex"] = RatesOf(1, 0.5, 5, 0, 0, 20, 40)
+		asks := []string{"", "priority", "flex", "auto"}
+		ask := Ask{Kind: AnthropicMessages, ServiceTier: asks[int(askTier)%len(asks)], DefaultTier: "flex",
+			AudioInput: askAudioIn, AudioOutput: askAudioOut, PromptTokens: max(in, 0)}
+		reach, err := p.Reach(ask)
+		if err != nil {
+			t.Skip()
+		}
+		reachable := tiers(ask.ServiceTier, ask.DefaultTier)
+		u := Usage{Input: in, Output: out, CachedInput: cached, CacheWrite: w5m + w1h, CacheWrite5m: w5m, CacheWrite1h: w1h,
+			ServiceTier: reachable[int(served)%len(reachable)]}
+		if askAudioIn {
+			u.AudioInput = audioIn
+		}
+		if askAudioOut {
+			u.AudioOutput = audioOut
+		}
+		if got, bound := p.CostMicroUSD(u, reach), BoundMicroUSD(reach, max(in, 0), max(out, 0)); got > bound {
+			t.Fatalf("%+v at %+v: cost %d µ$, past the reservation %d", u, ask, got, bound)
+		}
+	})
 }
