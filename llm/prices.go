@@ -360,6 +360,9 @@ func tierOf(v []byte) string {
 	return s
 }
 
+// maxTierLen bounds a request's service_tier: it is quoted back in errors.
+const maxTierLen = 64
+
 // pricing reads what a request's price depends on beyond its tokens: its
 // service_tier (a string, or null), and whether it asks for audio back (a
 // modalities array naming "audio", or an audio object).
@@ -367,6 +370,9 @@ func pricing(w *wireRequest) (tier string, audio bool, err error) {
 	if len(w.ServiceTier) > 0 && string(w.ServiceTier) != "null" {
 		if err := json.Unmarshal(w.ServiceTier, &tier); err != nil {
 			return "", false, fmt.Errorf("service_tier: %w", err)
+		}
+		if len(tier) > maxTierLen {
+			return "", false, fmt.Errorf("service_tier is %d bytes: no tier is named with more than %d", len(tier), maxTierLen)
 		}
 	}
 	if len(w.Modalities) > 0 && string(w.Modalities) != "null" {

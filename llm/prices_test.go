@@ -204,3 +204,36 @@ func FuzzPriceCostWithinReach(f *testing.F) {
 		}
 	})
 }
+
+// A request says what its price depends on: its service_tier, audio sent,
+// audio asked back; a tier of the wrong type or too long is refused.
+func TestRequestReadsWhatItsPriceDependsOn(t *testing.T) {
+	audio := `{"type":"input_audio","input_audio":{"format":"wav","data":"AAAA"}}`
+	for _, tt := range []struct {
+		body         string
+		tier         string
+		audioIn, out bool
+		err          string
+	}{
+		{`{"model":"m","messages":[]}`, "", false, false, ""},
+		{`{"model":"m","service_tier":"priority","messages":[]}`, "priority", false, false, ""},
+		{`{"model":"m","service_tier":null,"modalities":["text"],"messages":[]}`, "", false, false, ""},
+		{`{"model":"m","modalities":["text","audio"],"messages":[]}`, "", false, true, ""},
+		{`{"model":"m","audio":{"voice":"alloy"},"messages":[]}`, "", false, true, ""},
+		{`{"model":"m","messages":[{"role":"user","content":[` + audio + `]}]}`, "", true, false, ""},
+		{`{"model":"m","service_tier":2,"messages":[]}`, "", false, false, "service_tier"},
+		{`{"model":"m","service_tier":"` + strings.Repeat("a", 65) + `","messages":[]}`, "", false, false, "service_tier is 65 bytes"},
+		{`{"model":"m","modalities":"audio","messages":[]}`, "", false, false, "modalities"},
+	} {
+		r, err := ParseRequest(ChatCompletions, []byte(tt.body))
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%s: got %v, want an error naming %s", tt.body, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || r.ServiceTier != tt.tier || r.AudioInput != tt.audioIn || r.AudioOutput != tt.out {
+			t.Errorf("%s: got tier %q, audio in %v, out %v (%v); want %q, %v, %v", tt.body, r.ServiceTier, r.AudioInput, r.AudioOutput, err, tt.tier, tt.audioIn, tt.out)
+		}
+	}
+}
