@@ -45,10 +45,14 @@ func countsUSD(route *policies.Route) bool {
 }
 
 // priceNote says, for explain, which entry of prices the call is priced by
-// and at which tiers it reserves; "" on a route without a usd policy.
+// and at which tiers it reserves; "" on a route without a usd policy or
+// prices.
 func (c *llmCall) priceNote(route *policies.Route) string {
 	if !countsUSD(route) || c.price.Entry == "" {
 		return ""
+	}
+	if c.req.UnitMicroUSD > 0 {
+		return "per unit (an image, a character of speech), not by the price table"
 	}
 	tier := c.req.ServiceTier
 	if tier == "" || tier == "auto" {
