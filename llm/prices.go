@@ -132,7 +132,7 @@ func tiers(tier, def string) []string {
 // longContextMargin is how far under a long-context threshold an estimated
 // prompt must stay to be reserved at the ordinary rates: the estimate
 // counts with a tokenizer that is not always the provider's.
-const longContextMargin = 4 // a quarter of the threshold
+const longContextMargin = 4 // the estimate and a quarter of it must stay under the threshold
 
 // Reach is what a call asking ask may be billed at: every rate at the
 // highest of the tiers it may be served at, and at the long-context price
@@ -173,8 +173,9 @@ func (p *Price) Reach(ask Ask) (Rates, error) {
 }
 
 // MayReachLongContext reports whether a call whose prompt is estimated at
-// prompt tokens is reserved at the long-context price: the estimate is
-// within a quarter of the threshold, or past it.
+// prompt tokens is reserved at the long-context price: the estimate plus
+// a quarter of itself passes the threshold (it is more than four fifths
+// of it).
 func (p *Price) MayReachLongContext(prompt int64) bool {
 	lc := p.LongContext
 	return lc != nil && AddSat(prompt, prompt/longContextMargin) > lc.Threshold
