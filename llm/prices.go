@@ -111,6 +111,10 @@ type Ask struct {
 	AudioInput, AudioOutput bool
 	// PromptTokens is the reserved input.
 	PromptTokens int64
+	// ContextWindow is the model family's: a prompt past it is one the
+	// provider bills at a long-context price (Anthropic's 1M-token window
+	// past the 200,000 of its family) or refuses.
+	ContextWindow int64
 }
 
 // tiers returns the tiers a request asking for tier may be served at,
@@ -158,6 +162,10 @@ func (p *Price) Reach(ask Ask) (Rates, error) {
 	}
 	if p.MayReachLongContext(ask.PromptTokens) {
 		r = p.longContext(r)
+	}
+	if p.LongContext == nil && ask.ContextWindow > 0 && ask.PromptTokens > ask.ContextWindow {
+		return Rates{}, fmt.Errorf("the prompt's %d tokens pass the model's context window (%d), and the price table has no long-context price for this model (prices.%s.long_context)",
+			ask.PromptTokens, ask.ContextWindow, p.Entry)
 	}
 	if ask.Kind != AnthropicMessages {
 		// Only Anthropic bills cache writes; elsewhere a cache is free to write.

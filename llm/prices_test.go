@@ -70,6 +70,7 @@ func TestPriceReach(t *testing.T) {
 		{"anthropic: a cache write at 1h", Ask{Kind: AnthropicMessages}, 4_000_000, 10_000_000, ""},
 		{"long context within the margin", Ask{Kind: ChatCompletions, PromptTokens: 801}, 4_000_000, 15_000_000, ""},
 		{"short", Ask{Kind: ChatCompletions, PromptTokens: 700}, 2_000_000, 10_000_000, ""},
+		{"past the window, with a long-context price", Ask{Kind: ChatCompletions, PromptTokens: 5000, ContextWindow: 2000}, 4_000_000, 15_000_000, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r, err := p.Reach(tt.ask)
@@ -235,5 +236,19 @@ func TestRequestReadsWhatItsPriceDependsOn(t *testing.T) {
 		if err != nil || r.ServiceTier != tt.tier || r.AudioInput != tt.audioIn || r.AudioOutput != tt.out {
 			t.Errorf("%s: got tier %q, audio in %v, out %v (%v); want %q, %v, %v", tt.body, r.ServiceTier, r.AudioInput, r.AudioOutput, err, tt.tier, tt.audioIn, tt.out)
 		}
+	}
+}
+
+// A prompt past its model's context window on an entry without a
+// long-context price is refused: the provider bills it at a price the
+// table does not have.
+func TestPriceRefusesAnUnpricedLongContext(t *testing.T) {
+	p := Price{Entry: "claude-sonnet-4-5", Rates: RatesOf(3, 0.3, 15, 0, 0, 0, 0)}
+	if _, err := p.Reach(Ask{Kind: AnthropicMessages, PromptTokens: 200_000, ContextWindow: 200_000}); err != nil {
+		t.Fatalf("within the window: %v", err)
+	}
+	_, err := p.Reach(Ask{Kind: AnthropicMessages, PromptTokens: 200_001, ContextWindow: 200_000})
+	if err == nil || !strings.Contains(err.Error(), "prices.claude-sonnet-4-5.long_context") {
+		t.Fatalf("past the window: got %v, want a refusal naming the missing long_context", err)
 	}
 }

@@ -20,12 +20,13 @@ func (c *llmCall) priceFor(route *policies.Route, prices policies.Prices) string
 		return ""
 	}
 	reach, err := c.price.Reach(llm.Ask{
-		Kind:         c.kind,
-		ServiceTier:  c.req.ServiceTier,
-		DefaultTier:  route.DefaultTier,
-		AudioInput:   c.req.AudioInput,
-		AudioOutput:  c.req.AudioOutput,
-		PromptTokens: c.req.PromptTokens,
+		Kind:          c.kind,
+		ServiceTier:   c.req.ServiceTier,
+		DefaultTier:   route.DefaultTier,
+		AudioInput:    c.req.AudioInput,
+		AudioOutput:   c.req.AudioOutput,
+		PromptTokens:  c.req.PromptTokens,
+		ContextWindow: c.req.Family.ContextWindow,
 	})
 	if err != nil {
 		return "this route caps dollars, and " + err.Error()
