@@ -102,7 +102,8 @@ func FuzzParseUsage(f *testing.F) {
 func checkParseUsage(t *testing.T, body []byte) {
 	t.Helper()
 	var resp struct {
-		Usage *wireUsage `json:"usage"`
+		Usage       *wireUsage `json:"usage"`
+		ServiceTier *string    `json:"service_tier"`
 	}
 	err := json.Unmarshal(body, &resp)
 	wantOK := err == nil && resp.Usage != nil
@@ -110,13 +111,16 @@ func checkParseUsage(t *testing.T, body []byte) {
 		var want Usage
 		if wantOK {
 			want = resp.Usage.usage(kind)
+			if want.ServiceTier == "" && resp.ServiceTier != nil {
+				want.ServiceTier = *resp.ServiceTier
+			}
 		}
 		got, ok := ParseUsage(kind, body)
 		if got != want || ok != wantOK {
 			t.Fatalf("%s %q: got %+v, %v; want %+v, %v", kind, body, got, ok, want, wantOK)
 		}
 	}
-	if w, present, ok := usageMember(body); ok && wantOK && (!present || !reflect.DeepEqual(&w, resp.Usage)) {
+	if w, _, present, ok := usageMember(body); ok && wantOK && (!present || !reflect.DeepEqual(&w, resp.Usage)) {
 		t.Fatalf("%q: got %+v (present %v), want %+v", body, w, present, resp.Usage)
 	}
 }

@@ -113,6 +113,12 @@ type Request struct {
 	// outputs and return n). A route's default output cap, used when
 	// MaxOutput is 0, should be multiplied by it too.
 	Choices int64
+	// ServiceTier is the body's service_tier ("" when absent): what it is
+	// priced at (see Price.Reach).
+	ServiceTier string
+	// AudioInput says the prompt holds audio; AudioOutput that the call
+	// asks for audio back (modalities names audio, or audio is set).
+	AudioInput, AudioOutput bool
 	// PromptTokens estimates the prompt's tokens in the model's vocabulary
 	// (see EncodingFor) with the formula of OpenAI's cookbook "How to count
 	// tokens with tiktoken":
@@ -171,6 +177,9 @@ type wireRequest struct {
 	Input               json.RawMessage
 	Instructions        json.RawMessage
 	System              json.RawMessage
+	ServiceTier         json.RawMessage
+	Modalities          json.RawMessage
+	Audio               json.RawMessage
 }
 
 // wireField is one top-level field decode reads, and where it goes.
@@ -181,7 +190,7 @@ type wireField struct {
 
 // fields lists, in the order they are decoded (which decides the error a
 // body with several bad fields gets), the top-level fields of kind.
-func (w *wireRequest) fields(kind Kind) [18]wireField {
+func (w *wireRequest) fields(kind Kind) [21]wireField {
 	// On responses "prompt" is a stored prompt's reference; on
 	// completions it is the text.
 	prompt := &w.Prompt
@@ -197,6 +206,7 @@ func (w *wireRequest) fields(kind Kind) [18]wireField {
 		{"system", &w.System}, {"max_tool_calls", &w.MaxToolCalls},
 		{"previous_response_id", &w.PreviousResponseID}, {"conversation", &w.Conversation},
 		{"web_search_options", &w.WebSearchOptions}, {"prompt", prompt},
+		{"service_tier", &w.ServiceTier}, {"modalities", &w.Modalities}, {"audio", &w.Audio},
 	}
 }
 
@@ -380,6 +390,10 @@ func ParseRequestPaced(kind Kind, body []byte, models Models, pace Pace) (Reques
 		return Request{}, invalid(kind, err)
 	}
 	r.PromptTokens, r.Unsized = c.n, unsized(kind, &w, c.unsized)
+	r.AudioInput = c.audioParts > 0
+	if r.ServiceTier, r.AudioOutput, err = pricing(&w); err != nil {
+		return Request{}, invalid(kind, err)
+	}
 	return r, nil
 }
 
@@ -576,6 +590,8 @@ type counter struct {
 	n       int64
 	unsized []string // item references found in the input
 	pace    Pace     // how a long text is counted
+	// audioParts counts the input_audio parts.
+	audioParts int
 }
 
 // add adds n tokens, saturating (see AddSat).
@@ -709,6 +725,7 @@ func (c *counter) part(m map[string]any) {
 		c.add(c.image(m))
 		return
 	case "input_audio":
+		c.audioParts++
 		c.add(c.audio(m))
 		return
 	case "input_file", "file", "document":

@@ -400,7 +400,8 @@ func (w *StreamWatcher) chatEvent(data []byte) {
 				} `json:"tool_calls"`
 			} `json:"delta"`
 		} `json:"choices"`
-		Usage *wireUsage `json:"usage"`
+		Usage       *wireUsage      `json:"usage"`
+		ServiceTier json.RawMessage `json:"service_tier"`
 	}
 	if err := json.Unmarshal(data, &c); err != nil {
 		return
@@ -418,6 +419,7 @@ func (w *StreamWatcher) chatEvent(data []byte) {
 	}
 	if c.Usage != nil {
 		w.usage, w.hasUsage = c.Usage.usage(w.cfg.Kind), true
+		w.usage.ServiceTier = tierOf(c.ServiceTier)
 	}
 }
 
@@ -436,7 +438,8 @@ func (w *StreamWatcher) responsesEvent(data []byte) {
 		Type     string          `json:"type"`
 		Delta    json.RawMessage `json:"delta"`
 		Response *struct {
-			Usage *wireUsage `json:"usage"`
+			Usage       *wireUsage      `json:"usage"`
+			ServiceTier json.RawMessage `json:"service_tier"`
 		} `json:"response"`
 	}
 	if err := json.Unmarshal(data, &e); err != nil {
@@ -453,6 +456,7 @@ func (w *StreamWatcher) responsesEvent(data []byte) {
 	case "response.completed", "response.incomplete", "response.failed":
 		if e.Response != nil && e.Response.Usage != nil {
 			w.usage, w.hasUsage = e.Response.Usage.usage(Responses), true
+			w.usage.ServiceTier = tierOf(e.Response.ServiceTier)
 		}
 	}
 }
@@ -500,6 +504,12 @@ func (w *StreamWatcher) anthropicEvent(data []byte) {
 		}
 		if e.Usage.CacheReadInputTokens > 0 {
 			w.anthropic.CacheReadInputTokens = e.Usage.CacheReadInputTokens
+		}
+		if e.Usage.CacheCreation != nil {
+			w.anthropic.CacheCreation = e.Usage.CacheCreation
+		}
+		if e.Usage.ServiceTier != "" {
+			w.anthropic.ServiceTier = e.Usage.ServiceTier
 		}
 		w.usage, w.hasUsage = w.anthropic.usage(AnthropicMessages), true
 	}

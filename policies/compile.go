@@ -55,16 +55,7 @@ func compile(c *Config, builtins map[string]*url.URL) (*Snapshot, error) {
 		}
 		snap.Tenants.Digests[sum] = t
 	}
-	if len(c.Prices) > 0 {
-		snap.Prices = make(Prices, len(c.Prices))
-		for model, pc := range c.Prices {
-			cached := pc.CachedInput
-			if cached == 0 {
-				cached = pc.Input
-			}
-			snap.Prices[model] = Price{Input: pc.Input, CachedInput: cached, Output: pc.Output}
-		}
-	}
+	snap.Prices = compilePrices(c)
 	snap.Models = compileModels(c.Models)
 	for name, pc := range c.Policies {
 		pol, err := compilePolicy(name, pc)
@@ -222,6 +213,7 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		LLM:               rc.LLM != "",
 		DefaultMaxTokens:  rc.DefaultMaxTokens,
 		UnsizedContext:    rc.UnsizedInput == "context_window",
+		DefaultTier:       rc.DefaultServiceTier,
 		UpstreamAPIKey:    rc.UpstreamAPIKey,
 		OpenAIErrors:      rc.ErrorFormat == "openai",
 		Anthropic:         rc.LLM == LLMAnthropic,

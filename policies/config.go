@@ -18,6 +18,9 @@ type Config struct {
 	// Prices are what models cost, for cost: usd policies: model -> price;
 	// "default" prices a model the table does not name.
 	Prices map[string]PriceConfig `koanf:"prices"`
+	// BuiltinPrices puts the providers' published prices (llm.ListPrices)
+	// under the file's: an entry the file names replaces the built-in one.
+	BuiltinPrices bool `koanf:"builtin_prices"`
 	// Models bound what calls of each model family may be billed beyond
 	// their text (see ModelConfig); built-in families need no entry.
 	Models map[string]ModelConfig `koanf:"models"`
@@ -231,6 +234,10 @@ type RouteConfig struct {
 	// see gets on a route with a token or usd policy: refuse (default:
 	// 400) or context_window (reserve the model's context window).
 	UnsizedInput string `koanf:"unsized_input"`
+	// DefaultServiceTier is the tier the upstream's project serves a call
+	// that asks for none or for "auto" at (default: the standard tier);
+	// usd policies price such a call at it.
+	DefaultServiceTier string `koanf:"default_service_tier"`
 	// UpstreamAPIKey, when set, replaces the client's key on the way
 	// upstream: "Authorization: Bearer <key>" and no x-api-key (llm:
 	// anthropic: "x-api-key: <key>" and no Authorization). Keep it out of the
@@ -361,9 +368,47 @@ type PolicyConfig struct {
 	ChargeWithoutUsage Charge `koanf:"charge_without_usage"`
 }
 
-// PriceConfig is what one model costs, in US dollars per million tokens.
+// PriceConfig is what one model costs, in US dollars per million tokens:
+// its rates at the standard tier, at each other service_tier, and past a
+// long-context threshold (see prices.go for what a zero rate means).
 type PriceConfig struct {
-	Input       float64 `koanf:"input"`
-	CachedInput float64 `koanf:"cached_input"` // default: Input
-	Output      float64 `koanf:"output"`
+	Input        float64 `koanf:"input"`
+	CachedInput  float64 `koanf:"cached_input"` // default: Input
+	Output       float64 `koanf:"output"`
+	CacheWrite5m float64 `koanf:"cache_write_5m"` // default: 1.25 × Input
+	CacheWrite1h float64 `koanf:"cache_write_1h"` // default: 2 × Input
+	AudioInput   float64 `koanf:"audio_input"`    // default: none (audio refused)
+	AudioOutput  float64 `koanf:"audio_output"`   // default: none (audio refused)
+	// Tiers price each service_tier other than the standard one.
+	Tiers map[string]RatesConfig `koanf:"tiers"`
+	// LongContext is the price past a threshold of input tokens.
+	LongContext *LongContextConfig `koanf:"long_context"`
+}
+
+// RatesConfig is one tier's rates, in US dollars per million tokens, with
+// the defaults of PriceConfig's.
+type RatesConfig struct {
+	Input        float64 `koanf:"input"`
+	CachedInput  float64 `koanf:"cached_input"`
+	Output       float64 `koanf:"output"`
+	CacheWrite5m float64 `koanf:"cache_write_5m"`
+	CacheWrite1h float64 `koanf:"cache_write_1h"`
+	AudioInput   float64 `koanf:"audio_input"`
+	AudioOutput  float64 `koanf:"audio_output"`
+}
+
+// LongContextConfig is the dearer price of a request whose input passes
+// Threshold tokens (cache reads and writes counted).
+type LongContextConfig struct {
+	Threshold int64 `koanf:"threshold"`
+	// WholeRequest (default true): crossing the threshold bills every
+	// token, output included, at these rates; false: the input alone.
+	WholeRequest *bool   `koanf:"whole_request"`
+	Input        float64 `koanf:"input"`
+	CachedInput  float64 `koanf:"cached_input"`
+	Output       float64 `koanf:"output"`
+	CacheWrite5m float64 `koanf:"cache_write_5m"`
+	CacheWrite1h float64 `koanf:"cache_write_1h"`
+	AudioInput   float64 `koanf:"audio_input"`
+	AudioOutput  float64 `koanf:"audio_output"`
 }

@@ -12,6 +12,7 @@ package policies
 
 import (
 	"cmp"
+	"maps"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -75,13 +76,17 @@ type Snapshot struct {
 // get a model label of their own in the metrics.
 func (s *Snapshot) ModelNames() []string {
 	var names []string
-	for m := range s.Prices {
+	prices := maps.Keys(s.Prices)
+	if s.Config != nil {
+		// The file's entries: builtin_prices does not name every model it
+		// knows in the metrics.
+		prices = maps.Keys(s.Config.Prices)
+		names = append(names, s.Config.Admin.MetricsModels...)
+	}
+	for m := range prices {
 		if m != DefaultPriceModel {
 			names = append(names, m)
 		}
-	}
-	if s.Config != nil {
-		names = append(names, s.Config.Admin.MetricsModels...)
 	}
 	slices.Sort(names)
 	return slices.Compact(names)
@@ -196,6 +201,9 @@ type Route struct {
 	// gateway cannot size; false refuses such a call (400) when a policy
 	// of the route counts tokens.
 	UnsizedContext bool
+	// DefaultTier is the service tier a call asking for none or "auto" is
+	// priced at; "" is the standard tier.
+	DefaultTier string
 	// UpstreamAPIKey replaces the client's API key upstream ("" forwards
 	// the request's own headers).
 	UpstreamAPIKey string
@@ -403,26 +411,15 @@ const MicroUSD = 1_000_000
 // token counts, and the product must stay a number.
 const MaxPrice = 1_000_000
 
-// Price is what one model costs, in US dollars per million tokens: each
-// token costs the price in micro-dollars.
-type Price struct {
-	Input, CachedInput, Output float64
-}
+// Price is what one model costs (see llm.Price).
+type Price = llm.Price
 
-// Prices names what models cost. Lookup falls back to the "default" entry.
-type Prices map[string]Price
+// Prices names what models cost (see llm.Prices for the lookup).
+type Prices = llm.Prices
 
 // DefaultPriceModel names the entry that prices every model the table does
 // not name.
-const DefaultPriceModel = "default"
-
-// For returns model's price, and whether it is the default's.
-func (p Prices) For(model string) (Price, bool) {
-	if pr, ok := p[model]; ok {
-		return pr, false
-	}
-	return p[DefaultPriceModel], true
-}
+const DefaultPriceModel = llm.DefaultPriceEntry
 
 // Policy is one compiled policy.
 type Policy struct {

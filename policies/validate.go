@@ -3,7 +3,6 @@ package policies
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -15,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/llm"
 )
 
 var policyNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
@@ -234,6 +234,12 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 			p.add(place+".default_max_tokens", "must be > 0")
 		}
 		switch {
+		case rt.LLM == "" && rt.DefaultServiceTier != "":
+			p.add(place+".default_service_tier", "applies to llm routes only")
+		case rt.DefaultServiceTier != "" && !llm.ServiceTierOK(rt.DefaultServiceTier):
+			p.addf(place+".default_service_tier", "must be a service tier's name (a-z, 0-9, _), got %q", rt.DefaultServiceTier)
+		}
+		switch {
 		case rt.LLM == "" && rt.UnsizedInput != "":
 			p.add(place+".unsized_input", "applies to llm routes only (set llm: openai)")
 		case rt.LLM != "" && rt.UnsizedInput != "refuse" && rt.UnsizedInput != "context_window":
@@ -385,31 +391,8 @@ func validateMatch(p *problems, place string, m *MatchConfig) {
 	}
 }
 
-func validatePrices(p *problems, prices map[string]PriceConfig) {
-	for _, model := range sortedKeys(prices) {
-		pr, place := prices[model], keyPlace("prices", model)
-		if pr.Input < 0 || pr.CachedInput < 0 || pr.Output < 0 {
-			p.add(place, "prices must not be negative")
-		}
-		if pr.CachedInput > pr.Input {
-			// The reservation prices every input token uncached: the most a
-			// call can cost only while cached input is not dearer.
-			p.add(place+".cached_input", "must not be more than input")
-		}
-		for _, v := range []float64{pr.Input, pr.CachedInput, pr.Output} {
-			if math.IsNaN(v) || v > MaxPrice {
-				p.addf(place, "prices must be numbers up to %g dollars per million tokens", float64(MaxPrice))
-				break
-			}
-		}
-		if pr.Input == 0 && pr.Output == 0 {
-			p.add(place, "input and output are both 0: set a price (a free model is spelled with a tiny one, never by accident)")
-		}
-	}
-}
-
 func validatePolicies(p *problems, c *Config) {
-	validatePrices(p, c.Prices)
+	validatePrices(p, c)
 	validateModels(p, c.Models)
 	for _, name := range sortedKeys(c.Policies) {
 		pc := c.Policies[name]

@@ -270,7 +270,7 @@ func TestDollarBudgetsNeedPrices(t *testing.T) {
 		{"free by accident", route + "prices: {default: {input: 0, output: 0}}\npolicies: {p: {key: tenant, cost: usd, rate: 5, per: 24h}}",
 			"gateway.yaml: prices.default: input and output are both 0"},
 		{"negative price", route + "prices: {default: {input: -1, output: 1}}\npolicies: {p: {key: tenant, cost: usd, rate: 5, per: 24h}}",
-			"gateway.yaml: prices.default: prices must not be negative"},
+			"gateway.yaml: prices.default.input: must not be negative"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse("gateway.yaml", []byte(tt.yaml), Options{})
@@ -286,7 +286,7 @@ func TestDollarBudgetsNeedPrices(t *testing.T) {
 	if got := snap.Policies["p"].Limit.Rate; got != 5*MicroUSD {
 		t.Fatalf("a $5 budget: got rate %d, want %d micro-dollars", got, 5*MicroUSD)
 	}
-	if pr, def := snap.Prices.For("anything"); !def || pr.CachedInput != 1 {
+	if pr, def := snap.Prices.For("anything"); !def || pr.CachedInput != 1_000_000 {
 		t.Fatalf("an unnamed model: got %+v (default %v), want the default price, cached input at the input price", pr, def)
 	}
 }

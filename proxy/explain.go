@@ -192,9 +192,13 @@ type ExplainedLLM struct {
 	// PromptTokens and MaxOutput are what the call reserves: its prompt, and
 	// its output cap or the cap it is given (the route's
 	// default_max_tokens, or its model family's).
-	PromptTokens int64  `json:"prompt_tokens"`
-	MaxOutput    int64  `json:"max_output"`
-	Note         string `json:"note"`
+	PromptTokens int64 `json:"prompt_tokens"`
+	MaxOutput    int64 `json:"max_output"`
+	// Price is the entry of prices a usd policy prices the call by, and
+	// the tiers it is reserved at (see priceNote); "" on a route without
+	// one.
+	Price string `json:"price,omitempty"`
+	Note  string `json:"note"`
 }
 
 // ExplainedIdempotency is what the route's idempotency block (its
@@ -317,6 +321,7 @@ func explainLLM(p *plan, bodyRead bool) *ExplainedLLM {
 		el.Note = "token costs and the model come from the body, which was not read: the call reserves its prompt's tokens plus its output cap (or the cap it is given: default_max_tokens, or the model family's)"
 	case p.call != nil:
 		el.Model, el.PromptTokens, el.MaxOutput = p.call.req.Model, p.call.req.PromptTokens, p.call.maxOutput
+		el.Price = p.call.priceNote(p.route)
 	}
 	return el
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"mime"
 	"net"
 	"net/http"
@@ -54,6 +53,7 @@ type llmCall struct {
 	costs     []policies.Cost // by check
 	price     policies.Price  // the model's, for cost: usd
 	unpriced  bool            // the price is prices.default's
+	reach     llm.Rates       // the price's rates the call may be billed at (see llmprice.go)
 	// delivered says, by cost, that every policy of that cost opted to
 	// charge a call without usage what it delivered (charge_without_usage).
 	delivered deliveredCosts
@@ -104,10 +104,10 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, kind llm.Kind, route *p
 		return nil, nil, http.StatusBadRequest, err.Error()
 	}
 	call := &llmCall{kind: kind, req: req, maxOutput: req.MaxOutput, delivered: chargeDelivered(route)}
-	if len(prices) > 0 {
-		call.price, call.unpriced = prices.For(req.Model)
-	}
 	if msg := call.bindUnsized(route); msg != "" {
+		return nil, nil, http.StatusBadRequest, msg
+	}
+	if msg := call.priceFor(route, prices); msg != "" {
 		return nil, nil, http.StatusBadRequest, msg
 	}
 	if !req.HasCap && req.CapField != "" && countsTokens(route) {
@@ -255,24 +255,11 @@ func (c *llmCall) reserve(cost policies.Cost) int64 {
 		if c.req.UnitMicroUSD > 0 {
 			return c.req.UnitMicroUSD // billed per image or character
 		}
-		// Every input token at the uncached price: the most the call can cost.
-		return microUSD(float64(c.req.PromptTokens)*c.price.Input + float64(c.maxOutput)*c.price.Output)
+		// Every token at the dearest rate it may be billed at: the most
+		// the call can cost.
+		return llm.BoundMicroUSD(c.reach, c.req.PromptTokens, c.maxOutput)
 	}
 	return 1
-}
-
-// microUSD rounds a price in micro-dollars up: a call is never cheaper
-// than it was. A price past what int64 holds saturates (prices and token
-// counts are bounded, so only a hostile sum gets there).
-func microUSD(f float64) int64 {
-	f = math.Ceil(f - 1e-9)
-	switch {
-	case f >= math.MaxInt64 || math.IsNaN(f):
-		return math.MaxInt64
-	case f < 0:
-		return 0
-	}
-	return int64(f)
 }
 
 // watch wraps the response body so its usage is read as it passes.
@@ -292,6 +279,10 @@ func (c *llmCall) watch(resp *http.Response) {
 		c.meter.configure(&cfg)
 		c.stream = llm.NewStreamWatcher(resp.Body, cfg)
 		resp.Body = c.stream
+		// The watcher may drop the usage chunk or end the stream: the
+		// upstream's length no longer holds.
+		resp.ContentLength = -1
+		resp.Header.Del("Content-Length")
 		return
 	}
 	c.tap = teeBody{ReadCloser: resp.Body, max: maxUsageBody} // in the call: no allocation of its own
@@ -363,14 +354,18 @@ func (c *llmCall) usd(u usage) int64 {
 		}
 		return c.req.UnitMicroUSD
 	}
-	return u.microUSD(c.price)
+	if u.reported {
+		return c.price.CostMicroUSD(u.bill, c.reach)
+	}
+	return llm.BoundMicroUSD(c.reach, u.input, u.output)
 }
 
-// usage is what a call is charged, in tokens.
-type usage struct{ input, cached, output int64 }
-
-func (u usage) microUSD(p policies.Price) int64 {
-	return microUSD(float64(u.input-u.cached)*p.Input + float64(u.cached)*p.CachedInput + float64(u.output)*p.Output)
+// usage is what a call is charged, in tokens; bill is the provider's
+// usage, by kind of token, when reported says it came.
+type usage struct {
+	input, cached, output int64
+	bill                  llm.Usage
+	reported              bool
 }
 
 // actual is what the call cost in input tokens (cached ones among them) and
@@ -399,7 +394,7 @@ func (c *llmCall) actual() (bounded, delivered usage) {
 	}
 	if ok {
 		in, out := max(u.Input, 0), max(u.Output, 0)
-		u := usage{input: in, cached: min(max(u.CachedInput, 0), in), output: out}
+		u := usage{input: in, cached: min(max(u.CachedInput, 0), in), output: out, bill: u, reported: true}
 		return u, u
 	}
 	var out int64

@@ -135,11 +135,7 @@ func (c *llmCall) windowCost(cost policies.Cost, amount int64) int64 {
 	case policies.CostTokens, policies.CostOutputTokens:
 		return amount
 	case policies.CostUSD:
-		usd := float64(amount) * c.price.Output
-		if usd >= math.MaxInt64/2 {
-			return math.MaxInt64 / 2
-		}
-		return microUSD(usd)
+		return min(llm.OutputMicroUSD(c.reach, amount), math.MaxInt64/2)
 	}
 	return 0
 }

@@ -406,6 +406,9 @@ func printLLM(line lineFunc, l *proxy.ExplainedLLM, defaultMaxTokens int64) {
 		line("llm", "%s call; token costs and the model depend on the body (pass it with -d): prompt tokens + output cap (without one: %s)", l.API, given)
 	default:
 		line("llm", "%s call on %s: %d prompt tokens + %d output → reserves %d tokens, settled to the usage after", l.API, orNone(l.Model), l.PromptTokens, l.MaxOutput, l.PromptTokens+l.MaxOutput)
+		if l.Price != "" {
+			line("price", "%s", l.Price)
+		}
 	}
 }
 
