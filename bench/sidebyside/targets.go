@@ -291,7 +291,10 @@ func (l *lab) nginxTarget(ctx context.Context, t *target) error {
 			return err
 		}
 	}
-	scheme, _, _, _ := l.scheme(t.name)
+	scheme, _, _, err := l.scheme(t.name)
+	if err != nil {
+		return err
+	}
 	t.url = scheme + "://" + l.nginx[t.name] + "/"
 	t.deny = t.name == tNginxDeny
 	t.own = []*proc{l.nginxProc}
