@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: bench-tools test vet unit redis-server node openai-sdk anthropic-sdk chromium promtool build run docker-check bench bench-curves bench-go bench-compare clean
+.PHONY: bench-tools test vet unit redis-server node openai-sdk anthropic-sdk chromium promtool build run docker-check bench bench-curves bench-tls bench-go bench-compare clean
 
 test: redis-server openai-sdk anthropic-sdk chromium promtool vet unit docker-check
 
@@ -119,6 +119,11 @@ bench-tools:
 # beside gateway-local in the same run. Flags through BENCHFLAGS.
 bench-curves: bench-tools
 	$(GO) run ./bench/sidebyside -go $(GO) -only curves -open-rounds 0 -memory=false -capacity=false -rounds 3 $(BENCHFLAGS)
+
+# The gateway, Caddy and nginx terminating TLS, each beside its plain twin,
+# with the CPU a request costs each. Flags through BENCHFLAGS.
+bench-tls: bench-tools
+	$(GO) run ./bench/sidebyside -go $(GO) -only tls -open-rounds 0 -memory=false -capacity=false $(BENCHFLAGS)
 
 # The in-process Go benchmarks, each against its anchor.
 bench-go:

@@ -51,6 +51,7 @@ type gatewayConfig struct {
 	Tracing      string  // the OTLP/HTTP endpoint of tracing, "" for none
 	SampleRatio  float64 // tracing's sample_ratio
 	Tenants      string  // the tenants section, "" for none
+	Cert, Key    string  // server.tls's one pair of files, "" for plain HTTP
 }
 
 // llmBody is what the LLM target posts: the small call of llmload.

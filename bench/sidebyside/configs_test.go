@@ -25,6 +25,9 @@ func TestGatewayConfigsParse(t *testing.T) {
 		if cfg.SampleRatio > 0 {
 			cfg.Tracing = "http://127.0.0.1:4318"
 		}
+		if strings.HasSuffix(name, "-tls") {
+			cfg.Cert, cfg.Key = "/etc/gateway/tls/tls.crt", "/etc/gateway/tls/tls.key"
+		}
 		path := filepath.Join(dir, name+".yaml")
 		if err := render("gateway.yaml", path, cfg); err != nil {
 			t.Fatal(err)

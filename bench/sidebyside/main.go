@@ -210,7 +210,8 @@ func run(ctx context.Context, o options, rates string) error {
 }
 
 // resultsPath is the run's results file, named after the date and CPU
-// count (-2, -3, … when taken); "" when -results is "".
+// count, and -tls for -only tls (-2, -3, … when taken); "" when -results
+// is "".
 func resultsPath(o options, root string, start time.Time) string {
 	if o.resultsDir == "" {
 		return ""
@@ -220,6 +221,9 @@ func resultsPath(o options, root string, start time.Time) string {
 		dir = filepath.Join(root, dir)
 	}
 	base := filepath.Join(dir, fmt.Sprintf("%s-%dcpu", start.Format("2006-01-02"), runtime.NumCPU()))
+	if o.only == "tls" {
+		base += "-tls"
+	}
 	for i := 1; ; i++ {
 		p := base
 		if i > 1 {

@@ -169,7 +169,8 @@ func TestRatiosAndGoals(t *testing.T) {
 	runs := map[string][]sample{
 		tUpstream:      {{RPS: 100000, P99: 2 * time.Millisecond}},
 		tNginxLimitReq: {{RPS: 40000, P99: 4 * time.Millisecond}, {RPS: 30000, P99: 4 * time.Millisecond}, {RPS: 50000, P99: 4 * time.Millisecond}},
-		tGatewayLocal:  {{RPS: 20000, P99: 5 * time.Millisecond}},
+		tGatewayLocal:  {{RPS: 20000, P99: 5 * time.Millisecond, Requests: 1000, CPU: 40 * time.Millisecond}},
+		tGatewayTLS:    {{RPS: 15000, Requests: 1000, CPU: 60 * time.Millisecond}},
 		tGatewayDenyRed: {{Requests: 600, Non2xx: 600, Delta: &counters{RoundTrips: 2}},
 			{Requests: 400, Non2xx: 400, Delta: &counters{RoundTrips: 3}}},
 	}
@@ -187,6 +188,8 @@ func TestRatiosAndGoals(t *testing.T) {
 		"p99-added/nginx-p99-added":                        1.5,
 		"redis-calls-per-denied":                           0.005,
 		"open-p99-added@50% gateway-local/nginx-limit_req": 2.5,
+		"gateway-local-tls/gateway-local":                  0.75,
+		"cpu-per-req gateway-local-tls/gateway-local":      1.5, // 60 µs a request over 40
 	} {
 		if r := got[name]; !r.ok || r.value != want {
 			t.Errorf("%s: got %v (ok %v), want %v", name, r.value, r.ok, want)
@@ -266,8 +269,8 @@ func TestPinning(t *testing.T) {
 	}
 }
 
-// The default run leaves the curves out; "curves" is them; a wrong name is
-// an error.
+// The default run leaves the curves out; "curves" and "tls" are theirs; a
+// wrong name is an error.
 func TestSelectSpecs(t *testing.T) {
 	all, err := selectSpecs("")
 	if err != nil || len(all) != len(specs)-len(curveTargets)+2 {
@@ -276,6 +279,9 @@ func TestSelectSpecs(t *testing.T) {
 	curves, err := selectSpecs("curves")
 	if err != nil || len(curves) != len(curveTargets) {
 		t.Errorf("curves: got %d specs, %v; want %d", len(curves), err, len(curveTargets))
+	}
+	if tls, err := selectSpecs("tls"); err != nil || len(tls) != len(tlsTargets) {
+		t.Errorf("tls: got %d specs, %v; want %d", len(tls), err, len(tlsTargets))
 	}
 	if _, err := selectSpecs("gateway-local,nginx"); err == nil {
 		t.Error("got no error for an unknown target, want one")

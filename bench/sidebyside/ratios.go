@@ -66,14 +66,7 @@ var informational = [][2]string{
 // ratios computes the RATIO lines of the closed loop from each target's
 // runs: ratios of medians, and Redis counters summed over the rounds.
 func ratios(runs map[string][]sample) []ratio {
-	med := func(name string, f func(sample) float64) (float64, bool) {
-		rs, ok := runs[name]
-		var xs []float64
-		for _, r := range rs {
-			xs = append(xs, f(r))
-		}
-		return stat.Median(xs), ok
-	}
+	med := func(name string, f func(sample) float64) (float64, bool) { return median(runs, name, f) }
 	rps := func(a, b string) ratio {
 		va, okA := med(a, func(r sample) float64 { return r.RPS })
 		vb, okB := med(b, func(r sample) float64 { return r.RPS })
@@ -99,6 +92,7 @@ func ratios(runs map[string][]sample) []ratio {
 	for _, p := range informational {
 		out = append(out, rps(p[0], p[1]))
 	}
+	out = append(out, tlsRatios(runs)...)
 	trips, okT := sum(tGatewayDenyRed, func(r sample) float64 { return r.Delta.RoundTrips })
 	denied, _ := sum(tGatewayDenyRed, func(r sample) float64 { return float64(r.Non2xx) })
 	out = append(out, div("redis-calls-per-denied", trips, denied, okT))
@@ -117,6 +111,16 @@ func ratios(runs map[string][]sample) []ratio {
 	cmds, okCmd := sum(tGatewayRedis, func(r sample) float64 { return float64(r.Delta.commands()) })
 	admitted, _ := sum(tGatewayRedis, func(r sample) float64 { return float64(r.Requests - r.Non2xx) })
 	return append(out, div("redis-commands-per-admitted", cmds, admitted, okCmd))
+}
+
+// median is the median of f over name's runs; ok is false when name was
+// not measured.
+func median(runs map[string][]sample, name string, f func(sample) float64) (v float64, ok bool) {
+	var xs []float64
+	for _, r := range runs[name] {
+		xs = append(xs, f(r))
+	}
+	return stat.Median(xs), len(xs) > 0
 }
 
 // cutPair splits "a/b" where both are target names.

@@ -108,6 +108,9 @@ var specs = []spec{
 	{tGatewayRoutes1000, "gateway-local behind 999 routes that do not match", (*lab).gatewayTarget},
 	{tGatewayAPIKey, "gateway, token_bucket per tenant of an API key (X-API-Key), never reached", (*lab).gatewayTarget},
 	{tGatewayJWT, "gateway-apikey with the tenant from a bearer JWT", (*lab).gatewayTarget},
+	{tNginxTLS, "nginx-proxy terminating TLS", (*lab).nginxTarget},
+	{tCaddyTLS, "Caddy reverse_proxy terminating TLS", (*lab).caddyTarget},
+	{tGatewayTLS, "gateway-local terminating TLS (server.tls, on net/http's server)", (*lab).gatewayTarget},
 }
 
 // The gateway targets' policies (YAML flow style). "Never reached": 10
@@ -144,6 +147,7 @@ var gatewayConfigs = map[string]gatewayConfig{
 	tGatewayRoutes1000: {Policy: pLocal, Routes: 999},
 	tGatewayAPIKey:     {Policy: pTenant, Tenants: benchAPIKeyTenants},
 	tGatewayJWT:        {Policy: pTenant, Tenants: benchJWTTenants},
+	tGatewayTLS:        {Policy: pLocal},
 }
 
 // lab holds the servers behind the targets. Servers several targets share
@@ -168,14 +172,17 @@ type lab struct {
 	redis     string            // host:port, once Redis runs
 	cluster   []string          // the masters' host:port, once the Cluster runs
 	otlp      *otlpSink         // once a traced gateway runs
-	tb        redistest.Main    // owns Redis and the Cluster
+	tb        redistest.Main    // owns Redis and the Cluster; makes the TLS certificate
 }
 
 // selectSpecs returns the specs named in only (comma-separated; "curves"
-// for curveTargets), or all but the curves.
+// for curveTargets, "tls" for tlsTargets), or all but the curves.
 func selectSpecs(only string) ([]spec, error) {
-	if only == "curves" {
+	switch only {
+	case "curves":
 		only = strings.Join(curveTargets, ",")
+	case "tls":
+		only = strings.Join(tlsTargets, ",")
 	}
 	if only == "" {
 		return slices.DeleteFunc(slices.Clone(specs), func(s spec) bool {
@@ -254,18 +261,22 @@ func (l *lab) upstreamTarget(_ context.Context, t *target) error {
 	return nil
 }
 
-// nginxTarget serves the three nginx targets from one nginx instance (2
+// nginxTarget serves the four nginx targets from one nginx instance (2
 // workers), one server block each.
 func (l *lab) nginxTarget(ctx context.Context, t *target) error {
 	if l.nginx == nil {
-		ports, err := freePorts(3)
+		ports, err := freePorts(4)
 		if err != nil {
 			return err
 		}
-		l.nginx = map[string]string{tNginxProxy: addr(ports[0]), tNginxLimitReq: addr(ports[1]), tNginxDeny: addr(ports[2])}
+		_, cert, key, err := l.scheme(tNginxTLS)
+		if err != nil {
+			return err
+		}
+		l.nginx = map[string]string{tNginxProxy: addr(ports[0]), tNginxLimitReq: addr(ports[1]), tNginxDeny: addr(ports[2]), tNginxTLS: addr(ports[3])}
 		dir := filepath.Join(l.dir, "nginx-proxy")
-		data := map[string]string{"Dir": dir, "Upstream": l.upstream,
-			"Proxy": l.nginx[tNginxProxy], "LimitReq": l.nginx[tNginxLimitReq], "Deny": l.nginx[tNginxDeny]}
+		data := map[string]string{"Dir": dir, "Upstream": l.upstream, "Proxy": l.nginx[tNginxProxy], "LimitReq": l.nginx[tNginxLimitReq],
+			"Deny": l.nginx[tNginxDeny], "TLS": l.nginx[tNginxTLS], "Cert": cert, "Key": key}
 		if err := render("nginx-proxy.conf", filepath.Join(dir, "nginx.conf"), data); err != nil {
 			return err
 		}
@@ -280,7 +291,11 @@ func (l *lab) nginxTarget(ctx context.Context, t *target) error {
 			return err
 		}
 	}
-	t.url = "http://" + l.nginx[t.name] + "/"
+	scheme, _, _, err := l.scheme(t.name)
+	if err != nil {
+		return err
+	}
+	t.url = scheme + "://" + l.nginx[t.name] + "/"
 	t.deny = t.name == tNginxDeny
 	t.own = []*proc{l.nginxProc}
 	return nil
@@ -309,18 +324,22 @@ func (l *lab) caddyTarget(ctx context.Context, t *target) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(l.dir, "caddy")
-	if err := render("Caddyfile", filepath.Join(dir, "Caddyfile"), map[string]any{"Port": ports[0], "Upstream": l.upstream}); err != nil {
+	scheme, cert, key, err := l.scheme(t.name)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(l.dir, t.name)
+	if err := render("Caddyfile", filepath.Join(dir, "Caddyfile"), map[string]any{"Port": ports[0], "Upstream": l.upstream, "Cert": cert, "Key": key}); err != nil {
 		return err
 	}
 	// Caddy keeps state under $HOME / XDG dirs: keep it in the temp dir.
 	env := []string{"HOME=" + dir, "XDG_DATA_HOME=" + dir, "XDG_CONFIG_HOME=" + dir}
-	p, err := l.ps.start("caddy", dir, env, "caddy", "run", "--config", "Caddyfile", "--adapter", "caddyfile")
+	p, err := l.ps.start(t.name, dir, env, "caddy", "run", "--config", "Caddyfile", "--adapter", "caddyfile")
 	if err != nil {
 		return err
 	}
 	t.own = []*proc{p}
-	t.url = "http://" + addr(ports[0]) + "/"
+	t.url = scheme + "://" + addr(ports[0]) + "/"
 	return p.waitHTTP(ctx, t.url)
 }
 
@@ -405,6 +424,11 @@ func (l *lab) gatewayKind(ctx context.Context, t *target, bin, name string) erro
 	if err := l.credentials(t); err != nil {
 		return err
 	}
+	scheme, cert, key, err := l.scheme(t.name)
+	if err != nil {
+		return err
+	}
+	cfg.Cert, cfg.Key = cert, key
 	path := filepath.Join(l.dir, name+".yaml")
 	if err := render("gateway.yaml", path, cfg); err != nil {
 		return err
@@ -414,7 +438,7 @@ func (l *lab) gatewayKind(ctx context.Context, t *target, bin, name string) erro
 		return err
 	}
 	t.own = []*proc{p}
-	t.url = "http://" + cfg.Listen + "/"
+	t.url = scheme + "://" + cfg.Listen + "/"
 	t.deny = t.name == tGatewayDeny || t.name == tGatewayDenyRed || t.name == tGatewayDenyStd
 	if cfg.LLM || t.name == tGatewayNonePost {
 		t.url = "http://" + cfg.Listen + "/v1/chat/completions"
@@ -448,16 +472,16 @@ func (l *lab) gatewayKind(ctx context.Context, t *target, bin, name string) erro
 // startRedis starts a redis-server, and startCluster a 3-master Cluster,
 // with redistest, as the tests do; lab.close stops them.
 func (l *lab) startRedis() error {
-	return l.redisTB(func() { l.redis = redistest.Start(&l.tb).Addr() })
+	return l.withTB(func() { l.redis = redistest.Start(&l.tb).Addr() })
 }
 
 func (l *lab) startCluster() error {
-	return l.redisTB(func() { l.cluster = redistest.StartCluster(&l.tb).Addrs() })
+	return l.withTB(func() { l.cluster = redistest.StartCluster(&l.tb).Addrs() })
 }
 
-// redisTB runs f, whose failure redistest.Main reports by panicking, and
-// returns that failure.
-func (l *lab) redisTB(f func()) (err error) {
+// withTB runs f, whose failure l.tb (a redistest.Main) reports by
+// panicking, and returns that failure.
+func (l *lab) withTB(f func()) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%v", r)

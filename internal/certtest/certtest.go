@@ -12,11 +12,17 @@ import (
 	"math/big"
 	"net/url"
 	"sync/atomic"
-	"testing"
 	"time"
 )
 
 var serial atomic.Int64
+
+// TB is what making a certificate needs of a test: *testing.T and
+// *testing.B are TBs, and so is redistest.Main, outside a test.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+}
 
 // CA signs certificates. Its methods fail the test on error.
 type CA struct {
@@ -26,7 +32,7 @@ type CA struct {
 }
 
 // NewCA makes a self-signed CA valid for a day around now.
-func NewCA(t testing.TB, name string) *CA {
+func NewCA(t TB, name string) *CA {
 	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
@@ -69,7 +75,7 @@ type Leaf struct {
 }
 
 // Issue signs a certificate; it returns the certificate and key in PEM.
-func (ca *CA) Issue(t testing.TB, l Leaf) (certPEM, keyPEM []byte) {
+func (ca *CA) Issue(t TB, l Leaf) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key := newKey(t)
 	if l.NotAfter.IsZero() {
@@ -107,7 +113,7 @@ func (ca *CA) Issue(t testing.TB, l Leaf) (certPEM, keyPEM []byte) {
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
 }
 
-func newKey(t testing.TB) *ecdsa.PrivateKey {
+func newKey(t TB) *ecdsa.PrivateKey {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -31,6 +31,9 @@ func (m *Main) Helper() {}
 // Fatalf panics with the message: a TestMain has no test to fail.
 func (m *Main) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
 
+// Fatal panics with the message, as Fatalf does.
+func (m *Main) Fatal(args ...any) { panic(fmt.Sprint(args...)) }
+
 // TempDir returns a new temporary directory, removed by Close.
 func (m *Main) TempDir() string {
 	dir, err := os.MkdirTemp("", "redistest")
