@@ -79,7 +79,8 @@ func (h *Handler) roundTripPool(st *requestState, req *http.Request) (*http.Resp
 			h.pools.Budget().RetryDone()
 		}
 		now := h.pools.Now()
-		st.pool.End(i, now, st.outcome(res, err), now.Sub(start), retryAfter(res, now))
+		wait := retryAfter(res, now)
+		st.pool.End(i, now, st.outcome(res, err, wait), now.Sub(start), wait)
 		if !h.mayRetry(st, req, attempt, res, err) {
 			return res, err
 		}
@@ -96,10 +97,12 @@ func (h *Handler) roundTripPool(st *requestState, req *http.Request) (*http.Resp
 }
 
 // outcome is what an attempt says of its member's health.
-func (st *requestState) outcome(res *http.Response, err error) pool.Outcome {
+func (st *requestState) outcome(res *http.Response, err error, retryAfter time.Duration) pool.Outcome {
 	switch {
 	case st.inbound().Err() != nil:
 		return pool.Abandoned
+	case retryAfter > 0:
+		return pool.Deferred
 	case err != nil, res.StatusCode >= 500:
 		return pool.Failure
 	}

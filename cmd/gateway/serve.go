@@ -35,6 +35,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/proxy"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
+	"github.com/ratelimit-gateway/gateway/proxy/pool"
 	"github.com/ratelimit-gateway/gateway/tracing"
 )
 
@@ -81,6 +82,9 @@ type process struct {
 	// history samples the request counters for the status page's chart.
 	history *admin.History
 	current *policies.Current
+	// pools is what is known of the upstream pools' members; its Run
+	// probes those with an active check.
+	pools   *pool.Pools
 	engine  *limiter.Engine
 	redis   redis.UniversalClient // nil without redis
 	shared  *redislimit.Limiter   // nil without redis
@@ -292,10 +296,13 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 	current := policies.NewCurrent(p.snap)
 	p.current = current
 	var err error
+	// The pools' health outlives reloads; their retry budget is the lean
+	// transport's too.
+	p.pools = pool.New(current, time.Now, nil)
 	var transport interface {
 		http.RoundTripper
 		CloseIdleConnections()
-	} = proxy.NewTransport()
+	} = proxy.NewTransportWithBudget(p.pools.Budget())
 	if p.snap.Config.Server.UpstreamTransport == policies.UpstreamTransportStandard {
 		transport = proxy.NewStandardTransport()
 	}
@@ -313,6 +320,7 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 		Snapshots:      current,
 		Limiter:        engine,
 		Transport:      transport,
+		Pools:          p.pools,
 		Logger:         p.log,
 		Metrics:        p.metrics,
 		Refusals:       p.refused,

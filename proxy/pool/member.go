@@ -84,6 +84,9 @@ const (
 	Failure
 	// Abandoned: the client went away; says nothing of the member.
 	Abandoned
+	// Deferred: a 429 or 503 with a Retry-After: the member asked for
+	// time, which End gives it, and is not failing.
+	Deferred
 )
 
 // Begin counts a request the i-th member starts on.
