@@ -417,7 +417,7 @@ func explainPool(p *plan, pools *pool.Pools) *ExplainedPool {
 	if cfg.HashKey != nil && p.reached >= stepBody {
 		if key, ok := cfg.HashKey(p.r, &p.subject); ok {
 			if st == nil {
-				st = pool.New(nil, time.Now, nil).For(p.snap, p.route)
+				st = pool.New(pool.Config{}).For(p.snap, p.route)
 			}
 			ep.HashPick = cfg.Members[st.HashPick(key)].Name
 		}

@@ -205,7 +205,7 @@ func New(cfg Config) (*Handler, error) {
 	_, h.leanTransport = cfg.Transport.(*h1.Transport)
 	h.transport, h.pools = cfg.Transport, cfg.Pools
 	if h.pools == nil {
-		h.pools = pool.New(cfg.Snapshots, time.Now, nil)
+		h.pools = pool.New(pool.Config{Snapshots: cfg.Snapshots, Transport: cfg.Transport})
 	}
 	h.rp = h.newReverseProxy(cfg.Transport)
 	return h, nil

@@ -35,7 +35,7 @@ func poolGateway(t *testing.T, members map[string]string, extra string, clock fu
 	holder.p.Store(snap)
 	var pools *pool.Pools
 	if clock != nil {
-		pools = pool.New(holder, clock, nil)
+		pools = pool.New(pool.Config{Snapshots: holder, Now: clock})
 	}
 	return newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{pools: pools})
 }

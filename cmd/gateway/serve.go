@@ -296,16 +296,18 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 	current := policies.NewCurrent(p.snap)
 	p.current = current
 	var err error
-	// The pools' health outlives reloads; their retry budget is the lean
-	// transport's too.
-	p.pools = pool.New(current, time.Now, nil)
+	// The pools' retry budget is the lean transport's too.
+	budget := pool.NewBudget(policies.DefaultRetryBudgetShare, policies.DefaultRetryBudgetMin)
 	var transport interface {
 		http.RoundTripper
 		CloseIdleConnections()
-	} = proxy.NewTransportWithBudget(p.pools.Budget())
+	} = proxy.NewTransportWithBudget(budget)
 	if p.snap.Config.Server.UpstreamTransport == policies.UpstreamTransportStandard {
 		transport = proxy.NewStandardTransport()
 	}
+	// The pools' health outlives reloads; run probes their members.
+	p.pools = pool.New(pool.Config{Snapshots: current, Budget: budget, Transport: transport})
+	p.metrics.WatchPools(poolStats(p.pools))
 	if lean, ok := transport.(*h1.Transport); ok {
 		p.metrics.WatchTransport(transportStats(lean))
 	}
@@ -442,6 +444,7 @@ func (p *process) run(ctx context.Context) error {
 	if p.jwtKeys != nil {
 		wg.Go(func() { _ = p.jwtKeys.Run(ctx) }) // returns nil when ctx is done
 	}
+	wg.Go(func() { _ = p.pools.Run(ctx) }) // the pools' active checks; nil when ctx is done
 
 	if p.admin != nil {
 		wg.Go(func() { errc <- ignoreClosed(p.admin.Serve(p.adminLn)) })

@@ -12,6 +12,7 @@ package pool
 import (
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,15 +29,32 @@ type Snapshots interface {
 // process-lifetime resource: build one with New, run its active checks with
 // Run. It is safe for concurrent use.
 type Pools struct {
-	snaps  Snapshots
-	now    func() time.Time
-	budget *Budget
+	snaps     Snapshots
+	now       func() time.Time
+	budget    *Budget
+	transport http.RoundTripper
 
 	// idx is the current snapshot's pools; mu guards the building of a
 	// new one, members and every ejection (which counts the pool's).
 	idx     atomic.Pointer[index]
 	mu      sync.Mutex
 	members map[memberKey]*Member
+}
+
+// Config is what Pools are built from. Every field may be zero.
+type Config struct {
+	// Snapshots is the configuration: a pool that its current snapshot
+	// no longer has is forgotten. Nil: the last snapshot asked about is
+	// the current one.
+	Snapshots Snapshots
+	// Now is the clock of ejections and probes (default time.Now).
+	Now func() time.Time
+	// Budget is the retry budget (default: 20 % of the requests in
+	// flight, at least 3).
+	Budget *Budget
+	// Transport carries the active checks' probes (default a
+	// net/http transport of the Pools' own).
+	Transport http.RoundTripper
 }
 
 // index maps one snapshot's routes to their pools.
@@ -48,16 +66,19 @@ type index struct {
 
 type memberKey struct{ route, member string }
 
-// New returns the Pools of the snapshots snaps hands out, with now as its
-// clock and budget as the retry budget (nil: DefaultBudget's).
-func New(snaps Snapshots, now func() time.Time, budget *Budget) *Pools {
-	if now == nil {
-		now = time.Now
+// New returns the Pools of cfg. It starts nothing.
+func New(cfg Config) *Pools {
+	p := &Pools{snaps: cfg.Snapshots, now: cfg.Now, budget: cfg.Budget, transport: cfg.Transport, members: map[memberKey]*Member{}}
+	if p.now == nil {
+		p.now = time.Now
 	}
-	if budget == nil {
-		budget = NewBudget(policies.DefaultRetryBudgetShare, policies.DefaultRetryBudgetMin)
+	if p.budget == nil {
+		p.budget = NewBudget(policies.DefaultRetryBudgetShare, policies.DefaultRetryBudgetMin)
 	}
-	return &Pools{snaps: snaps, now: now, budget: budget, members: map[memberKey]*Member{}}
+	if p.transport == nil {
+		p.transport = &http.Transport{DisableKeepAlives: true}
+	}
+	return p
 }
 
 // Budget is the retry budget requests of every pool draw on.

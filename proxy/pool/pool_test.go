@@ -2,6 +2,7 @@ package pool
 
 import (
 	"fmt"
+	"net/url"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func newState(t *testing.T, balance policies.Balance, weights ...int) *State {
 	}
 	route := &policies.Route{Name: "r", Pool: cfg}
 	snap := &policies.Snapshot{Routes: []*policies.Route{route}}
-	p := New(nil, func() time.Time { return t0 }, nil)
+	p := New(Config{Now: func() time.Time { return t0 }})
 	return p.For(snap, route)
 }
 
@@ -219,7 +220,7 @@ func TestReloadKeepsHealth(t *testing.T) {
 	route := &policies.Route{Name: "r", Pool: cfg}
 	snap := &policies.Snapshot{Routes: []*policies.Route{route}}
 	holder := &holder{snap}
-	p := New(holder, func() time.Time { return t0 }, nil)
+	p := New(Config{Snapshots: holder, Now: func() time.Time { return t0 }})
 	s := p.For(snap, route)
 	s.Begin(1)
 	s.End(1, t0, Failure, 0, 0)
@@ -239,3 +240,12 @@ func TestReloadKeepsHealth(t *testing.T) {
 type holder struct{ s *policies.Snapshot }
 
 func (h *holder) Load() *policies.Snapshot { return h.s }
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
