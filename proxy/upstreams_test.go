@@ -484,3 +484,32 @@ func TestPoolMemberBackAfterEjection(t *testing.T) {
 		t.Errorf("the recovered member: %s, want healthy", st.Health)
 	}
 }
+
+// TestPoolRetryChargedOnce: a request that took two attempts (the first
+// member answered 503) is decided, and charged, once: the tenant's
+// remaining count falls by one a request.
+func TestPoolRetryChargedOnce(t *testing.T) {
+	bad, urlA := newCountingMember(t, "a")
+	bad.fail.Store(http.StatusServiceUnavailable)
+	good, urlB := newCountingMember(t, "b")
+	snap := compileYAML(t, `
+routes:
+  - {name: api, match: {path_prefix: /}, policies: [per-ip], retry: {}, health: {failures: 1000},
+     upstreams: [{name: a, url: "`+urlA+`"}, {name: b, url: "`+urlB+`"}]}
+policies:
+  per-ip: {key: ip, rate: 100, per: 1m}
+`)
+	srv, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+	for i := 1; i <= 10; i++ {
+		r := do(t, srv.Client(), http.MethodGet, srv.URL+"/x", nil, nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("request %d: got %d, want 200 (retried on b)", i, r.status)
+		}
+		if got, want := r.header.Get("X-RateLimit-Remaining"), fmt.Sprint(100-i); got != want {
+			t.Fatalf("request %d: remaining %s, want %s", i, got, want)
+		}
+	}
+	if bad.n.Load() != 5 || good.n.Load() != 10 {
+		t.Errorf("a got %d, b %d; want 5 (every other turn) and 10", bad.n.Load(), good.n.Load())
+	}
+}

@@ -207,19 +207,26 @@ func (s *State) Pick(now time.Time, key string, hasKey bool, tried Tried) (i int
 		if hasKey {
 			return s.rendezvous(key, in), true
 		}
-		return s.roundRobin(in), true
+		return s.roundRobin(in, tried), true
 	case policies.BalanceLeastRequest:
 		return s.twoChoices(in), true
 	default:
-		return s.roundRobin(in), true
+		return s.roundRobin(in, tried), true
 	}
 }
 
 // roundRobin takes members in turn, each as often as its weight: the turn
 // is a point on the pool's total weight; the member it falls on takes it,
-// or the next one in that is after it.
-func (s *State) roundRobin(in []int) int {
-	pos := int((s.rr.Add(1) - 1) % uint64(s.totalWeight))
+// or the next one in that is after it. A retry takes the turn after its
+// request's without moving it: the members' shares stay their weights'.
+func (s *State) roundRobin(in []int, tried Tried) int {
+	var turn uint64
+	if tried == 0 {
+		turn = s.rr.Add(1) - 1
+	} else {
+		turn = s.rr.Load()
+	}
+	pos := int(turn % uint64(s.totalWeight))
 	at := 0
 	for j, m := range s.pool.Members {
 		if pos < m.Weight {
