@@ -51,6 +51,7 @@ type gatewayConfig struct {
 	Tracing      string  // the OTLP/HTTP endpoint of tracing, "" for none
 	SampleRatio  float64 // tracing's sample_ratio
 	Tenants      string  // the tenants section, "" for none
+	Pool         int     // members of the route's pool, each the upstream; 0: one upstream
 }
 
 // llmBody is what the LLM target posts: the small call of llmload.
