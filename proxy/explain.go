@@ -124,6 +124,9 @@ type ExplainedPool struct {
 	// many members one request may try.
 	Retries  bool `json:"retries"`
 	Attempts int  `json:"attempts,omitempty"`
+	// LiveHealth is true when the members' health is a running gateway's;
+	// false: as a gateway that has just started sees them.
+	LiveHealth bool `json:"live_health"`
 }
 
 // ExplainedMember is one member of a pool: its name, its URL redacted, and
@@ -397,7 +400,7 @@ func explainRoute(r *http.Request, snap *policies.Snapshot, route *policies.Rout
 // knows it, and where balance: hash sends the request.
 func explainPool(p *plan, pools *pool.Pools) *ExplainedPool {
 	cfg := p.route.Pool
-	ep := &ExplainedPool{Balance: string(cfg.Balance), HashKey: cfg.HashKeySpec, Retries: cfg.Retry != nil}
+	ep := &ExplainedPool{Balance: string(cfg.Balance), HashKey: cfg.HashKeySpec, Retries: cfg.Retry != nil, LiveHealth: pools != nil}
 	if cfg.Retry != nil {
 		ep.Attempts = cfg.Retry.Attempts
 	}

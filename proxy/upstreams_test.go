@@ -513,3 +513,43 @@ policies:
 		t.Errorf("a got %d, b %d; want 5 (every other turn) and 10", bad.n.Load(), good.n.Load())
 	}
 }
+
+// TestExplainPool: explain names the pool's members, their health as the
+// running gateway's pools know it, and the member balance: hash sends the
+// request to, which is the one serving picks.
+func TestExplainPool(t *testing.T) {
+	snap := compileYAML(t, `
+routes:
+  - {name: api, match: {path_prefix: /}, balance: hash, hash_key: "header:X-User", health: {failures: 1},
+     upstreams: [{name: a, url: "http://10.0.0.1"}, {name: b, url: "http://10.0.0.2"}, {name: c, url: "http://10.0.0.3"}]}
+`)
+	holder := &snapshotHolder{}
+	holder.p.Store(snap)
+	clock := newTestClock()
+	pools := pool.New(pool.Config{Snapshots: holder, Now: clock.Now})
+	st := pools.For(snap, snap.Routes[0])
+	st.Begin(1)
+	st.End(1, clock.Now(), pool.Failure, 0, 0) // b ejected
+	r := httptest.NewRequest(http.MethodGet, "http://gw/x", nil)
+	r.Header.Set("X-User", "u-42")
+	e := Explain(snap, r, ExplainOptions{Pools: pools})
+	if e.Route == nil || e.Route.Pool == nil {
+		t.Fatalf("got route %+v, want a pool", e.Route)
+	}
+	ep := e.Route.Pool
+	var health []string
+	for _, m := range ep.Members {
+		health = append(health, m.Name+"="+m.Health)
+	}
+	if got := strings.Join(health, " "); got != "a=healthy b=ejected c=healthy" || !ep.LiveHealth {
+		t.Errorf("got %s (live %v), want b ejected, live", got, ep.LiveHealth)
+	}
+	want := snap.Routes[0].Pool.Members[st.HashPick("u-42")].Name
+	if ep.HashPick != want || ep.HashKey != "header:X-User" {
+		t.Errorf("got hash pick %q by %q, want %q", ep.HashPick, ep.HashKey, want)
+	}
+	offline := Explain(snap, r, ExplainOptions{})
+	if p := offline.Route.Pool; p.LiveHealth || p.Members[1].Health != "healthy" || p.HashPick != want {
+		t.Errorf("offline: got %+v, want every member healthy, not live, the same pick", p)
+	}
+}

@@ -549,6 +549,9 @@ func printPool(line func(string, string, ...any), ep *proxy.ExplainedPool) {
 		retries = fmt.Sprintf("retries on another member when safe (%d attempts at most)", ep.Attempts)
 	}
 	line("pool", "%s, %s", ep.Balance, retries)
+	if !ep.LiveHealth {
+		line("health", "as a gateway that has just started sees it (a running one's: gateway_pool_member_healthy in /metrics)")
+	}
 	for _, m := range ep.Members {
 		line("member", "%s %s (weight %d, %s): %s", m.Name, m.URL, m.Weight, m.Protocol, m.Health)
 	}
