@@ -81,6 +81,7 @@ func (h *Handler) roundTripPool(st *requestState, req *http.Request) (*http.Resp
 		now := h.pools.Now()
 		wait := retryAfter(res, now)
 		st.pool.End(i, now, st.outcome(res, err, wait), now.Sub(start), wait)
+		st.rep.upstream.member, st.rep.upstream.retries = m.Name, st.retries
 		if !h.mayRetry(st, req, attempt, res, err) {
 			return res, err
 		}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -493,13 +494,16 @@ func TestPoolRetryChargedOnce(t *testing.T) {
 	bad.fail.Store(http.StatusServiceUnavailable)
 	good, urlB := newCountingMember(t, "b")
 	snap := compileYAML(t, `
+log: {access: true}
 routes:
   - {name: api, match: {path_prefix: /}, policies: [per-ip], retry: {}, health: {failures: 1000},
      upstreams: [{name: a, url: "`+urlA+`"}, {name: b, url: "`+urlB+`"}]}
 policies:
   per-ip: {key: ip, rate: 100, per: 1m}
 `)
-	srv, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+	srv, h := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+	var logBuf syncBuffer
+	h.access = slog.New(slog.NewJSONHandler(&logBuf, nil))
 	for i := 1; i <= 10; i++ {
 		r := do(t, srv.Client(), http.MethodGet, srv.URL+"/x", nil, nil)
 		if r.status != http.StatusOK {
@@ -511,6 +515,13 @@ policies:
 	}
 	if bad.n.Load() != 5 || good.n.Load() != 10 {
 		t.Errorf("a got %d, b %d; want 5 (every other turn) and 10", bad.n.Load(), good.n.Load())
+	}
+	// The access log names the member that answered, and its retries.
+	if n := logBuf.count(`"upstream_member":"b","upstream_retries":1`); n != 5 {
+		t.Errorf("%d access log lines name b after a retry, want 5", n)
+	}
+	if n := logBuf.count(`"upstream_member":"b","upstream_retries":0`); n != 5 {
+		t.Errorf("%d access log lines name b at once, want 5", n)
 	}
 }
 
@@ -551,5 +562,37 @@ routes:
 	offline := Explain(snap, r, ExplainOptions{})
 	if p := offline.Route.Pool; p.LiveHealth || p.Members[1].Health != "healthy" || p.HashPick != want {
 		t.Errorf("offline: got %+v, want every member healthy, not live, the same pick", p)
+	}
+}
+
+// TestPoolNoRetryOnceTheAnswerStarted: a member that sends its answer's
+// headers and part of its body, then drops the connection, is not retried
+// even for a GET: the answer is the client's from its headers on.
+func TestPoolNoRetryOnceTheAnswerStarted(t *testing.T) {
+	cut, urlA := newCountingMember(t, "a")
+	cut.answer = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		io.WriteString(w, "first bytes")
+		http.NewResponseController(w).Flush()
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+	}
+	other, urlB := newCountingMember(t, "b")
+	srv, _ := poolGateway(t, map[string]string{"a": urlA, "b": urlB}, ", retry: {attempts: 2}", newTestClock().Now)
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/x", nil)
+	req.Header.Set("X-Request-Id", "1")
+	// The gateway relays the answer as it comes, and cuts it when the
+	// member does: the client sees a broken answer (the headers, when they
+	// were flushed, then a cut), never a second member's.
+	if resp, err := srv.Client().Do(req); err == nil {
+		body, rerr := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if rerr == nil || string(body) == "b" {
+			t.Errorf("got %d %q, read error %v; want a cut answer", resp.StatusCode, body, rerr)
+		}
+	}
+	if cut.times("GET 1") != 1 || other.n.Load() != 0 {
+		t.Errorf("a got it %d times, b %d requests; want 1 and 0: no retry once the answer started", cut.times("GET 1"), other.n.Load())
 	}
 }
