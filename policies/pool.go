@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
@@ -248,7 +249,9 @@ func validatePool(p *problems, place string, rt *RouteConfig, builtins map[strin
 			p.add(mp+".url", err.Error())
 		} else if i == 0 {
 			path = u.Path
-		} else if u.Path != path {
+		} else if strings.TrimSuffix(u.Path, "/") != strings.TrimSuffix(path, "/") {
+			// A request's path is joined to the member's: a final "/"
+			// makes no difference.
 			p.addf(mp+".url", "every member of a pool has the same path (upstreams[0]'s is %q), got %q", path, u.Path)
 		}
 		if m.Weight <= 0 {

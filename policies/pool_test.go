@@ -82,3 +82,15 @@ func TestPoolCompiles(t *testing.T) {
 		t.Error("a route with one upstream got a pool")
 	}
 }
+
+// A member's URL, which may hold a secret, can come from the environment,
+// and a bad one is an error that names the variable, redacted.
+func TestPoolMemberFromTheEnvironment(t *testing.T) {
+	yaml := withRoute(`{name: p, upstreams: [{name: a, url: "http://127.0.0.1:9001"}, {name: b, url: "http://127.0.0.1:9002"}]}`)
+	snap := mustParse(t, yaml, "GATEWAY_ROUTES_0_UPSTREAMS_1_URL=http://10.9.9.9:1/")
+	if got := snap.Routes[0].Pool.Members[1].URL.String(); got != "http://10.9.9.9:1/" {
+		t.Errorf("got b at %s, want the environment's", got)
+	}
+	lines := errorLines(t, yaml, "GATEWAY_ROUTES_0_UPSTREAMS_1_URL=http://u:secret@10.9.9.9:1")
+	wantLine(t, lines, `gateway.yaml: routes[0].upstreams[1].url (from GATEWAY_ROUTES_0_UPSTREAMS_1_URL): must be http(s)://host or builtin:NAME, got "http://REDACTED@10.9.9.9:1"`)
+}
