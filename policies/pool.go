@@ -146,7 +146,9 @@ type Pool struct {
 	Retry *Retry
 }
 
-// Member is one compiled member of a pool.
+// Member is one compiled member of a pool: an upstream with a name of its
+// own, the unit that a target with its own key, model and prices can
+// extend.
 type Member struct {
 	Name     string
 	URL      *url.URL

@@ -29,15 +29,16 @@ func (t *poolTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.next.RoundTrip(req)
 }
 
-// transportFor is the transport that speaks protocol to a member. auto and
-// http1 take the gateway's one transport (lean for http://, net/http's for
-// the rest); h2 and h2c take it too until transports of their own are
-// given here: this is the one place that chooses.
+// transportFor is the transport that speaks protocol to a member: the one
+// place that chooses. auto and http1 take the gateway's one transport (the
+// lean one for http://, net/http's for the rest); h2 and h2c are accepted
+// and validated, and take it too until transports of their own are given
+// here.
 func (h *Handler) transportFor(protocol policies.UpstreamProtocol) http.RoundTripper {
 	switch protocol {
-	case policies.ProtocolAuto, policies.ProtocolHTTP1:
-		return h.transport
-	default:
+	case policies.ProtocolH2, policies.ProtocolH2C:
+		return h.transport // the HTTP/2 transports plug in here
+	default: // auto, http1
 		return h.transport
 	}
 }
