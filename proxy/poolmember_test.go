@@ -104,16 +104,18 @@ func startMember(t *testing.T, name string) *memberProcess {
 }
 
 // kill sends the member SIGKILL and waits until it is gone and its output
-// read.
+// read. It may be called from any goroutine: it reports a failure with
+// Errorf.
 func (m *memberProcess) kill(t *testing.T) {
 	t.Helper()
 	if err := m.cmd.Process.Kill(); err != nil {
-		t.Fatalf("SIGKILL %s: %v", m.name, err)
+		t.Errorf("SIGKILL %s: %v", m.name, err)
+		return
 	}
 	select {
 	case <-m.done:
 	case <-time.After(10 * time.Second):
-		t.Fatalf("member %s still running 10s after SIGKILL", m.name)
+		t.Errorf("member %s still running 10s after SIGKILL", m.name)
 	}
 }
 
