@@ -53,7 +53,7 @@ func newPoolsCollector() *statsCollector[PoolStats] {
 			func(m PoolMemberStats) float64 { return float64(m.Errors) }),
 		member("gateway_pool_member_latency_seconds_total", "Seconds to a pool member's answer headers, summed over its attempts.", prometheus.CounterValue,
 			func(m PoolMemberStats) float64 { return m.LatencySeconds }),
-		member("gateway_pool_member_in_flight", "Attempts on a pool member in flight now.", prometheus.GaugeValue,
+		member("gateway_pool_member_in_flight", "Requests at a pool member now, until their answer has been passed on whole.", prometheus.GaugeValue,
 			func(m PoolMemberStats) float64 { return float64(m.InFlight) }),
 		member("gateway_pool_member_ejections_total", "Times a pool member was ejected after failures in a row.", prometheus.CounterValue,
 			func(m PoolMemberStats) float64 { return float64(m.Ejections) }),

@@ -230,6 +230,7 @@ func (h *Handler) forward(w http.ResponseWriter, p *plan, dec decision, idem *id
 	// The route timeout is set up by rewrite, once the outbound request is
 	// known; this ends what it started.
 	defer st.endDeadline()
+	defer st.releaseMember()
 	if isHeld {
 		// Read whole already: nothing left for the deadline to watch (see
 		// rewrite for how it is sent).

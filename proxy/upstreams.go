@@ -58,7 +58,8 @@ func (h *Handler) pickMember(st *requestState) *url.URL {
 // roundTripPool sends req to the member rewrite picked and, while the
 // route's retry rule allows it, to another member after a connect error or
 // a retried status. Each attempt is told to its member's health; the last
-// one's answer, or error, is the exchange's. Nothing has reached the client
+// one's answer, or error, is the exchange's, in flight at its member until
+// forward releases it (see releaseMember). Nothing has reached the client
 // until this returns, so a retry is always before the answer's first byte;
 // the request was decided, and charged, once before.
 func (h *Handler) roundTripPool(st *requestState, req *http.Request) (*http.Response, error) {
@@ -93,6 +94,7 @@ func (h *Handler) roundTripPool(st *requestState, req *http.Request) (*http.Resp
 		if res != nil {
 			res.Body.Close()
 		}
+		st.pool.Release(i)
 		st.member = next
 		st.retries++
 	}
@@ -211,4 +213,12 @@ func (st *requestState) upstreamName() string {
 		return st.route().Pool.Members[st.member].Name
 	}
 	return policies.RedactURL(st.route().Upstream.String())
+}
+
+// releaseMember ends the exchange's request at its pool member, once its
+// answer was passed on whole or it failed: what least_request weighs.
+func (st *requestState) releaseMember() {
+	if st.pool != nil && st.tried.Has(st.member) {
+		st.pool.Release(st.member)
+	}
 }

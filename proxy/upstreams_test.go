@@ -244,7 +244,7 @@ func TestPoolHungMember(t *testing.T) {
 	_, urlC := newCountingMember(t, "c")
 	clock := newTestClock()
 	srv, h := poolGateway(t, map[string]string{"a": hung, "b": urlB, "c": urlC},
-		", timeout: 200ms, health: {failures: 3}, retry: {}", clock.Now)
+		", timeout: 1s, health: {failures: 3}, retry: {}", clock.Now)
 	client := srv.Client()
 	timeouts := 0
 	for range 9 { // round robin: a, b, c three times
@@ -594,5 +594,53 @@ func TestPoolNoRetryOnceTheAnswerStarted(t *testing.T) {
 	}
 	if cut.times("GET 1") != 1 || other.n.Load() != 0 {
 		t.Errorf("a got it %d times, b %d requests; want 1 and 0: no retry once the answer started", cut.times("GET 1"), other.n.Load())
+	}
+}
+
+// TestPoolLeastRequestCountsStreams: under least_request a member is busy
+// for as long as its answer flows, not only until its headers: while a
+// stream is open on it, the requests go to the idle members.
+func TestPoolLeastRequestCountsStreams(t *testing.T) {
+	release := make(chan struct{})
+	streaming := make(chan struct{}, 64)
+	slow, urlA := newCountingMember(t, "a")
+	slow.answer = func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "first")
+		http.NewResponseController(w).Flush()
+		streaming <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}
+	t.Cleanup(func() { close(release) })
+	_, urlB := newCountingMember(t, "b")
+	_, urlC := newCountingMember(t, "c")
+	srv, _ := poolGateway(t, map[string]string{"a": urlA, "b": urlB, "c": urlC}, ", balance: least_request", nil)
+	client := srv.Client()
+	// Requests until one lands on a and streams there (the others return).
+	var open []*http.Response
+	t.Cleanup(func() {
+		for _, r := range open {
+			r.Body.Close()
+		}
+	})
+	for len(streaming) == 0 {
+		resp, err := client.Get(srv.URL + "/stream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 5)
+		io.ReadFull(resp.Body, buf)
+		open = append(open, resp) // a's stays open; b's and c's are read whole
+	}
+	before := slow.n.Load()
+	for range 30 {
+		if r := do(t, client, http.MethodGet, srv.URL+"/x", nil, nil); r.status != http.StatusOK {
+			t.Fatalf("got %d, want 200", r.status)
+		}
+	}
+	if n := slow.n.Load() - before; n != 0 {
+		t.Errorf("a got %d of 30 requests while a stream was open on it, want 0", n)
 	}
 }

@@ -89,19 +89,25 @@ const (
 	Deferred
 )
 
-// Begin counts a request the i-th member starts on.
+// Begin counts a request the i-th member starts on; it is in flight there
+// until Release.
 func (s *State) Begin(i int) {
 	m := s.members[i]
 	m.inflight.Add(1)
 	m.requests.Add(1)
 }
 
-// End counts the end of the i-th member's request that Begin counted: how
-// it went, how long its answer took and, when the member answered 429 or
-// 503 with a Retry-After, for how long (0 for none) it wants no requests.
+// Release ends the i-th member's request that Begin counted in flight:
+// when its answer was passed on whole (a stream included), or when it was
+// given up for a retry.
+func (s *State) Release(i int) { s.members[i].inflight.Add(-1) }
+
+// End counts how the i-th member's request went once its answer's headers
+// arrived (or it failed): the outcome, how long that took and, when the
+// member answered 429 or 503 with a Retry-After, for how long (0 for none)
+// it wants no requests.
 func (s *State) End(i int, now time.Time, o Outcome, took, retryAfter time.Duration) {
 	m := s.members[i]
-	m.inflight.Add(-1)
 	m.latency.Add(int64(took))
 	h := s.pool.Health
 	if retryAfter > 0 {
