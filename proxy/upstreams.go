@@ -71,6 +71,7 @@ func (h *Handler) roundTripPool(st *requestState, req *http.Request) (*http.Resp
 		if attempt > 1 {
 			var err error
 			if req, err = toMember(req, m.URL); err != nil {
+				h.pools.Budget().RetryDone()
 				return nil, err
 			}
 		}
