@@ -22,8 +22,8 @@ type MemberConfig struct {
 	// same path.
 	URL string `koanf:"url" redact:"url"`
 	// Weight is the member's share of the traffic against the others'
-	// (default 1).
-	Weight int `koanf:"weight"`
+	// (default 1; nil when absent, so that a 0 is an error, not a default).
+	Weight *int `koanf:"weight"`
 	// Protocol is how the gateway speaks to the member (default auto).
 	Protocol UpstreamProtocol `koanf:"protocol"`
 }
@@ -188,7 +188,9 @@ func (rt *RouteConfig) applyPoolDefaults() {
 	setDefault(&rt.Balance, BalanceRoundRobin)
 	for i := range rt.Upstreams {
 		m := &rt.Upstreams[i]
-		setDefault(&m.Weight, 1)
+		if m.Weight == nil {
+			m.Weight = new(1)
+		}
 		setDefault(&m.Protocol, ProtocolAuto)
 	}
 	if rt.Health == nil {
@@ -256,8 +258,8 @@ func validatePool(p *problems, place string, rt *RouteConfig, builtins map[strin
 			// makes no difference.
 			p.addf(mp+".url", "every member of a pool has the same path (upstreams[0]'s is %q), got %q", path, u.Path)
 		}
-		if m.Weight <= 0 {
-			p.addf(mp+".weight", "must be > 0, got %d", m.Weight)
+		if m.Weight != nil && *m.Weight <= 0 {
+			p.addf(mp+".weight", "must be > 0 (to take a member out, remove it from the list), got %d", *m.Weight)
 		}
 		if u != nil && m.Protocol == ProtocolH2C && u.Scheme != "http" {
 			p.add(mp+".protocol", "h2c is HTTP/2 without TLS: the url must be http://")
@@ -328,7 +330,7 @@ func compilePool(rc *RouteConfig, builtins map[string]*url.URL) (*Pool, error) {
 		if err != nil {
 			return nil, fmt.Errorf("upstreams[%d].url: %w", i, err)
 		}
-		pool.Members = append(pool.Members, Member{Name: m.Name, URL: u, Weight: m.Weight, Protocol: m.Protocol})
+		pool.Members = append(pool.Members, Member{Name: m.Name, URL: u, Weight: *m.Weight, Protocol: m.Protocol})
 	}
 	if rc.HashKey != "" {
 		parts, err := parseKeySpec(rc.HashKey)

@@ -91,7 +91,7 @@ routes:
 	}
 	for _, want := range []string{
 		"bad.yaml: routes[0].upstream: set upstream or upstreams, not both",
-		"bad.yaml: routes[0].upstreams[0].weight: must be > 0, got -2",
+		"bad.yaml: routes[0].upstreams[0].weight: must be > 0 (to take a member out, remove it from the list), got -2",
 		`bad.yaml: routes[0].upstreams[1].name: duplicate member name "a" (also upstreams[0])`,
 		`bad.yaml: routes[0].upstreams[1].protocol: must be auto, http1, h2 or h2c, got "h3"`,
 	} {
