@@ -25,7 +25,7 @@ type MemberConfig struct {
 	// (default 1; nil when absent, so that a 0 is an error, not a default).
 	Weight *int `koanf:"weight"`
 	// Protocol is how the gateway speaks to the member (default auto).
-	Protocol UpstreamProtocol `koanf:"protocol"`
+	Protocol MemberProtocol `koanf:"protocol"`
 }
 
 // HealthConfig is a pool's health: passive (what requests see) and, with
@@ -91,29 +91,30 @@ func (b *Balance) UnmarshalText(text []byte) error { return limiter.UnmarshalNam
 // MarshalText returns the rule's name.
 func (b Balance) MarshalText() ([]byte, error) { return []byte(b), nil }
 
-// UpstreamProtocol is how the gateway speaks to an upstream.
-type UpstreamProtocol string
+// MemberProtocol is how the gateway speaks to a pool member: the values of
+// a route's upstream_protocol, for one member.
+type MemberProtocol string
 
-// The upstream protocols.
+// The member protocols.
 const (
-	ProtocolAuto  UpstreamProtocol = "auto"  // HTTP/1.1, or HTTP/2 where TLS offers it
-	ProtocolHTTP1 UpstreamProtocol = "http1" // HTTP/1.1
-	ProtocolH2    UpstreamProtocol = "h2"    // HTTP/2 over TLS
-	ProtocolH2C   UpstreamProtocol = "h2c"   // HTTP/2 without TLS
+	MemberAuto  MemberProtocol = "auto"  // HTTP/1.1, or HTTP/2 where TLS offers it
+	MemberHTTP1 MemberProtocol = "http1" // HTTP/1.1
+	MemberH2    MemberProtocol = "h2"    // HTTP/2 over TLS
+	MemberH2C   MemberProtocol = "h2c"   // HTTP/2 without TLS
 )
 
-// UpstreamProtocols lists every upstream protocol.
-var UpstreamProtocols = []UpstreamProtocol{ProtocolAuto, ProtocolHTTP1, ProtocolH2, ProtocolH2C}
+// MemberProtocols lists every upstream protocol.
+var MemberProtocols = []MemberProtocol{MemberAuto, MemberHTTP1, MemberH2, MemberH2C}
 
 // UnmarshalText sets p to the protocol named by text, one of
-// UpstreamProtocols; empty text leaves the zero value, which defaults to
-// ProtocolAuto.
-func (p *UpstreamProtocol) UnmarshalText(text []byte) error {
-	return limiter.UnmarshalName(p, UpstreamProtocols, text)
+// MemberProtocols; empty text leaves the zero value, which defaults to
+// MemberAuto.
+func (p *MemberProtocol) UnmarshalText(text []byte) error {
+	return limiter.UnmarshalName(p, MemberProtocols, text)
 }
 
 // MarshalText returns the protocol's name.
-func (p UpstreamProtocol) MarshalText() ([]byte, error) { return []byte(p), nil }
+func (p MemberProtocol) MarshalText() ([]byte, error) { return []byte(p), nil }
 
 // Pool defaults.
 const (
@@ -153,7 +154,7 @@ type Member struct {
 	Name     string
 	URL      *url.URL
 	Weight   int
-	Protocol UpstreamProtocol
+	Protocol MemberProtocol
 }
 
 // Health is a pool's passive health.
@@ -191,7 +192,7 @@ func (rt *RouteConfig) applyPoolDefaults() {
 		if m.Weight == nil {
 			m.Weight = new(1)
 		}
-		setDefault(&m.Protocol, ProtocolAuto)
+		setDefault(&m.Protocol, MemberAuto)
 	}
 	if rt.Health == nil {
 		rt.Health = &HealthConfig{}
@@ -261,10 +262,10 @@ func validatePool(p *problems, place string, rt *RouteConfig, builtins map[strin
 		if m.Weight != nil && *m.Weight <= 0 {
 			p.addf(mp+".weight", "must be > 0 (to take a member out, remove it from the list), got %d", *m.Weight)
 		}
-		if u != nil && m.Protocol == ProtocolH2C && u.Scheme != "http" {
+		if u != nil && m.Protocol == MemberH2C && u.Scheme != "http" {
 			p.add(mp+".protocol", "h2c is HTTP/2 without TLS: the url must be http://")
 		}
-		if u != nil && m.Protocol == ProtocolH2 && u.Scheme != "https" {
+		if u != nil && m.Protocol == MemberH2 && u.Scheme != "https" {
 			p.add(mp+".protocol", "h2 is HTTP/2 over TLS: the url must be https:// (h2c without)")
 		}
 	}

@@ -63,7 +63,7 @@ func TestPoolCompiles(t *testing.T) {
 	if got := snap.Routes[0].Upstream.String(); got != "http://127.0.0.1:9001/v1" {
 		t.Errorf("got upstream %s, want the first member's", got)
 	}
-	if len(pool.Members) != 2 || pool.Members[0].Weight != 3 || pool.Members[1].Weight != 1 || pool.Members[1].Protocol != ProtocolH2C || pool.Members[0].Protocol != ProtocolAuto {
+	if len(pool.Members) != 2 || pool.Members[0].Weight != 3 || pool.Members[1].Weight != 1 || pool.Members[1].Protocol != MemberH2C || pool.Members[0].Protocol != MemberAuto {
 		t.Errorf("got members %+v", pool.Members)
 	}
 	if pool.HashKey == nil || pool.Balance != BalanceHash {

@@ -34,9 +34,9 @@ func (t *poolTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // lean one for http://, net/http's for the rest); h2 and h2c are accepted
 // and validated, and take it too until transports of their own are given
 // here.
-func (h *Handler) transportFor(protocol policies.UpstreamProtocol) http.RoundTripper {
+func (h *Handler) transportFor(protocol policies.MemberProtocol) http.RoundTripper {
 	switch protocol {
-	case policies.ProtocolH2, policies.ProtocolH2C:
+	case policies.MemberH2, policies.MemberH2C:
 		return h.transport // the HTTP/2 transports plug in here
 	default: // auto, http1
 		return h.transport
