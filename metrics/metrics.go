@@ -91,6 +91,8 @@ type Metrics struct {
 	evicting *prometheus.GaugeVec
 	// transport is the lean upstream transport's (see WatchTransport).
 	transport *statsCollector[TransportStats]
+	// pools is the upstream pools' members (see WatchPools).
+	pools *statsCollector[PoolStats]
 	// clients is the lean client server's (see WatchClientServer).
 	clients *statsCollector[ClientServerStats]
 	// tls is the TLS listener's certificates (see WatchCertificates).
@@ -145,6 +147,7 @@ func New() *Metrics {
 		jwtRefused: newJWTRefusedCounter(),
 
 		transport: newTransportCollector(),
+		pools:     newPoolsCollector(),
 		clients:   newClientServerCollector(),
 		tls:       newTLSCollector(),
 	}
@@ -161,7 +164,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.policyDecisions, m.decisionSeconds, m.upstreamTotal, m.upstreamSeconds,
-		m.inFlight, reloads, m.llm, m.config, m.redis, m.local, m.transport, m.clients, m.idem, m.evicting, m.adminAuth, m.jwtRefused, m.tls,
+		m.inFlight, reloads, m.llm, m.config, m.redis, m.local, m.transport, m.pools, m.clients, m.idem, m.evicting, m.adminAuth, m.jwtRefused, m.tls,
 	)
 	// Built once: HandlerOpts.Registry and InstrumentMetricHandler register
 	// the handler's own metrics, which a second registration would refuse.

@@ -199,13 +199,20 @@ func planBurst(planRate int64, pc PolicyConfig) int64 {
 }
 
 func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[string]*url.URL) (*Route, error) {
-	up, err := resolveUpstream(rc.Upstream, builtins)
+	pool, err := compilePool(rc, builtins)
 	if err != nil {
+		return nil, err
+	}
+	var up *url.URL
+	if pool != nil {
+		up = pool.Members[0].URL
+	} else if up, err = resolveUpstream(rc.Upstream, builtins); err != nil {
 		return nil, fmt.Errorf("upstream: %w", err)
 	}
 	rt := &Route{
 		Name:              rc.Name,
 		Upstream:          up,
+		Pool:              pool,
 		StripPrefix:       rc.StripPrefix,
 		Timeout:           rc.Timeout,
 		MaxBodyBytes:      max(rc.MaxBodyBytes, 0), // -1 (no limit) is 0 in the Snapshot

@@ -204,10 +204,23 @@ type TenantConfig struct {
 
 // RouteConfig is one entry of routes.
 type RouteConfig struct {
-	Name        string      `koanf:"name"`
-	Match       MatchConfig `koanf:"match"`
-	Upstream    string      `koanf:"upstream" redact:"url"` // http(s)://... or builtin:echo
-	StripPrefix string      `koanf:"strip_prefix"`
+	Name     string      `koanf:"name"`
+	Match    MatchConfig `koanf:"match"`
+	Upstream string      `koanf:"upstream" redact:"url"` // http(s)://... or builtin:echo
+	// Upstreams is a pool of instances, instead of Upstream (see
+	// MemberConfig); Balance, HashKey, Health and Retry apply to it.
+	Upstreams []MemberConfig `koanf:"upstreams"`
+	// Balance is round_robin (default, by weight), least_request or hash.
+	Balance Balance `koanf:"balance"`
+	// HashKey is the key balance: hash spreads by, written as a policy's
+	// key (tenant, header:NAME, ip, ...): one key goes to one member.
+	HashKey string `koanf:"hash_key"`
+	// Health ejects members that fail and, with a check, probes them.
+	Health *HealthConfig `koanf:"health"`
+	// Retry, when present, retries a request on another member when that
+	// is safe (docs/upstreams.md); off by default.
+	Retry       *RetryConfig `koanf:"retry"`
+	StripPrefix string       `koanf:"strip_prefix"`
 	// ClientCertificate: require answers 401 to a request without a
 	// client certificate that server.tls.client_ca_file verifies; "" asks
 	// for none.

@@ -139,6 +139,7 @@ func (c *Config) ApplyDefaults() {
 		setDefault(&rt.ErrorFormat, "gateway")
 		setDefault(&rt.RateLimitHeaders, RateLimitHeadersAll)
 		setDefault(&rt.MaxBodyBytes, DefaultMaxBodyBytes)
+		rt.applyPoolDefaults()
 		if rt.Upgrades == nil {
 			rt.Upgrades = slices.Clone(DefaultUpgrades)
 		}

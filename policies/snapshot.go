@@ -179,6 +179,9 @@ type Route struct {
 	// Upstream is where allowed requests go. A built-in upstream
 	// ("builtin:echo") is already resolved to its loopback URL.
 	Upstream *url.URL
+	// Pool is the route's upstreams when it has several (Upstream is then
+	// its first member's URL); nil when it has one.
+	Pool *Pool
 	// StripPrefix is removed from the path before forwarding ("" keeps it).
 	StripPrefix string
 	// Timeout bounds the wait for the upstream's response headers (504).

@@ -211,9 +211,7 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 			seen[rt.Name] = i
 		}
 		validateMatch(p, place+".match", &rt.Match)
-		if _, err := resolveUpstream(rt.Upstream, builtins); err != nil {
-			p.add(place+".upstream", err.Error())
-		}
+		validatePool(p, place, rt, builtins)
 		if rt.StripPrefix != "" && !strings.HasPrefix(rt.StripPrefix, "/") {
 			p.addf(place+".strip_prefix", "must start with \"/\", got %q", rt.StripPrefix)
 		} else {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/jwtauth"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
+	"github.com/ratelimit-gateway/gateway/proxy/pool"
 )
 
 // ExplainOptions tune Explain. The zero value reads no body and names no
@@ -34,6 +36,9 @@ type ExplainOptions struct {
 	// tokens only. It must not touch the network (a KeySet's Key never
 	// does).
 	Tokens *jwtauth.Verifier
+	// Pools is what a running gateway knows of its pools' members; nil
+	// shows them as a gateway that has just started sees them: healthy.
+	Pools *pool.Pools
 }
 
 // Explanation is what the gateway would do with a request up to the
@@ -97,11 +102,41 @@ type ExplainedRoute struct {
 	// UpstreamPath is the path and query the upstream receives: strip_prefix
 	// removed, the rest joined to the upstream's base path.
 	UpstreamPath string `json:"upstream_path"`
+	// Pool is the route's upstreams; nil when it has one.
+	Pool *ExplainedPool `json:"pool,omitempty"`
 	// Config is the route's entry of routes, defaults applied, as
 	// policies.Redacted shows it (the config's own keys: upstream, match,
 	// timeout, idempotency ..., no secret); nil for a route of a snapshot
 	// built without a config.
 	Config map[string]any `json:"config"`
+}
+
+// ExplainedPool is a route's pool of upstreams.
+type ExplainedPool struct {
+	Balance string            `json:"balance"`
+	Members []ExplainedMember `json:"members"`
+	// HashKey is balance: hash's key as written; HashPick the member this
+	// request's key goes to while every member is in ("" when the request
+	// lacks the key: it is balanced in turn).
+	HashKey  string `json:"hash_key,omitempty"`
+	HashPick string `json:"hash_pick,omitempty"`
+	// Retries says whether the route retries on another member, and how
+	// many members one request may try.
+	Retries  bool `json:"retries"`
+	Attempts int  `json:"attempts,omitempty"`
+	// LiveHealth is true when the members' health is a running gateway's;
+	// false: as a gateway that has just started sees them.
+	LiveHealth bool `json:"live_health"`
+}
+
+// ExplainedMember is one member of a pool: its name, its URL redacted, and
+// its health (healthy, ejected, held or down).
+type ExplainedMember struct {
+	Name     string `json:"name"`
+	URL      string `json:"url"`
+	Weight   int    `json:"weight"`
+	Protocol string `json:"protocol"`
+	Health   string `json:"health"`
 }
 
 // ExplainedIdentity is who the gateway takes the client to be.
@@ -258,6 +293,9 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 	route := p.route
 	if route != nil {
 		e.Route = explainRoute(p.r, snap, route)
+		if route.Pool != nil {
+			e.Route.Pool = explainPool(p, opts.Pools)
+		}
 	}
 	if route != nil && route.LLM && p.reached >= stepBody {
 		e.LLM = explainLLM(p, opts.ReadBody)
@@ -361,6 +399,47 @@ func explainRoute(r *http.Request, snap *policies.Snapshot, route *policies.Rout
 	pr.SetURL(route.Upstream)
 	er.UpstreamPath = pr.Out.URL.RequestURI()
 	return er
+}
+
+// explainPool shows the plan's route's pool, its members' health as pools
+// knows it, and where balance: hash sends the request.
+func explainPool(p *plan, pools *pool.Pools) *ExplainedPool {
+	cfg := p.route.Pool
+	ep := &ExplainedPool{Balance: string(cfg.Balance), HashKey: cfg.HashKeySpec, Retries: cfg.Retry != nil, LiveHealth: pools != nil}
+	if cfg.Retry != nil {
+		ep.Attempts = cfg.Retry.Attempts
+	}
+	var st *pool.State
+	if pools != nil {
+		st = pools.For(p.snap, p.route)
+	}
+	for i, m := range cfg.Members {
+		health := string(pool.Healthy)
+		if st != nil {
+			health = string(st.Member(i).HealthAt(pools.Now()))
+		}
+		ep.Members = append(ep.Members, ExplainedMember{
+			Name: m.Name, URL: shownURL(m.URL), Weight: m.Weight, Protocol: string(m.Protocol), Health: health,
+		})
+	}
+	if cfg.HashKey != nil && p.reached >= stepBody {
+		if key, ok := cfg.HashKey(p.r, &p.subject); ok {
+			if st == nil {
+				st = pool.New(pool.Config{}).For(p.snap, p.route)
+			}
+			ep.HashPick = cfg.Members[st.HashPick(key)].Name
+		}
+	}
+	return ep
+}
+
+// shownURL is an upstream's URL redacted, or builtin:NAME for a built-in
+// one that is not started (a placeholder).
+func shownURL(u *url.URL) string {
+	if name, ok := strings.CutPrefix(u.Hostname(), "builtin."); ok && strings.HasSuffix(name, ".invalid") {
+		return "builtin:" + strings.TrimSuffix(name, ".invalid")
+	}
+	return policies.RedactURL(u.String())
 }
 
 // shown is a config entry as policies.Redacted shows it.

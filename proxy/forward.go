@@ -18,6 +18,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
+	"github.com/ratelimit-gateway/gateway/proxy/pool"
 )
 
 // errUpstreamTimeout is returned by modifyResponse when the route timeout
@@ -57,7 +58,16 @@ type requestState struct {
 	// when there is none or it is held (held: the body the gateway read
 	// whole, an llm call's or an idempotent request's).
 	body *uploadBody
-	held []byte
+	// pool is the route's pool (nil for one upstream); member the member
+	// the exchange is on, tried those it was sent to, retries how many
+	// times it was sent again; poolKey is balance: hash's key.
+	pool       *pool.State
+	member     int
+	tried      pool.Tried
+	retries    int
+	poolKey    string
+	hasPoolKey bool
+	held       []byte
 	// heldReader reads held for the outbound request: kept here, the
 	// request's io.NopCloser over it is its only allocation.
 	heldReader bytes.Reader
@@ -130,7 +140,7 @@ func stateFrom(ctx context.Context) *requestState {
 func (h *Handler) newReverseProxy(transport http.RoundTripper) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
-		Transport:      transport,
+		Transport:      &poolTransport{h: h, next: transport},
 		BufferPool:     newBufferPool(),
 		ModifyResponse: h.modifyResponse,
 		ErrorHandler:   h.proxyError,
@@ -197,6 +207,9 @@ func (h *Handler) forward(w http.ResponseWriter, p *plan, dec decision, idem *id
 		st.sent = time.Now() // the upstream's time starts now
 	}
 	rep.upstream.forwarded = true
+	budget := h.pools.Budget()
+	budget.Begin()
+	defer budget.End()
 	held, isHeld := r.Body.(*heldBody)
 	if r.Body != nil && r.Body != http.NoBody && !isHeld {
 		body := r.Body
@@ -215,6 +228,7 @@ func (h *Handler) forward(w http.ResponseWriter, p *plan, dec decision, idem *id
 	// The route timeout is set up by rewrite, once the outbound request is
 	// known; this ends what it started.
 	defer st.endDeadline()
+	defer st.releaseMember()
 	if isHeld {
 		// Read whole already: nothing left for the deadline to watch (see
 		// rewrite for how it is sent).
@@ -280,7 +294,11 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	if route.StripPrefix != "" {
 		stripPrefix(pr.Out.URL, route.StripPrefix)
 	}
-	pr.SetURL(route.Upstream) // also points Host at the upstream
+	target := route.Upstream
+	if route.Pool != nil {
+		target = h.pickMember(st)
+	}
+	pr.SetURL(target) // also points Host at the upstream
 	if len(st.held) > 0 {
 		// ReverseProxy wraps every body in a reader of its own, which
 		// net/http cannot tell is in memory, so it flushes the headers in a
@@ -460,7 +478,7 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		setRateLimitHeaders(w.Header(), st.verdict, rt.RateLimitHeaders)
 		h.writeError(w, r, http.StatusGatewayTimeout, errorBody{
 			Message: fmt.Sprintf("the upstream did not answer within %s", rt.Timeout),
-		}, route, slog.String("upstream", policies.RedactURL(rt.Upstream.String())))
+		}, route, slog.String("upstream", st.upstreamName()))
 	case errors.As(err, &tooLarge):
 		setRateLimitHeaders(w.Header(), st.verdict, rt.RateLimitHeaders)
 		h.writeError(w, r, http.StatusRequestEntityTooLarge, errorBody{
@@ -474,7 +492,7 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	default:
 		setRateLimitHeaders(w.Header(), st.verdict, rt.RateLimitHeaders)
 		h.writeError(w, r, http.StatusBadGateway, errorBody{Message: "the upstream could not be reached or failed to answer"},
-			route, slog.String("upstream", policies.RedactURL(rt.Upstream.String())), logErr)
+			route, slog.String("upstream", st.upstreamName()), logErr)
 	}
 }
 

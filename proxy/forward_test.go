@@ -499,7 +499,7 @@ func TestHeldBodyGoesUpstreamInOneWrite(t *testing.T) {
 			return nil, err
 		}
 		return countingConn{Conn: c, writes: &writes}, nil
-	})
+	}, nil)
 	snap := compileYAML(t, `
 routes:
   - {name: llm, match: {path_prefix: /v1/}, upstream: "`+up.URL+`", llm: openai}

@@ -24,6 +24,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
+	"github.com/ratelimit-gateway/gateway/proxy/pool"
 )
 
 // t0 is the fixed instant the test limiter starts at.
@@ -151,6 +152,7 @@ type gatewayOpts struct {
 	tracing        trace.TracerProvider
 	tokens         *jwtauth.Verifier
 	metrics        Observer
+	pools          *pool.Pools // nil: the Handler's own, on the real clock
 }
 
 // closingTransport is a transport whose idle connections a test closes.
@@ -179,7 +181,7 @@ func newGateway(t testing.TB, snap *policies.Snapshot, lim Limiter, o gatewayOpt
 	if o.log != nil {
 		logger = slog.New(o.log)
 	}
-	h, err := New(Config{Snapshots: holder, Limiter: lim, Transport: tr, Logger: logger, MaxHeaderBytes: o.maxHeaderBytes, Idempotency: o.idem, Tracing: o.tracing, Tokens: o.tokens, Metrics: o.metrics})
+	h, err := New(Config{Snapshots: holder, Limiter: lim, Transport: tr, Logger: logger, MaxHeaderBytes: o.maxHeaderBytes, Idempotency: o.idem, Tracing: o.tracing, Tokens: o.tokens, Metrics: o.metrics, Pools: o.pools})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
+	"github.com/ratelimit-gateway/gateway/proxy/pool"
 )
 
 // DefaultMaxHeaderBytes is the request header limit used when
@@ -92,6 +93,11 @@ type Config struct {
 	// TokenizeWait is how long a call waits for one of those slots before
 	// it is refused with 503; zero means DefaultTokenizeWait.
 	TokenizeWait time.Duration
+	// Pools holds the health of upstream pools' members and the retry
+	// budget (a process-lifetime resource, whose Run probes the members
+	// of pools with an active check). Nil means a handler's own, without
+	// active checks.
+	Pools *pool.Pools
 	// Tokens verifies the bearer JWTs of tenants.jwt against the signing
 	// keys cmd fetches (a process-lifetime resource). Nil verifies HMAC
 	// tokens only: a token signed with a key pair is refused.
@@ -105,7 +111,11 @@ type Handler struct {
 	snapshots Snapshots
 	// leanTransport: the transport is h1's, which times lean exchanges by
 	// itself (see timeUpstream).
-	leanTransport  bool
+	leanTransport bool
+	// transport carries every exchange upstream (see transportFor); pools
+	// is what the gateway knows of the members of pools.
+	transport      http.RoundTripper
+	pools          *pool.Pools
 	limiter        Limiter
 	log            *slog.Logger
 	maxHeaderBytes int
@@ -193,6 +203,10 @@ func New(cfg Config) (*Handler, error) {
 		h.tracer = cfg.Tracing.Tracer(tracerName)
 	}
 	_, h.leanTransport = cfg.Transport.(*h1.Transport)
+	h.transport, h.pools = cfg.Transport, cfg.Pools
+	if h.pools == nil {
+		h.pools = pool.New(pool.Config{Snapshots: cfg.Snapshots, Transport: cfg.Transport})
+	}
 	h.rp = h.newReverseProxy(cfg.Transport)
 	return h, nil
 }

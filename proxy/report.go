@@ -67,6 +67,10 @@ type report struct {
 		forwarded bool
 		status    int // 0: no response
 		took      time.Duration
+		// member is the pool member that answered last ("" for a route
+		// with one upstream), after retries retries.
+		member  string
+		retries int
 	}
 	llm *llmCall
 	// span is the request's server span when tracing is on (see
@@ -278,6 +282,9 @@ func (h *Handler) accessLine(ctx context.Context, r *http.Request, rep *report, 
 	}
 	if rep.upstream.forwarded {
 		attrs = append(attrs, slog.Int("upstream_status", rep.upstream.status), slog.Float64("upstream_ms", msec(rep.upstream.took)))
+		if rep.upstream.member != "" {
+			attrs = append(attrs, slog.String("upstream_member", rep.upstream.member), slog.Int("upstream_retries", rep.upstream.retries))
+		}
 	}
 	h.access.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 }

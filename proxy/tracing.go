@@ -178,6 +178,10 @@ func (h *Handler) startUpstream(st *requestState) (end func()) {
 		trace.WithAttributes(attrRoute.String(route.Name), attribute.String("server.address", u.Hostname()),
 			attribute.String("url.full", u.Redacted())))
 	return func() {
+		if st.pool != nil {
+			// Which member answered, and after how many retries.
+			span.SetAttributes(attribute.String("gateway.upstream.member", st.upstreamName()), attribute.Int("gateway.upstream.retries", st.retries))
+		}
 		if status := st.rep.upstream.status; status != 0 {
 			span.SetAttributes(attribute.Int("http.response.status_code", status))
 			if status >= 500 {

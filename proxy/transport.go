@@ -29,7 +29,14 @@ const (
 // plain-HTTP upstreams, over NewStandardTransport's for the rest (TLS and
 // HTTP/2, upgrades, streamed uploads). The result is safe for concurrent use.
 func NewTransport() *h1.Transport {
-	return newTransport(newDialer().DialContext)
+	return newTransport(newDialer().DialContext, nil)
+}
+
+// NewTransportWithBudget is NewTransport whose resends of a request on a
+// new connection draw on retries, the budget the pools' retries draw on
+// too (pool.Pools.Budget).
+func NewTransportWithBudget(retries h1.RetryBudget) *h1.Transport {
+	return newTransport(newDialer().DialContext, retries)
 }
 
 // NewStandardTransport returns net/http's transport as the gateway tunes it:
@@ -52,8 +59,9 @@ func newDialer() *net.Dialer {
 type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // newTransport is NewTransport dialing with dial (tests watch connections).
-func newTransport(dial dialFunc) *h1.Transport {
+func newTransport(dial dialFunc, retries h1.RetryBudget) *h1.Transport {
 	return h1.New(h1.Config{
+		Retries:                retries,
 		Fallback:               newStandardTransport(dial),
 		Dial:                   dial,
 		MaxIdlePerHost:         transportMaxIdlePerHost,

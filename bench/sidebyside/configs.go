@@ -52,6 +52,7 @@ type gatewayConfig struct {
 	SampleRatio  float64 // tracing's sample_ratio
 	Tenants      string  // the tenants section, "" for none
 	Cert, Key    string  // server.tls's one pair of files, "" for plain HTTP
+	Pool         int     // members of the route's pool, each the upstream; 0: one upstream
 }
 
 // llmBody is what the LLM target posts: the small call of llmload.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -42,9 +43,9 @@ func printSnapshot(w io.Writer, snap *policies.Snapshot) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROUTE\tMATCH\tUPSTREAM\tPOLICY\tKEY\tALGORITHM\tLIMIT")
 	for _, rt := range snap.Routes {
-		upstream := policies.RedactURL(rt.Upstream.String())
-		if rt.Upstream.Scheme == "builtin" || strings.HasSuffix(rt.Upstream.Hostname(), ".invalid") {
-			upstream = "builtin:" + strings.TrimSuffix(strings.TrimPrefix(rt.Upstream.Hostname(), "builtin."), ".invalid")
+		upstream := shownUpstream(rt.Upstream)
+		if rt.Pool != nil {
+			upstream = "pool: " + memberNames(rt.Pool)
 		}
 		if len(rt.Policies) == 0 {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\tunlimited\n", rt.Name, describeMatch(rt.Match), upstream)
@@ -58,6 +59,11 @@ func printSnapshot(w io.Writer, snap *policies.Snapshot) {
 		}
 	}
 	tw.Flush()
+	for _, rt := range snap.Routes {
+		if pl := rt.Pool; pl != nil {
+			fmt.Fprintf(w, "\nroute %s: %s\n", rt.Name, describePool(pl))
+		}
+	}
 	for _, rt := range snap.Routes {
 		if id := rt.Idempotency; id != nil {
 			fmt.Fprintf(w, "\nroute %s: %s\n", rt.Name, describeIdempotency(id))
@@ -167,4 +173,50 @@ func count(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// memberNames lists a pool's members by name.
+func memberNames(pl *policies.Pool) string {
+	names := make([]string, len(pl.Members))
+	for i, m := range pl.Members {
+		names[i] = m.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// describePool says in one line what a route's pool does: its members
+// (URLs redacted), balance, health and retries.
+func describePool(pl *policies.Pool) string {
+	var b strings.Builder
+	b.WriteString("pool of")
+	for i, m := range pl.Members {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, " %s %s (weight %d)", m.Name, shownUpstream(m.URL), m.Weight)
+	}
+	fmt.Fprintf(&b, "; %s", pl.Balance)
+	if pl.HashKeySpec != "" {
+		fmt.Fprintf(&b, " by %s", pl.HashKeySpec)
+	}
+	h := pl.Health
+	fmt.Fprintf(&b, "; ejects after %d failures in a row for %s × n (at most %s)", h.Failures, h.Ejection, h.MaxEjection)
+	if c := pl.Check; c != nil {
+		fmt.Fprintf(&b, "; probes %s every %s (down after %d, back after %d)", c.Path, c.Interval, c.Unhealthy, c.Healthy)
+	}
+	if r := pl.Retry; r != nil {
+		fmt.Fprintf(&b, "; retries when safe, %d attempts at most, on %v", r.Attempts, r.Statuses)
+	} else {
+		b.WriteString("; no retries")
+	}
+	return b.String()
+}
+
+// shownUpstream is an upstream's URL redacted, or builtin:NAME for a
+// built-in one.
+func shownUpstream(u *url.URL) string {
+	if u.Scheme == "builtin" || strings.HasSuffix(u.Hostname(), ".invalid") {
+		return "builtin:" + strings.TrimSuffix(strings.TrimPrefix(u.Hostname(), "builtin."), ".invalid")
+	}
+	return policies.RedactURL(u.String())
 }

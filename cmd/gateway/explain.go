@@ -316,7 +316,11 @@ func printExplanation(w io.Writer, snap *policies.Snapshot, e proxy.Explanation)
 				strip = ", strip_prefix " + route.StripPrefix
 			}
 		}
+		if rt.Pool != nil {
+			upstream = "pool of " + count(len(rt.Pool.Members), "member", "members")
+		}
 		line("route", "%s%s → %s%s → %s", rt.Name, match, upstream, strip, rt.UpstreamPath)
+		printPool(line, rt.Pool)
 	} else if e.Status == http.StatusNotFound {
 		line("route", "none")
 	}
@@ -535,4 +539,29 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// printPool spells out a route's pool: its balance and retries, each
+// member with its health, and where balance: hash sends the request.
+func printPool(line func(string, string, ...any), ep *proxy.ExplainedPool) {
+	if ep == nil {
+		return
+	}
+	retries := "no retries"
+	if ep.Retries {
+		retries = fmt.Sprintf("retries on another member when safe (%d attempts at most)", ep.Attempts)
+	}
+	line("pool", "%s, %s", ep.Balance, retries)
+	if !ep.LiveHealth {
+		line("health", "as a gateway that has just started sees it (a running one's: gateway_pool_member_healthy in /metrics)")
+	}
+	for _, m := range ep.Members {
+		line("member", "%s %s (weight %d, %s): %s", m.Name, m.URL, m.Weight, m.Protocol, m.Health)
+	}
+	switch {
+	case ep.HashPick != "":
+		line("hash", "%s of this request → %s (while every member is in)", ep.HashKey, ep.HashPick)
+	case ep.HashKey != "":
+		line("hash", "this request lacks %s: balanced in turn", ep.HashKey)
+	}
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/proxy"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
+	"github.com/ratelimit-gateway/gateway/proxy/pool"
 	"github.com/ratelimit-gateway/gateway/tracing"
 )
 
@@ -81,6 +82,9 @@ type process struct {
 	// history samples the request counters for the status page's chart.
 	history *admin.History
 	current *policies.Current
+	// pools is what is known of the upstream pools' members; its Run
+	// probes those with an active check.
+	pools   *pool.Pools
 	engine  *limiter.Engine
 	redis   redis.UniversalClient // nil without redis
 	shared  *redislimit.Limiter   // nil without redis
@@ -292,13 +296,18 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 	current := policies.NewCurrent(p.snap)
 	p.current = current
 	var err error
+	// The pools' retry budget is the lean transport's too.
+	budget := pool.NewBudget(policies.DefaultRetryBudgetShare, policies.DefaultRetryBudgetMin)
 	var transport interface {
 		http.RoundTripper
 		CloseIdleConnections()
-	} = proxy.NewTransport()
+	} = proxy.NewTransportWithBudget(budget)
 	if p.snap.Config.Server.UpstreamTransport == policies.UpstreamTransportStandard {
 		transport = proxy.NewStandardTransport()
 	}
+	// The pools' health outlives reloads; run probes their members.
+	p.pools = pool.New(pool.Config{Snapshots: current, Budget: budget, Transport: transport})
+	p.metrics.WatchPools(poolStats(p.pools))
 	if lean, ok := transport.(*h1.Transport); ok {
 		p.metrics.WatchTransport(transportStats(lean))
 	}
@@ -313,6 +322,7 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 		Snapshots:      current,
 		Limiter:        engine,
 		Transport:      transport,
+		Pools:          p.pools,
 		Logger:         p.log,
 		Metrics:        p.metrics,
 		Refusals:       p.refused,
@@ -434,6 +444,7 @@ func (p *process) run(ctx context.Context) error {
 	if p.jwtKeys != nil {
 		wg.Go(func() { _ = p.jwtKeys.Run(ctx) }) // returns nil when ctx is done
 	}
+	wg.Go(func() { _ = p.pools.Run(ctx) }) // the pools' active checks; nil when ctx is done
 
 	if p.admin != nil {
 		wg.Go(func() { errc <- ignoreClosed(p.admin.Serve(p.adminLn)) })

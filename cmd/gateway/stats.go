@@ -5,6 +5,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/metrics"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
+	"github.com/ratelimit-gateway/gateway/proxy/pool"
 )
 
 // The metrics package reads stats values of its own, so that it imports
@@ -32,6 +33,20 @@ func redisStats(rl *redislimit.Limiter) func() metrics.RedisStats {
 
 func transportStats(t *h1.Transport) func() metrics.TransportStats {
 	return func() metrics.TransportStats { return metrics.TransportStats(t.Stats()) }
+}
+
+func poolStats(p *pool.Pools) func() metrics.PoolStats {
+	return func() metrics.PoolStats {
+		b := p.Budget().Stats()
+		out := metrics.PoolStats{RetriesGranted: b.Granted, RetriesRefused: b.Refused}
+		for _, m := range p.Stats() {
+			out.Members = append(out.Members, metrics.PoolMemberStats{
+				Route: m.Route, Member: m.Member, InFlight: m.InFlight, Requests: m.Requests, Errors: m.Errors,
+				Ejections: m.Ejections, LatencySeconds: m.Latency.Seconds(), State: string(m.Health),
+			})
+		}
+		return out
+	}
 }
 
 func clientServerStats(s *h1.Server) func() metrics.ClientServerStats {

@@ -100,6 +100,17 @@ type Config struct {
 	// Now is the clock the idle timeout is measured with (default
 	// time.Now).
 	Now func() time.Time
+	// Retries, when set, is the budget a request sent again (see
+	// RoundTrip) draws on; nil: no bound.
+	Retries RetryBudget
+}
+
+// RetryBudget bounds the retries in flight. TryRetry takes one, and reports
+// whether there was one; RetryDone gives it back. Both must be safe for
+// concurrent use.
+type RetryBudget interface {
+	TryRetry() bool
+	RetryDone()
 }
 
 // Transport is an http.RoundTripper for HTTP/1.1 upstreams. It is safe for
@@ -111,6 +122,7 @@ type Transport struct {
 	idleTimeout    time.Duration
 	maxHeaderBytes int64
 	now            func() time.Time
+	budget         RetryBudget
 
 	dials, reused, stale, retries, handedOver atomic.Int64
 
@@ -130,6 +142,7 @@ func New(cfg Config) *Transport {
 		idleTimeout:    cfg.IdleTimeout,
 		maxHeaderBytes: cfg.MaxResponseHeaderBytes,
 		now:            cfg.Now,
+		budget:         cfg.Retries,
 		idle:           make(map[string][]*conn),
 	}
 	if t.maxIdlePerHost <= 0 {
@@ -189,7 +202,9 @@ func LeanExchange(method string, header http.Header) bool {
 // A request sent on a reused connection that the upstream closed before any
 // of the answer arrived is sent again, once, on a new one, when sending it
 // twice is harmless: an idempotent method or an Idempotency-Key, and a body
-// that can be read again. Of the client trace, writeRequest calls the
+// that can be read again, and when the retry budget (Config.Retries) has
+// one. A retry whose dial fails does not return the dial's error as such:
+// the request may have reached the upstream the first time. Of the client trace, writeRequest calls the
 // Wrote* hooks (WroteRequest once the request is in the connection's
 // buffer, flushed just after) and RoundTrip calls Got1xxResponse.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -204,17 +219,32 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// The retry dials: another idle connection may be closing as this
 		// one was (an upstream's idle timeout fires for many at once).
 		c, reused, err := t.get(ctx, addr, !retried)
+		if err != nil && retried {
+			if t.budget != nil {
+				t.budget.RetryDone()
+			}
+			return nil, fmt.Errorf("h1: %s %s: the kept-alive connection closed before answering, then the new one: dial: %v", req.Method, addr, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("h1: dial %s: %w", addr, err)
 		}
 		res, err := c.roundTrip(req, trace)
+		if retried && t.budget != nil {
+			t.budget.RetryDone()
+		}
 		if err == nil {
 			return res, nil
 		}
 		if retried || !reused || c.answered || ctx.Err() != nil || errors.Is(err, ErrTimeout) || !replayable(req) {
 			return nil, err
 		}
+		if t.budget != nil && !t.budget.TryRetry() {
+			return nil, err
+		}
 		if req, err = rewound(req); err != nil {
+			if t.budget != nil {
+				t.budget.RetryDone()
+			}
 			return nil, err
 		}
 		t.retries.Add(1)

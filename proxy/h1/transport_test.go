@@ -13,6 +13,7 @@ import (
 	"net/textproto"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -703,5 +704,56 @@ func TestTimeoutDoesNotCutTheBody(t *testing.T) {
 	}
 	if n := up.opened.Load(); n != 1 {
 		t.Errorf("%d connections, want 1", n)
+	}
+}
+
+// testBudget grants every retry or none, and counts the asks and returns.
+type testBudget struct {
+	grant       bool
+	asked, back atomic.Int64
+}
+
+func (b *testBudget) TryRetry() bool { b.asked.Add(1); return b.grant }
+func (b *testBudget) RetryDone()     { b.back.Add(1) }
+
+// The resend of a request whose reused connection closed before answering
+// draws on Config.Retries, the budget the gateway's pools share: with none
+// left, the request fails instead; with one, it is taken and given back.
+func TestRetryDrawsOnTheBudget(t *testing.T) {
+	for _, grant := range []bool{false, true} {
+		t.Run(fmt.Sprint("grant=", grant), func(t *testing.T) {
+			addr, accepted := rawServer(t, func(i int, c net.Conn, br *bufio.Reader) {
+				for n := 0; ; n++ {
+					if _, _, err := readRequest(br); err != nil {
+						return
+					}
+					if i == 0 && n == 1 {
+						return // the second request on the first connection: dropped
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				}
+			})
+			budget := &testBudget{grant: grant}
+			tr, _ := newTestTransport(t, Config{Retries: budget})
+			get(t, tr, "http://"+addr+"/warm")
+			res, err := tr.RoundTrip(mustRequest(t, context.Background(), "GET", "http://"+addr+"/", nil))
+			if err == nil {
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+			}
+			if grant != (err == nil) {
+				t.Fatalf("grant %v: got err %v", grant, err)
+			}
+			if budget.asked.Load() != 1 {
+				t.Errorf("the budget was asked %d times, want 1", budget.asked.Load())
+			}
+			want := int64(0)
+			if grant {
+				want = 1
+			}
+			if budget.back.Load() != want || accepted.Load() != 1+want {
+				t.Errorf("given back %d, %d connections; want %d and %d", budget.back.Load(), accepted.Load(), want, 1+want)
+			}
+		})
 	}
 }
