@@ -212,6 +212,9 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 	if err != nil {
 		return nil, fmt.Errorf("upstream: %w", err)
 	}
+	if err := rc.UpstreamProtocol.Fits(up.Scheme); err != nil {
+		return nil, fmt.Errorf("upstream_protocol: %w", err)
+	}
 	rt := &Route{
 		Name:              rc.Name,
 		Upstream:          up,
@@ -226,6 +229,9 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		OpenAIErrors:      rc.ErrorFormat == "openai",
 		Anthropic:         rc.LLM == LLMAnthropic,
 		AnthropicErrors:   rc.ErrorFormat == LLMAnthropic,
+		GRPCErrors:        rc.ErrorFormat == ErrorFormatGRPC,
+		GRPCLimitStatus:   rc.GRPCLimitStatus,
+		UpstreamProtocol:  rc.UpstreamProtocol,
 		RateLimitHeaders:  rc.RateLimitHeaders,
 		Quota:             rc.Quota || rc.LLM != "",
 		Match: Match{

@@ -12,29 +12,31 @@ import (
 // denial_cache_size, pipelines) stay zero here: zero means the default of
 // the package that owns them, which cmd fills in where it builds them.
 const (
-	DefaultListen             = "127.0.0.1:8080"
-	DefaultReadHeaderTimeout  = 5 * time.Second
-	DefaultIdleTimeout        = 120 * time.Second
-	DefaultMaxHeaderBytes     = 32 << 10
-	DefaultShutdownTimeout    = 15 * time.Second
-	DefaultIPv4Prefix         = 32
-	DefaultIPv6Prefix         = 64
-	DefaultForwardedHeader    = "x-forwarded-for"
-	DefaultPathParameters     = PathParametersReject
-	DefaultUpstreamTransport  = UpstreamTransportLean
-	DefaultClientServer       = ClientServerLean
-	DefaultMinHeapBytes       = 64 << 20
-	DefaultPromptCountShare   = 0.25
-	DefaultTenantHeader       = "X-API-Key"
-	DefaultRouteTimeout       = 30 * time.Second
-	DefaultMaxBodyBytes       = 10 << 20
-	DefaultUnsizedInput       = "refuse"
-	DefaultStreamWindow       = 256
-	DefaultChargeWithoutUsage = ChargeReserved
-	DefaultLLMMaxBodyBytes    = 1 << 20
-	DefaultQuotaPath          = "/v1/quota"
-	DefaultPer                = time.Second
-	DefaultLease              = 30 * time.Second
+	DefaultListen            = "127.0.0.1:8080"
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+	DefaultMaxHeaderBytes    = 32 << 10
+	DefaultShutdownTimeout   = 15 * time.Second
+	DefaultIPv4Prefix        = 32
+	DefaultIPv6Prefix        = 64
+	DefaultForwardedHeader   = "x-forwarded-for"
+	DefaultPathParameters    = PathParametersReject
+	DefaultUpstreamTransport = UpstreamTransportLean
+	DefaultClientServer      = ClientServerLean
+	// DefaultMaxConcurrentStreams is net/http's own cap.
+	DefaultMaxConcurrentStreams = 250
+	DefaultMinHeapBytes         = 64 << 20
+	DefaultPromptCountShare     = 0.25
+	DefaultTenantHeader         = "X-API-Key"
+	DefaultRouteTimeout         = 30 * time.Second
+	DefaultMaxBodyBytes         = 10 << 20
+	DefaultUnsizedInput         = "refuse"
+	DefaultStreamWindow         = 256
+	DefaultChargeWithoutUsage   = ChargeReserved
+	DefaultLLMMaxBodyBytes      = 1 << 20
+	DefaultQuotaPath            = "/v1/quota"
+	DefaultPer                  = time.Second
+	DefaultLease                = 30 * time.Second
 
 	DefaultAdminListen          = "127.0.0.1:9090"
 	DefaultSessionTTL           = 12 * time.Hour
@@ -109,6 +111,10 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&s.MinHeapBytes, DefaultMinHeapBytes)
 	setDefault(&s.PromptCountShare, DefaultPromptCountShare)
 	s.TLS.applyDefaults()
+	if s.Protocols == nil {
+		s.Protocols = slices.Clone(DefaultServerProtocols)
+	}
+	setDefault(&s.MaxConcurrentStreams, DefaultMaxConcurrentStreams)
 
 	setDefault(&c.Mode, ModeEnforce)
 	if c.Admin.Listen == nil {
@@ -137,6 +143,8 @@ func (c *Config) ApplyDefaults() {
 			}
 		}
 		setDefault(&rt.ErrorFormat, "gateway")
+		setDefault(&rt.UpstreamProtocol, UpstreamAuto)
+		setDefault(&rt.GRPCLimitStatus, GRPCResourceExhausted)
 		setDefault(&rt.RateLimitHeaders, RateLimitHeadersAll)
 		setDefault(&rt.MaxBodyBytes, DefaultMaxBodyBytes)
 		if rt.Upgrades == nil {

@@ -67,6 +67,7 @@ func validateServer(p *problems, s *ServerConfig) {
 	if s.UpstreamTransport != UpstreamTransportLean && s.UpstreamTransport != UpstreamTransportStandard {
 		p.addf("server.upstream_transport", "must be %s or %s, got %q", UpstreamTransportLean, UpstreamTransportStandard, s.UpstreamTransport)
 	}
+	validateProtocols(p, s)
 	if s.ClientServer != ClientServerLean && s.ClientServer != ClientServerStandard {
 		p.addf("server.client_server", "must be %s or %s, got %q", ClientServerLean, ClientServerStandard, s.ClientServer)
 	}
@@ -246,9 +247,9 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 			p.addf(place+".unsized_input", "must be refuse or context_window, got %q", rt.UnsizedInput)
 		}
 		switch rt.ErrorFormat {
-		case "gateway", LLMOpenAI, LLMAnthropic:
+		case "gateway", LLMOpenAI, LLMAnthropic, ErrorFormatGRPC:
 		default:
-			p.addf(place+".error_format", "must be gateway, openai or anthropic, got %q", rt.ErrorFormat)
+			p.addf(place+".error_format", "must be gateway, openai, anthropic or grpc, got %q", rt.ErrorFormat)
 		}
 		validateEnforce(p, place, rt)
 		validateEndpoints(p, place, rt)

@@ -60,6 +60,11 @@ type Config struct {
 	// Transport carries requests upstream. It is a process-lifetime resource
 	// (see NewTransport), shared across reloads so its connection pool is.
 	Transport http.RoundTripper
+	// Protocols carries requests on routes whose upstream_protocol is not
+	// auto (auto's being Transport's). Nil: New builds them
+	// (NewUpstreamTransports over Transport); a process builds them once,
+	// and closes their idle connections when it ends.
+	Protocols *UpstreamTransports
 	// Logger receives one line per answer the gateway gives itself: 4xx at
 	// debug, 5xx at warn, 500 at error.
 	Logger *slog.Logger
@@ -193,7 +198,11 @@ func New(cfg Config) (*Handler, error) {
 		h.tracer = cfg.Tracing.Tracer(tracerName)
 	}
 	_, h.leanTransport = cfg.Transport.(*h1.Transport)
-	h.rp = h.newReverseProxy(cfg.Transport)
+	protocols := cfg.Protocols
+	if protocols == nil {
+		protocols = NewUpstreamTransports(cfg.Transport)
+	}
+	h.rp = h.newReverseProxy(protocols)
 	return h, nil
 }
 
