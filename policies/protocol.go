@@ -37,6 +37,9 @@ func (p *UpstreamProtocol) UnmarshalText(text []byte) error {
 // MarshalText returns the protocol's name.
 func (p UpstreamProtocol) MarshalText() ([]byte, error) { return []byte(p), nil }
 
+// Auto reports whether p is auto; the zero value is too.
+func (p UpstreamProtocol) Auto() bool { return p == UpstreamAuto || p == "" }
+
 // Fits returns an error when p cannot reach an upstream of scheme: h2
 // needs TLS (https), h2c its absence (http).
 func (p UpstreamProtocol) Fits(scheme string) error {

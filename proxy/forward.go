@@ -245,7 +245,7 @@ func (h *Handler) timeUpstream(st *requestState, out *http.Request) *http.Reques
 	if timeout <= 0 {
 		return out
 	}
-	if h.leanTransport && st.route().UpstreamProtocol == policies.UpstreamAuto && h1.Lean(out) {
+	if h.leanTransport && st.route().UpstreamProtocol.Auto() && h1.Lean(out) {
 		st.leanTimeout = true
 		return out
 	}
