@@ -141,8 +141,12 @@ func parseGRPCTimeout(v string) (time.Duration, bool) {
 	if len(v) < 2 || len(v) > 9 {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(v[:len(v)-1], 10, 64)
-	if err != nil || n < 0 {
+	digits := v[:len(v)-1]
+	if strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil {
 		return 0, false
 	}
 	var unit time.Duration

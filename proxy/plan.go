@@ -130,12 +130,6 @@ type planner struct {
 // takes nothing, and that refuses a call its headers already condemn.
 func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer) {
 	p := &plan{snap: snap, in: r, r: r}
-	if snap == nil {
-		return p, answer{status: http.StatusServiceUnavailable, msg: "the gateway has no configuration loaded"}
-	}
-	if pl.maxHeaderBytes > 0 && headerTooLarge(r, pl.maxHeaderBytes) {
-		return p, answer{status: http.StatusRequestHeaderFieldsTooLarge, msg: "request headers exceed " + strconv.Itoa(pl.maxHeaderBytes) + " bytes"}
-	}
 	if isGRPC(r) {
 		p.grpc = true
 		r = withErrorFormat(r, formatGRPC)
@@ -147,6 +141,12 @@ func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer
 			}
 			p.grpcTimeout = d
 		}
+	}
+	if snap == nil {
+		return p, answer{status: http.StatusServiceUnavailable, msg: "the gateway has no configuration loaded"}
+	}
+	if pl.maxHeaderBytes > 0 && headerTooLarge(r, pl.maxHeaderBytes) {
+		return p, answer{status: http.StatusRequestHeaderFieldsTooLarge, msg: "request headers exceed " + strconv.Itoa(pl.maxHeaderBytes) + " bytes"}
 	}
 	// One canonical request from here on: what is matched, keyed, stripped
 	// and forwarded is the same request.

@@ -1,0 +1,157 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/policies"
+)
+
+// protoUpstream answers with the protocol the request came in.
+var protoUpstream = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Proto) })
+
+// TestUpstreamProtocols sends each route's requests in its
+// upstream_protocol: to a TLS upstream that offers HTTP/2 and HTTP/1.1, and
+// to a plain one that speaks h2c beside HTTP/1.1.
+func TestUpstreamProtocols(t *testing.T) {
+	tlsUp := httptest.NewUnstartedServer(protoUpstream)
+	tlsUp.EnableHTTP2 = true
+	tlsUp.StartTLS()
+	t.Cleanup(tlsUp.Close)
+	plain := &http.Server{Handler: protoUpstream, Protocols: new(http.Protocols)}
+	plain.Protocols.SetHTTP1(true)
+	plain.Protocols.SetUnencryptedHTTP2(true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go plain.Serve(ln)
+	t.Cleanup(func() { plain.Close() })
+	plainURL := "http://" + ln.Addr().String()
+
+	trust := &tls.Config{RootCAs: tlsUp.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+	auto := newStandardTransport(newDialer().DialContext)
+	auto.TLSClientConfig = trust.Clone()
+	ups := NewUpstreamTransports(auto)
+	for _, tr := range []*http.Transport{ups.http1, ups.h2, ups.h2c} {
+		tr.TLSClientConfig = trust.Clone()
+	}
+	t.Cleanup(ups.CloseIdleConnections)
+
+	cases := []struct {
+		prefix, upstream string
+		proto            policies.UpstreamProtocol
+		want             string
+	}{
+		{"/auto-tls", tlsUp.URL, policies.UpstreamAuto, "HTTP/2.0"}, // ALPN's choice
+		{"/http1-tls", tlsUp.URL, policies.UpstreamHTTP1, "HTTP/1.1"},
+		{"/h2", tlsUp.URL, policies.UpstreamH2, "HTTP/2.0"},
+		{"/auto-plain", plainURL, policies.UpstreamAuto, "HTTP/1.1"},
+		{"/http1-plain", plainURL, policies.UpstreamHTTP1, "HTTP/1.1"},
+		{"/h2c", plainURL, policies.UpstreamH2C, "HTTP/2.0"},
+	}
+	var routes []*policies.Route
+	for _, c := range cases {
+		rt := testRoute(t, strings.TrimPrefix(c.prefix, "/"), c.prefix, c.upstream)
+		rt.StripPrefix = c.prefix
+		rt.UpstreamProtocol = c.proto
+		routes = append(routes, rt)
+	}
+	holder := &snapshotHolder{}
+	holder.p.Store(testSnapshot(t, nil, routes...))
+	h, err := New(Config{Snapshots: holder, Limiter: fakeLimiter{}, Transport: auto, Protocols: ups, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(h)
+	t.Cleanup(gw.Close)
+	for _, c := range cases {
+		for range 2 { // a second exchange on the pooled connection
+			r := do(t, gw.Client(), http.MethodGet, gw.URL+c.prefix+"/", nil, nil)
+			if r.status != http.StatusOK || string(r.body) != c.want {
+				t.Errorf("%s (%s): got %d %q, want %s", c.prefix, c.proto, r.status, r.body, c.want)
+			}
+		}
+	}
+}
+
+// TestGRPCAnswersMapStatuses sends gRPC calls that the gateway answers
+// itself: each answer is HTTP 200, trailers-only, with the gRPC status its
+// HTTP status maps to.
+func TestGRPCAnswersMapStatuses(t *testing.T) {
+	up := newUpstream(t, protoUpstream)
+	lim := perMinute(1, 1)
+	rejecting := testPolicy(t, "needs-key", "api_key", lim, policies.MissingReject)
+	cases := []struct {
+		name   string
+		route  *policies.Route
+		lim    Limiter
+		header http.Header
+		status string
+	}{
+		{"no route", nil, fakeLimiter{}, nil, "12"},
+		{"a key the route needs", testRoute(t, "keyed", "/", up.URL, rejecting), fakeLimiter{verdict: limiter.Verdict{Allowed: true, Decisions: []limiter.Decision{{Policy: "needs-key", Limit: lim, Allowed: true}}}}, nil, "16"},
+		{"Redis down, failing closed", testRoute(t, "shared", "/", up.URL, testPolicy(t, "shared", "ip", lim, policies.MissingShared)), fakeLimiter{verdict: limiter.DeniedBy(0, []limiter.Decision{
+			{Policy: "shared", Limit: lim, Reason: limiter.ReasonUnavailable, RetryAfter: time.Second}})}, nil, "14"},
+		{"the upstream unreachable", testRoute(t, "down", "/", closedURL(t)), fakeLimiter{}, nil, "14"},
+		{"headers too large", testRoute(t, "big", "/", up.URL), fakeLimiter{}, http.Header{"X-Big": {strings.Repeat("x", DefaultMaxHeaderBytes)}}, "8"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var snap *policies.Snapshot
+			if c.route == nil {
+				snap = testSnapshot(t, nil, testRoute(t, "elsewhere", "/elsewhere", up.URL))
+			} else {
+				snap = testSnapshot(t, nil, c.route)
+			}
+			gw, _ := newGateway(t, snap, c.lim, gatewayOpts{})
+			hdr := http.Header{"Content-Type": {"application/grpc+proto"}}
+			for k, v := range c.header {
+				hdr[k] = v
+			}
+			r := do(t, gw.Client(), http.MethodPost, gw.URL+"/pkg.Service/Method", strings.NewReader("\x00\x00\x00\x00\x00"), hdr)
+			if r.status != http.StatusOK || r.header.Get("Grpc-Status") != c.status || len(r.body) != 0 || r.header.Get("Content-Type") != "application/grpc" {
+				t.Fatalf("got HTTP %d, grpc-status %q, content-type %q, body %q; want 200, %s, application/grpc, none",
+					r.status, r.header.Get("Grpc-Status"), r.header.Get("Content-Type"), r.body, c.status)
+			}
+			if r.header.Get("Grpc-Message") == "" {
+				t.Error("no grpc-message")
+			}
+		})
+	}
+}
+
+func TestGRPCStatusFor(t *testing.T) {
+	for status, want := range map[int]int{400: 3, 401: 16, 403: 7, 404: 12, 409: 10, 413: 8, 429: 8, 431: 8, 500: 13, 502: 14, 503: 14, 504: 4, 418: 2} {
+		if got := grpcStatusFor(status); got != want {
+			t.Errorf("HTTP %d: got grpc-status %d, want %d", status, got, want)
+		}
+	}
+}
+
+func TestParseGRPCTimeout(t *testing.T) {
+	for v, want := range map[string]time.Duration{"1S": time.Second, "250m": 250 * time.Millisecond, "99999999H": 1<<63 - 1, "5n": 5, "3M": 3 * time.Minute, "7u": 7 * time.Microsecond} {
+		if got, ok := parseGRPCTimeout(v); !ok || got != want {
+			t.Errorf("%q: got %v %v, want %v", v, got, ok, want)
+		}
+	}
+	for _, v := range []string{"", "S", "1", "1x", "-1S", "123456789S", "1.5S", "+1S"} {
+		if got, ok := parseGRPCTimeout(v); ok {
+			t.Errorf("%q: got %v, want malformed", v, got)
+		}
+	}
+}
+
+func TestGRPCMessageIsPercentEncoded(t *testing.T) {
+	if got, want := grpcPercentEncode("100% ünï\n"), "100%25 %C3%BCn%C3%AF%0A"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
