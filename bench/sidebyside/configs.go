@@ -51,6 +51,8 @@ type gatewayConfig struct {
 	Tracing      string  // the OTLP/HTTP endpoint of tracing, "" for none
 	SampleRatio  float64 // tracing's sample_ratio
 	Tenants      string  // the tenants section, "" for none
+	Protocols    string  // server.protocols, "" for the default
+	GRPC         string  // http://host:port of a gRPC health server routed to with h2c, "" for none
 }
 
 // llmBody is what the LLM target posts: the small call of llmload.
