@@ -155,3 +155,59 @@ func TestGRPCMessageIsPercentEncoded(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// TestTrailersPassThrough sends a gRPC-shaped call through the gateway to
+// an h2c upstream: "te: trailers" reaches it, and the trailers it sends,
+// announced or not, reach the client, over HTTP/1.1 and HTTP/2 alike.
+func TestTrailersPassThrough(t *testing.T) {
+	up := &http.Server{Protocols: new(http.Protocols), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Announced")
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set("X-Saw-Te", r.Header.Get("Te"))
+		w.Write([]byte("\x00\x00\x00\x00\x00"))
+		w.(http.Flusher).Flush()
+		w.Header().Set("X-Announced", "a")
+		w.Header().Set(http.TrailerPrefix+"Grpc-Status", "0")
+		w.Header().Set(http.TrailerPrefix+"Grpc-Message", "fine")
+	})}
+	up.Protocols.SetUnencryptedHTTP2(true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go up.Serve(ln)
+	t.Cleanup(func() { up.Close() })
+	rt := testRoute(t, "grpc", "/", "http://"+ln.Addr().String())
+	rt.UpstreamProtocol = policies.UpstreamH2C
+	// gw serves HTTP/1.1 with the lean server, and HTTP/2 (h2c) through
+	// the net/http server it hands those connections to.
+	gw, _ := newGateway(t, testSnapshot(t, nil, rt), fakeLimiter{}, gatewayOpts{h2c: true})
+	h2c := &http.Transport{Protocols: new(http.Protocols)}
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	t.Cleanup(h2c.CloseIdleConnections)
+	for name, c := range map[string]*http.Client{"HTTP/1.1": gw.Client(), "h2c": {Transport: h2c}} {
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/pkg.Service/Call", strings.NewReader("\x00\x00\x00\x00\x00"))
+		req.Header.Set("Content-Type", "application/grpc")
+		req.Header.Set("Te", "trailers")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := map[string]int{"HTTP/1.1": 1, "h2c": 2}[name]; resp.ProtoMajor != want {
+			t.Errorf("%s: served over %s", name, resp.Proto)
+		}
+		if resp.Header.Get("X-Saw-Te") != "trailers" {
+			t.Errorf("%s: the upstream saw te %q, want trailers", name, resp.Header.Get("X-Saw-Te"))
+		}
+		if len(body) != 5 {
+			t.Errorf("%s: body %q", name, body)
+		}
+		for k, want := range map[string]string{"X-Announced": "a", "Grpc-Status": "0", "Grpc-Message": "fine"} {
+			if got := resp.Trailer.Get(k); got != want {
+				t.Errorf("%s: trailer %s: got %q, want %q (trailers %v)", name, k, got, want, resp.Trailer)
+			}
+		}
+	}
+}
