@@ -20,6 +20,8 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/ratelimit-gateway/gateway/internal/redistest"
 )
 
 // testService is a real gRPC server's TestService: it echoes, streams as
@@ -94,14 +96,14 @@ func startGRPCUpstream(t testing.TB) string {
 
 // grpcGateway starts a gateway with h2c on, in front of a gRPC upstream, with
 // the routes and policies of extra; it returns a client connection to it.
-func grpcGateway(t *testing.T, routes, policies string) (testpb.TestServiceClient, string) {
+func grpcGateway(t *testing.T, routes, policies string, extra ...string) (testpb.TestServiceClient, string) {
 	t.Helper()
 	up := startGRPCUpstream(t)
 	yaml := fmt.Sprintf(`server:
   listen: 127.0.0.1:0
   protocols: [http1, h2, h2c]
 admin: {listen: ""}
-routes:
+`+strings.Join(extra, "")+`routes:
 %s
 policies:
 %s
@@ -401,5 +403,39 @@ func TestGRPCLimitHoldsUnder64Callers(t *testing.T) {
 	}
 	if refused.Load() == 0 {
 		t.Error("no call was refused")
+	}
+}
+
+// TestGRPCRedisDown kills a real Redis under shared policies: a policy
+// that fails closed answers UNAVAILABLE, one that fails open lets the call
+// through.
+func TestGRPCRedisDown(t *testing.T) {
+	rs := redistest.Start(t)
+	c, _ := grpcGateway(t, `  - name: closed
+    match: {path: /grpc.testing.TestService/UnaryCall}
+    upstream: UPSTREAM
+    upstream_protocol: h2c
+    policies: [shared-deny]
+  - name: open
+    match: {path: /grpc.testing.TestService/EmptyCall}
+    upstream: UPSTREAM
+    upstream_protocol: h2c
+    policies: [shared-allow]`, `  shared-deny: {key: ip, algorithm: gcra, rate: 1000, per: 1s, on_redis_error: deny}
+  shared-allow: {key: ip, algorithm: gcra, rate: 1000, per: 1s, on_redis_error: allow}`, "redis:\n  addrs: ["+rs.Addr()+"]\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.UnaryCall(ctx, &testpb.SimpleRequest{}); err != nil {
+		t.Fatalf("with Redis up: %v", err)
+	}
+	rs.Kill()
+	_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
+	if s := status.Convert(err); s.Code() != codes.Unavailable || !strings.Contains(s.Message(), "shared-deny") {
+		t.Fatalf("failing closed: got %v %q, want Unavailable naming the policy", s.Code(), s.Message())
+	}
+	// The test service does not implement EmptyCall: its own answer says
+	// the call went through.
+	_, err = c.EmptyCall(ctx, &testpb.Empty{})
+	if s := status.Convert(err); s.Code() != codes.Unimplemented || !strings.Contains(s.Message(), "not implemented") {
+		t.Fatalf("failing open: got %v %q, want the upstream's Unimplemented", s.Code(), s.Message())
 	}
 }
