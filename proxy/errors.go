@@ -138,6 +138,11 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, status int,
 		if code == 0 {
 			code = grpcStatusFor(status)
 		}
+		if rec, ok := w.(*statusRecorder); ok && rec.status == 0 {
+			// Metrics, the access log and the span count the answer as
+			// what it stands for (a 429), not as the 200 gRPC wraps it in.
+			rec.status = status
+		}
 		writeGRPC(w, code, body.Message)
 		return
 	case formatAnthropic:

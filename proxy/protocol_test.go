@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -209,5 +210,39 @@ func TestTrailersPassThrough(t *testing.T) {
 				t.Errorf("%s: trailer %s: got %q, want %q (trailers %v)", name, k, got, want, resp.Trailer)
 			}
 		}
+	}
+}
+
+// outcomeCounter is an Observer that counts request outcomes.
+type outcomeCounter struct {
+	mu       sync.Mutex
+	outcomes map[string]int
+}
+
+func (o *outcomeCounter) Request(_, outcome string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.outcomes[outcome]++
+}
+func (*outcomeCounter) Policy(string, string, string)          {}
+func (*outcomeCounter) Decision(string, time.Duration)         {}
+func (*outcomeCounter) Upstream(string, int, time.Duration)    {}
+func (*outcomeCounter) InFlight(int)                           {}
+func (*outcomeCounter) LLMCharge(string, string, int64, int64) {}
+
+// TestGRPCAnswersCountAsWhatTheyStandFor: a gRPC call the gateway refuses
+// is answered HTTP 200, and counted as the refusal it is.
+func TestGRPCAnswersCountAsWhatTheyStandFor(t *testing.T) {
+	up := newUpstream(t, protoUpstream)
+	m := &outcomeCounter{outcomes: map[string]int{}}
+	gw, _ := newGateway(t, testSnapshot(t, nil, testRoute(t, "elsewhere", "/elsewhere", up.URL)), fakeLimiter{}, gatewayOpts{metrics: m})
+	r := do(t, gw.Client(), http.MethodPost, gw.URL+"/pkg.Service/Method", strings.NewReader(""), http.Header{"Content-Type": {"application/grpc"}})
+	if r.status != http.StatusOK || r.header.Get("Grpc-Status") != "12" {
+		t.Fatalf("got %d, grpc-status %q", r.status, r.header.Get("Grpc-Status"))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.outcomes[outcomeInvalid] != 1 || m.outcomes[outcomeAllowed] != 0 {
+		t.Fatalf("outcomes %v, want one invalid (no route), none allowed", m.outcomes)
 	}
 }
