@@ -212,9 +212,6 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 	if err != nil {
 		return nil, fmt.Errorf("upstream: %w", err)
 	}
-	if err := rc.UpstreamProtocol.Fits(up.Scheme); err != nil {
-		return nil, fmt.Errorf("upstream_protocol: %w", err)
-	}
 	rt := &Route{
 		Name:              rc.Name,
 		Upstream:          up,

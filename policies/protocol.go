@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 )
@@ -50,6 +51,16 @@ func (p UpstreamProtocol) Fits(scheme string) error {
 		return fmt.Errorf("h2c is HTTP/2 without TLS and needs an http:// upstream (h2 is HTTP/2 over TLS), got %s://", scheme)
 	}
 	return nil
+}
+
+// upstreamScheme is the scheme of a route's upstream as written: https for
+// https://, http for the rest (a built-in upstream is plain HTTP; a
+// malformed one is upstream's own error).
+func upstreamScheme(upstream string) string {
+	if len(upstream) >= 8 && strings.EqualFold(upstream[:8], "https://") {
+		return "https"
+	}
+	return "http"
 }
 
 // ServerProtocol is a protocol the gateway speaks to its clients

@@ -246,6 +246,9 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 		case rt.LLM != "" && rt.UnsizedInput != "refuse" && rt.UnsizedInput != "context_window":
 			p.addf(place+".unsized_input", "must be refuse or context_window, got %q", rt.UnsizedInput)
 		}
+		if err := rt.UpstreamProtocol.Fits(upstreamScheme(rt.Upstream)); err != nil {
+			p.add(place+".upstream_protocol", err.Error())
+		}
 		switch rt.ErrorFormat {
 		case "gateway", LLMOpenAI, LLMAnthropic, ErrorFormatGRPC:
 		default:

@@ -46,6 +46,9 @@ func printSnapshot(w io.Writer, snap *policies.Snapshot) {
 		if rt.Upstream.Scheme == "builtin" || strings.HasSuffix(rt.Upstream.Hostname(), ".invalid") {
 			upstream = "builtin:" + strings.TrimSuffix(strings.TrimPrefix(rt.Upstream.Hostname(), "builtin."), ".invalid")
 		}
+		if !rt.UpstreamProtocol.Auto() {
+			upstream += " (" + string(rt.UpstreamProtocol) + ")"
+		}
 		if len(rt.Policies) == 0 {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\tunlimited\n", rt.Name, describeMatch(rt.Match), upstream)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -174,6 +175,28 @@ func TestHTTP2ProtocolsAreValidated(t *testing.T) {
 		g, exited := serveOutcome(t, "bad", writeConfig(t, "gateway.yaml", "server:\n  listen: 127.0.0.1:0\n"+yaml+"\nadmin: {listen: \"\"}\nroutes:\n  - {name: api, upstream: \"builtin:echo\"}\n"))
 		if !exited || !strings.Contains(g.output(), want) {
 			t.Errorf("%s: exited %v, output:\n%s\nwant %q", yaml, exited, g.output(), want)
+		}
+	}
+}
+
+// TestUpstreamProtocolInCheck: check shows a route's upstream protocol,
+// and a protocol its upstream's scheme cannot carry is an error with its
+// file and place.
+func TestUpstreamProtocolInCheck(t *testing.T) {
+	for _, tc := range []struct {
+		route, want string
+		code        int
+	}{
+		{`{name: grpc, upstream: "http://127.0.0.1:9", upstream_protocol: h2c}`, "http://127.0.0.1:9 (h2c)", 0},
+		{`{name: grpc, upstream: "http://127.0.0.1:9", upstream_protocol: h2}`, "gateway.yaml: routes[0].upstream_protocol: h2 is HTTP/2 over TLS and needs an https:// upstream", 1},
+		{`{name: grpc, upstream: "https://127.0.0.1:9", upstream_protocol: h2c}`, "gateway.yaml: routes[0].upstream_protocol: h2c is HTTP/2 without TLS and needs an http:// upstream", 1},
+		{`{name: grpc, upstream: "http://127.0.0.1:9", upstream_protocol: h3}`, "routes[0].upstream_protocol: must be auto, http1, h2 or h2c", 1},
+	} {
+		path := writeConfig(t, "gateway.yaml", "routes:\n  - "+tc.route+"\n")
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), []string{"check", "-config", path}, &out, &errOut)
+		if got := out.String() + errOut.String(); (code == 0) != (tc.code == 0) || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: exit %d, output:\n%s\nwant exit %d and %q", tc.route, code, got, tc.code, tc.want)
 		}
 	}
 }
