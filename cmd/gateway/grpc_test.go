@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -437,5 +438,36 @@ func TestGRPCRedisDown(t *testing.T) {
 	_, err = c.EmptyCall(ctx, &testpb.Empty{})
 	if s := status.Convert(err); s.Code() != codes.Unimplemented || !strings.Contains(s.Message(), "not implemented") {
 		t.Fatalf("failing open: got %v %q, want the upstream's Unimplemented", s.Code(), s.Message())
+	}
+}
+
+// TestGRPCTimeoutBoundsTheCall: a call's grpc-timeout, not the route's
+// timeout, bounds it; past it, before the upstream answered, the gateway
+// answers DEADLINE_EXCEEDED itself.
+func TestGRPCTimeoutBoundsTheCall(t *testing.T) {
+	_, base := grpcGateway(t, `  - name: slow
+    match: {path_prefix: /grpc.testing.TestService/}
+    upstream: UPSTREAM
+    upstream_protocol: h2c
+    timeout: 30s`, `  unused: {key: ip, rate: 1}`)
+	// The first message comes after 3 s: the headers with it.
+	slow := &testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{Size: 1, IntervalUs: 3_000_000}}}
+	req, _ := http.NewRequest(http.MethodPost, base+"/grpc.testing.TestService/StreamingOutputCall", bytes.NewReader(grpcFrame(slow)))
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Te", "trailers")
+	req.Header.Set("Grpc-Timeout", "200m")
+	start := time.Now()
+	resp, err := h2cClient(nil).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	took := time.Since(start)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Grpc-Status") != "4" || !strings.Contains(resp.Header.Get("Grpc-Message"), "grpc-timeout") {
+		t.Fatalf("got HTTP %d, grpc-status %q %q; want 200, 4 (DEADLINE_EXCEEDED) naming grpc-timeout", resp.StatusCode, resp.Header.Get("Grpc-Status"), resp.Header.Get("Grpc-Message"))
+	}
+	if took < 200*time.Millisecond || took > 2*time.Second {
+		t.Errorf("answered after %s, want about the 200 ms of grpc-timeout", took)
 	}
 }
