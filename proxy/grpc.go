@@ -20,18 +20,16 @@ import (
 
 // The gRPC status codes the gateway answers with (google.golang.org/grpc/codes).
 const (
-	grpcUnknown            = 2
-	grpcInvalidArgument    = 3
-	grpcDeadlineExceeded   = 4
-	grpcNotFound           = 5
-	grpcPermissionDenied   = 7
-	grpcResourceExhausted  = 8
-	grpcFailedPrecondition = 9
-	grpcAborted            = 10
-	grpcUnimplemented      = 12
-	grpcInternal           = 13
-	grpcUnavailable        = 14
-	grpcUnauthenticated    = 16
+	grpcUnknown           = 2
+	grpcInvalidArgument   = 3
+	grpcDeadlineExceeded  = 4
+	grpcPermissionDenied  = 7
+	grpcResourceExhausted = 8
+	grpcAborted           = 10
+	grpcUnimplemented     = 12
+	grpcInternal          = 13
+	grpcUnavailable       = 14
+	grpcUnauthenticated   = 16
 )
 
 // The gRPC response fields the gateway sets.
