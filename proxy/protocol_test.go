@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"crypto/tls"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -244,5 +246,37 @@ func TestGRPCAnswersCountAsWhatTheyStandFor(t *testing.T) {
 	defer m.mu.Unlock()
 	if m.outcomes[outcomeInvalid] != 1 || m.outcomes[outcomeAllowed] != 0 {
 		t.Fatalf("outcomes %v, want one invalid (no route), none allowed", m.outcomes)
+	}
+}
+
+// TestHTTP2StreamFailureKeepsItsConnection: an answer that leaves a request
+// body unread closes an HTTP/1.1 connection, but on HTTP/2 it ends that
+// stream alone: the connection's next request is served on it.
+func TestHTTP2StreamFailureKeepsItsConnection(t *testing.T) {
+	gw, _ := newGateway(t, testSnapshot(t, nil, testRoute(t, "down", "/", closedURL(t))), fakeLimiter{}, gatewayOpts{h2c: true})
+	var dials atomic.Int64
+	tr := &http.Transport{Protocols: new(http.Protocols), DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &http.Client{Transport: tr}
+	for i := range 3 {
+		pr, pw := io.Pipe() // a body still coming when the upstream fails
+		go pw.Write([]byte("part"))
+		resp, err := c.Post(gw.URL+"/upload", "application/octet-stream", pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		pw.Close()
+		if resp.StatusCode != http.StatusBadGateway || resp.ProtoMajor != 2 {
+			t.Fatalf("request %d: got %d over %s, want 502 over HTTP/2", i, resp.StatusCode, resp.Proto)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("connections: got %d, want 1 (one stream's failure ends the stream only)", n)
 	}
 }
