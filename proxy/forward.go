@@ -272,6 +272,21 @@ func timeGRPC(st *requestState, out *http.Request) *http.Request {
 	return out.WithContext(st)
 }
 
+// grpcDeadlinePassed reports whether a gRPC call's grpc-timeout ran out:
+// the gateway's deadline fired, or the upstream, which read the same
+// grpc-timeout, gave up on it a moment sooner (its timer may fire first on
+// a busy machine, and it resets the stream).
+func (st *requestState) grpcDeadlinePassed() bool {
+	if !st.p.grpc || st.p.grpcTimeout <= 0 {
+		return false
+	}
+	if errors.Is(st.Context.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	dl, ok := st.Context.Deadline()
+	return ok && time.Until(dl) < max(st.p.grpcTimeout/20, 10*time.Millisecond)
+}
+
 // endDeadline stops the route deadline, if timeUpstream armed one, and
 // ends the outbound context it cancels.
 func (st *requestState) endDeadline() {
@@ -504,7 +519,7 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		h.writeError(w, r, http.StatusGatewayTimeout, errorBody{
 			Message: fmt.Sprintf("the upstream did not answer within %s", rt.Timeout),
 		}, route, slog.String("upstream", policies.RedactURL(rt.Upstream.String())))
-	case st.p.grpc && st.p.grpcTimeout > 0 && errors.Is(st.Context.Err(), context.DeadlineExceeded) && st.inbound().Err() == nil:
+	case st.grpcDeadlinePassed() && st.inbound().Err() == nil:
 		setRateLimitHeaders(w.Header(), st.verdict, rt.RateLimitHeaders)
 		h.writeError(w, r, http.StatusGatewayTimeout, errorBody{
 			Message: fmt.Sprintf("the call's grpc-timeout of %s passed before the upstream answered", st.p.grpcTimeout),
