@@ -215,14 +215,14 @@ type TenantConfig struct {
 
 // RouteConfig is one entry of routes.
 type RouteConfig struct {
-	Name     string      `koanf:"name"`
-	Match    MatchConfig `koanf:"match"`
-	Upstream string      `koanf:"upstream" redact:"url"` // http(s)://... or builtin:echo
+	Name        string      `koanf:"name"`
+	Match       MatchConfig `koanf:"match"`
+	Upstream    string      `koanf:"upstream" redact:"url"` // http(s)://... or builtin:echo
+	StripPrefix string      `koanf:"strip_prefix"`
 	// UpstreamProtocol is what the gateway speaks to Upstream: auto
 	// (default: HTTP/1.1 to http://, ALPN's choice to https://), http1, h2
 	// (https:// only) or h2c (http:// only; a plain gRPC server).
 	UpstreamProtocol UpstreamProtocol `koanf:"upstream_protocol"`
-	StripPrefix      string           `koanf:"strip_prefix"`
 	// ClientCertificate: require answers 401 to a request without a
 	// client certificate that server.tls.client_ca_file verifies; "" asks
 	// for none.

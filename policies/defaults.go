@@ -12,31 +12,29 @@ import (
 // denial_cache_size, pipelines) stay zero here: zero means the default of
 // the package that owns them, which cmd fills in where it builds them.
 const (
-	DefaultListen            = "127.0.0.1:8080"
-	DefaultReadHeaderTimeout = 5 * time.Second
-	DefaultIdleTimeout       = 120 * time.Second
-	DefaultMaxHeaderBytes    = 32 << 10
-	DefaultShutdownTimeout   = 15 * time.Second
-	DefaultIPv4Prefix        = 32
-	DefaultIPv6Prefix        = 64
-	DefaultForwardedHeader   = "x-forwarded-for"
-	DefaultPathParameters    = PathParametersReject
-	DefaultUpstreamTransport = UpstreamTransportLean
-	DefaultClientServer      = ClientServerLean
-	// DefaultMaxConcurrentStreams is net/http's own cap.
-	DefaultMaxConcurrentStreams = 250
-	DefaultMinHeapBytes         = 64 << 20
-	DefaultPromptCountShare     = 0.25
-	DefaultTenantHeader         = "X-API-Key"
-	DefaultRouteTimeout         = 30 * time.Second
-	DefaultMaxBodyBytes         = 10 << 20
-	DefaultUnsizedInput         = "refuse"
-	DefaultStreamWindow         = 256
-	DefaultChargeWithoutUsage   = ChargeReserved
-	DefaultLLMMaxBodyBytes      = 1 << 20
-	DefaultQuotaPath            = "/v1/quota"
-	DefaultPer                  = time.Second
-	DefaultLease                = 30 * time.Second
+	DefaultListen             = "127.0.0.1:8080"
+	DefaultReadHeaderTimeout  = 5 * time.Second
+	DefaultIdleTimeout        = 120 * time.Second
+	DefaultMaxHeaderBytes     = 32 << 10
+	DefaultShutdownTimeout    = 15 * time.Second
+	DefaultIPv4Prefix         = 32
+	DefaultIPv6Prefix         = 64
+	DefaultForwardedHeader    = "x-forwarded-for"
+	DefaultPathParameters     = PathParametersReject
+	DefaultUpstreamTransport  = UpstreamTransportLean
+	DefaultClientServer       = ClientServerLean
+	DefaultMinHeapBytes       = 64 << 20
+	DefaultPromptCountShare   = 0.25
+	DefaultTenantHeader       = "X-API-Key"
+	DefaultRouteTimeout       = 30 * time.Second
+	DefaultMaxBodyBytes       = 10 << 20
+	DefaultUnsizedInput       = "refuse"
+	DefaultStreamWindow       = 256
+	DefaultChargeWithoutUsage = ChargeReserved
+	DefaultLLMMaxBodyBytes    = 1 << 20
+	DefaultQuotaPath          = "/v1/quota"
+	DefaultPer                = time.Second
+	DefaultLease              = 30 * time.Second
 
 	DefaultAdminListen          = "127.0.0.1:9090"
 	DefaultSessionTTL           = 12 * time.Hour

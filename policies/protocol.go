@@ -81,6 +81,10 @@ const (
 // ServerProtocols lists every client protocol.
 var ServerProtocols = []ServerProtocol{ServerHTTP1, ServerH2, ServerH2C}
 
+// DefaultMaxConcurrentStreams is server.max_concurrent_streams when absent:
+// net/http's own cap.
+const DefaultMaxConcurrentStreams = 250
+
 // DefaultServerProtocols is server.protocols when absent: HTTP/1.1, and
 // HTTP/2 where TLS negotiates it; h2c is opt-in.
 var DefaultServerProtocols = []ServerProtocol{ServerHTTP1, ServerH2}
