@@ -108,6 +108,9 @@ type Config struct {
 // use and holds no per-request state, so a reload never replaces it.
 type Handler struct {
 	snapshots Snapshots
+	// protocols are the transports of each upstream protocol; the
+	// ReverseProxy sends on them (UpstreamTransports.RoundTrip).
+	protocols *UpstreamTransports
 	// leanTransport: the transport is h1's, which times lean exchanges by
 	// itself (see timeUpstream).
 	leanTransport  bool
@@ -198,11 +201,11 @@ func New(cfg Config) (*Handler, error) {
 		h.tracer = cfg.Tracing.Tracer(tracerName)
 	}
 	_, h.leanTransport = cfg.Transport.(*h1.Transport)
-	protocols := cfg.Protocols
-	if protocols == nil {
-		protocols = NewUpstreamTransports(cfg.Transport)
+	h.protocols = cfg.Protocols
+	if h.protocols == nil {
+		h.protocols = NewUpstreamTransports(cfg.Transport)
 	}
-	h.rp = h.newReverseProxy(protocols)
+	h.rp = h.newReverseProxy(h.protocols)
 	return h, nil
 }
 
