@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: bench-tools test vet unit redis-server node openai-sdk anthropic-sdk chromium promtool build run docker-check bench bench-curves bench-tls bench-go bench-compare clean
+.PHONY: bench-tools test vet unit redis-server node openai-sdk anthropic-sdk chromium promtool build run docker-check bench bench-curves bench-tls bench-h2 bench-go bench-compare clean
 
 test: redis-server openai-sdk anthropic-sdk chromium promtool vet unit docker-check
 
@@ -101,10 +101,16 @@ docker-check:
 # TARGET lines. Flags through BENCHFLAGS, e.g. BENCHFLAGS='-rounds 3 -duration 2s'.
 bench: bench-tools
 	$(GO) run ./bench/sidebyside -go $(GO) $(BENCHFLAGS)
+	$(GO) run ./bench/sidebyside -go $(GO) -h2 $(BENCHFLAGS)
+
+# The HTTP/2 targets alone (h2load over h2c: the gateway beside nginx and
+# Caddy) and gRPC calls through the gateway beside direct ones.
+bench-h2: bench-tools
+	$(GO) run ./bench/sidebyside -go $(GO) -h2 $(BENCHFLAGS)
 
 # What the side-by-side runs besides Go: installed when missing (as root),
 # or named with the command to install them.
-BENCH_TOOLS := wrk:wrk nginx:nginx-light haproxy:haproxy caddy:caddy redis-server:redis-server
+BENCH_TOOLS := wrk:wrk h2load:nghttp2-client nginx:nginx-light haproxy:haproxy caddy:caddy redis-server:redis-server
 bench-tools:
 	@missing=$$(for t in $(BENCH_TOOLS); do command -v $${t%%:*} >/dev/null || echo $${t#*:}; done); \
 	[ -z "$$missing" ] && exit 0; \

@@ -225,6 +225,9 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		OpenAIErrors:      rc.ErrorFormat == "openai",
 		Anthropic:         rc.LLM == LLMAnthropic,
 		AnthropicErrors:   rc.ErrorFormat == LLMAnthropic,
+		GRPCErrors:        rc.ErrorFormat == ErrorFormatGRPC,
+		GRPCLimitStatus:   rc.GRPCLimitStatus,
+		UpstreamProtocol:  rc.UpstreamProtocol,
 		RateLimitHeaders:  rc.RateLimitHeaders,
 		Quota:             rc.Quota || rc.LLM != "",
 		Match: Match{

@@ -121,6 +121,14 @@ type ServerConfig struct {
 	ProxyProtocol bool `koanf:"proxy_protocol"`
 	// TLS makes Listen a TLS listener (see TLSConfig).
 	TLS TLSConfig `koanf:"tls"`
+	// Protocols are what the client listeners speak (default [http1,
+	// h2]): http1 everywhere, h2 (HTTP/2) by ALPN on the TLS listener, h2c
+	// (HTTP/2 by prior knowledge, without TLS) on the plain ones, opt-in.
+	Protocols []ServerProtocol `koanf:"protocols"`
+	// MaxConcurrentStreams caps the streams one HTTP/2 client connection
+	// may have open at once (default 250, net/http's); each stream is a
+	// request and counts against the client's policies like any other.
+	MaxConcurrentStreams int `koanf:"max_concurrent_streams"`
 }
 
 // The values of server.upstream_transport.
@@ -221,6 +229,10 @@ type RouteConfig struct {
 	// is safe (docs/upstreams.md); off by default.
 	Retry       *RetryConfig `koanf:"retry"`
 	StripPrefix string       `koanf:"strip_prefix"`
+	// UpstreamProtocol is what the gateway speaks to Upstream: auto
+	// (default: HTTP/1.1 to http://, ALPN's choice to https://), http1, h2
+	// (https:// only) or h2c (http:// only; a plain gRPC server).
+	UpstreamProtocol UpstreamProtocol `koanf:"upstream_protocol"`
 	// ClientCertificate: require answers 401 to a request without a
 	// client certificate that server.tls.client_ca_file verifies; "" asks
 	// for none.
@@ -257,10 +269,15 @@ type RouteConfig struct {
 	// file: GATEWAY_ROUTES_<i>_UPSTREAM_API_KEY.
 	UpstreamAPIKey string `koanf:"upstream_api_key" redact:"set"`
 	// ErrorFormat is how the gateway's own errors read on this route:
-	// "gateway" ({"code", "message", ...}), "openai" ({"error": {...}}) or
-	// "anthropic" ({"type": "error", "error": {...}}); default the llm
-	// kind's own on llm routes, gateway elsewhere.
+	// "gateway" ({"code", "message", ...}), "openai" ({"error": {...}}),
+	// "anthropic" ({"type": "error", "error": {...}}) or "grpc" (a gRPC
+	// status in a trailers-only answer); default the llm kind's own on llm
+	// routes, gateway elsewhere. A gRPC call (Content-Type
+	// application/grpc...) is always answered in grpc.
 	ErrorFormat string `koanf:"error_format"`
+	// GRPCLimitStatus is the gRPC status of a gRPC call refused by a
+	// rate limit: resource_exhausted (default, 8) or unavailable (14).
+	GRPCLimitStatus GRPCLimitStatus `koanf:"grpc_limit_status"`
 	// RateLimitHeaders is which rate-limit headers responses carry: all
 	// (default: RateLimit-Policy, RateLimit, X-RateLimit-*), ietf, legacy or
 	// none.

@@ -109,6 +109,10 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&s.MinHeapBytes, DefaultMinHeapBytes)
 	setDefault(&s.PromptCountShare, DefaultPromptCountShare)
 	s.TLS.applyDefaults()
+	if s.Protocols == nil {
+		s.Protocols = slices.Clone(DefaultServerProtocols)
+	}
+	setDefault(&s.MaxConcurrentStreams, DefaultMaxConcurrentStreams)
 
 	setDefault(&c.Mode, ModeEnforce)
 	if c.Admin.Listen == nil {
@@ -137,6 +141,8 @@ func (c *Config) ApplyDefaults() {
 			}
 		}
 		setDefault(&rt.ErrorFormat, "gateway")
+		setDefault(&rt.UpstreamProtocol, UpstreamAuto)
+		setDefault(&rt.GRPCLimitStatus, GRPCResourceExhausted)
 		setDefault(&rt.RateLimitHeaders, RateLimitHeadersAll)
 		setDefault(&rt.MaxBodyBytes, DefaultMaxBodyBytes)
 		rt.applyPoolDefaults()

@@ -21,7 +21,7 @@ func TestEnforceValidation(t *testing.T) {
 		{"window huge", withRoute(`{name: r, upstream: builtin:echo, llm: anthropic, enforce: stream, stream_window: 9223372036854775807}`),
 			"gateway.yaml: routes[0].stream_window: must be between 1 and 1048576, got 9223372036854775807"},
 		{"error format", withRoute(`{name: r, upstream: builtin:echo, llm: anthropic, error_format: xml}`),
-			`gateway.yaml: routes[0].error_format: must be gateway, openai or anthropic, got "xml"`},
+			`gateway.yaml: routes[0].error_format: must be gateway, openai, anthropic or grpc, got "xml"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("gateway.yaml", []byte(tc.yaml), Options{})

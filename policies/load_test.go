@@ -143,7 +143,7 @@ func TestUnknownKeys(t *testing.T) {
 		{"wrong case", minimalYAML + "  other: {key: ip, Rate: 5}\n",
 			`gateway.yaml: policies.other.Rate: unknown key (did you mean "rate"?)`},
 		{"nothing close", minimalYAML + "server: {zzzzzzzz: 1}\n",
-			"gateway.yaml: server.zzzzzzzz: unknown key (known: client_server, forwarded_header, idempotency_max_bytes, idle_timeout, ipv4_prefix, ipv6_prefix, listen, max_header_bytes, max_keys_per_policy, memory_limit_bytes, min_heap_bytes, path_parameters, prompt_count_share, proxy_protocol, read_header_timeout, read_timeout, shutdown_timeout, tls, trusted_proxies, upstream_transport, write_timeout)"},
+			"gateway.yaml: server.zzzzzzzz: unknown key (known: client_server, forwarded_header, idempotency_max_bytes, idle_timeout, ipv4_prefix, ipv6_prefix, listen, max_concurrent_streams, max_header_bytes, max_keys_per_policy, memory_limit_bytes, min_heap_bytes, path_parameters, prompt_count_share, protocols, proxy_protocol, read_header_timeout, read_timeout, shutdown_timeout, tls, trusted_proxies, upstream_transport, write_timeout)"},
 		{"in sentinel", minimalYAML + "redis: {sentinel: {master: x}}\n",
 			`gateway.yaml: redis.sentinel.master: unknown key (did you mean "master_name"?)`},
 	}
@@ -226,7 +226,7 @@ policies:
   per-ip: {key: ip, rate: -1}
 `
 	want := []string{
-		`gateway.yaml: server.bogus: unknown key (known: client_server, forwarded_header, idempotency_max_bytes, idle_timeout, ipv4_prefix, ipv6_prefix, listen, max_header_bytes, max_keys_per_policy, memory_limit_bytes, min_heap_bytes, path_parameters, prompt_count_share, proxy_protocol, read_header_timeout, read_timeout, shutdown_timeout, tls, trusted_proxies, upstream_transport, write_timeout)`,
+		`gateway.yaml: server.bogus: unknown key (known: client_server, forwarded_header, idempotency_max_bytes, idle_timeout, ipv4_prefix, ipv6_prefix, listen, max_concurrent_streams, max_header_bytes, max_keys_per_policy, memory_limit_bytes, min_heap_bytes, path_parameters, prompt_count_share, protocols, proxy_protocol, read_header_timeout, read_timeout, shutdown_timeout, tls, trusted_proxies, upstream_transport, write_timeout)`,
 		`gateway.yaml: server.listen: must be host:port, got "nowhere"`,
 		`gateway.yaml: routes[0].upstream: must be http(s)://host or builtin:NAME, got "ftp://x"`,
 		`gateway.yaml: routes[0].policies[0]: unknown policy "missing"`,

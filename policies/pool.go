@@ -25,7 +25,7 @@ type MemberConfig struct {
 	// (default 1; nil when absent, so that a 0 is an error, not a default).
 	Weight *int `koanf:"weight"`
 	// Protocol is how the gateway speaks to the member (default auto).
-	Protocol MemberProtocol `koanf:"protocol"`
+	Protocol UpstreamProtocol `koanf:"protocol"`
 }
 
 // HealthConfig is a pool's health: passive (what requests see) and, with
@@ -91,31 +91,6 @@ func (b *Balance) UnmarshalText(text []byte) error { return limiter.UnmarshalNam
 // MarshalText returns the rule's name.
 func (b Balance) MarshalText() ([]byte, error) { return []byte(b), nil }
 
-// MemberProtocol is how the gateway speaks to a pool member: the values of
-// a route's upstream_protocol, for one member.
-type MemberProtocol string
-
-// The member protocols.
-const (
-	MemberAuto  MemberProtocol = "auto"  // HTTP/1.1, or HTTP/2 where TLS offers it
-	MemberHTTP1 MemberProtocol = "http1" // HTTP/1.1
-	MemberH2    MemberProtocol = "h2"    // HTTP/2 over TLS
-	MemberH2C   MemberProtocol = "h2c"   // HTTP/2 without TLS
-)
-
-// MemberProtocols lists every upstream protocol.
-var MemberProtocols = []MemberProtocol{MemberAuto, MemberHTTP1, MemberH2, MemberH2C}
-
-// UnmarshalText sets p to the protocol named by text, one of
-// MemberProtocols; empty text leaves the zero value, which defaults to
-// MemberAuto.
-func (p *MemberProtocol) UnmarshalText(text []byte) error {
-	return limiter.UnmarshalName(p, MemberProtocols, text)
-}
-
-// MarshalText returns the protocol's name.
-func (p MemberProtocol) MarshalText() ([]byte, error) { return []byte(p), nil }
-
 // Pool defaults.
 const (
 	DefaultPoolFailures     = 5
@@ -154,7 +129,7 @@ type Member struct {
 	Name     string
 	URL      *url.URL
 	Weight   int
-	Protocol MemberProtocol
+	Protocol UpstreamProtocol
 }
 
 // Health is a pool's passive health.
@@ -192,7 +167,7 @@ func (rt *RouteConfig) applyPoolDefaults() {
 		if m.Weight == nil {
 			m.Weight = new(1)
 		}
-		setDefault(&m.Protocol, MemberAuto)
+		setDefault(&m.Protocol, UpstreamAuto)
 	}
 	if rt.Health == nil {
 		rt.Health = &HealthConfig{}
@@ -262,11 +237,10 @@ func validatePool(p *problems, place string, rt *RouteConfig, builtins map[strin
 		if m.Weight != nil && *m.Weight <= 0 {
 			p.addf(mp+".weight", "must be > 0 (to take a member out, remove it from the list), got %d", *m.Weight)
 		}
-		if u != nil && m.Protocol == MemberH2C && u.Scheme != "http" {
-			p.add(mp+".protocol", "h2c is HTTP/2 without TLS: the url must be http://")
-		}
-		if u != nil && m.Protocol == MemberH2 && u.Scheme != "https" {
-			p.add(mp+".protocol", "h2 is HTTP/2 over TLS: the url must be https:// (h2c without)")
+		if u != nil {
+			if err := m.Protocol.Fits(u.Scheme); err != nil {
+				p.add(mp+".protocol", err.Error())
+			}
 		}
 	}
 	switch {

@@ -20,7 +20,7 @@ func TestPoolErrors(t *testing.T) {
 		{"url secret redacted", member(`{name: b, url: "ftp://u:secret@h"}`), `gateway.yaml: routes[0].upstreams[1].url: must be http(s)://host or builtin:NAME, got "ftp://REDACTED@h"`},
 		{"path differs", member(`{name: b, url: "http://127.0.0.1:9002/v2"}`), `gateway.yaml: routes[0].upstreams[1].url: every member of a pool has the same path (upstreams[0]'s is ""), got "/v2"`},
 		{"protocol", member(`{name: b, url: "http://127.0.0.1:9002", protocol: spdy}`), `gateway.yaml: routes[0].upstreams[1].protocol: must be auto, http1, h2 or h2c, got "spdy"`},
-		{"h2c over tls", member(`{name: b, url: "https://127.0.0.1:9002", protocol: h2c}`), "gateway.yaml: routes[0].upstreams[1].protocol: h2c is HTTP/2 without TLS: the url must be http://"},
+		{"h2c over tls", member(`{name: b, url: "https://127.0.0.1:9002", protocol: h2c}`), "gateway.yaml: routes[0].upstreams[1].protocol: h2c is HTTP/2 without TLS and needs an http:// upstream (h2 is HTTP/2 over TLS), got https://"},
 		{"balance", `{name: p, upstreams: [{name: a, url: "http://127.0.0.1:9001"}], balance: random}`,
 			`gateway.yaml: routes[0].balance: must be round_robin, least_request or hash, got "random"`},
 		{"hash without key", `{name: p, upstreams: [{name: a, url: "http://127.0.0.1:9001"}], balance: hash}`,
@@ -63,7 +63,7 @@ func TestPoolCompiles(t *testing.T) {
 	if got := snap.Routes[0].Upstream.String(); got != "http://127.0.0.1:9001/v1" {
 		t.Errorf("got upstream %s, want the first member's", got)
 	}
-	if len(pool.Members) != 2 || pool.Members[0].Weight != 3 || pool.Members[1].Weight != 1 || pool.Members[1].Protocol != MemberH2C || pool.Members[0].Protocol != MemberAuto {
+	if len(pool.Members) != 2 || pool.Members[0].Weight != 3 || pool.Members[1].Weight != 1 || pool.Members[1].Protocol != UpstreamH2C || pool.Members[0].Protocol != UpstreamAuto {
 		t.Errorf("got members %+v", pool.Members)
 	}
 	if pool.HashKey == nil || pool.Balance != BalanceHash {

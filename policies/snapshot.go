@@ -214,6 +214,14 @@ type Route struct {
 	OpenAIErrors bool
 	// AnthropicErrors renders the gateway's own errors in Anthropic's shape.
 	AnthropicErrors bool
+	// GRPCErrors renders the gateway's own errors as gRPC statuses, to
+	// every request (a gRPC call gets them on any route).
+	GRPCErrors bool
+	// GRPCLimitStatus is the gRPC status of a rate-limit refusal of a
+	// gRPC call.
+	GRPCLimitStatus GRPCLimitStatus
+	// UpstreamProtocol is what the gateway speaks to Upstream.
+	UpstreamProtocol UpstreamProtocol
 	// Anthropic is true on an llm route for Anthropic's Messages API: its
 	// errors, rate-limit headers and upstream key are Anthropic's.
 	Anthropic bool

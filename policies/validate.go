@@ -67,6 +67,7 @@ func validateServer(p *problems, s *ServerConfig) {
 	if s.UpstreamTransport != UpstreamTransportLean && s.UpstreamTransport != UpstreamTransportStandard {
 		p.addf("server.upstream_transport", "must be %s or %s, got %q", UpstreamTransportLean, UpstreamTransportStandard, s.UpstreamTransport)
 	}
+	validateProtocols(p, s)
 	if s.ClientServer != ClientServerLean && s.ClientServer != ClientServerStandard {
 		p.addf("server.client_server", "must be %s or %s, got %q", ClientServerLean, ClientServerStandard, s.ClientServer)
 	}
@@ -243,10 +244,13 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 		case rt.LLM != "" && rt.UnsizedInput != "refuse" && rt.UnsizedInput != "context_window":
 			p.addf(place+".unsized_input", "must be refuse or context_window, got %q", rt.UnsizedInput)
 		}
+		if err := rt.UpstreamProtocol.Fits(upstreamScheme(rt.Upstream)); err != nil {
+			p.add(place+".upstream_protocol", err.Error())
+		}
 		switch rt.ErrorFormat {
-		case "gateway", LLMOpenAI, LLMAnthropic:
+		case "gateway", LLMOpenAI, LLMAnthropic, ErrorFormatGRPC:
 		default:
-			p.addf(place+".error_format", "must be gateway, openai or anthropic, got %q", rt.ErrorFormat)
+			p.addf(place+".error_format", "must be gateway, openai, anthropic or grpc, got %q", rt.ErrorFormat)
 		}
 		validateEnforce(p, place, rt)
 		validateEndpoints(p, place, rt)

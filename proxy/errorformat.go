@@ -16,6 +16,9 @@ const (
 	formatGateway errorFormat = iota
 	formatOpenAI
 	formatAnthropic
+	// formatGRPC: a gRPC status, trailers-only (grpc.go); every gRPC
+	// call's, whatever its route says.
+	formatGRPC
 )
 
 // String is the format as the config names it (error_format).
@@ -25,6 +28,8 @@ func (f errorFormat) String() string {
 		return "openai"
 	case formatAnthropic:
 		return "anthropic"
+	case formatGRPC:
+		return "grpc"
 	}
 	return "gateway"
 }
@@ -32,6 +37,8 @@ func (f errorFormat) String() string {
 // routeErrorFormat is route's error format.
 func routeErrorFormat(route *policies.Route) errorFormat {
 	switch {
+	case route.GRPCErrors:
+		return formatGRPC
 	case route.AnthropicErrors:
 		return formatAnthropic
 	case route.OpenAIErrors:

@@ -35,6 +35,10 @@ type errorBody struct {
 	// final marks a 429 that no wait a client can use would fix (see
 	// finalRefusal), which OpenAI's shape calls insufficient_quota.
 	final bool
+	// grpcStatus, when not 0, is the gRPC status of the answer in
+	// formatGRPC (a rate-limit refusal's is the route's); 0 maps the HTTP
+	// status (grpcStatusFor).
+	grpcStatus int
 }
 
 // appendJSON appends b as encoding/json would marshal it (the same bytes),
@@ -129,6 +133,18 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, status int,
 
 	var buf []byte
 	switch errorFormatOf(r) {
+	case formatGRPC:
+		code := body.grpcStatus
+		if code == 0 {
+			code = grpcStatusFor(status)
+		}
+		if rec, ok := w.(*statusRecorder); ok && rec.status == 0 {
+			// Metrics, the access log and the span count the answer as
+			// what it stands for (a 429), not as the 200 gRPC wraps it in.
+			rec.status = status
+		}
+		writeGRPC(w, code, body.Message)
+		return
 	case formatAnthropic:
 		var err error
 		if buf, err = anthropicErrorJSON(status, body); err != nil {
@@ -213,7 +229,9 @@ func (h *Handler) writeRateLimited(w http.ResponseWriter, r *http.Request, route
 	// Where clients are a provider's SDKs, a refusal no short wait fixes
 	// is final: both SDKs obey x-should-retry before any hint.
 	provider := format == formatOpenAI || format == formatAnthropic
-	final := finalRefusal(d, provider)
+	// A gRPC client's retry policy obeys the pushback as the SDKs obey
+	// x-should-retry: a refusal no short wait fixes is final there too.
+	final := finalRefusal(d, provider || format == formatGRPC)
 	ms := retryAfterMillis(d.RetryAfter)
 	// Every header value in one buffer: the rate-limit headers, then the
 	// retry hints.
@@ -236,6 +254,24 @@ func (h *Handler) writeRateLimited(w http.ResponseWriter, r *http.Request, route
 		}
 	}
 	hv.put(w, buf)
+	if format == formatGRPC {
+		// gRPC's retry pushback (A6): the wait in milliseconds, or a
+		// negative one, which tells the client not to retry at all.
+		pushback := "-1"
+		if !final {
+			pushback = strconv.FormatInt(ms, 10)
+		}
+		hdr[hdrGRPCPushback] = []string{pushback}
+		delete(hdr, hdrShouldRetry)
+		msg := deniedMessage(d)
+		if final {
+			msg = finalMessage(d)
+		}
+		h.writeError(w, r, http.StatusTooManyRequests, errorBody{
+			Message: msg, Policy: d.Policy, final: final, grpcStatus: grpcLimitStatus(route),
+		}, slog.String("policy", d.Policy))
+		return
+	}
 	if format != formatGateway {
 		msg := deniedMessage(d)
 		if final && provider {

@@ -213,7 +213,9 @@ func (h *Handler) forward(w http.ResponseWriter, p *plan, dec decision, idem *id
 	held, isHeld := r.Body.(*heldBody)
 	if r.Body != nil && r.Body != http.NoBody && !isHeld {
 		body := r.Body
-		if route.MaxBodyBytes > 0 {
+		if route.MaxBodyBytes > 0 && !p.grpc {
+			// (A gRPC stream is bounded by its messages' limits at both
+			// ends, not by the route's: it may run for hours.)
 			// Catches bodies without a Content-Length (chunked) or that lie
 			// about it; the error surfaces from the transport and becomes a
 			// 413.
@@ -248,11 +250,14 @@ func (h *Handler) forward(w http.ResponseWriter, p *plan, dec decision, idem *id
 // Otherwise the route deadline (a timer, the context it cancels, the trace
 // that extends it) does.
 func (h *Handler) timeUpstream(st *requestState, out *http.Request) *http.Request {
+	if st.p.grpc {
+		return timeGRPC(st, out)
+	}
 	timeout := st.route().Timeout
 	if timeout <= 0 {
 		return out
 	}
-	if h.leanTransport && h1.Lean(out) {
+	if h.leanTransport && st.route().UpstreamProtocol.Auto() && h1.Lean(out) {
 		st.leanTimeout = true
 		return out
 	}
@@ -265,6 +270,33 @@ func (h *Handler) timeUpstream(st *requestState, out *http.Request) *http.Reques
 	}
 	st.trace.WroteRequest = st.wroteRequest
 	return out.WithContext(httptrace.WithClientTrace(st, &st.trace))
+}
+
+// timeGRPC bounds a gRPC call by its own grpc-timeout, the whole call,
+// as the client's own deadline does, rather than by the route timeout: a
+// streaming call's answer may start only when the client's stream ends,
+// and a server stream may run for as long as the client wants it.
+func timeGRPC(st *requestState, out *http.Request) *http.Request {
+	if st.p.grpcTimeout <= 0 {
+		return out
+	}
+	st.Context, st.cancel = context.WithTimeout(st.inbound(), st.p.grpcTimeout)
+	return out.WithContext(st)
+}
+
+// grpcDeadlinePassed reports whether a gRPC call's grpc-timeout ran out:
+// the gateway's deadline fired, or the upstream, which read the same
+// grpc-timeout, gave up on it a moment sooner (its timer may fire first on
+// a busy machine, and it resets the stream).
+func (st *requestState) grpcDeadlinePassed() bool {
+	if !st.p.grpc || st.p.grpcTimeout <= 0 {
+		return false
+	}
+	if errors.Is(st.Context.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	dl, ok := st.Context.Deadline()
+	return ok && time.Until(dl) < max(st.p.grpcTimeout/20, 10*time.Millisecond)
 }
 
 // endDeadline stops the route deadline, if timeUpstream armed one, and
@@ -470,7 +502,7 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		// The client may still be sending a body nobody will read. Without
 		// this, Go's server would read up to 256 KiB of it before answering,
 		// and wait for ever on a client that stalled.
-		w.Header()["Connection"] = []string{"close"}
+		closeAfter(w, r)
 	}
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -478,6 +510,11 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		setRateLimitHeaders(w.Header(), st.verdict, rt.RateLimitHeaders)
 		h.writeError(w, r, http.StatusGatewayTimeout, errorBody{
 			Message: fmt.Sprintf("the upstream did not answer within %s", rt.Timeout),
+		}, route, slog.String("upstream", st.upstreamName()))
+	case st.grpcDeadlinePassed() && st.inbound().Err() == nil:
+		setRateLimitHeaders(w.Header(), st.verdict, rt.RateLimitHeaders)
+		h.writeError(w, r, http.StatusGatewayTimeout, errorBody{
+			Message: fmt.Sprintf("the call's grpc-timeout of %s passed before the upstream answered", st.p.grpcTimeout),
 		}, route, slog.String("upstream", st.upstreamName()))
 	case errors.As(err, &tooLarge):
 		setRateLimitHeaders(w.Header(), st.verdict, rt.RateLimitHeaders)
@@ -493,6 +530,16 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		setRateLimitHeaders(w.Header(), st.verdict, rt.RateLimitHeaders)
 		h.writeError(w, r, http.StatusBadGateway, errorBody{Message: "the upstream could not be reached or failed to answer"},
 			route, slog.String("upstream", st.upstreamName()), logErr)
+	}
+}
+
+// closeAfter ends r's connection after the answer, on HTTP/1: what is left
+// of the body is never read. On HTTP/2 the stream alone ends (net/http
+// resets it), and "Connection: close" would end every other stream of the
+// connection with it (net/http reads it as a GOAWAY to send).
+func closeAfter(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor < 2 {
+		w.Header()["Connection"] = []string{"close"}
 	}
 }
 

@@ -153,6 +153,9 @@ type gatewayOpts struct {
 	tokens         *jwtauth.Verifier
 	metrics        Observer
 	pools          *pool.Pools // nil: the Handler's own, on the real clock
+	// h2c: the net/http server behind the lean one serves HTTP/2 by prior
+	// knowledge too, as with server.protocols: [http1, h2c].
+	h2c bool
 }
 
 // closingTransport is a transport whose idle connections a test closes.
@@ -190,6 +193,11 @@ func newGateway(t testing.TB, snap *policies.Snapshot, lim Limiter, o gatewayOpt
 	}
 	srv := httptest.NewUnstartedServer(h)
 	t.Cleanup(srv.Close)
+	if o.h2c {
+		srv.Config.Protocols = new(http.Protocols)
+		srv.Config.Protocols.SetHTTP1(true)
+		srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	}
 	// As gateway serve does by default: h1.Server takes the listener and
 	// hands what it does not serve to srv's net/http server, which
 	// httptest starts on a listener of the same address that never

@@ -112,7 +112,7 @@ func (s *stallWatch) expire() { http.NewResponseController(s.w).SetReadDeadline(
 func (h *Handler) holdFailed(w http.ResponseWriter, r *http.Request, st *requestState, err error) {
 	rt := st.route()
 	route := slog.String("route", rt.Name)
-	w.Header()["Connection"] = []string{"close"}
+	closeAfter(w, r)
 	switch {
 	case errors.Is(err, errBodyStalled):
 		setRateLimitHeaders(w.Header(), st.verdict, rt.RateLimitHeaders)

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/llm"
@@ -20,6 +21,11 @@ import (
 // explained are one thing.
 type plan struct {
 	snap *policies.Snapshot
+	// grpc: the request is a gRPC call (isGRPC), answered in gRPC's terms;
+	// grpcTimeout is its grpc-timeout (0: none), which bounds the call in
+	// place of the route's timeout and body limit.
+	grpc        bool
+	grpcTimeout time.Duration
 	// in is the request as received; r the one every later step reads and
 	// forwards: canonical, in its route's error format, its body held once
 	// it was read.
@@ -124,6 +130,18 @@ type planner struct {
 // takes nothing, and that refuses a call its headers already condemn.
 func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer) {
 	p := &plan{snap: snap, in: r, r: r}
+	if isGRPC(r) {
+		p.grpc = true
+		r = withErrorFormat(r, formatGRPC)
+		p.r = r
+		if v, ok := r.Header[hdrGRPCTimeout]; ok {
+			d, valid := parseGRPCTimeout(v[0])
+			if !valid || len(v) != 1 {
+				return p, answer{status: http.StatusBadRequest, msg: "malformed grpc-timeout: want up to 8 digits and a unit (H, M, S, m, u, n)"}
+			}
+			p.grpcTimeout = d
+		}
+	}
 	if snap == nil {
 		return p, answer{status: http.StatusServiceUnavailable, msg: "the gateway has no configuration loaded"}
 	}
@@ -157,7 +175,7 @@ func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer
 		return p, answer{status: http.StatusInternalServerError, msg: "the matched route has no upstream; see the gateway log"}
 	}
 	p.reached = stepRoute
-	if f := routeErrorFormat(route); f != formatGateway {
+	if f := routeErrorFormat(route); f != formatGateway && !p.grpc {
 		r = withErrorFormat(r, f) // errors in the shape the provider's SDKs read
 		p.r = r
 	}
@@ -178,7 +196,7 @@ func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer
 	if msg := keyInputProblem(r, route, keyHeaders(snap, route)); msg != "" {
 		return p, answer{status: http.StatusBadRequest, msg: msg}
 	}
-	if limit := bodyLimit(route, r.Method, r.URL.Path); limit > 0 && r.ContentLength > limit {
+	if limit := bodyLimit(route, r.Method, r.URL.Path); limit > 0 && r.ContentLength > limit && !p.grpc {
 		return p, answer{status: http.StatusRequestEntityTooLarge, msg: tooLargeMessage(limit)}
 	}
 	p.reached = stepBody

@@ -61,6 +61,11 @@ type Config struct {
 	// Transport carries requests upstream. It is a process-lifetime resource
 	// (see NewTransport), shared across reloads so its connection pool is.
 	Transport http.RoundTripper
+	// Protocols carries requests on routes whose upstream_protocol is not
+	// auto (auto's being Transport's). Nil: New builds them
+	// (NewUpstreamTransports over Transport); a process builds them once,
+	// and closes their idle connections when it ends.
+	Protocols *UpstreamTransports
 	// Logger receives one line per answer the gateway gives itself: 4xx at
 	// debug, 5xx at warn, 500 at error.
 	Logger *slog.Logger
@@ -109,6 +114,9 @@ type Config struct {
 // use and holds no per-request state, so a reload never replaces it.
 type Handler struct {
 	snapshots Snapshots
+	// protocols are the transports of each upstream protocol; the
+	// ReverseProxy sends on them (UpstreamTransports.RoundTrip).
+	protocols *UpstreamTransports
 	// leanTransport: the transport is h1's, which times lean exchanges by
 	// itself (see timeUpstream).
 	leanTransport bool
@@ -207,7 +215,11 @@ func New(cfg Config) (*Handler, error) {
 	if h.pools == nil {
 		h.pools = pool.New(pool.Config{Snapshots: cfg.Snapshots, Transport: cfg.Transport})
 	}
-	h.rp = h.newReverseProxy(cfg.Transport)
+	h.protocols = cfg.Protocols
+	if h.protocols == nil {
+		h.protocols = NewUpstreamTransports(cfg.Transport)
+	}
+	h.rp = h.newReverseProxy(h.protocols)
 	return h, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 
@@ -81,5 +82,70 @@ func newStandardTransport(dial dialFunc) *http.Transport {
 		ExpectContinueTimeout:  transportExpectTimeout,
 		MaxResponseHeaderBytes: transportMaxRespHeader,
 		DisableCompression:     true,
+	}
+}
+
+// UpstreamTransports are the upstream transports of every protocol a route
+// may name (routes[].upstream_protocol), built once per process like the
+// transport they hold for auto. Their RoundTrip sends a request the
+// Handler forwards on its route's. Safe for concurrent use.
+type UpstreamTransports struct {
+	auto http.RoundTripper
+	// http1, h2 and h2c are net/http's, each held to its one protocol.
+	http1, h2, h2c *http.Transport
+}
+
+// NewUpstreamTransports returns the transports of each upstream protocol:
+// auto is the process's transport (NewTransport's, or
+// NewStandardTransport's); http1, h2 and h2c are net/http's, tuned as
+// NewStandardTransport's and held to HTTP/1.1, HTTP/2 over TLS, and
+// HTTP/2 by prior knowledge. Their connections are opened when first used.
+func NewUpstreamTransports(auto http.RoundTripper) *UpstreamTransports {
+	dial := newDialer().DialContext
+	only := func(set func(*http.Protocols)) *http.Transport {
+		t := newStandardTransport(dial)
+		t.ForceAttemptHTTP2 = false
+		t.Protocols = new(http.Protocols)
+		set(t.Protocols)
+		return t
+	}
+	return &UpstreamTransports{
+		auto:  auto,
+		http1: only(func(p *http.Protocols) { p.SetHTTP1(true) }),
+		h2:    only(func(p *http.Protocols) { p.SetHTTP2(true) }),
+		h2c:   only(func(p *http.Protocols) { p.SetUnencryptedHTTP2(true) }),
+	}
+}
+
+// For is the transport of protocol p: the one function that chooses, for a
+// route's upstream and for any other place that names a protocol.
+func (t *UpstreamTransports) For(p policies.UpstreamProtocol) http.RoundTripper {
+	switch p {
+	case policies.UpstreamHTTP1:
+		return t.http1
+	case policies.UpstreamH2:
+		return t.h2
+	case policies.UpstreamH2C:
+		return t.h2c
+	}
+	return t.auto
+}
+
+// RoundTrip sends req on the transport of its route's upstream protocol
+// (auto's when req carries no route).
+func (t *UpstreamTransports) RoundTrip(req *http.Request) (*http.Response, error) {
+	if st := stateFrom(req.Context()); st != nil {
+		return t.For(st.route().UpstreamProtocol).RoundTrip(req)
+	}
+	return t.auto.RoundTrip(req)
+}
+
+// CloseIdleConnections closes every transport's idle connections.
+func (t *UpstreamTransports) CloseIdleConnections() {
+	if c, ok := t.auto.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+	for _, tr := range []*http.Transport{t.http1, t.h2, t.h2c} {
+		tr.CloseIdleConnections()
 	}
 }

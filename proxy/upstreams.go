@@ -29,18 +29,10 @@ func (t *poolTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.next.RoundTrip(req)
 }
 
-// transportFor is the transport that speaks protocol to a member: the one
-// place that chooses. auto and http1 take the gateway's one transport (the
-// lean one for http://, net/http's for the rest); h2 and h2c are accepted
-// and validated, and take it too until transports of their own are given
-// here.
-func (h *Handler) transportFor(protocol policies.MemberProtocol) http.RoundTripper {
-	switch protocol {
-	case policies.MemberH2, policies.MemberH2C:
-		return h.transport // the HTTP/2 transports plug in here
-	default: // auto, http1
-		return h.transport
-	}
+// transportFor is the transport that speaks protocol to a member: the
+// same choice as a route's upstream_protocol.
+func (h *Handler) transportFor(protocol policies.UpstreamProtocol) http.RoundTripper {
+	return h.protocols.For(protocol)
 }
 
 // pickMember chooses the first member a request of a pool goes to: st.pool

@@ -53,6 +53,8 @@ type gatewayConfig struct {
 	Tenants      string  // the tenants section, "" for none
 	Cert, Key    string  // server.tls's one pair of files, "" for plain HTTP
 	Pool         int     // members of the route's pool, each the upstream; 0: one upstream
+	Protocols    string  // server.protocols, "" for the default
+	GRPC         string  // http://host:port of a gRPC health server routed to with h2c, "" for none
 }
 
 // llmBody is what the LLM target posts: the small call of llmload.

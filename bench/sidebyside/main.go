@@ -46,6 +46,7 @@ type options struct {
 	open       openOptions
 	pin        string
 	base       string
+	h2         bool
 }
 
 func main() {
@@ -69,6 +70,7 @@ func main() {
 	flag.IntVar(&o.open.samples, "open-samples", 10000, "and for long enough to send this many requests (at most 30s)")
 	flag.StringVar(&o.pin, "pin", "auto", "taskset the load generators to the last CPU and the servers to the others: auto (on 4+ CPUs), on, off")
 	flag.StringVar(&o.base, "base", "", "a git revision whose gateway is built too and measured beside this one (build=base)")
+	flag.BoolVar(&o.h2, "h2", false, "run the HTTP/2 targets (h2load over h2c: the gateway, nginx, Caddy) and gRPC calls (the gateway against a direct call) instead")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -145,6 +147,9 @@ func run(ctx context.Context, o options, rates string) error {
 		fmt.Fprintf(w, "# base: %s\n", commit)
 	}
 	values := map[string]ratio{}
+	if o.h2 {
+		o.memory, o.capacity = false, false
+	}
 	if o.memory {
 		if err := runMemory(ctx, w, o.goBin, root, values); err != nil {
 			return err
@@ -163,6 +168,13 @@ func run(ctx context.Context, o options, rates string) error {
 	defer ps.stopAll()
 	l := &lab{ps: ps, dir: tmp, gateway: bins.gateway, bare: bins.bare, baseGateway: baseBin}
 	defer l.close()
+	if o.h2 {
+		if err := runH2(ctx, w, o, l); err != nil {
+			return err
+		}
+		ps.stopAll()
+		return finish(w, o, root, start, &report, ps.logWarnings())
+	}
 	targets, err := l.startTargets(ctx, sel)
 	if err != nil {
 		return err
@@ -190,7 +202,11 @@ func run(ctx context.Context, o options, rates string) error {
 
 	fmt.Fprintln(w)
 	writeRatios(w, runs, open, values)
-	warns = append(warns, anomalies(targets, runs)...)
+	return finish(w, o, root, start, &report, append(warns, anomalies(targets, runs)...))
+}
+
+// finish writes the warnings and the run's end, then the results file.
+func finish(w io.Writer, o options, root string, start time.Time, report *bytes.Buffer, warns []string) error {
 	for _, s := range warns {
 		fmt.Fprintf(w, "WARN %s\n", s)
 	}
@@ -223,6 +239,9 @@ func resultsPath(o options, root string, start time.Time) string {
 	base := filepath.Join(dir, fmt.Sprintf("%s-%dcpu", start.Format("2006-01-02"), runtime.NumCPU()))
 	if o.only == "tls" {
 		base += "-tls"
+	}
+	if o.h2 {
+		base += "-h2"
 	}
 	for i := 1; ; i++ {
 		p := base

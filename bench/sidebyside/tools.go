@@ -21,6 +21,7 @@ func versions(ctx context.Context, goBin, root string) [][2]string {
 		{"haproxy", []string{"haproxy", "-v"}},
 		{"caddy", []string{"caddy", "version"}},
 		{"wrk", []string{"wrk", "-v"}},
+		{"h2load", []string{"h2load", "--version"}},
 		{"redis-server", []string{"redis-server", "-v"}},
 		{"# gateway", []string{"git", "-C", root, "describe", "--always", "--dirty", "--abbrev=40"}},
 	}

@@ -111,6 +111,7 @@ func startOnlyChanges(start, next *policies.Config) []string {
 		{"server.listen, client_server, proxy_protocol and timeouts", []any{start.Server.Listen, start.Server.ProxyProtocol, start.Server.ClientServer, start.Server.ReadHeaderTimeout, start.Server.ReadTimeout, start.Server.WriteTimeout, start.Server.IdleTimeout, start.Server.MaxHeaderBytes, start.Server.ShutdownTimeout, start.Server.MaxKeysPerPolicy, start.Server.IdempotencyMaxBytes},
 			[]any{next.Server.Listen, next.Server.ProxyProtocol, next.Server.ClientServer, next.Server.ReadHeaderTimeout, next.Server.ReadTimeout, next.Server.WriteTimeout, next.Server.IdleTimeout, next.Server.MaxHeaderBytes, next.Server.ShutdownTimeout, next.Server.MaxKeysPerPolicy, next.Server.IdempotencyMaxBytes}},
 		{"server.tls (the files' contents follow)", start.Server.TLS, next.Server.TLS},
+		{"server.protocols and max_concurrent_streams", []any{start.Server.Protocols, start.Server.MaxConcurrentStreams}, []any{next.Server.Protocols, next.Server.MaxConcurrentStreams}},
 		{"server.memory_limit_bytes and min_heap_bytes", []any{start.Server.MemoryLimitBytes, start.Server.MinHeapBytes}, []any{next.Server.MemoryLimitBytes, next.Server.MinHeapBytes}},
 		{"redis", start.Redis, next.Redis},
 		{"admin", start.Admin, next.Admin},

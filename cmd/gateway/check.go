@@ -47,6 +47,9 @@ func printSnapshot(w io.Writer, snap *policies.Snapshot) {
 		if rt.Pool != nil {
 			upstream = "pool: " + memberNames(rt.Pool)
 		}
+		if !rt.UpstreamProtocol.Auto() {
+			upstream += " (" + string(rt.UpstreamProtocol) + ")"
+		}
 		if len(rt.Policies) == 0 {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\tunlimited\n", rt.Name, describeMatch(rt.Match), upstream)
 		}

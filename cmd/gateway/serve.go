@@ -311,9 +311,10 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 	if lean, ok := transport.(*h1.Transport); ok {
 		p.metrics.WatchTransport(transportStats(lean))
 	}
-	// Its idle upstream connections (and the timer that prunes them) go
+	protocols := proxy.NewUpstreamTransports(transport)
+	// Their idle upstream connections (and the timer that prunes them) go
 	// with the process.
-	p.onClose(func() error { transport.CloseIdleConnections(); return nil })
+	p.onClose(func() error { protocols.CloseIdleConnections(); return nil })
 	if p.jwtKeys, err = newJWTKeys(context.Background(), p.snap.Tenants.JWT, p.log); err != nil {
 		return fmt.Errorf("%s: tenants.jwt: %w", p.snap.Source, err)
 	}
@@ -323,6 +324,7 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 		Limiter:        engine,
 		Transport:      transport,
 		Pools:          p.pools,
+		Protocols:      protocols,
 		Logger:         p.log,
 		Metrics:        p.metrics,
 		Refusals:       p.refused,
@@ -366,7 +368,7 @@ type clientServer interface {
 // listen opens server.listen and says so in the log.
 func (p *process) listen() error {
 	cfg := p.snap.Config
-	newStd := func(h http.Handler) *http.Server {
+	newStd := func(h http.Handler, overTLS bool) *http.Server {
 		return &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
@@ -375,16 +377,22 @@ func (p *process) listen() error {
 			IdleTimeout:       cfg.Server.IdleTimeout,
 			MaxHeaderBytes:    cfg.Server.MaxHeaderBytes + headerSlack,
 			ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+			Protocols:         serverProtocols(cfg.Server.Protocols, overTLS),
+			HTTP2:             http2Config(cfg.Server),
 		}
 	}
 	// newServer serves plain HTTP: proxy/h1's server in front of net/http's
-	// with client_server: lean.
+	// with client_server: lean. A plain connection that opens with
+	// HTTP/2's preface (h2c) is one the lean server hands over unread, as
+	// it does every request that is not plain HTTP/1.1: net/http's server
+	// then reads the preface and serves the connection's streams, when
+	// server.protocols allows h2c, or closes it.
 	var watched *h1.Server
 	newServer := func(h http.Handler) clientServer {
 		if cfg.Server.ClientServer != policies.ClientServerLean {
-			return newStd(h)
+			return newStd(h, false)
 		}
-		lean := &h1.Server{Handler: h, Fallback: newStd(h)}
+		lean := &h1.Server{Handler: h, Fallback: newStd(h, false)}
 		if watched == nil {
 			watched = lean
 			p.metrics.WatchClientServer(clientServerStats(lean))
@@ -405,7 +413,7 @@ func (p *process) listen() error {
 	} else {
 		// TLS connections go to net/http's server: the lean one reads
 		// plain HTTP/1.1 only.
-		p.srv = newStd(p.handler)
+		p.srv = newStd(p.handler, true)
 		p.ln = tls.NewListener(p.ln, p.certs.TLSConfig())
 		if err := p.listenPlain(ln.Addr(), newServer); err != nil {
 			return err

@@ -27,6 +27,7 @@ func newCertStore(snap *policies.Snapshot, log *slog.Logger, m *metrics.Metrics)
 		ClientAuth: tls.RequireAndVerifyClientCert,
 		Logger:     log,
 		OnReload:   m.CertificateReload,
+		NextProtos: alpnProtocols(snap.Config.Server.Protocols),
 	}
 	if t.MinVersion == policies.TLSVersion13 {
 		cfg.MinVersion = tls.VersionTLS13
