@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -278,5 +279,33 @@ func TestHTTP2StreamFailureKeepsItsConnection(t *testing.T) {
 	}
 	if n := dials.Load(); n != 1 {
 		t.Errorf("connections: got %d, want 1 (one stream's failure ends the stream only)", n)
+	}
+}
+
+// A pool member's protocol takes the same transports as a route's
+// upstream_protocol: two members of one plain server, one spoken to in
+// HTTP/1.1 and one in h2c, each answer in the protocol it was named.
+func TestPoolMemberProtocols(t *testing.T) {
+	plain := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Proto)
+	}), Protocols: new(http.Protocols)}
+	plain.Protocols.SetHTTP1(true)
+	plain.Protocols.SetUnencryptedHTTP2(true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go plain.Serve(ln)
+	t.Cleanup(func() { plain.Close() })
+	u := "http://" + ln.Addr().String()
+	for _, c := range []struct{ protocol, want string }{{"http1", "HTTP/1.1"}, {"h2c", "HTTP/2.0"}, {"auto", "HTTP/1.1"}} {
+		snap := compileYAML(t, fmt.Sprintf("routes:\n  - {name: api, match: {path_prefix: /}, upstreams: [{name: a, url: %q, protocol: %s}, {name: b, url: %q, protocol: %s}]}\n", u, c.protocol, u, c.protocol))
+		gw, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{})
+		for range 4 { // both members, twice
+			r := do(t, gw.Client(), http.MethodGet, gw.URL+"/", nil, nil)
+			if r.status != http.StatusOK || string(r.body) != c.want {
+				t.Errorf("members with protocol %s: got %d %q, want 200 %s", c.protocol, r.status, r.body, c.want)
+			}
+		}
 	}
 }
