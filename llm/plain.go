@@ -21,12 +21,12 @@ func (c *counter) messagesPlain(b []byte) bool {
 	if b[0] != '[' || !plainNumbers(b) {
 		return false
 	}
-	n := c.n
+	n, rest := c.n, c.rest
 	ok := eachElement(b, func(item []byte) bool {
 		return item[0] == '{' && c.messagePlain(item)
 	})
 	if !ok {
-		c.n = n
+		c.n, c.rest = n, rest
 	}
 	return ok
 }
@@ -68,6 +68,11 @@ func (c *counter) partPlain(m []byte, ms []member) bool {
 	if _, isMessage := last(ms, "role"); !isMessage {
 		if name, ok := last(ms, "name"); ok && m[name.val] == '"' {
 			c.textJSON(m[name.val:name.end])
+		}
+	}
+	for i, mm := range ms {
+		if j, _ := lastIndex(ms, string(mm.key)); j == i && !readKey(string(mm.key), m[mm.val] == '"') {
+			c.rest = AddSat(c.rest, memberBytes(mm))
 		}
 	}
 	for _, k := range textKeys {

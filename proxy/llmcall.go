@@ -139,6 +139,11 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, kind llm.Kind, route *p
 		body = raised
 		r = withBody(r, body)
 	}
+	if req.PredictionTokens > 0 {
+		// What of a prediction the answer does not use is billed as
+		// output, past the cap: it is reserved as output too.
+		call.maxOutput = llm.AddSat(call.maxOutput, llm.MulSat(req.PredictionTokens, max(req.Choices, 1)))
+	}
 	if req.Stream && !req.IncludeUsage && (kind == llm.ChatCompletions || kind == llm.Completions) {
 		withUsage, added, err := llm.WithIncludeUsage(body)
 		if err != nil {
@@ -224,7 +229,7 @@ func (c *llmCall) bindUnsized(route *policies.Route) string {
 	}
 	turns := int64(1)
 	for _, u := range c.req.Unsized {
-		if strings.HasPrefix(u, "tools[") {
+		if strings.HasPrefix(u, "tools[") || u == "mcp_servers" {
 			// Each built-in tool call is another model turn, billed its
 			// whole context again.
 			if c.req.MaxToolCalls == 0 {
