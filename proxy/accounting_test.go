@@ -138,7 +138,7 @@ func accountingCases(t *testing.T) []accountingCase {
 	// field the gateway's count once skipped.
 	hidden := strings.Repeat("quota bypass ", 1000)
 	responses := func(body string) func(int) string { return func(int) string { return body } }
-	sdkJSON := http.Header{"Accept-Encoding": {"gzip, deflate"}}        // the openai and Anthropic SDKs
+	sdkJSON := http.Header{"Accept-Encoding": {"gzip, deflate"}}       // the openai and Anthropic SDKs
 	nodeFetch := http.Header{"Accept-Encoding": {"br, gzip, deflate"}} // Node's fetch over HTTPS
 	upgrade := http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}
 	return []accountingCase{
