@@ -62,10 +62,8 @@ type llmCall struct {
 	// upstreamErr is the error that ended the exchange before a response.
 	upstreamErr error
 
-	// meter takes a stream's output a window at a time (enforce: stream);
-	// meterReasoning says the request asks for reasoning a stream hides.
-	meter          *streamMeter
-	meterReasoning bool
+	// meter takes a stream's output a window at a time (enforce: stream).
+	meter *streamMeter
 
 	status  int                // the upstream's, 0 when it never answered
 	stream  *llm.StreamWatcher // an SSE response
