@@ -228,22 +228,14 @@ var controls = map[string]bool{
 	"background": true, "truncation": true,
 }
 
-// counted are the top-level fields of kind that the count reads (or
-// that make a call unsized, or are reserved as output).
-func counted(kind Kind) []string {
-	switch kind {
-	case ChatCompletions:
-		return []string{"messages", "tools", "functions", "prediction", "web_search_options"}
-	case Responses:
-		return []string{"instructions", "input", "tools", "previous_response_id", "conversation", "prompt"}
-	case AnthropicMessages:
-		return []string{"system", "messages", "tools", "mcp_servers"}
-	case Completions:
-		return []string{"prompt"}
-	case Embeddings:
-		return []string{"input"}
-	}
-	return nil
+// counted are, by kind, the top-level fields the count reads (or that
+// make a call unsized, or are reserved as output).
+var counted = [...][]string{
+	ChatCompletions:   {"messages", "tools", "functions", "prediction", "web_search_options"},
+	Responses:         {"instructions", "input", "tools", "previous_response_id", "conversation", "prompt"},
+	AnthropicMessages: {"system", "messages", "tools", "mcp_servers"},
+	Completions:       {"prompt"},
+	Embeddings:        {"input"},
 }
 
 // unread is the bytes of the top-level members of a valid body that
@@ -251,7 +243,10 @@ func counted(kind Kind) []string {
 // Request.PromptTokens); a repeated key's earlier values among them.
 func unread(kind Kind, top []member) int64 {
 	var n int64
-	read := counted(kind)
+	var read []string
+	if int(kind) < len(counted) {
+		read = counted[kind]
+	}
 	for i, m := range top {
 		if controls[string(m.key)] {
 			continue

@@ -18,8 +18,10 @@ import (
 // is refused with 502 and the call is charged its reservation, since the
 // provider may have billed it.
 
-// upstreamAcceptEncoding is what an llm call accepts from the upstream.
-const upstreamAcceptEncoding = "gzip"
+// upstreamAcceptEncoding is what an llm call accepts from the upstream:
+// one value shared by every call's header (nothing writes into a header's
+// values), which spares each call an allocation.
+var upstreamAcceptEncoding = []string{"gzip"}
 
 // maxDecodedBody bounds an llm answer's decoded bytes: a small gzip can
 // decode to gigabytes. Past it the answer is cut (and the call charged its

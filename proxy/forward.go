@@ -309,7 +309,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	}
 	if st.p.call != nil {
 		// Its answer is read and edited as it passes (see decodeAnswer).
-		pr.Out.Header["Accept-Encoding"] = []string{upstreamAcceptEncoding}
+		pr.Out.Header["Accept-Encoding"] = upstreamAcceptEncoding
 	}
 	if route.Anthropic {
 		anthropicUpstream(pr.Out, route.UpstreamAPIKey)
@@ -423,7 +423,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	if st.p.call != nil {
 		if err := decodeAnswer(resp); err != nil {
 			// Billed, perhaps, and unreadable: charged its reservation.
-			st.p.call.status = resp.StatusCode
+			st.p.call.status, st.p.call.unreadable = resp.StatusCode, true
 			resp.Body.Close()
 			return err
 		}

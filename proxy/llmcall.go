@@ -61,6 +61,9 @@ type llmCall struct {
 	delivered deliveredCosts
 	// upstreamErr is the error that ended the exchange before a response.
 	upstreamErr error
+	// unreadable says the answer came in an encoding the gateway cannot
+	// read: nothing of it was delivered, and its reservation is charged.
+	unreadable bool
 
 	// meter takes a stream's output a window at a time (enforce: stream).
 	meter *streamMeter
@@ -499,11 +502,15 @@ func (c *llmCall) actual() (bounded, delivered usage) {
 		u := usage{input: in, cached: min(max(u.CachedInput, 0), in), output: out}
 		return u, u
 	}
+	bounded = usage{input: c.req.PromptTokens, output: c.maxOutput}
+	if c.unreadable {
+		return bounded, bounded // what it delivered cannot be seen
+	}
 	var out int64
 	if c.stream != nil {
 		out = c.stream.Delivered()
 	}
-	return usage{input: c.req.PromptTokens, output: c.maxOutput}, usage{input: c.req.PromptTokens, output: out}
+	return bounded, usage{input: c.req.PromptTokens, output: out}
 }
 
 // neverSent reports whether err ended the exchange before the request could
