@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -242,38 +243,26 @@ var counted = [...][]string{
 // neither the count nor controls read, keys included (see
 // Request.PromptTokens); a repeated key's earlier values among them.
 func unread(kind Kind, top []member) int64 {
-	var n int64
 	var read []string
 	if int(kind) < len(counted) {
 		read = counted[kind]
 	}
-	for i, m := range top {
+	// From the last member back, so that a repeated key's last value is
+	// the one read, in one pass whatever the repeats.
+	var n int64
+	var seen uint64 // by index in read
+	for i := len(top) - 1; i >= 0; i-- {
+		m := top[i]
 		if controls[string(m.key)] {
 			continue
 		}
-		known := false
-		for _, f := range read {
-			if string(m.key) == f {
-				l, _ := lastIndex(top, f)
-				known = l == i
-				break
-			}
+		if j := slices.Index(read, string(m.key)); j >= 0 && seen&(1<<j) == 0 {
+			seen |= 1 << j
+			continue
 		}
-		if !known {
-			n += memberBytes(m)
-		}
+		n = AddSat(n, memberBytes(m))
 	}
 	return n
-}
-
-// lastIndex is last's index in ms.
-func lastIndex(ms []member, key string) (int, bool) {
-	for i := len(ms) - 1; i >= 0; i-- {
-		if string(ms[i].key) == key {
-			return i, true
-		}
-	}
-	return -1, false
 }
 
 // memberBytes bounds the bytes of m's JSON text: its key, quoted, the
