@@ -480,15 +480,20 @@ func (c *llmCall) actual() (bounded, delivered usage) {
 		return u, u
 	}
 	var u llm.Usage
-	var ok bool
+	var ok, json bool
 	switch {
 	case c.stream != nil:
 		u, ok = c.stream.Usage()
 	case c.tapped != nil && c.tapped.complete():
 		u, ok = llm.ParseUsage(c.kind, c.tapped.buf)
+		json = ok
 	}
 	if ok {
 		in, out := max(u.Input, 0), max(u.Output, 0)
+		if json {
+			// What the answer shows counts, whatever its usage says.
+			out = max(out, llm.SeenOutput(c.kind, c.req.Model, c.tapped.buf))
+		}
 		if c.stream != nil {
 			// What was seen counts, whatever the usage says: the output
 			// that reached the client, and after an error event that
