@@ -28,7 +28,7 @@ func SeenOutput(kind Kind, model string, body []byte) int64 {
 		return 0
 	}
 	s := seen{model: model}
-	s.value(body[m.val:m.end], nil)
+	s.scan(body[m.val:m.end])
 	return s.n
 }
 
@@ -48,39 +48,46 @@ func outputKey(key []byte) bool {
 	return false
 }
 
-// value counts the valid JSON value v, found under key.
-func (s *seen) value(v []byte, key []byte) {
-	switch v[0] {
-	case '"':
-		if !outputKey(key) {
-			return
+// scan counts the valid JSON value v in one pass: each string value is
+// counted when the key it belongs to (the last key before it) is an output
+// key, and an object under "input" or "arguments" (Anthropic's tool_use
+// input) by its JSON text.
+func (s *seen) scan(v []byte) {
+	var key []byte
+	for i := 0; i < len(v); {
+		if v[i] != '"' {
+			i++
+			continue
 		}
-		if s.enc == "" {
-			s.enc = EncodingFor(s.model)
-		}
-		if b, ok := plainString(v); ok {
-			s.n = AddSat(s.n, countBytesIn(s.enc, b, Pace{}))
-		} else {
-			s.n = AddSat(s.n, countIn(s.enc, stringValue(v), Pace{}))
-		}
-	case '[':
-		eachElement(v, func(e []byte) bool {
-			s.value(e, key)
-			return true
-		})
-	case '{':
-		if string(key) == "input" || string(key) == "arguments" {
-			// A tool's input as an object (Anthropic's tool_use): the
-			// model wrote its JSON.
-			if s.enc == "" {
-				s.enc = EncodingFor(s.model)
+		end := skipString(v, i)
+		j := skipSpace(v, end)
+		if j < len(v) && v[j] == ':' { // a key
+			key = v[i+1 : end-1]
+			k := skipSpace(v, j+1)
+			if k < len(v) && v[k] == '{' && (string(key) == "input" || string(key) == "arguments") {
+				e := skipValue(v, k)
+				s.count(v[k:e])
+				i = e
+				continue
 			}
-			s.n = AddSat(s.n, countBytesIn(s.enc, v, Pace{}))
-			return
+			i = k
+			continue
 		}
-		var buf [8]member
-		for _, m := range appendMembers(buf[:0], v, 0) {
-			s.value(v[m.val:m.end], m.key)
+		if outputKey(key) {
+			if b, ok := plainString(v[i:end]); ok {
+				s.count(b)
+			} else {
+				s.count([]byte(stringValue(v[i:end])))
+			}
 		}
+		i = end
 	}
+}
+
+// count adds the tokens of text.
+func (s *seen) count(text []byte) {
+	if s.enc == "" {
+		s.enc = EncodingFor(s.model)
+	}
+	s.n = AddSat(s.n, countBytesIn(s.enc, text, Pace{}))
 }
