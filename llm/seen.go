@@ -22,13 +22,8 @@ func SeenOutput(kind Kind, model string, body []byte) int64 {
 	if open >= len(body) || body[open] != '{' {
 		return 0
 	}
-	var buf [16]member
-	m, ok := last(appendMembers(buf[:0], body, open), container)
-	if !ok {
-		return 0
-	}
 	s := seen{model: model}
-	s.scan(body[m.val:m.end])
+	s.scan(body, container)
 	return s.n
 }
 
@@ -48,36 +43,53 @@ func outputKey(key []byte) bool {
 	return false
 }
 
-// scan counts the valid JSON value v in one pass: each string value is
-// counted when the key it belongs to (the last key before it) is an output
-// key, and an object under "input" or "arguments" (Anthropic's tool_use
-// input) by its JSON text.
-func (s *seen) scan(v []byte) {
+// scan counts, in one pass over the valid JSON object body, what the
+// top-level member container holds: each string value whose key (the last
+// key before it) is an output key, and an object under "input" or
+// "arguments" (Anthropic's tool_use input) by its JSON text.
+func (s *seen) scan(body []byte, container string) {
 	var key []byte
-	for i := 0; i < len(v); {
-		if v[i] != '"' {
+	depth := 0
+	inside := false // within the container's value
+	for i := 0; i < len(body); {
+		switch body[i] {
+		case '{', '[':
+			depth++
+			i++
+			continue
+		case '}', ']':
+			if depth--; depth <= 1 {
+				inside = false
+			}
+			i++
+			continue
+		case '"':
+		default:
 			i++
 			continue
 		}
-		end := skipString(v, i)
-		j := skipSpace(v, end)
-		if j < len(v) && v[j] == ':' { // a key
-			key = v[i+1 : end-1]
-			k := skipSpace(v, j+1)
-			if k < len(v) && v[k] == '{' && (string(key) == "input" || string(key) == "arguments") {
-				e := skipValue(v, k)
-				s.count(v[k:e])
+		end := skipString(body, i)
+		j := skipSpace(body, end)
+		if j < len(body) && body[j] == ':' { // a key
+			key = body[i+1 : end-1]
+			if depth == 1 {
+				inside = string(key) == container
+			}
+			k := skipSpace(body, j+1)
+			if inside && depth > 1 && k < len(body) && body[k] == '{' && (string(key) == "input" || string(key) == "arguments") {
+				e := skipValue(body, k)
+				s.count(body[k:e])
 				i = e
 				continue
 			}
 			i = k
 			continue
 		}
-		if outputKey(key) {
-			if b, ok := plainString(v[i:end]); ok {
+		if inside && depth > 1 && outputKey(key) {
+			if b, ok := plainString(body[i:end]); ok {
 				s.count(b)
 			} else {
-				s.count([]byte(stringValue(v[i:end])))
+				s.count([]byte(stringValue(body[i:end])))
 			}
 		}
 		i = end
