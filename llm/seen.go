@@ -58,8 +58,8 @@ func (s *seen) scan(body []byte, container string) {
 			i++
 			continue
 		case '}', ']':
-			if depth--; depth <= 1 {
-				inside = false
+			if depth--; depth <= 1 && inside {
+				return // the container is read: nothing after it is output
 			}
 			i++
 			continue
@@ -72,10 +72,13 @@ func (s *seen) scan(body []byte, container string) {
 		j := skipSpace(body, end)
 		if j < len(body) && body[j] == ':' { // a key
 			key = body[i+1 : end-1]
-			if depth == 1 {
-				inside = string(key) == container
-			}
 			k := skipSpace(body, j+1)
+			if depth == 1 {
+				if inside = string(key) == container; !inside && k < len(body) {
+					i = skipValue(body, k) // another member: not output
+					continue
+				}
+			}
 			if inside && depth > 1 && k < len(body) && body[k] == '{' && (string(key) == "input" || string(key) == "arguments") {
 				e := skipValue(body, k)
 				s.count(body[k:e])
