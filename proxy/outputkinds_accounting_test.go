@@ -27,7 +27,10 @@ policies:
 // on one instance and on two sharing a real Redis, against a quota of
 // 5,000 tokens, through answers in gzip (the mock's, asked for by the
 // gateway). What passes to the clients never exceeds the quota, whatever
-// the kind; an unmetered kind would pass all 32,000.
+// the kind (an unmetered kind would pass all 32,000); and what the mock
+// billed, every accepted call whole as a provider that finishes a
+// generation its client left, stays within the bound of enforce: stream,
+// the quota plus each admitted stream's cap less one window.
 func TestEnforcedStreamsMeterEveryOutputKind(t *testing.T) {
 	mock := builtin.OpenAIMock(builtin.OpenAIMockConfig{
 		CompletionTokens: 500,
@@ -46,6 +49,7 @@ func TestEnforcedStreamsMeterEveryOutputKind(t *testing.T) {
 			}
 			for _, kind := range kinds {
 				t.Run(kind, func(t *testing.T) {
+					before := mock.Billed()
 					var passed, admitted atomic.Int64
 					var wg sync.WaitGroup
 					client := &http.Client{Timeout: 30 * time.Second}
@@ -99,6 +103,10 @@ func TestEnforcedStreamsMeterEveryOutputKind(t *testing.T) {
 					t.Logf("%s: %d admitted, %d tokens passed of a 5,000 quota", kind, admitted.Load(), passed.Load())
 					if admitted.Load() == 0 || passed.Load() == 0 || passed.Load() > 5000 {
 						t.Errorf("%d admitted, %d passed: want streams admitted and what passed within the quota 5,000", admitted.Load(), passed.Load())
+					}
+					billed := mock.Billed().Total() - before.Total()
+					if bound := 5000 + admitted.Load()*(1000-16); billed > bound {
+						t.Errorf("the mock billed %d, past the bound %d", billed, bound)
 					}
 				})
 			}
