@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -66,6 +67,11 @@ type anthropicRequest struct {
 }
 
 func (m *AnthropicMock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if acceptsGzip(r) { // as Anthropic answers a client that accepts it
+		g := &gzipWriter{ResponseWriter: w, gz: gzip.NewWriter(w)}
+		defer g.close()
+		w = g
+	}
 	countTokens := r.URL.Path == "/v1/messages/count_tokens"
 	if r.URL.Path != "/v1/messages" && !countTokens {
 		writeAnthropicError(w, http.StatusNotFound, "not_found_error", "Not Found")

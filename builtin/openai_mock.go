@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -156,6 +157,11 @@ func (m *openAIMock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if acceptsGzip(r) {
+		g := &gzipWriter{ResponseWriter: w, gz: gzip.NewWriter(w)}
+		defer g.close()
+		w = g
+	}
 	serve(w, r, body)
 }
 
@@ -220,18 +226,26 @@ type completion struct {
 	reasoning int      // reasoning tokens, counted but not shown
 	prompt    int
 	cached    int
+	rejected  int    // prediction tokens billed as output, on top of the cap
 	finish    string // "stop", or "length" when the request's limit cut it
 	choices   int    // each choice is this completion again
 }
 
-func (c completion) tokens() int  { return len(c.words) + c.reasoning }
+func (c completion) tokens() int  { return len(c.words) + c.reasoning + c.rejected }
 func (c completion) text() string { return strings.Join(c.words, " ") }
 
 // complete sizes a completion: the configured length, cut at the request's
 // limit (nil: none), reasoning tokens first since they count against it;
 // n choices of it. It is billed here, whole.
 func (m *openAIMock) complete(prompt int, limit *int, n int) completion {
+	return m.completeWith(prompt, limit, n, 0)
+}
+
+// completeWith is complete with rejected prediction tokens billed as
+// output on top of the limit.
+func (m *openAIMock) completeWith(prompt int, limit *int, n, rejected int) completion {
 	c := m.size(prompt, limit)
+	c.rejected = rejected
 	c.choices = max(n, 1)
 	m.billed.bill(c)
 	return c
@@ -334,10 +348,11 @@ func (m *openAIMock) promptTokens(model string, msgs []message, param string) (i
 }
 
 // filler is the mock's vocabulary; a completion of n tokens is its first n
-// words, cycling.
-var filler = strings.Fields(`lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod
-	tempor incididunt ut labore et dolore magna aliqua ut enim ad minim veniam quis nostrud
-	exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat`)
+// words, cycling. Each word is one token in OpenAI's vocabularies, alone
+// and after a space, so a completion's text counts what its usage bills,
+// as a provider's does.
+var filler = strings.Fields(`the rate limit holds every token for each tenant and model so that no one
+	call can use more than its share of a day or month when many clients send at once while all others wait`)
 
 func fillerWords(n int) []string {
 	words := make([]string, n)

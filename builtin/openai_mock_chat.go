@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 )
 
 type chatRequest struct {
@@ -52,8 +53,59 @@ type chatChoice struct {
 }
 
 type chatDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	Refusal          *string         `json:"refusal,omitempty"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	FunctionCall     *chatCall       `json:"function_call,omitempty"`
+	ToolCalls        []chatToolDelta `json:"tool_calls,omitempty"`
+	Audio            *chatAudio      `json:"audio,omitempty"`
+}
+
+type chatCall struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+	Input     string `json:"input,omitempty"`
+}
+
+type chatToolDelta struct {
+	Index  int       `json:"index"`
+	Type   string    `json:"type,omitempty"`
+	Custom *chatCall `json:"custom,omitempty"`
+}
+
+type chatAudio struct {
+	ID         string `json:"id,omitempty"`
+	Data       string `json:"data,omitempty"`
+	Transcript string `json:"transcript,omitempty"`
+}
+
+// MockDeltaHeader names, on a request to OpenAIMock, the kind of delta its
+// stream carries the completion in: "refusal", "reasoning_content",
+// "function_call" (the legacy call's arguments), "custom" (a custom tool's
+// input), "audio" (a transcript and 100 bytes of audio a token); content
+// otherwise. Tests use it to make every kind of output a provider bills.
+const MockDeltaHeader = "X-Mock-Delta"
+
+// mockAudio is 100 bytes of audio, base64: what the mock streams for each
+// token of an audio answer.
+var mockAudio = strings.Repeat("AAAA", 100/3+1)
+
+// deltaOf is the chat delta carrying word as the delta kind names.
+func deltaOf(kind, word string) *chatDelta {
+	switch kind {
+	case "refusal":
+		return &chatDelta{Refusal: &word}
+	case "reasoning_content":
+		return &chatDelta{ReasoningContent: &word}
+	case "function_call":
+		return &chatDelta{FunctionCall: &chatCall{Arguments: word}}
+	case "custom":
+		return &chatDelta{ToolCalls: []chatToolDelta{{Index: 0, Custom: &chatCall{Input: word}}}}
+	case "audio":
+		return &chatDelta{Audio: &chatAudio{Data: mockAudio, Transcript: word}}
+	}
+	return &chatDelta{Content: &word}
 }
 
 // chatResponse is both a chat.completion and a chat.completion.chunk.
@@ -103,10 +155,11 @@ func (m *openAIMock) chat(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	// Both caps set: a provider may read either, so the mock bills as
 	// the one that reads the larger would.
-	c := m.complete(prompt, largerLimit(req.MaxCompletionTokens, req.MaxTokens), n)
+	prompt += m.hiddenTokens(req.Model, body, chatRead, "messages")
+	c := m.completeWith(prompt, largerLimit(req.MaxCompletionTokens, req.MaxTokens), n, m.predictionTokens(req.Model, body))
 	resp := chatResponse{ID: m.newID("chatcmpl"), Created: m.cfg.Now().Unix(), Model: req.Model}
 	if req.Stream {
-		m.streamChat(w, r, resp, c, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+		m.streamChat(w, r, resp, c, req.StreamOptions != nil && req.StreamOptions.IncludeUsage, r.Header.Get(MockDeltaHeader))
 		return
 	}
 	if err := m.wait(r.Context(), c.tokens()); err != nil {
@@ -149,7 +202,7 @@ func validateChat(req *chatRequest) (apiError, bool) {
 // streamChat sends the completion as chat.completion.chunk events: the
 // role, one content delta per token, the finish reason, then the usage
 // chunk (only when asked) and [DONE].
-func (m *openAIMock) streamChat(w http.ResponseWriter, r *http.Request, resp chatResponse, c completion, withUsage bool) {
+func (m *openAIMock) streamChat(w http.ResponseWriter, r *http.Request, resp chatResponse, c completion, withUsage bool, kind string) {
 	s, ok := m.startStream(w, r)
 	if !ok {
 		return
@@ -179,7 +232,7 @@ func (m *openAIMock) streamChat(w http.ResponseWriter, r *http.Request, resp cha
 				return
 			}
 		}
-		if choices(func(i int) chatChoice { return chatChoice{Index: i, Delta: &chatDelta{Content: &word}} }) != nil {
+		if choices(func(i int) chatChoice { return chatChoice{Index: i, Delta: deltaOf(kind, word)} }) != nil {
 			return
 		}
 	}

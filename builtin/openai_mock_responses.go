@@ -85,6 +85,7 @@ func (m *openAIMock) responses(w http.ResponseWriter, r *http.Request, body []by
 	if req.Instructions != "" {
 		prompt += tokensPerMessage + m.cfg.CountTokens(req.Model, "developer") + m.cfg.CountTokens(req.Model, req.Instructions)
 	}
+	prompt += m.hiddenTokens(req.Model, body, responsesRead, "input")
 	c := m.complete(prompt, req.MaxOutputTokens, 1)
 	resp := responseObject{ID: m.newID("resp"), Object: "response", CreatedAt: m.cfg.Now().Unix(),
 		Model: req.Model, Output: []outputItem{}}
@@ -188,7 +189,11 @@ func (m *openAIMock) streamResponse(w http.ResponseWriter, r *http.Request, resp
 				return
 			}
 		}
-		if send("response.output_text.delta", at(map[string]any{"delta": word})) != nil {
+		event := "response.output_text.delta"
+		if r.Header.Get(MockDeltaHeader) == "custom" {
+			event = "response.custom_tool_call_input.delta"
+		}
+		if send(event, at(map[string]any{"delta": word})) != nil {
 			return
 		}
 	}

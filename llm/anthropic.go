@@ -56,14 +56,15 @@ func ParseAnthropicPrompt(body []byte, f Family) (AnthropicPrompt, error) {
 	if len(req.Tools) > 0 && string(req.Tools) != "null" && string(req.Tools) != "[]" {
 		p.Bound += anthropicToolPrompt
 	}
-	var walk func(v any, path string)
-	walk = func(v any, path string) {
-		switch x := v.(type) {
-		case []any:
-			for i, e := range x {
-				walk(e, fmt.Sprintf("%s[%d]", path, i))
-			}
-		case map[string]any:
+	// An image or a binary document is billed by its family's bound only
+	// where it is a content block: of a message, of the system prompt, or
+	// of a tool result's content. Anywhere else (a tool's input, say) an
+	// object typed "image" is text, bounded by its bytes like the rest.
+	var blocks func(v any)
+	blocks = func(v any) {
+		list, _ := v.([]any)
+		for _, e := range list {
+			x, _ := e.(map[string]any)
 			typ, _ := x["type"].(string)
 			src, _ := x["source"].(map[string]any)
 			part := int64(0)
@@ -74,32 +75,32 @@ func ParseAnthropicPrompt(body []byte, f Family) (AnthropicPrompt, error) {
 				// A PDF's pages are billed as images and as text that
 				// compression hides: its bytes bound nothing.
 				part = f.FileTokens
+			case typ == "tool_result":
+				blocks(x["content"])
 			}
 			if part > 0 {
 				p.Bound = AddSat(p.Bound, part)
 				if data, ok := src["data"].(string); ok {
 					p.Bound -= int64(len(data)) // bytes the part's bound replaces
 				}
-				return
-			}
-			for k, e := range x {
-				walk(e, path+"."+k)
 			}
 		}
 	}
 	for i, m := range req.Messages {
-		var v any
+		var v struct {
+			Content any `json:"content"`
+		}
 		if err := json.Unmarshal(m, &v); err != nil {
 			return AnthropicPrompt{}, invalid(AnthropicMessages, fmt.Errorf("messages[%d]: %w", i, err))
 		}
-		walk(v, fmt.Sprintf("messages[%d]", i))
+		blocks(v.Content)
 	}
 	if len(req.System) > 0 {
 		var v any
 		if err := json.Unmarshal(req.System, &v); err != nil {
 			return AnthropicPrompt{}, invalid(AnthropicMessages, fmt.Errorf("system: %w", err))
 		}
-		walk(v, "system")
+		blocks(v)
 	}
 	p.Bound = max(p.Bound, 1)
 	return p, nil

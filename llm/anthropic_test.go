@@ -29,6 +29,12 @@ func TestParseAnthropicPrompt(t *testing.T) {
 		{"text document", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"plain words"}}]}]}`, 0, false},
 		{"pdf", `{"model":"c","max_tokens":5,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0x"}}]}]}`,
 			claude.FileTokens - int64(len("JVBERi0x")), false},
+		{"image in a tool result", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + img + `"}}]}]}]}`,
+			claude.ImageHigh - int64(len(img)), false},
+		// A tool's input holding an object typed image is text: its bytes
+		// stay in the bound.
+		{"image in a tool's input", `{"model":"c","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"type":"image","source":{"type":"base64","data":"` + img + `"}}}]}]}`,
+			0, false},
 		{"pdf by file", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"file","file_id":"f1"}}]}]}`,
 			claude.FileTokens, false},
 	} {

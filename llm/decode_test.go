@@ -41,6 +41,7 @@ func TestDecodeMatchesEncodingJSON(t *testing.T) {
 				if fmt.Sprint(errFast) != fmt.Sprint(errSlow) {
 					t.Fatalf("error: got %v, want %v", errFast, errSlow)
 				}
+				fast.unread = 0 // what the count does not read: only decode knows
 				if errSlow == nil && !reflect.DeepEqual(fast, slow) {
 					t.Fatalf("got %+v, want %+v", fast, slow)
 				}

@@ -3,6 +3,7 @@ package llm
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -21,12 +22,12 @@ func (c *counter) messagesPlain(b []byte) bool {
 	if b[0] != '[' || !plainNumbers(b) {
 		return false
 	}
-	n := c.n
+	n, rest := c.n, c.rest
 	ok := eachElement(b, func(item []byte) bool {
 		return item[0] == '{' && c.messagePlain(item)
 	})
 	if !ok {
-		c.n = n
+		c.n, c.rest = n, rest
 	}
 	return ok
 }
@@ -70,6 +71,7 @@ func (c *counter) partPlain(m []byte, ms []member) bool {
 			c.textJSON(m[name.val:name.end])
 		}
 	}
+	c.rest = AddSat(c.rest, unreadBytes(m, ms))
 	for _, k := range textKeys {
 		if v, ok := last(ms, k); ok && !c.valuePlain(m[v.val:v.end]) {
 			return false
@@ -153,4 +155,38 @@ func plainNumbers(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// unreadBytes is the bytes of the members ms of the object m that part
+// does not read (see readKey), in one pass from the last back: the last of
+// a repeated key is the one read, and an earlier one is not.
+func unreadBytes(m []byte, ms []member) int64 {
+	var n int64
+	var seen uint32 // by index in textKeys, then role, name, type
+	for i := len(ms) - 1; i >= 0; i-- {
+		mm := ms[i]
+		j := slices.Index(textKeys, string(mm.key))
+		if j < 0 {
+			switch string(mm.key) {
+			case "role":
+				j = len(textKeys)
+			case "name":
+				j = len(textKeys) + 1
+			case "type":
+				j = len(textKeys) + 2
+			}
+		}
+		switch {
+		case j < 0:
+			n = AddSat(n, memberBytes(mm)) // any repeat of an unread key counts
+		case seen&(1<<j) != 0:
+			// An earlier value of a key read: the provider reads the last.
+		case !readKey(string(mm.key), m[mm.val] == '"'):
+			seen |= 1 << j
+			n = AddSat(n, memberBytes(mm))
+		default:
+			seen |= 1 << j
+		}
+	}
+	return n
 }

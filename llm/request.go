@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -119,6 +120,11 @@ type Request struct {
 	// AudioInput says the prompt holds audio; AudioOutput that the call
 	// asks for audio back (modalities names audio, or audio is set).
 	AudioInput, AudioOutput bool
+	// PredictionTokens are the tokens of a chat call's prediction
+	// (Predicted Outputs): the tokens of it the answer does not use are
+	// billed as output, on top of the output cap, so a call reserves them
+	// as output.
+	PredictionTokens int64
 	// PromptTokens estimates the prompt's tokens in the model's vocabulary
 	// (see EncodingFor) with the formula of OpenAI's cookbook "How to count
 	// tokens with tiktoken":
@@ -139,6 +145,11 @@ type Request struct {
 	// compactly), and a non-text part is reserved at its family's upper
 	// bound: the provider's usage corrects both. The sum saturates at
 	// math.MaxInt64 instead of wrapping.
+	//
+	// Every value the count does not understand (a field a provider adds
+	// tomorrow, a schema, an id, a hidden member of a message) is added at
+	// the bytes of its JSON text, key included: a token covers at least one
+	// byte, so nothing in the body is free.
 	PromptTokens int64
 }
 
@@ -180,6 +191,10 @@ type wireRequest struct {
 	ServiceTier         json.RawMessage
 	Modalities          json.RawMessage
 	Audio               json.RawMessage
+	Prediction          json.RawMessage
+	MCPServers          json.RawMessage
+	// unread is the bytes of the top-level members nothing else reads.
+	unread int64
 }
 
 // wireField is one top-level field decode reads, and where it goes.
@@ -190,7 +205,7 @@ type wireField struct {
 
 // fields lists, in the order they are decoded (which decides the error a
 // body with several bad fields gets), the top-level fields of kind.
-func (w *wireRequest) fields(kind Kind) [21]wireField {
+func (w *wireRequest) fields(kind Kind) [23]wireField {
 	// On responses "prompt" is a stored prompt's reference; on
 	// completions it is the text.
 	prompt := &w.Prompt
@@ -207,8 +222,62 @@ func (w *wireRequest) fields(kind Kind) [21]wireField {
 		{"previous_response_id", &w.PreviousResponseID}, {"conversation", &w.Conversation},
 		{"web_search_options", &w.WebSearchOptions}, {"prompt", prompt},
 		{"service_tier", &w.ServiceTier}, {"modalities", &w.Modalities}, {"audio", &w.Audio},
+		{"prediction", &w.Prediction}, {"mcp_servers", &w.MCPServers},
 	}
 }
+
+// controls are the top-level fields no provider bills as tokens: they set
+// how the call runs, and a provider refuses a value of the wrong type. Any
+// other field the count does not read is bounded by its bytes.
+var controls = map[string]bool{
+	"model": true, "stream": true, "stream_options": true, "max_tokens": true,
+	"max_completion_tokens": true, "max_output_tokens": true, "n": true, "best_of": true,
+	"max_tool_calls": true, "temperature": true, "top_p": true, "top_k": true, "seed": true,
+	"presence_penalty": true, "frequency_penalty": true, "logprobs": true, "top_logprobs": true,
+	"store": true, "parallel_tool_calls": true, "service_tier": true, "user": true,
+	"reasoning_effort": true, "safety_identifier": true, "prompt_cache_key": true,
+	"background": true, "truncation": true,
+}
+
+// counted are, by kind, the top-level fields the count reads (or that
+// make a call unsized, or are reserved as output).
+var counted = [...][]string{
+	ChatCompletions:   {"messages", "tools", "functions", "prediction", "web_search_options"},
+	Responses:         {"instructions", "input", "tools", "previous_response_id", "conversation", "prompt"},
+	AnthropicMessages: {"system", "messages", "tools", "mcp_servers"},
+	Completions:       {"prompt"},
+	Embeddings:        {"input"},
+}
+
+// unread is the bytes of the top-level members of a valid body that
+// neither the count nor controls read, keys included (see
+// Request.PromptTokens); a repeated key's earlier values among them.
+func unread(kind Kind, top []member) int64 {
+	var read []string
+	if int(kind) < len(counted) {
+		read = counted[kind]
+	}
+	// From the last member back, so that a repeated key's last value is
+	// the one read, in one pass whatever the repeats.
+	var n int64
+	var seen uint64 // by index in read
+	for i := len(top) - 1; i >= 0; i-- {
+		m := top[i]
+		if controls[string(m.key)] {
+			continue
+		}
+		if j := slices.Index(read, string(m.key)); j >= 0 && seen&(1<<j) == 0 {
+			seen |= 1 << j
+			continue
+		}
+		n = AddSat(n, memberBytes(m))
+	}
+	return n
+}
+
+// memberBytes bounds the bytes of m's JSON text: its key, quoted, the
+// colon and the value.
+func memberBytes(m member) int64 { return int64(len(m.key)+3) + int64(m.end-m.val) }
 
 // decode fills w from body. Keys are matched exactly, as the upstream
 // matches them: encoding/json's struct decoding folds case, so
@@ -223,8 +292,10 @@ func (w *wireRequest) decode(kind Kind, body []byte) error {
 	var buf [16]member
 	top, ok := validMembers(body, buf[:0])
 	if !ok {
+		w.unread = int64(len(body)) // nothing read in place: every byte counts
 		return w.decodeMap(kind, body)
 	}
+	w.unread = unread(kind, top)
 	for _, f := range w.fields(kind) {
 		if m, ok := last(top, f.name); ok {
 			if err := decodeValue(body[m.val:m.end], f.dst); err != nil {
@@ -389,12 +460,30 @@ func ParseRequestPaced(kind Kind, body []byte, models Models, pace Pace) (Reques
 	if err = c.prompt(kind, &w); err != nil {
 		return Request{}, invalid(kind, err)
 	}
-	r.PromptTokens, r.Unsized = c.n, unsized(kind, &w, c.unsized)
+	r.PromptTokens, r.Unsized = AddSat(c.n, AddSat(c.rest, w.unread)), unsized(kind, &w, c.unsized)
 	r.AudioInput = c.audioParts > 0
 	if r.ServiceTier, r.AudioOutput, err = pricing(&w); err != nil {
 		return Request{}, invalid(kind, err)
 	}
+	if kind == ChatCompletions && len(w.Prediction) > 0 && string(w.Prediction) != "null" {
+		if r.PredictionTokens, err = prediction(w.Prediction, c); err != nil {
+			return Request{}, invalid(kind, err)
+		}
+	}
 	return r, nil
+}
+
+// prediction counts a chat call's prediction ({"type": "content",
+// "content": a string or text parts}) as output a provider may bill: its
+// text by the count, anything else in it by its bytes.
+func prediction(b json.RawMessage, c counter) (int64, error) {
+	var p map[string]any
+	if err := json.Unmarshal(b, &p); err != nil {
+		return 0, errors.New("prediction must be an object")
+	}
+	c.n, c.rest = 0, 0
+	c.part(p, false)
+	return AddSat(c.n, c.rest), nil
 }
 
 func invalid(kind Kind, err error) error {
@@ -520,6 +609,9 @@ func unsized(kind Kind, w *wireRequest, found []string) []string {
 	if kind == ChatCompletions && present(w.WebSearchOptions) {
 		out = append(out, "web_search_options")
 	}
+	if kind == AnthropicMessages && present(w.MCPServers) && string(bytes.TrimSpace(w.MCPServers)) != "[]" {
+		out = append(out, "mcp_servers") // remote tools, as OpenAI's mcp tool
+	}
 	if present(w.Tools) {
 		var tools []struct {
 			Type string `json:"type"`
@@ -588,6 +680,7 @@ type counter struct {
 	enc     Encoding // model's, once a text is counted
 	family  Family
 	n       int64
+	rest    int64    // bytes of the values the count does not read
 	unsized []string // item references found in the input
 	pace    Pace     // how a long text is counted
 	// audioParts counts the input_audio parts.
@@ -711,29 +804,54 @@ func (c *counter) message(m map[string]any) error {
 			return errors.New("content must be a string, an array or null")
 		}
 	}
-	c.part(m)
+	c.part(m, true)
 	return nil
 }
 
-// textKeys are the fields whose strings reach the model as text; anything
-// else (ids, urls, base64 payloads) is not counted.
-var textKeys = []string{"content", "text", "arguments", "output", "summary", "refusal", "tool_calls", "function", "input", "thinking"}
+// textKeys are the fields whose strings reach the model as text; any
+// other member of a message or a part (an id, a url, a field a provider
+// adds) is bounded by its bytes.
+var textKeys = []string{"content", "text", "arguments", "output", "summary", "refusal", "tool_calls", "function", "input", "thinking", "function_call", "custom"}
 
-func (c *counter) part(m map[string]any) {
-	switch t, _ := m["type"].(string); t {
-	case "image_url", "input_image", "image":
-		c.add(c.image(m))
-		return
-	case "input_audio":
-		c.audioParts++
-		c.add(c.audio(m))
-		return
-	case "input_file", "file", "document":
-		c.add(c.family.FileTokens)
-		return
-	case "item_reference":
-		c.unsized = append(c.unsized, "input item_reference")
-		return
+// holdsParts says the values of key are parts where a non-text part is
+// billed as one (an image, audio, a file): a message's content, a tool's
+// output. Elsewhere (a tool's input, arguments) an object typed "image"
+// is text like any other.
+func holdsParts(key string) bool { return key == "content" || key == "output" }
+
+// readKey reports whether part reads the member key whose value is
+// string-typed or not (str): role, name and type are read as strings.
+func readKey(key string, str bool) bool {
+	switch key {
+	case "role", "name", "type":
+		return str
+	}
+	for _, k := range textKeys {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *counter) part(m map[string]any, parts bool) {
+	t, _ := m["type"].(string)
+	if parts {
+		switch t {
+		case "image_url", "input_image", "image":
+			c.add(c.image(m))
+			return
+		case "input_audio":
+			c.audioParts++
+			c.add(c.audio(m))
+			return
+		case "input_file", "file", "document":
+			c.add(c.family.FileTokens)
+			return
+		case "item_reference":
+			c.unsized = append(c.unsized, "input item_reference")
+			return
+		}
 	}
 	if _, isMessage := m["role"]; !isMessage {
 		// A tool call or function item: its name reaches the model.
@@ -741,24 +859,58 @@ func (c *counter) part(m map[string]any) {
 			c.text(name)
 		}
 	}
+	for k, v := range m {
+		if _, str := v.(string); !readKey(k, str) {
+			c.rest = AddSat(c.rest, AddSat(int64(len(k)+3), jsonLen(v)))
+		}
+	}
 	for _, k := range textKeys {
 		if v, ok := m[k]; ok {
-			c.value(v)
+			c.value(v, holdsParts(k))
 		}
 	}
 }
 
-func (c *counter) value(v any) {
+func (c *counter) value(v any, parts bool) {
 	switch x := v.(type) {
 	case string:
 		c.text(x)
 	case []any:
 		for _, e := range x {
-			c.value(e)
+			c.value(e, parts)
 		}
 	case map[string]any:
-		c.part(x)
+		c.part(x, parts)
 	}
+}
+
+// jsonLen bounds the bytes of v's JSON text as encoding/json writes it
+// (a string by its decoded bytes and quotes), saturating.
+func jsonLen(v any) int64 {
+	switch x := v.(type) {
+	case string:
+		return int64(len(x) + 2)
+	case float64:
+		var buf [32]byte
+		return int64(len(strconv.AppendFloat(buf[:0], x, 'g', -1, 64)))
+	case bool:
+		return 5
+	case nil:
+		return 4
+	case []any:
+		n := int64(1 + len(x))
+		for _, e := range x {
+			n = AddSat(n, jsonLen(e))
+		}
+		return n
+	case map[string]any:
+		n := int64(1 + len(x))
+		for k, e := range x {
+			n = AddSat(n, AddSat(int64(len(k)+3), jsonLen(e)))
+		}
+		return n
+	}
+	return 0
 }
 
 // plain counts a completions prompt or an embeddings input: a string, an

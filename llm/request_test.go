@@ -52,7 +52,8 @@ func TestParseRequest(t *testing.T) {
 			Request{Model: "gpt-4o", PromptTokens: 3 + 1 + hello + (85 + 8*170) + 3, Choices: 1}},
 		{"tool calls and tools", ChatCompletions,
 			`{"model":"gpt-4o","tools":[{"type":"function"}],"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"Hello","arguments":"Hello"}}]}]}`,
-			Request{Model: "gpt-4o", PromptTokens: 3 + CountTokens("gpt-4o", "assistant") + 2*hello + CountTokens("gpt-4o", `[{"type":"function"}]`) + 3, Choices: 1}},
+			Request{Model: "gpt-4o", PromptTokens: 3 + CountTokens("gpt-4o", "assistant") + 2*hello + CountTokens("gpt-4o", `[{"type":"function"}]`) + 3 +
+				len64(`"id":"c1"`), Choices: 1}}, // an id is not read: its bytes
 		{"completions string", Completions, `{"model":"gpt-3.5-turbo-instruct","prompt":"Hello","max_tokens":16}`,
 			Request{Model: "gpt-3.5-turbo-instruct", MaxOutput: 16, PromptTokens: CountTokens("gpt-3.5", "Hello"), Choices: 1}},
 		{"best_of is generated and billed", Completions, `{"model":"x","prompt":"","max_tokens":10,"n":2,"best_of":5}`,
@@ -67,7 +68,7 @@ func TestParseRequest(t *testing.T) {
 				PromptTokens: 3 + CountTokens("gpt-4o", "developer") + hello + 3 + 1 + hello + 3, Choices: 1}},
 		{"responses items", Responses,
 			`{"model":"gpt-4.1","input":[{"role":"user","content":[{"type":"input_text","text":"Hello"},{"type":"input_image","image_url":"https://x"}]},{"type":"function_call_output","call_id":"c","output":"Hello"}]}`,
-			Request{Model: "gpt-4.1", PromptTokens: 3 + 1 + hello + (85 + 8*170) + hello + 3, Choices: 1}},
+			Request{Model: "gpt-4.1", PromptTokens: 3 + 1 + hello + (85 + 8*170) + hello + 3 + len64(`"call_id":"c"`), Choices: 1}},
 		{"embeddings strings", Embeddings, `{"model":"text-embedding-3-small","input":["Hello","Hello"]}`,
 			Request{Model: "text-embedding-3-small", PromptTokens: 2 * CountTokens("gpt-4", "Hello"), Choices: 1}},
 		{"embeddings ids", Embeddings, `{"model":"text-embedding-3-small","input":[1,2,3]}`,
@@ -78,7 +79,7 @@ func TestParseRequest(t *testing.T) {
 				PromptTokens: 3 + CountTokens("x", "system") + hello + 3 + 1 + hello + 3, Choices: 1}},
 		{"keys are case-sensitive", ChatCompletions,
 			`{"model":"gpt-4o","max_tokens":4000,"MAX_TOKENS":1,"Stream":true,"messages":[]}`,
-			Request{Model: "gpt-4o", MaxOutput: 4000, PromptTokens: 3, Choices: 1}},
+			Request{Model: "gpt-4o", MaxOutput: 4000, PromptTokens: 3 + len64(`"MAX_TOKENS":1`) + len64(`"Stream":true`), Choices: 1}},
 		{"last duplicate wins", ChatCompletions, `{"model":"a","max_tokens":1,"max_tokens":9,"messages":[]}`,
 			Request{Model: "a", MaxOutput: 9, PromptTokens: 3, Choices: 1}},
 		{"no model", ChatCompletions, `{"messages":[]}`, Request{PromptTokens: 3, Choices: 1}},
@@ -247,6 +248,8 @@ func TestParseRequestUnsized(t *testing.T) {
 		{Responses, `{"model":"o3","input":"hi","tools":[{"type":"function","name":"f"}]}`, ""},
 		{Responses, `{"model":"o3","input":"hi","previous_response_id":null}`, ""},
 		{Completions, `{"model":"x","prompt":"hi"}`, ""},
+		{AnthropicMessages, `{"model":"claude-sonnet-4","max_tokens":9,"messages":[],"mcp_servers":[{"type":"url","url":"https://m"}]}`, "mcp_servers"},
+		{AnthropicMessages, `{"model":"claude-sonnet-4","max_tokens":9,"messages":[],"mcp_servers":[]}`, ""},
 	}
 	for _, tt := range tests {
 		got, err := ParseRequest(tt.kind, []byte(tt.body))

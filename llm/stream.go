@@ -47,6 +47,10 @@ type StreamConfig struct {
 	// PromptTokens is the prompt's estimate, reported in the usage of a
 	// stream the watcher ends when the client asked for usage.
 	PromptTokens int64
+	// AudioBytesPerToken bounds the output tokens of streamed audio: its
+	// decoded bytes over it, rounded up (the family's bound for audio);
+	// 0 counts a token a byte.
+	AudioBytesPerToken int64
 }
 
 // StreamWatcher is an io.ReadCloser over an upstream server-sent-events
@@ -90,6 +94,8 @@ type StreamWatcher struct {
 	counted  int64           // tokens of delivered text already counted
 	metered  int64           // with a Meter: tokens of every event's text read
 	ended    bool            // with a Meter: the watcher ended the stream
+	bounded  int64           // delivered output that is not text (audio, an unknown delta), bounded
+	failed   bool            // an error event passed
 }
 
 // NewStreamWatcher returns a watcher reading the SSE stream r.
@@ -124,7 +130,15 @@ func (w *StreamWatcher) Usage() (u Usage, ok bool) {
 func (w *StreamWatcher) Delivered() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.counted + CountTokens(w.cfg.Model, w.text.String())
+	return AddSat(AddSat(w.counted, CountTokens(w.cfg.Model, w.text.String())), w.bounded)
+}
+
+// Failed reports whether an error event passed (an "error" chunk or event,
+// or response.failed): the stream may end without usage after content.
+func (w *StreamWatcher) Failed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed
 }
 
 // Done reports whether the stream's terminal "data: [DONE]" has passed.
@@ -388,20 +402,12 @@ func (w *StreamWatcher) event(data []byte) {
 func (w *StreamWatcher) chatEvent(data []byte) {
 	var c struct {
 		Choices []struct {
-			Text  string `json:"text"`
-			Delta struct {
-				Content   string `json:"content"`
-				Refusal   string `json:"refusal"`
-				ToolCalls []struct {
-					Function struct {
-						Name      string `json:"name"`
-						Arguments string `json:"arguments"`
-					} `json:"function"`
-				} `json:"tool_calls"`
-			} `json:"delta"`
+			Text  string                     `json:"text"`
+			Delta map[string]json.RawMessage `json:"delta"`
 		} `json:"choices"`
 		Usage       *wireUsage      `json:"usage"`
 		ServiceTier json.RawMessage `json:"service_tier"`
+		Error       json.RawMessage `json:"error"`
 	}
 	if err := json.Unmarshal(data, &c); err != nil {
 		return
@@ -410,27 +416,134 @@ func (w *StreamWatcher) chatEvent(data []byte) {
 	defer w.mu.Unlock()
 	for _, ch := range c.Choices {
 		w.addText(ch.Text)
-		w.addText(ch.Delta.Content)
-		w.addText(ch.Delta.Refusal)
-		for _, tc := range ch.Delta.ToolCalls {
-			w.addText(tc.Function.Name)
-			w.addText(tc.Function.Arguments)
+		for k, v := range ch.Delta {
+			w.chatDelta(k, v)
 		}
 	}
 	if c.Usage != nil {
 		w.usage, w.hasUsage = c.Usage.usage(w.cfg.Kind), true
 		w.usage.ServiceTier = tierOf(c.ServiceTier)
 	}
+	if len(c.Error) > 0 && string(c.Error) != "null" {
+		w.failed = true
+	}
+}
+
+// chatDelta meters the member key of a chat delta: every kind of output
+// a provider bills (text, refusal, reasoning, tool and function arguments,
+// custom tool input, audio) by its count, and any other by its bytes.
+// w.mu must be held.
+func (w *StreamWatcher) chatDelta(key string, v json.RawMessage) {
+	if len(v) == 0 || string(v) == "null" {
+		return
+	}
+	switch key {
+	case "role":
+		return
+	case "content", "refusal", "reasoning_content", "reasoning":
+		w.addString(v)
+	case "function_call":
+		w.addCall(v)
+	case "tool_calls":
+		var calls []json.RawMessage
+		if json.Unmarshal(v, &calls) != nil {
+			w.addBounded(int64(len(v)))
+			return
+		}
+		for _, tc := range calls {
+			var call struct {
+				Function json.RawMessage `json:"function"`
+				Custom   json.RawMessage `json:"custom"`
+			}
+			if json.Unmarshal(tc, &call) != nil {
+				w.addBounded(int64(len(tc)))
+				continue
+			}
+			w.addCall(call.Function)
+			w.addCall(call.Custom)
+		}
+	case "audio":
+		var a struct {
+			Data       string `json:"data"`
+			Transcript string `json:"transcript"`
+		}
+		if json.Unmarshal(v, &a) != nil {
+			w.addBounded(int64(len(v)))
+			return
+		}
+		w.addText(a.Transcript)
+		w.addAudio(a.Data)
+	default:
+		w.addBounded(int64(len(v)))
+	}
+}
+
+// addCall meters a function's or a custom tool's call: its name, and its
+// arguments or input. w.mu must be held.
+func (w *StreamWatcher) addCall(v json.RawMessage) {
+	if len(v) == 0 || string(v) == "null" {
+		return
+	}
+	var f struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+		Input     string `json:"input"`
+	}
+	if json.Unmarshal(v, &f) != nil {
+		w.addBounded(int64(len(v)))
+		return
+	}
+	w.addText(f.Name)
+	w.addText(f.Arguments)
+	w.addText(f.Input)
+}
+
+// addString meters v as text when it is a string, else by its bytes.
+// w.mu must be held.
+func (w *StreamWatcher) addString(v json.RawMessage) {
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		w.addBounded(int64(len(v)))
+		return
+	}
+	w.addText(s)
+}
+
+// addAudio meters base64 audio by its decoded bytes (see
+// StreamConfig.AudioBytesPerToken). w.mu must be held.
+func (w *StreamWatcher) addAudio(data string) {
+	if data == "" {
+		return
+	}
+	decoded := int64(len(data))/4*3 + 3
+	per := max(w.cfg.AudioBytesPerToken, 1)
+	w.addBounded((decoded + per - 1) / per)
+}
+
+// addBounded adds n tokens of output that is not text. w.mu must be held.
+func (w *StreamWatcher) addBounded(n int64) {
+	if n <= 0 {
+		return
+	}
+	if w.cfg.Meter != nil {
+		w.metered = AddSat(w.metered, n)
+	}
+	w.bounded = AddSat(w.bounded, n)
 }
 
 // responsesText are the responses stream events whose "delta" is text the
-// client receives.
+// client receives; audio's is base64 audio. The "delta" of any other event
+// is metered by its bytes.
 var responsesText = map[string]bool{
-	"response.output_text.delta":             true,
-	"response.refusal.delta":                 true,
-	"response.function_call_arguments.delta": true,
-	"response.reasoning_summary_text.delta":  true,
-	"response.reasoning_text.delta":          true,
+	"response.output_text.delta":                true,
+	"response.refusal.delta":                    true,
+	"response.function_call_arguments.delta":    true,
+	"response.custom_tool_call_input.delta":     true,
+	"response.reasoning_summary_text.delta":     true,
+	"response.reasoning_text.delta":             true,
+	"response.audio.transcript.delta":           true,
+	"response.mcp_call_arguments.delta":         true,
+	"response.code_interpreter_call_code.delta": true,
 }
 
 func (w *StreamWatcher) responsesEvent(data []byte) {
@@ -445,19 +558,31 @@ func (w *StreamWatcher) responsesEvent(data []byte) {
 	if err := json.Unmarshal(data, &e); err != nil {
 		return
 	}
-	var delta string
-	if responsesText[e.Type] && json.Unmarshal(e.Delta, &delta) != nil {
-		return
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.addText(delta)
+	switch {
+	case len(e.Delta) == 0 || string(e.Delta) == "null":
+	case responsesText[e.Type]:
+		w.addString(e.Delta)
+	case e.Type == "response.audio.delta":
+		var data string
+		if json.Unmarshal(e.Delta, &data) != nil {
+			w.addBounded(int64(len(e.Delta)))
+		} else {
+			w.addAudio(data)
+		}
+	default:
+		w.addBounded(int64(len(e.Delta)))
+	}
 	switch e.Type {
 	case "response.completed", "response.incomplete", "response.failed":
 		if e.Response != nil && e.Response.Usage != nil {
 			w.usage, w.hasUsage = e.Response.Usage.usage(Responses), true
 			w.usage.ServiceTier = tierOf(e.Response.ServiceTier)
 		}
+	}
+	if e.Type == "response.failed" || e.Type == "error" {
+		w.failed = true
 	}
 }
 
@@ -467,12 +592,8 @@ func (w *StreamWatcher) anthropicEvent(data []byte) {
 		Message *struct {
 			Usage *wireUsage `json:"usage"`
 		} `json:"message"`
-		Usage *wireUsage `json:"usage"`
-		Delta struct {
-			Text        string `json:"text"`
-			PartialJSON string `json:"partial_json"`
-			Thinking    string `json:"thinking"`
-		} `json:"delta"`
+		Usage *wireUsage      `json:"usage"`
+		Delta json.RawMessage `json:"delta"`
 	}
 	if err := json.Unmarshal(data, &e); err != nil {
 		return
@@ -485,9 +606,9 @@ func (w *StreamWatcher) anthropicEvent(data []byte) {
 			w.anthropic = *e.Message.Usage
 		}
 	case "content_block_delta":
-		w.addText(e.Delta.Text)
-		w.addText(e.Delta.PartialJSON)
-		w.addText(e.Delta.Thinking)
+		w.anthropicDelta(e.Delta)
+	case "error":
+		w.failed = true
 	case "message_delta":
 		if e.Usage == nil {
 			return
@@ -527,5 +648,31 @@ func (w *StreamWatcher) addText(s string) {
 	if w.text.Len() >= textFlushBytes {
 		w.counted += CountTokens(w.cfg.Model, w.text.String())
 		w.text.Reset()
+	}
+}
+
+// anthropicDelta meters a content block's delta: text, a tool's input
+// JSON and thinking by their count; a signature or a citation (which
+// Anthropic does not bill as output) not at all; any other by its bytes.
+// w.mu must be held.
+func (w *StreamWatcher) anthropicDelta(v json.RawMessage) {
+	var d struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		PartialJSON string `json:"partial_json"`
+		Thinking    string `json:"thinking"`
+	}
+	if len(v) == 0 || json.Unmarshal(v, &d) != nil {
+		w.addBounded(int64(len(v)))
+		return
+	}
+	switch d.Type {
+	case "text_delta", "input_json_delta", "thinking_delta", "":
+		w.addText(d.Text)
+		w.addText(d.PartialJSON)
+		w.addText(d.Thinking)
+	case "signature_delta", "citations_delta":
+	default:
+		w.addBounded(int64(len(v)))
 	}
 }

@@ -134,6 +134,12 @@ func accountingCases(t *testing.T) []accountingCase {
 			return b + "--XBOUNDARY--\r\n"
 		}
 	}
+	// hidden is about 2,000 tokens of text a provider bills, hidden in one
+	// field the gateway's count once skipped.
+	hidden := strings.Repeat("quota bypass ", 1000)
+	responses := func(body string) func(int) string { return func(int) string { return body } }
+	sdkJSON := http.Header{"Accept-Encoding": {"gzip, deflate"}}       // the openai and Anthropic SDKs
+	nodeFetch := http.Header{"Accept-Encoding": {"br, gzip, deflate"}} // Node's fetch over HTTPS
 	upgrade := http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}
 	return []accountingCase{
 		{name: "max_tokens at int64's max", body: chat("gpt-4o-mini", `,"max_tokens":9223372036854775807`), want400: true},
@@ -210,6 +216,28 @@ func accountingCases(t *testing.T) []accountingCase {
 		{name: "an endpoint no provider declares", path: "/v1/imagines/generations", refused: http.StatusNotFound,
 			body: func(int) string { return `{"model":"gpt-image-1","prompt":"x","n":10}` }},
 		{name: "clients retrying", body: chat("gpt-4o-mini", ``), way: retry429},
+		// Input a provider bills that the count once skipped.
+		{name: "hidden: legacy function_call", body: func(int) string {
+			return `{"model":"gpt-4o-mini","max_tokens":50,"messages":[{"role":"user","content":"go"},` +
+				`{"role":"assistant","content":null,"function_call":{"name":"f","arguments":"` + hidden + `"}}]}`
+		}},
+		{name: "hidden: custom tool input", body: func(int) string {
+			return `{"model":"gpt-4o-mini","max_tokens":50,"messages":[{"role":"user","content":"go"},` +
+				`{"role":"assistant","tool_calls":[{"id":"c1","type":"custom","custom":{"name":"f","input":"` + hidden + `"}}]}]}`
+		}},
+		{name: "hidden: response_format schema", body: chat("gpt-4o-mini",
+			`,"max_tokens":50,"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object","description":"`+hidden+`"}}}`)},
+		{name: "hidden: a field of tomorrow", body: chat("gpt-4o-mini", `,"max_tokens":50,"tomorrow":{"notes":["`+hidden+`"]}`)},
+		{name: "hidden: a prediction, billed as output", body: chat("gpt-4o-mini", `,"max_tokens":50,"prediction":{"type":"content","content":"`+hidden+`"}`)},
+		{name: "hidden: text.format schema", path: "/v1/responses", body: responses(
+			`{"model":"gpt-4o-mini","max_output_tokens":50,"input":"go","text":{"format":{"type":"json_schema","name":"s","schema":{"description":"` + hidden + `"}}}}`)},
+		{name: "hidden: file_search_call results", path: "/v1/responses", body: responses(
+			`{"model":"gpt-4o-mini","max_output_tokens":50,"input":[{"role":"user","content":"go"},` +
+				`{"type":"file_search_call","id":"fs_1","status":"completed","queries":["q"],"results":[{"file_id":"f","text":"` + hidden + `"}]}]}`)},
+		// Answers in gzip: the mock compresses when asked, as the providers do.
+		{name: "gzip: JSON with the SDKs' Accept-Encoding", body: chat("gpt-4o-mini", ``), header: sdkJSON},
+		{name: "gzip: stream with Node fetch's Accept-Encoding", body: chat("gpt-4o-mini", `,"stream":true,"max_tokens":200`), header: nodeFetch},
+		{name: "gzip: stream cut, Node fetch's Accept-Encoding", body: chat("gpt-4o-mini", `,"stream":true`), header: nodeFetch, way: cutAtByte},
 	}
 }
 

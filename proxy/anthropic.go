@@ -34,7 +34,7 @@ func (c *llmCall) forRoute(r *http.Request, route *policies.Route, lim reserver)
 		if err != nil {
 			return http.StatusBadRequest, err.Error()
 		}
-		c.req.PromptTokens, c.meterReasoning = p.Bound, p.Thinking
+		c.req.PromptTokens = p.Bound
 	}
 	c.enforceStream(r.Context(), route, lim)
 	return 0, ""

@@ -39,6 +39,12 @@ func TestAnthropicEndpointsAtSixtyFourCalls(t *testing.T) {
 		{name: "message batches", path: "/v1/messages/batches", refused: http.StatusForbidden, body: msg},
 		{name: "batch results", method: http.MethodGet, path: "/v1/messages/batches/b1/results", refused: http.StatusForbidden, body: func(int) string { return "" }},
 		{name: "an OpenAI endpoint", path: "/v1/chat/completions", refused: http.StatusNotFound, body: msg},
+		// Remote MCP tools bill their results as input, unseen: refused
+		// as OpenAI's mcp tool is.
+		{name: "mcp_servers", path: "/v1/messages", refused: http.StatusBadRequest, body: func(int) string {
+			return `{"model":"claude-sonnet-4-5","max_tokens":300,"messages":[{"role":"user","content":"news?"}],` +
+				`"mcp_servers":[{"type":"url","url":"https://mcp.example.com/sse","name":"x"}]}`
+		}},
 	}
 	for _, topo := range []string{"one instance", "two instances on redis"} {
 		t.Run(topo, func(t *testing.T) {

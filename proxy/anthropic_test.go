@@ -186,7 +186,7 @@ func TestAnthropicRefusalsInAnthropicShape(t *testing.T) {
 // Under enforce: stream a Claude stream past the tenant's tokens ends with
 // content_block_stop, stop_reason "max_tokens" and message_stop; the
 // upstream stops generating; the tenant is charged the prompt's bound and
-// the windows it took, within its quota, not the cap it asked for.
+// the cap it asked for, which the provider may have finished.
 func TestAnthropicEnforcedStreamEnds(t *testing.T) {
 	const quota, window = 600, 16
 	g := newAnthropicGateway(t, builtin.AnthropicMockConfig{CompletionTokens: 500, TokensPerSecond: 2000}, quota, window)
@@ -218,13 +218,13 @@ func TestAnthropicEnforcedStreamEnds(t *testing.T) {
 	if got := strings.Join(events, ","); stop != "max_tokens" || !strings.HasSuffix(got, "content_block_delta,content_block_stop,message_delta,message_stop") {
 		t.Fatalf("events %s, stop_reason %q: want the stream ended as at max_tokens", got, stop)
 	}
-	used := g.used(t)
+	used := g.owed(t)
 	t.Logf("quota %d, window %d: %d words passed, upstream generated %d, charged %d", quota, window, words, g.mock.Billed(), used)
 	if billed := g.mock.Billed(); billed >= 500 || billed > words+window {
 		t.Fatalf("the upstream generated %d tokens, want it stopped near the %d that passed", billed, words)
 	}
-	if used > quota || used < words {
-		t.Fatalf("charged %d, want within the quota %d and at least the %d that passed", used, quota, words)
+	if used < 1000 || used < words {
+		t.Fatalf("charged %d, want the cap 1000 and at least the %d that passed", used, words)
 	}
 }
 

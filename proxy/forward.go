@@ -355,6 +355,10 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 			pr.Out.Header[id.FencingHeader] = []string{strconv.FormatInt(st.idem.hold.Fence(), 10)}
 		}
 	}
+	if st.p.call != nil {
+		// Its answer is read and edited as it passes (see decodeAnswer).
+		pr.Out.Header["Accept-Encoding"] = upstreamAcceptEncoding
+	}
 	if route.Anthropic {
 		anthropicUpstream(pr.Out, route.UpstreamAPIKey)
 	} else if key := route.UpstreamAPIKey; key != "" {
@@ -441,6 +445,12 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		delete(resp.Header, "Date")
 	}
 	if st.p.call != nil {
+		if err := decodeAnswer(resp); err != nil {
+			// Billed, perhaps, and unreadable: charged its reservation.
+			st.p.call.status, st.p.call.unreadable = resp.StatusCode, true
+			resp.Body.Close()
+			return err
+		}
 		st.p.call.watch(resp)
 	}
 	if st.idem != nil {
@@ -521,6 +531,10 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		h.writeError(w, r, http.StatusRequestEntityTooLarge, errorBody{
 			Message: fmt.Sprintf("request body exceeds this route's limit of %d bytes", tooLarge.Limit),
 		}, route)
+	case errors.Is(err, errUnreadableEncoding):
+		setRateLimitHeaders(w.Header(), st.verdict, rt.RateLimitHeaders)
+		h.writeError(w, r, http.StatusBadGateway, errorBody{Message: "the upstream answered in an encoding the gateway cannot read"},
+			route, logErr)
 	case st.inbound().Err() != nil:
 		// The client went away; nobody will read an answer.
 		h.logAnswer(r.Context(), r, statusClientClosed, "client closed the request before the upstream answered",

@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net"
@@ -59,16 +61,18 @@ type llmCall struct {
 	delivered deliveredCosts
 	// upstreamErr is the error that ended the exchange before a response.
 	upstreamErr error
+	// unreadable says the answer came in an encoding the gateway cannot
+	// read: nothing of it was delivered, and its reservation is charged.
+	unreadable bool
 
-	// meter takes a stream's output a window at a time (enforce: stream);
-	// meterReasoning says the request asks for reasoning a stream hides.
-	meter          *streamMeter
-	meterReasoning bool
+	// meter takes a stream's output a window at a time (enforce: stream).
+	meter *streamMeter
 
 	status  int                // the upstream's, 0 when it never answered
 	stream  *llm.StreamWatcher // an SSE response
 	tapped  *teeBody           // a JSON response, its first maxUsageBody bytes: tap
 	tap     teeBody
+	sniffed sniffedBody
 	settled bool
 	// charged says the call was settled; chargedUsage, chargedTokens and
 	// chargedMicroUSD are what it cost (for metrics and traces), whatever
@@ -138,6 +142,11 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, kind llm.Kind, route *p
 		}
 		body = raised
 		r = withBody(r, body)
+	}
+	if req.PredictionTokens > 0 {
+		// What of a prediction the answer does not use is billed as
+		// output, past the cap: it is reserved as output too.
+		call.maxOutput = llm.AddSat(call.maxOutput, llm.MulSat(req.PredictionTokens, max(req.Choices, 1)))
 	}
 	if req.Stream && !req.IncludeUsage && (kind == llm.ChatCompletions || kind == llm.Completions) {
 		withUsage, added, err := llm.WithIncludeUsage(body)
@@ -224,7 +233,7 @@ func (c *llmCall) bindUnsized(route *policies.Route) string {
 	}
 	turns := int64(1)
 	for _, u := range c.req.Unsized {
-		if strings.HasPrefix(u, "tools[") {
+		if strings.HasPrefix(u, "tools[") || u == "mcp_servers" {
 			// Each built-in tool call is another model turn, billed its
 			// whole context again.
 			if c.req.MaxToolCalls == 0 {
@@ -271,26 +280,109 @@ func (c *llmCall) watch(resp *http.Response) {
 		// says no usage its reservation, whatever the answer says.
 		return
 	}
+	labelled := false
 	if ct := resp.Header["Content-Type"]; len(ct) > 0 && isEventStream(ct[0]) {
-		if c.kind > llm.AnthropicMessages { // images, audio
+		labelled = true
+	}
+	switch {
+	case c.kind > llm.AnthropicMessages: // images, audio
+		if labelled {
 			return // its events are not a text stream's: charged its reservation
 		}
-		cfg := llm.StreamConfig{Kind: c.kind, Model: c.req.Model, DropUsageChunk: !c.req.IncludeUsage}
-		c.meter.configure(&cfg)
-		c.stream = llm.NewStreamWatcher(resp.Body, cfg)
-		resp.Body = c.stream
+	case labelled:
+		resp.Body = c.watchStream(resp.Body, false)
 		// The watcher may drop the usage chunk or end the stream: the
 		// upstream's length no longer holds.
 		resp.ContentLength = -1
 		resp.Header.Del("Content-Length")
 		return
+	default:
+		// What is not labelled an event stream may still be one: its
+		// first byte tells (see sniffedBody).
+		c.sniffed = sniffedBody{call: c, src: resp.Body, length: resp.ContentLength}
+		resp.Body = &c.sniffed // in the call: no allocation of its own
+		return
 	}
-	c.tap = teeBody{ReadCloser: resp.Body, max: maxUsageBody} // in the call: no allocation of its own
+	resp.Body = c.watchJSON(resp.Body, resp.ContentLength)
+}
+
+// watchStream reads body as the call's event stream. A sized one (its
+// length already sent, as when only its bytes told it was a stream) keeps
+// the usage chunk the client did not ask for, so that the length holds.
+func (c *llmCall) watchStream(body io.ReadCloser, sized bool) io.ReadCloser {
+	cfg := llm.StreamConfig{Kind: c.kind, Model: c.req.Model, DropUsageChunk: !c.req.IncludeUsage && !sized,
+		AudioBytesPerToken: c.req.Family.AudioBytesPerToken}
+	c.meter.configure(&cfg)
+	c.stream = llm.NewStreamWatcher(body, cfg)
+	return c.stream
+}
+
+// watchJSON keeps the first maxUsageBody bytes of body, a JSON answer of
+// length bytes (-1 unknown), to read its usage once it passed.
+func (c *llmCall) watchJSON(body io.ReadCloser, length int64) io.ReadCloser {
+	c.tap = teeBody{ReadCloser: body, max: maxUsageBody} // in the call: no allocation of its own
 	c.tapped = &c.tap
-	if n := resp.ContentLength; n > 0 && n <= maxUsageBody {
-		c.tapped.buf = make([]byte, 0, n) // one allocation, not one per doubling
+	if length > 0 && length <= maxUsageBody {
+		c.tapped.buf = make([]byte, 0, length) // one allocation, not one per doubling
 	}
-	resp.Body = c.tapped
+	return c.tapped
+}
+
+// sniffedBody is an answer not labelled an event stream, read as one or as
+// JSON by what it holds: a JSON answer starts with '{' (or '['), an event
+// stream with a field, a comment or a blank line. A stream labelled
+// text/plain is then metered like any other. Its first read decides.
+type sniffedBody struct {
+	call   *llmCall
+	src    io.ReadCloser
+	length int64
+	body   io.ReadCloser // once decided
+}
+
+func (s *sniffedBody) Read(p []byte) (int, error) {
+	if s.body != nil {
+		return s.body.Read(p)
+	}
+	n, err := s.src.Read(p)
+	i := 0
+	for i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' || p[i] == '\n') {
+		i++
+	}
+	if i == n && err == nil {
+		return n, nil // white space alone: it passes, and the next read decides
+	}
+	if i < n && p[i] != '{' && p[i] != '[' {
+		// An event stream: the watcher reads what was read, then the rest.
+		// (A body's error is returned again by its next read.)
+		s.body = s.call.watchStream(&prefixed{prefix: bytes.Clone(p[:n]), ReadCloser: s.src}, s.length >= 0)
+		return s.body.Read(p)
+	}
+	tee := s.call.watchJSON(s.src, s.length).(*teeBody)
+	tee.record(p[:n], err)
+	s.body = tee
+	return n, err
+}
+
+func (s *sniffedBody) Close() error {
+	if s.body != nil {
+		return s.body.Close()
+	}
+	return s.src.Close()
+}
+
+// prefixed reads prefix, then its ReadCloser.
+type prefixed struct {
+	prefix []byte
+	io.ReadCloser
+}
+
+func (p *prefixed) Read(b []byte) (int, error) {
+	if len(p.prefix) > 0 {
+		n := copy(b, p.prefix)
+		p.prefix = p.prefix[n:]
+		return n, nil
+	}
+	return p.ReadCloser.Read(b)
 }
 
 // isEventStream reports whether the media type of the Content-Type ct is
@@ -385,23 +477,44 @@ func (c *llmCall) actual() (bounded, delivered usage) {
 		return u, u
 	}
 	var u llm.Usage
-	var ok bool
+	var ok, json bool
 	switch {
 	case c.stream != nil:
 		u, ok = c.stream.Usage()
 	case c.tapped != nil && c.tapped.complete():
 		u, ok = llm.ParseUsage(c.kind, c.tapped.buf)
+		json = ok
 	}
 	if ok {
 		in, out := max(u.Input, 0), max(u.Output, 0)
-		u := usage{input: in, cached: min(max(u.CachedInput, 0), in), output: out, bill: u, reported: true}
+		if json {
+			// What the answer shows counts, whatever its usage says.
+			out = max(out, llm.SeenOutput(c.kind, c.req.Model, c.tapped.buf))
+		}
+		if c.stream != nil {
+			// What was seen counts, whatever the usage says: the output
+			// that reached the client, and after an error event that
+			// followed content, the prompt that made it.
+			seen := c.stream.Delivered()
+			out = max(out, seen)
+			if seen > 0 && c.stream.Failed() {
+				in = max(in, c.req.PromptTokens)
+			}
+		}
+		bill := u // priced by kind of token, at what was seen at least
+		bill.Input, bill.Output = in, out
+		u := usage{input: in, cached: min(max(u.CachedInput, 0), in), output: out, bill: bill, reported: true}
 		return u, u
+	}
+	bounded = usage{input: c.req.PromptTokens, output: c.maxOutput}
+	if c.unreadable {
+		return bounded, bounded // what it delivered cannot be seen
 	}
 	var out int64
 	if c.stream != nil {
 		out = c.stream.Delivered()
 	}
-	return usage{input: c.req.PromptTokens, output: c.maxOutput}, usage{input: c.req.PromptTokens, output: out}
+	return bounded, usage{input: c.req.PromptTokens, output: out}
 }
 
 // neverSent reports whether err ended the exchange before the request could

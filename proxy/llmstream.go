@@ -14,9 +14,10 @@ import (
 // of output; as the output passes, each further window is taken from the
 // call's token policies (one all-or-nothing Reserve), and when one cannot be
 // the stream is ended the way its API ends a stream cut at its output
-// limit. A stream the gateway ended is charged its prompt and the output it
-// took windows for, or its whole output cap when the model reasons unseen;
-// any other end settles as on every llm route (docs/llm-streaming.md).
+// limit. A stream the gateway ended is charged its prompt and its whole
+// output cap: the provider may finish a generation its client left (the one
+// assumption of docs/llm.md), and the cap it was sent bounds that; any
+// other end settles as on every llm route (docs/llm-streaming.md).
 
 // streamMeter takes an enforced stream's output a window at a time. It
 // belongs to the goroutine copying the response; settle reads it after.
@@ -27,11 +28,7 @@ type streamMeter struct {
 	window  int64
 	first   int64 // the output reserved with the call
 	granted int64 // the output reserved so far, first window included
-	// reasoning says the model may spend output the stream never shows
-	// (its family reasons, or the request enables thinking), so a stream
-	// ended early is charged its cap.
-	reasoning bool
-	windows   []meterWindow
+	windows []meterWindow
 }
 
 // meterWindow is one window taken after the call was admitted.
@@ -51,8 +48,7 @@ func (c *llmCall) enforceStream(ctx context.Context, route *policies.Route, lim 
 	}
 	c.meter = &streamMeter{
 		ctx: ctx, lim: lim, call: c, window: route.StreamWindow,
-		first:     min(c.maxOutput, route.StreamWindow),
-		reasoning: c.meterReasoning || c.req.Family.Reasoning,
+		first: min(c.maxOutput, route.StreamWindow),
 	}
 	c.meter.granted = c.meter.first
 }
@@ -140,15 +136,12 @@ func (c *llmCall) windowCost(cost policies.Cost, amount int64) int64 {
 	return 0
 }
 
-// charge is what a stream the gateway ended cost: its prompt and the output
-// it took windows for (what passed, the event refused, and the rest of the
-// last window: what was generated while the connection closed), or, for a
-// model that reasons unseen, its whole output cap.
+// charge is what a stream the gateway ended cost: its prompt and its whole
+// output cap, since the provider may finish the generation after the
+// gateway closed it (and a reasoning model spent output that never passed);
+// at least what it took windows for, should the output have passed the cap.
 func (m *streamMeter) charge(stream *llm.StreamWatcher) usage {
-	output := max(m.granted, stream.Metered())
-	if m.reasoning {
-		output = max(output, m.call.maxOutput)
-	}
+	output := max(m.granted, stream.Metered(), m.call.maxOutput)
 	return usage{input: m.call.req.PromptTokens, output: output}
 }
 

@@ -17,17 +17,22 @@ type teeBody struct {
 
 func (t *teeBody) Read(p []byte) (int, error) {
 	n, err := t.ReadCloser.Read(p)
+	t.record(p[:n], err)
+	return n, err
+}
+
+// record keeps b, read with err, as Read does.
+func (t *teeBody) record(b []byte, err error) {
 	if !t.over {
-		if int64(len(t.buf)+n) > t.max {
+		if int64(len(t.buf)+len(b)) > t.max {
 			t.over, t.buf = true, nil
 		} else {
-			t.buf = append(t.buf, p[:n]...)
+			t.buf = append(t.buf, b...)
 		}
 	}
 	if err == io.EOF {
 		t.eof = true
 	}
-	return n, err
 }
 
 // complete reports whether the whole body passed and was kept.
