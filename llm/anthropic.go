@@ -3,6 +3,7 @@ package llm
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // Claude's tokenizer is not public, so an Anthropic prompt is reserved by a
@@ -10,7 +11,10 @@ import (
 // vocabulary covers at least one byte, so a prompt's text has no more
 // tokens than the bytes of the JSON body that carries it (keys, quotes and
 // escapes only add bytes). What is not text is bounded by the model
-// family's bound for it (Family.ImageHigh, Family.FileTokens).
+// family's bound for it (Family.ImageHigh, Family.FileTokens). Every
+// other value, a field Anthropic adds tomorrow, a member of a message no
+// one reads, a tool's input, keeps its bytes in the bound; only the
+// settings below are billed as nothing.
 const (
 	// anthropicToolPrompt bounds the system prompt Anthropic adds when a
 	// request carries tools (its documentation lists 346 at most).
@@ -19,13 +23,22 @@ const (
 	anthropicFraming = 16
 )
 
+// anthropicControls are the top-level settings of a Messages request that
+// Anthropic bills as nothing: they choose the model, cap or sample its
+// output and pick the tier, and a value of the wrong type is refused.
+// tool_choice and thinking stay in the bound: they change the system
+// prompt Anthropic adds (thinking's budget_tokens bounds output, which
+// max_tokens caps already). stop_sequences and metadata stay too, as on
+// OpenAI: nothing documents them as free.
+var anthropicControls = [...]string{"model", "max_tokens", "stream", "temperature", "top_p", "top_k", "service_tier"}
+
 // AnthropicPrompt is what an Anthropic Messages request costs before its
 // output, as far as the gateway can bound it.
 type AnthropicPrompt struct {
 	// Bound is at least the input tokens Anthropic can bill for the
-	// request: its body's bytes, less the base64 payloads of its images and
-	// binary documents, plus the family's bound for each of them and
-	// anthropicToolPrompt with tools.
+	// request: its body's bytes, less its settings (anthropicControls) and
+	// the base64 payloads of its images and binary documents, plus the
+	// family's bound for each of them and anthropicToolPrompt with tools.
 	Bound int64
 	// Thinking is true when the request enables extended thinking: its
 	// redacted blocks reach the client without text to count.
@@ -52,6 +65,14 @@ func ParseAnthropicPrompt(body []byte, f Family) (AnthropicPrompt, error) {
 		return AnthropicPrompt{}, invalid(AnthropicMessages, err)
 	}
 	p := AnthropicPrompt{Bound: int64(len(body)) + anthropicFraming}
+	var buf [16]member
+	if top, ok := validMembers(body, buf[:0]); ok {
+		for _, m := range top {
+			if slices.Contains(anthropicControls[:], string(m.key)) {
+				p.Bound -= memberBytes(m) // never more than the member's own bytes
+			}
+		}
+	}
 	p.Thinking = req.Thinking != nil && req.Thinking.Type != "" && req.Thinking.Type != "disabled"
 	if len(req.Tools) > 0 && string(req.Tools) != "null" && string(req.Tools) != "[]" {
 		p.Bound += anthropicToolPrompt
