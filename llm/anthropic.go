@@ -3,7 +3,6 @@ package llm
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 )
 
 // Claude's tokenizer is not public, so an Anthropic prompt is reserved by a
@@ -23,20 +22,27 @@ const (
 	anthropicFraming = 16
 )
 
-// anthropicControls are the top-level settings of a Messages request that
-// Anthropic bills as nothing: they choose the model, cap or sample its
-// output and pick the tier, and a value of the wrong type is refused.
+// anthropicControl says key is one of the top-level settings of a
+// Messages request that Anthropic bills as nothing: they choose the model,
+// cap or sample its output and pick the tier, and a value of the wrong
+// type is refused.
 // tool_choice and thinking stay in the bound: they change the system
 // prompt Anthropic adds (thinking's budget_tokens bounds output, which
 // max_tokens caps already). stop_sequences and metadata stay too, as on
 // OpenAI: nothing documents them as free.
-var anthropicControls = [...]string{"model", "max_tokens", "stream", "temperature", "top_p", "top_k", "service_tier"}
+func anthropicControl(key []byte) bool {
+	switch string(key) { // compared in place, not copied
+	case "model", "max_tokens", "stream", "temperature", "top_p", "top_k", "service_tier":
+		return true
+	}
+	return false
+}
 
 // AnthropicPrompt is what an Anthropic Messages request costs before its
 // output, as far as the gateway can bound it.
 type AnthropicPrompt struct {
 	// Bound is at least the input tokens Anthropic can bill for the
-	// request: its body's bytes, less its settings (anthropicControls) and
+	// request: its body's bytes, less its settings (anthropicControl) and
 	// the base64 payloads of its images and binary documents, plus the
 	// family's bound for each of them and anthropicToolPrompt with tools.
 	Bound int64
@@ -65,12 +71,12 @@ func ParseAnthropicPrompt(body []byte, f Family) (AnthropicPrompt, error) {
 		return AnthropicPrompt{}, invalid(AnthropicMessages, err)
 	}
 	p := AnthropicPrompt{Bound: int64(len(body)) + anthropicFraming}
+	// The body is a valid object: its members are listed without a second
+	// validation, keys matched exactly as Anthropic matches them.
 	var buf [16]member
-	if top, ok := validMembers(body, buf[:0]); ok {
-		for _, m := range top {
-			if slices.Contains(anthropicControls[:], string(m.key)) {
-				p.Bound -= memberBytes(m) // never more than the member's own bytes
-			}
+	for _, m := range appendMembers(buf[:0], body, skipSpace(body, 0)) {
+		if anthropicControl(m.key) {
+			p.Bound -= memberBytes(m) // never more than the member's own bytes
 		}
 	}
 	p.Thinking = req.Thinking != nil && req.Thinking.Type != "" && req.Thinking.Type != "disabled"
