@@ -25,11 +25,10 @@ const (
 // anthropicControl says key is one of the top-level settings of a
 // Messages request that Anthropic bills as nothing: they choose the model,
 // cap or sample its output and pick the tier, and a value of the wrong
-// type is refused.
-// tool_choice and thinking stay in the bound: they change the system
-// prompt Anthropic adds (thinking's budget_tokens bounds output, which
-// max_tokens caps already). stop_sequences and metadata stay too, as on
-// OpenAI: nothing documents them as free.
+// type is refused. tool_choice and thinking stay in the bound: they change
+// the system prompt Anthropic adds (thinking's budget_tokens bounds
+// output, which max_tokens caps already). stop_sequences and metadata
+// stay too, as on OpenAI: nothing documents them as free.
 func anthropicControl(key []byte) bool {
 	switch string(key) { // compared in place, not copied
 	case "model", "max_tokens", "stream", "temperature", "top_p", "top_k", "service_tier":
