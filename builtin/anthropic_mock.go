@@ -36,12 +36,16 @@ type AnthropicMockConfig struct {
 // a key (x-api-key, or Authorization: Bearer, which newer SDKs send) and
 // anthropic-version, as the API does, and answers errors in
 // Anthropic's shape. Input tokens are estimated as a token per four bytes
-// of the body. It counts the output tokens it sent (Billed). It is safe for
-// concurrent use.
+// of the body, and what it does not read as its prompt at a token a byte
+// (see anthropicInputTokens). It counts the output tokens it sent
+// (Billed), and the calls it accepted with their input and output (Bill).
+// It is safe for concurrent use.
 type AnthropicMock struct {
 	cfg    AnthropicMockConfig
 	ids    atomic.Uint64
 	billed atomic.Int64
+	calls  atomic.Int64
+	input  atomic.Int64
 }
 
 // NewAnthropicMock returns an AnthropicMock for cfg.
@@ -58,6 +62,12 @@ func NewAnthropicMock(cfg AnthropicMockConfig) *AnthropicMock {
 // Billed returns the output tokens the mock has sent (a stream cut short
 // counts what it wrote before the cut).
 func (m *AnthropicMock) Billed() int64 { return m.billed.Load() }
+
+// Bill returns what the mock has billed: the calls it accepted, their
+// input (cached parts included) and the output tokens it sent.
+func (m *AnthropicMock) Bill() MockBill {
+	return MockBill{Calls: m.calls.Load(), Input: m.input.Load(), Output: m.billed.Load()}
+}
 
 type anthropicRequest struct {
 	Model     string            `json:"model"`
@@ -120,7 +130,10 @@ func (m *AnthropicMock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if *req.MaxTokens < n {
 		n, stop = *req.MaxTokens, "max_tokens"
 	}
-	usage := m.inputUsage(len(body))
+	prompt := anthropicInputTokens(body)
+	m.calls.Add(1)
+	m.input.Add(int64(prompt))
+	usage := m.inputUsage(prompt)
 	id := fmt.Sprintf("msg_mock_%d", m.ids.Add(1))
 	words := fillerWords(n)
 	if !req.Stream {
@@ -136,10 +149,9 @@ func (m *AnthropicMock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.stream(w, r, id, req.Model, words, stop, usage)
 }
 
-// inputUsage is the input side of the usage: the prompt estimated from
-// the body's bytes, the cached part reported apart.
-func (m *AnthropicMock) inputUsage(bodyBytes int) map[string]any {
-	prompt := (bodyBytes + 3) / 4
+// inputUsage is the input side of the usage: the prompt, the cached part
+// reported apart.
+func (m *AnthropicMock) inputUsage(prompt int) map[string]any {
 	read := min(m.cfg.CacheReadTokens, prompt)
 	created := min(m.cfg.CacheCreationTokens, prompt-read)
 	return map[string]any{

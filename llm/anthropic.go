@@ -10,7 +10,10 @@ import (
 // vocabulary covers at least one byte, so a prompt's text has no more
 // tokens than the bytes of the JSON body that carries it (keys, quotes and
 // escapes only add bytes). What is not text is bounded by the model
-// family's bound for it (Family.ImageHigh, Family.FileTokens).
+// family's bound for it (Family.ImageHigh, Family.FileTokens). Every
+// other value, a field Anthropic adds tomorrow, a member of a message no
+// one reads, a tool's input, keeps its bytes in the bound; only the
+// settings below are billed as nothing.
 const (
 	// anthropicToolPrompt bounds the system prompt Anthropic adds when a
 	// request carries tools (its documentation lists 346 at most).
@@ -19,13 +22,28 @@ const (
 	anthropicFraming = 16
 )
 
+// anthropicControl says key is one of the top-level settings of a
+// Messages request that Anthropic bills as nothing: they choose the model,
+// cap or sample its output and pick the tier, and a value of the wrong
+// type is refused. tool_choice and thinking stay in the bound: they change
+// the system prompt Anthropic adds (thinking's budget_tokens bounds
+// output, which max_tokens caps already). stop_sequences and metadata
+// stay too, as on OpenAI: nothing documents them as free.
+func anthropicControl(key []byte) bool {
+	switch string(key) { // compared in place, not copied
+	case "model", "max_tokens", "stream", "temperature", "top_p", "top_k", "service_tier":
+		return true
+	}
+	return false
+}
+
 // AnthropicPrompt is what an Anthropic Messages request costs before its
 // output, as far as the gateway can bound it.
 type AnthropicPrompt struct {
 	// Bound is at least the input tokens Anthropic can bill for the
-	// request: its body's bytes, less the base64 payloads of its images and
-	// binary documents, plus the family's bound for each of them and
-	// anthropicToolPrompt with tools.
+	// request: its body's bytes, less its settings (anthropicControl) and
+	// the base64 payloads of its images and binary documents, plus the
+	// family's bound for each of them and anthropicToolPrompt with tools.
 	Bound int64
 	// Thinking is true when the request enables extended thinking: its
 	// redacted blocks reach the client without text to count.
@@ -52,6 +70,14 @@ func ParseAnthropicPrompt(body []byte, f Family) (AnthropicPrompt, error) {
 		return AnthropicPrompt{}, invalid(AnthropicMessages, err)
 	}
 	p := AnthropicPrompt{Bound: int64(len(body)) + anthropicFraming}
+	// The body is a valid object: its members are listed without a second
+	// validation, keys matched exactly as Anthropic matches them.
+	var buf [16]member
+	for _, m := range appendMembers(buf[:0], body, skipSpace(body, 0)) {
+		if anthropicControl(m.key) {
+			p.Bound -= memberBytes(m) // never more than the member's own bytes
+		}
+	}
 	p.Thinking = req.Thinking != nil && req.Thinking.Type != "" && req.Thinking.Type != "disabled"
 	if len(req.Tools) > 0 && string(req.Tools) != "null" && string(req.Tools) != "[]" {
 		p.Bound += anthropicToolPrompt

@@ -3,9 +3,12 @@ package llm
 import (
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 )
+
+var settingsRE = regexp.MustCompile(`"model":"c","max_tokens":\d+`)
 
 // claude is the built-in family of Claude models.
 var claude = DefaultModels().For("claude-sonnet-4-5")
@@ -15,7 +18,7 @@ func TestParseAnthropicPrompt(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		body     string
-		bound    int64 // beyond len(body) + anthropicFraming
+		bound    int64 // beyond len(body) + anthropicFraming, less the settings
 		thinking bool
 	}{
 		{"text", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":"héllo ✓ world"}]}`, 0, false},
@@ -43,7 +46,10 @@ func TestParseAnthropicPrompt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := int64(len(tc.body)) + anthropicFraming + tc.bound; p.Bound != want || p.Thinking != tc.thinking {
+			// The settings, "model":"c" and "max_tokens":N, are billed as
+			// nothing; the comma between them stays.
+			settings := int64(len(settingsRE.FindString(tc.body)) - 1)
+			if want := int64(len(tc.body)) - settings + anthropicFraming + tc.bound; p.Bound != want || p.Thinking != tc.thinking {
 				t.Fatalf("got %+v, want bound %d, thinking %v", p, want, tc.thinking)
 			}
 		})
@@ -73,5 +79,66 @@ func TestAnthropicBoundCoversATokenizer(t *testing.T) {
 		if n := CountTokens("gpt-4o", text) + tokensPerMessage + tokensReplyPrime; n > p.Bound {
 			t.Fatalf("%.20q…: o200k counts %d, bound %d", text, n, p.Bound)
 		}
+	}
+}
+
+// On Anthropic too every value counts: the settings are billed as
+// nothing, and any other value, its key included, keeps its bytes in the
+// bound, wherever it is.
+func TestAnthropicEveryValueCounts(t *testing.T) {
+	hidden := strings.Repeat("quota bypass ", 300) // 3,900 bytes of text
+	img := strings.Repeat("A", 40_000)
+	msg := `"messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct {
+		name string
+		body string
+		// free is the bytes of the body billed as nothing: the settings'
+		// members (key, quotes, colon and value), or the payload an
+		// image's bound replaces.
+		free int64
+		// extra is what the bound adds to the body's bytes.
+		extra int64
+	}{
+		{"every setting", `{"model":"claude-sonnet-4-5","max_tokens":50,"stream":true,"temperature":0.5,"top_p":0.9,"top_k":40,"service_tier":"auto",` + msg + `}`,
+			int64(len(`"model":"claude-sonnet-4-5""max_tokens":50"stream":true"temperature":0.5"top_p":0.9"top_k":40"service_tier":"auto"`)), 0},
+		{"a repeated setting", `{"model":"x","model":"claude-sonnet-4-5","max_tokens":50,` + msg + `}`,
+			int64(len(`"model":"x""model":"claude-sonnet-4-5""max_tokens":50`)), 0},
+		{"a setting's key escaped", `{"mod\u0065l":"claude-sonnet-4-5","max_tokens":50,` + msg + `}`,
+			int64(len(`"model":"claude-sonnet-4-5""max_tokens":50`)), 0},
+		{"a field of tomorrow", `{"model":"c","max_tokens":50,"tomorrow":{"notes":["` + hidden + `"]},` + msg + `}`,
+			int64(len(`"model":"c""max_tokens":50`)), 0},
+		{"a setting's name in another case", `{"MODEL":"` + hidden + `","model":"c","max_tokens":50,` + msg + `}`,
+			int64(len(`"model":"c""max_tokens":50`)), 0},
+		{"metadata, stop_sequences, tool_choice, thinking", `{"model":"c","max_tokens":5000,"metadata":{"user_id":"` + hidden + `"},"stop_sequences":["` + hidden + `"],` +
+			`"tool_choice":{"type":"auto"},"thinking":{"type":"enabled","budget_tokens":2000},` + msg + `}`,
+			int64(len(`"model":"c""max_tokens":5000`)), 0},
+		{"a member of a message no one reads", `{"model":"c","max_tokens":50,"messages":[{"role":"user","content":"hi","notes":"` + hidden + `"}]}`,
+			int64(len(`"model":"c""max_tokens":50`)), 0},
+		{"a member of a content block", `{"model":"c","max_tokens":50,"messages":[{"role":"user","content":[{"type":"text","text":"hi","citations":[{"cited_text":"` + hidden + `"}]}]}]}`,
+			int64(len(`"model":"c""max_tokens":50`)), 0},
+		{"a tool's schema", `{"model":"c","max_tokens":50,"tools":[{"name":"f","description":"` + hidden + `","input_schema":{"type":"object"}}],` + msg + `}`,
+			int64(len(`"model":"c""max_tokens":50`)), anthropicToolPrompt},
+		{"an image typed object in a tool's input", `{"model":"c","max_tokens":50,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f",` +
+			`"input":{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + hidden + `"}}}]}]}`,
+			int64(len(`"model":"c""max_tokens":50`)), 0},
+		{"an earlier messages with an image", `{"model":"c","max_tokens":50,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + hidden + `"}}]}],` + msg + `}`,
+			int64(len(`"model":"c""max_tokens":50`)), 0},
+		{"an image in the messages read", `{"model":"c","max_tokens":50,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + img + `"}}]}]}`,
+			int64(len(`"model":"c""max_tokens":50`)) + int64(len(img)), claude.ImageHigh},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := ParseAnthropicPrompt([]byte(tc.body), claude)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := int64(len(tc.body)) - tc.free + anthropicFraming + tc.extra; p.Bound != want {
+				t.Fatalf("got bound %d, want %d", p.Bound, want)
+			}
+			// A hidden text a provider reads is never free: a token is at
+			// least a byte.
+			if strings.Contains(tc.body, hidden) && p.Bound < int64(len(hidden)) {
+				t.Fatalf("got bound %d, below the %d bytes of the hidden text", p.Bound, len(hidden))
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/json"
 	"math"
 	"net/http"
 	"strings"
@@ -81,4 +82,57 @@ func TestAnthropicEndpointsAtSixtyFourCalls(t *testing.T) {
 			}
 		})
 	}
+}
+
+// On an Anthropic route every value counts: text hidden where the gateway
+// reads no prompt (a field of tomorrow, a member of a message, a tool's
+// input holding an object typed "image", which is text, not an image) is
+// sent 64 times at once, on one instance and on two sharing a real Redis,
+// against a quota of 10,000 tokens, the mock billing it at a token a byte.
+// What the mock billed stays within the quota, and every call was charged
+// at least what it billed.
+func TestAnthropicHiddenFieldsAtSixtyFourCalls(t *testing.T) {
+	mock := builtin.NewAnthropicMock(builtin.AnthropicMockConfig{CompletionTokens: 50})
+	up := newUpstream(t, mock).URL
+	hidden := strings.Repeat("quota bypass ", 300) // 3,900 bytes, billed a token each
+	msg := `"messages":[{"role":"user","content":"Tell me about rate limits."}]`
+	cases := []struct {
+		name string
+		body string
+	}{
+		{"a field of tomorrow", `{"model":"claude-sonnet-4-5","max_tokens":50,"tomorrow":{"notes":["` + hidden + `"]},` + msg + `}`},
+		{"a field of tomorrow, streamed", `{"model":"claude-sonnet-4-5","max_tokens":50,"stream":true,"tomorrow":{"notes":["` + hidden + `"]},` + msg + `}`},
+		{"a member of a message", `{"model":"claude-sonnet-4-5","max_tokens":50,"messages":[{"role":"user","content":"Tell me.","notes":"` + hidden + `"}]}`},
+		{"an image typed object in a tool's input", `{"model":"claude-sonnet-4-5","max_tokens":50,"messages":[{"role":"user","content":"Draw."},` +
+			`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"draw","input":{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + hidden + `"}}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"done"}]}]}`},
+	}
+	// What a client saw: the output of a message, or of a stream's last
+	// message_delta.
+	seen := func(b []byte) int64 {
+		var n int64
+		for _, line := range strings.Split(string(b), "\n") {
+			var v struct {
+				Usage *struct {
+					OutputTokens int64 `json:"output_tokens"`
+				} `json:"usage"`
+			}
+			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &v) == nil && v.Usage != nil && strings.Contains(line, `"output_tokens"`) {
+				n = max(n, v.Usage.OutputTokens)
+			}
+		}
+		return n
+	}
+	runSeenSuite(t, up, up, len(cases), func(t *testing.T, bases []string, settled []<-chan struct{}, key func(int) string) {
+		for ci, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				before := mock.Bill()
+				start := time.Now()
+				statuses, saw := runKeyedCalls(t, bases, "/v1/messages", key(ci), func(int) string { return c.body }, nil, seen)
+				waitSettled(t, settled, statuses[http.StatusOK])
+				after := mock.Bill()
+				checkSeenCase(t, bases[0], key(ci), len(bases), start, statuses, after.Total()-before.Total(), saw)
+			})
+		}
+	})
 }

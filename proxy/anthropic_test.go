@@ -250,7 +250,7 @@ policies:
 	h.settled = func() { settled <- struct{}{} }
 	call := func(key string) *http.Response {
 		t.Helper()
-		body := strings.Replace(strings.Replace(claudeBody, "%d", "400", 1), "%s", "", 1)
+		body := strings.Replace(strings.Replace(claudeBody, "%d", "480", 1), "%s", "", 1) // a second call of 480 tokens more no longer fits 600
 		req, _ := http.NewRequest("POST", srv.URL+"/v1/messages", strings.NewReader(body))
 		req.Header.Set("x-api-key", key)
 		resp, err := http.DefaultClient.Do(req)

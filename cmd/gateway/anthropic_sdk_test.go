@@ -143,7 +143,7 @@ routes:
     stream_window: 16
     policies: [tokens]
 policies:
-  tokens: {key: tenant, cost: tokens, rate: 300, per: 1h, on_missing_key: reject}
+  tokens: {key: tenant, cost: tokens, rate: 200, per: 1h, on_missing_key: reject}
 `
 
 // runAnthropicCheck runs check.mjs against baseURL and returns its steps.
