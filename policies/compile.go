@@ -219,7 +219,7 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		ClientCertificate: rc.ClientCertificate == ClientCertificateRequire,
 		LLM:               rc.LLM != "",
 		DefaultMaxTokens:  rc.DefaultMaxTokens,
-		UnsizedContext:    rc.UnsizedInput == "context_window",
+		UnsizedContext:    rc.UnsizedInput == UnsizedInputContextWindow,
 		DefaultTier:       rc.DefaultServiceTier,
 		UpstreamAPIKey:    rc.UpstreamAPIKey,
 		OpenAIErrors:      rc.ErrorFormat == "openai",

@@ -96,11 +96,11 @@ type ServerConfig struct {
 	PathParameters PathParameters `koanf:"path_parameters"`
 	// UpstreamTransport: lean (default: proxy/h1 for http:// upstreams,
 	// net/http's transport for the rest) or standard (net/http's for all).
-	UpstreamTransport string `koanf:"upstream_transport"`
+	UpstreamTransport UpstreamTransport `koanf:"upstream_transport"`
 	// ClientServer: lean (default: proxy/h1's Server reads plain HTTP/1.1
 	// requests, net/http's server takes the rest) or standard (net/http's
 	// for all).
-	ClientServer string `koanf:"client_server"`
+	ClientServer ClientServer `koanf:"client_server"`
 	// MinHeapBytes lets the heap grow this far before the runtime collects
 	// while little is alive (default 64 MiB; -1: Go's GOGC rule alone, as
 	// does a GOGC set in the environment). See internal/heapfloor.
@@ -130,18 +130,6 @@ type ServerConfig struct {
 	// request and counts against the client's policies like any other.
 	MaxConcurrentStreams int `koanf:"max_concurrent_streams"`
 }
-
-// The values of server.upstream_transport.
-const (
-	UpstreamTransportLean     = "lean"
-	UpstreamTransportStandard = "standard"
-)
-
-// The values of server.client_server.
-const (
-	ClientServerLean     = "lean"
-	ClientServerStandard = "standard"
-)
 
 // RedisConfig connects shared policies to Redis. Empty Addrs and no Sentinel:
 // no Redis, local policies only.
@@ -247,7 +235,7 @@ type RouteConfig struct {
 	// "reserve" (default: the output cap is reserved before the call) or
 	// "stream" (a window at a time as the output flows; the stream is ended
 	// when the tenant has no more; docs/llm-streaming.md).
-	Enforce string `koanf:"enforce"`
+	Enforce Enforce `koanf:"enforce"`
 	// StreamWindow is the output tokens a stream takes at a time under
 	// enforce: stream (default 256).
 	StreamWindow int64 `koanf:"stream_window"`
@@ -258,7 +246,7 @@ type RouteConfig struct {
 	// UnsizedInput is what a call whose billed input the gateway cannot
 	// see gets on a route with a token or usd policy: refuse (default:
 	// 400) or context_window (reserve the model's context window).
-	UnsizedInput string `koanf:"unsized_input"`
+	UnsizedInput UnsizedInput `koanf:"unsized_input"`
 	// DefaultServiceTier is the tier the upstream's project serves a call
 	// that asks for none or for "auto" at (default: the standard tier);
 	// usd policies price such a call at it.

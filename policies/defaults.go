@@ -28,7 +28,7 @@ const (
 	DefaultTenantHeader       = "X-API-Key"
 	DefaultRouteTimeout       = 30 * time.Second
 	DefaultMaxBodyBytes       = 10 << 20
-	DefaultUnsizedInput       = "refuse"
+	DefaultUnsizedInput       = UnsizedInputRefuse
 	DefaultStreamWindow       = 256
 	DefaultChargeWithoutUsage = ChargeReserved
 	DefaultLLMMaxBodyBytes    = 1 << 20

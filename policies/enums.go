@@ -229,3 +229,96 @@ func (m *IdempotencyRedisMode) UnmarshalText(text []byte) error {
 
 // MarshalText returns the mode's name.
 func (m IdempotencyRedisMode) MarshalText() ([]byte, error) { return []byte(m), nil }
+
+// UpstreamTransport is the process's upstream transport:
+// server.upstream_transport.
+type UpstreamTransport string
+
+// The values of server.upstream_transport.
+const (
+	UpstreamTransportLean     UpstreamTransport = "lean"     // proxy/h1 for http:// upstreams, net/http's for the rest
+	UpstreamTransportStandard UpstreamTransport = "standard" // net/http's for all
+)
+
+// UpstreamTransports lists every upstream transport.
+var UpstreamTransports = []UpstreamTransport{UpstreamTransportLean, UpstreamTransportStandard}
+
+// UnmarshalText sets t to the transport named by text, one of
+// UpstreamTransports; empty text leaves the zero value, which defaults to
+// UpstreamTransportLean.
+func (t *UpstreamTransport) UnmarshalText(text []byte) error {
+	return limiter.UnmarshalName(t, UpstreamTransports, text)
+}
+
+// MarshalText returns the transport's name.
+func (t UpstreamTransport) MarshalText() ([]byte, error) { return []byte(t), nil }
+
+// ClientServer is the process's server of client connections:
+// server.client_server.
+type ClientServer string
+
+// The values of server.client_server.
+const (
+	ClientServerLean     ClientServer = "lean"     // proxy/h1's for plain HTTP/1.1, net/http's for the rest
+	ClientServerStandard ClientServer = "standard" // net/http's for all
+)
+
+// ClientServers lists every client server.
+var ClientServers = []ClientServer{ClientServerLean, ClientServerStandard}
+
+// UnmarshalText sets s to the server named by text, one of ClientServers;
+// empty text leaves the zero value, which defaults to ClientServerLean.
+func (s *ClientServer) UnmarshalText(text []byte) error {
+	return limiter.UnmarshalName(s, ClientServers, text)
+}
+
+// MarshalText returns the server's name.
+func (s ClientServer) MarshalText() ([]byte, error) { return []byte(s), nil }
+
+// Enforce is how an llm route holds a stream to the tenant's tokens:
+// routes[].enforce.
+type Enforce string
+
+// The values of routes[].enforce.
+const (
+	// EnforceReserve reserves a call's whole output cap before it is
+	// forwarded: the tokens a tenant has bound what it can be billed.
+	EnforceReserve Enforce = "reserve"
+	// EnforceStream reserves a stream's output a window at a time as it
+	// flows and ends the stream when the tenant has no window left.
+	EnforceStream Enforce = "stream"
+)
+
+// Enforces lists every way of holding a stream.
+var Enforces = []Enforce{EnforceReserve, EnforceStream}
+
+// UnmarshalText sets e to the way named by text, one of Enforces; empty
+// text leaves the zero value, which defaults to EnforceReserve on an llm
+// route.
+func (e *Enforce) UnmarshalText(text []byte) error { return limiter.UnmarshalName(e, Enforces, text) }
+
+// MarshalText returns the way's name.
+func (e Enforce) MarshalText() ([]byte, error) { return []byte(e), nil }
+
+// UnsizedInput is what an llm call whose billed input the gateway cannot
+// see gets on a route with a token or usd policy: routes[].unsized_input.
+type UnsizedInput string
+
+// The values of routes[].unsized_input.
+const (
+	UnsizedInputRefuse        UnsizedInput = "refuse"         // 400
+	UnsizedInputContextWindow UnsizedInput = "context_window" // the model's context window is reserved
+)
+
+// UnsizedInputs lists every answer to an unsized input.
+var UnsizedInputs = []UnsizedInput{UnsizedInputRefuse, UnsizedInputContextWindow}
+
+// UnmarshalText sets u to the answer named by text, one of UnsizedInputs;
+// empty text leaves the zero value, which defaults to UnsizedInputRefuse
+// on an llm route.
+func (u *UnsizedInput) UnmarshalText(text []byte) error {
+	return limiter.UnmarshalName(u, UnsizedInputs, text)
+}
+
+// MarshalText returns the answer's name.
+func (u UnsizedInput) MarshalText() ([]byte, error) { return []byte(u), nil }

@@ -52,6 +52,18 @@ func TestNamesRoundTrip(t *testing.T) {
 	for _, n := range append(MissingKeys, "") {
 		check("missing key", string(n), new(MissingKey))
 	}
+	for _, n := range append(UpstreamTransports, "") {
+		check("upstream transport", string(n), new(UpstreamTransport))
+	}
+	for _, n := range append(ClientServers, "") {
+		check("client server", string(n), new(ClientServer))
+	}
+	for _, n := range append(Enforces, "") {
+		check("enforce", string(n), new(Enforce))
+	}
+	for _, n := range append(UnsizedInputs, "") {
+		check("unsized input", string(n), new(UnsizedInput))
+	}
 	var a limiter.Algorithm = limiter.GCRA
 	if err := a.UnmarshalText([]byte("GCRA")); err == nil || a != limiter.GCRA {
 		t.Errorf("got %q, %v; want an error and the value kept", a, err)

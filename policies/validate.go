@@ -64,13 +64,7 @@ func validateServer(p *problems, s *ServerConfig) {
 				"so per-IP limits hold only if nothing but your proxies can reach the gateway", strings.TrimSpace(tp), family)
 		}
 	}
-	if s.UpstreamTransport != UpstreamTransportLean && s.UpstreamTransport != UpstreamTransportStandard {
-		p.addf("server.upstream_transport", "must be %s or %s, got %q", UpstreamTransportLean, UpstreamTransportStandard, s.UpstreamTransport)
-	}
 	validateProtocols(p, s)
-	if s.ClientServer != ClientServerLean && s.ClientServer != ClientServerStandard {
-		p.addf("server.client_server", "must be %s or %s, got %q", ClientServerLean, ClientServerStandard, s.ClientServer)
-	}
 	if s.IPv4Prefix < 1 || s.IPv4Prefix > 32 {
 		p.addf("server.ipv4_prefix", "must be between 1 and 32, got %d", s.IPv4Prefix)
 	}
@@ -238,11 +232,8 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 		case rt.DefaultServiceTier != "" && !llm.ServiceTierOK(rt.DefaultServiceTier):
 			p.addf(place+".default_service_tier", "must be a service tier's name (a-z, 0-9, _), got %q", rt.DefaultServiceTier)
 		}
-		switch {
-		case rt.LLM == "" && rt.UnsizedInput != "":
+		if rt.LLM == "" && rt.UnsizedInput != "" {
 			p.add(place+".unsized_input", "applies to llm routes only (set llm: openai)")
-		case rt.LLM != "" && rt.UnsizedInput != "refuse" && rt.UnsizedInput != "context_window":
-			p.addf(place+".unsized_input", "must be refuse or context_window, got %q", rt.UnsizedInput)
 		}
 		if err := rt.UpstreamProtocol.Fits(upstreamScheme(rt.Upstream)); err != nil {
 			p.add(place+".upstream_protocol", err.Error())

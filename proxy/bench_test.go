@@ -21,7 +21,7 @@ import (
 // BenchmarkProxy sends the same requests to the same upstream through the
 // gateway Handler (route match, identity, one local token bucket, headers)
 // and through a bare httputil.ReverseProxy, the anchor. Both use a transport
-// from NewTransport, so the difference is the gateway's own work. Compare
+// from newLeanTransport, so the difference is the gateway's own work. Compare
 // ns/op of gateway against bare within one run:
 //
 //	go test -run '^$' -bench BenchmarkProxy -benchmem ./proxy/
@@ -35,7 +35,7 @@ func BenchmarkProxy(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	bareTransport := NewTransport()
+	bareTransport := newLeanTransport()
 	b.Cleanup(bareTransport.CloseIdleConnections)
 	bare := httptest.NewServer(&httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -66,7 +66,7 @@ func BenchmarkProxy(b *testing.B) {
 	}{{"serial", false}, {"parallel", true}} {
 		for _, target := range []struct{ name, url string }{{"bare", bare.URL}, {"gateway-nopolicy", nopolicy.URL}, {"gateway", gw.URL}} {
 			b.Run(mode.name+"/"+target.name, func(b *testing.B) {
-				tr := NewTransport()
+				tr := newLeanTransport()
 				defer tr.CloseIdleConnections()
 				client := &http.Client{Transport: tr}
 				get := func() error {

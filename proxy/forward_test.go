@@ -493,13 +493,13 @@ func TestHeldBodyGoesUpstreamInOneWrite(t *testing.T) {
 	}))
 	var writes atomic.Int64
 	dialer := &net.Dialer{}
-	tr := newTransport(func(ctx context.Context, network, addr string) (net.Conn, error) {
+	tr := newLeanTransportDialing(func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dialer.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
 		return countingConn{Conn: c, writes: &writes}, nil
-	}, nil)
+	})
 	snap := compileYAML(t, `
 routes:
   - {name: llm, match: {path_prefix: /v1/}, upstream: "`+up.URL+`", llm: openai}

@@ -148,7 +148,7 @@ type gatewayOpts struct {
 	afterFunc      func(time.Duration, func()) timer
 	log            *logRecorder
 	idem           idempotency.Store // nil: the Handler's in-process one
-	transport      closingTransport  // nil: NewTransport()
+	transport      closingTransport  // nil: newLeanTransport()
 	tracing        trace.TracerProvider
 	tokens         *jwtauth.Verifier
 	metrics        Observer
@@ -164,9 +164,19 @@ type closingTransport interface {
 	CloseIdleConnections()
 }
 
+// newLeanTransport is the upstream transport gateway serve builds:
+// proxy/h1's over NewStandardTransport's.
+func newLeanTransport() *h1.Transport { return newLeanTransportDialing(NewDialer().DialContext) }
+
+// newLeanTransportDialing is newLeanTransport dialing with dial (tests
+// watch connections).
+func newLeanTransportDialing(dial dialFunc) *h1.Transport {
+	return h1.New(h1.Config{Fallback: newStandardTransport(dial), Dial: dial})
+}
+
 // timerTransport is net/http's transport: an exchange on it is timed by the
 // route deadline's timer (as upgrades, streamed uploads and TLS upstreams
-// are), which tests fire by hand; on NewTransport's lean path the connection's
+// are), which tests fire by hand; on newLeanTransport's lean path the connection's
 // deadlines time it instead.
 func timerTransport() *http.Transport { return &http.Transport{DisableCompression: true} }
 
@@ -177,7 +187,7 @@ func newGateway(t testing.TB, snap *policies.Snapshot, lim Limiter, o gatewayOpt
 	holder.p.Store(snap)
 	tr := o.transport
 	if tr == nil {
-		tr = NewTransport()
+		tr = newLeanTransport()
 	}
 	t.Cleanup(tr.CloseIdleConnections)
 	logger := slog.New(slog.DiscardHandler)

@@ -42,7 +42,7 @@ func TestUpstreamProtocols(t *testing.T) {
 	plainURL := "http://" + ln.Addr().String()
 
 	trust := &tls.Config{RootCAs: tlsUp.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
-	auto := newStandardTransport(newDialer().DialContext)
+	auto := newStandardTransport(NewDialer().DialContext)
 	auto.TLSClientConfig = trust.Clone()
 	ups := NewUpstreamTransports(auto)
 	for _, tr := range []*http.Transport{ups.http1, ups.h2, ups.h2c} {

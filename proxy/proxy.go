@@ -59,7 +59,9 @@ type Config struct {
 	// Limiter decides every request's checks.
 	Limiter Limiter
 	// Transport carries requests upstream. It is a process-lifetime resource
-	// (see NewTransport), shared across reloads so its connection pool is.
+	// built in cmd (proxy/h1's lean transport over NewStandardTransport's,
+	// or NewStandardTransport's), shared across reloads so its connection
+	// pool is.
 	Transport http.RoundTripper
 	// Protocols carries requests on routes whose upstream_protocol is not
 	// auto (auto's being Transport's). Nil: New builds them

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -90,4 +91,30 @@ policies:
 			}
 		})
 	}
+	// llm-new-prompt: the llm route, each request's prompt one the counts
+	// have not seen (its number changes), so that the text is split into
+	// its pieces rather than found whole in the count cache, as a
+	// conversation's new turn is.
+	prompt := "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Type: application/json\r\n" +
+		"Content-Length: " + strconv.Itoa(len(newPromptBody)) + "\r\n\r\n" + newPromptBody
+	c := serveLoopRequest(b, leanServer(llmRoute), prompt)
+	c.send(b, http.StatusOK)
+	number := bytes.Index(c.req, []byte("00000000"))
+	b.Run("llm-new-prompt", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 1; b.Loop(); i++ {
+			for k, n := number+7, i; k >= number; k, n = k-1, n/10 {
+				c.req[k] = '0' + byte(n%10)
+			}
+			c.send(b, http.StatusOK)
+		}
+	})
 }
+
+// newPromptBody is llm-new-prompt's call: a paragraph of prose and a
+// question whose eight-digit number the benchmark changes.
+const newPromptBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` +
+	"The gateway counts the tokens of every prompt before it forwards the call, so that a tenant's budget is charged " +
+	"for what the model will read. Most prompts are short questions about code, documents or data, written in plain " +
+	"English with a few names and numbers in them; some carry a paragraph of context copied from an earlier answer. " +
+	`Question 00000000?"}],"max_tokens":16}`

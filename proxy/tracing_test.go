@@ -120,7 +120,7 @@ var transports = []struct {
 	name string
 	new  func() closingTransport
 }{
-	{"lean", func() closingTransport { return NewTransport() }},
+	{"lean", func() closingTransport { return newLeanTransport() }},
 	{"standard", func() closingTransport { return NewStandardTransport() }},
 }
 

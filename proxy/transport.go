@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/policies"
-	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 
 // Transport tuning. The idle pool is sized for a gateway that multiplexes many
@@ -24,52 +23,28 @@ const (
 	transportMaxRespHeader  = 1 << 20
 )
 
-// NewTransport returns the upstream transport the gateway uses, meant to be
-// built once per process (in cmd) and shared by every handler and reload, so
-// that its connection pools survive them: h1's lean HTTP/1.1 transport for
-// plain-HTTP upstreams, over NewStandardTransport's for the rest (TLS and
-// HTTP/2, upgrades, streamed uploads). The result is safe for concurrent use.
-func NewTransport() *h1.Transport {
-	return newTransport(newDialer().DialContext, nil)
-}
-
-// NewTransportWithBudget is NewTransport whose resends of a request on a
-// new connection draw on retries, the budget the pools' retries draw on
-// too (pool.Pools.Budget).
-func NewTransportWithBudget(retries h1.RetryBudget) *h1.Transport {
-	return newTransport(newDialer().DialContext, retries)
-}
-
 // NewStandardTransport returns net/http's transport as the gateway tunes it:
 // the lean transport's fallback, and every upstream's with
-// server.upstream_transport: standard. Built once per process too.
+// server.upstream_transport: standard. Built once per process, in cmd.
 //
 // It has no response-header timeout: each route's timeout bounds the wait
 // for response headers instead. It ignores HTTP(S)_PROXY from the
 // environment, and it does not ask for gzip on its own (DisableCompression),
 // so clients get exactly the encoding they negotiated with the upstream.
 func NewStandardTransport() *http.Transport {
-	return newStandardTransport(newDialer().DialContext)
+	return newStandardTransport(NewDialer().DialContext)
 }
 
-func newDialer() *net.Dialer {
+// NewDialer returns the dialer of upstream connections as the gateway tunes
+// it: NewStandardTransport's, and the one cmd gives the lean transport
+// (proxy/h1), whose own defaults (idle connections per host, idle timeout,
+// response-header bytes) are the standard transport's tuning.
+func NewDialer() *net.Dialer {
 	return &net.Dialer{Timeout: transportDialTimeout, KeepAlive: transportKeepAlive}
 }
 
 // dialFunc opens a connection to an upstream.
 type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
-
-// newTransport is NewTransport dialing with dial (tests watch connections).
-func newTransport(dial dialFunc, retries h1.RetryBudget) *h1.Transport {
-	return h1.New(h1.Config{
-		Retries:                retries,
-		Fallback:               newStandardTransport(dial),
-		Dial:                   dial,
-		MaxIdlePerHost:         transportMaxIdlePerHost,
-		IdleTimeout:            transportIdleTimeout,
-		MaxResponseHeaderBytes: transportMaxRespHeader,
-	})
-}
 
 func newStandardTransport(dial dialFunc) *http.Transport {
 	return &http.Transport{
@@ -96,12 +71,12 @@ type UpstreamTransports struct {
 }
 
 // NewUpstreamTransports returns the transports of each upstream protocol:
-// auto is the process's transport (NewTransport's, or
-// NewStandardTransport's); http1, h2 and h2c are net/http's, tuned as
-// NewStandardTransport's and held to HTTP/1.1, HTTP/2 over TLS, and
-// HTTP/2 by prior knowledge. Their connections are opened when first used.
+// auto is the process's transport (proxy/h1's, which cmd builds over
+// NewStandardTransport's, or NewStandardTransport's); http1, h2 and h2c
+// are net/http's, tuned as NewStandardTransport's and held to HTTP/1.1,
+// HTTP/2 over TLS, and HTTP/2 by prior knowledge. Their connections are opened when first used.
 func NewUpstreamTransports(auto http.RoundTripper) *UpstreamTransports {
-	dial := newDialer().DialContext
+	dial := NewDialer().DialContext
 	only := func(set func(*http.Protocols)) *http.Transport {
 		t := newStandardTransport(dial)
 		t.ForceAttemptHTTP2 = false

@@ -301,7 +301,13 @@ func (p *process) newProxy(loader policies.Loader, local *limiter.Local, engine 
 	var transport interface {
 		http.RoundTripper
 		CloseIdleConnections()
-	} = proxy.NewTransportWithBudget(budget)
+	} = h1.New(h1.Config{
+		// The lean transport's own defaults (idle connections per host,
+		// idle timeout, response-header bytes) are the standard one's.
+		Retries:  budget,
+		Fallback: proxy.NewStandardTransport(),
+		Dial:     proxy.NewDialer().DialContext,
+	})
 	if p.snap.Config.Server.UpstreamTransport == policies.UpstreamTransportStandard {
 		transport = proxy.NewStandardTransport()
 	}
