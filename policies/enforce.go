@@ -1,11 +1,5 @@
 package policies
 
-// The llm kinds a route may name (routes[].llm).
-const (
-	LLMOpenAI    = "openai"
-	LLMAnthropic = "anthropic"
-)
-
 // How an llm route holds a stream to the tenant's tokens (routes[].enforce).
 const (
 	// EnforceReserve reserves a call's whole output cap before it is
