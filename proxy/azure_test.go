@@ -12,6 +12,7 @@ import (
 
 const azureYAML = `
 tenants:
+  quota_path: /openai/quota
   keys:
     sk-azure: {tenant: acme, plan: free}
 routes:
@@ -115,6 +116,19 @@ func TestAzureRoute(t *testing.T) {
 		e := Explain(compileYAML(t, strings.ReplaceAll(azureYAML, "UP", "http://127.0.0.1:9")), r, ExplainOptions{ReadBody: true})
 		if e.LLM == nil || e.LLM.Model != "gpt-3.5-turbo" || e.Identity == nil || e.Identity.Tenant != "acme" {
 			t.Fatalf("got llm %+v, identity %+v; want a call on gpt-3.5-turbo by acme", e.LLM, e.Identity)
+		}
+	})
+	t.Run("the quota report reads api-key", func(t *testing.T) {
+		req, _ := http.NewRequest("GET", base+"/openai/quota", nil)
+		req.Header.Set("Api-Key", "sk-azure")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var q struct{ Tenant string }
+		if err := json.NewDecoder(resp.Body).Decode(&q); err != nil || resp.StatusCode != http.StatusOK || q.Tenant != "acme" {
+			t.Errorf("got %d, tenant %q (%v); want 200 for acme", resp.StatusCode, q.Tenant, err)
 		}
 	})
 	for _, tc := range []struct {

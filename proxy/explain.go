@@ -15,7 +15,6 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/jwtauth"
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/llm"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/pool"
 )
@@ -328,7 +327,7 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 	if p.quota {
 		// serveQuota reads the key where any client SDK sends it.
 		e.RejectedBy = ""
-		if s, _ := identify(p.r, snap, &policies.Route{Provider: llm.OpenAIProvider}, pl.tokens); s.Tenant == nil {
+		if s, _ := identify(p.r, snap, anySDKRoute, pl.tokens); s.Tenant == nil {
 			e.QuotaStatus = http.StatusUnauthorized
 			e.Reason = "tenants.quota_path: once the route's policies that need no key let it through, 401: the quota report needs a known API key"
 		} else {

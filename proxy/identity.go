@@ -40,7 +40,10 @@ func keyHeaders(snap *policies.Snapshot, route *policies.Route) []string {
 		c = newKeyHeaderLists(header)
 		keyHeaderCache.Store(c)
 	}
-	if route == nil || route.Provider == nil {
+	switch {
+	case route == anySDKRoute:
+		return c.any
+	case route == nil || route.Provider == nil:
 		return c.plain
 	}
 	if i := llm.ProviderIndex(route.Provider); i >= 0 && i < len(c.llm) {
@@ -57,7 +60,13 @@ type keyHeaderLists struct {
 	header string
 	plain  []string
 	llm    [][]string
+	// any is every provider's headers, then header: anySDKRoute's.
+	any []string
 }
+
+// anySDKRoute stands for a request whose key is read wherever any
+// provider's SDK sends one (tenants.quota_path).
+var anySDKRoute = &policies.Route{}
 
 var keyHeaderCache atomic.Pointer[keyHeaderLists]
 
@@ -65,7 +74,16 @@ func newKeyHeaderLists(header string) *keyHeaderLists {
 	c := &keyHeaderLists{header: header, plain: []string{header}}
 	for _, p := range llm.Providers() {
 		c.llm = append(c.llm, providerKeyHeaders(p, header))
+		for _, h := range p.KeyHeaders() {
+			if !slices.Contains(c.any, h) {
+				c.any = append(c.any, h)
+			}
+		}
 	}
+	if h := http.CanonicalHeaderKey(header); !slices.Contains(c.any, h) {
+		c.any = append(c.any, h)
+	}
+	c.any = slices.Clip(c.any)
 	return c
 }
 
