@@ -43,7 +43,9 @@ func TestAzureProvider(t *testing.T) {
 		t.Fatalf("got endpoint %+v; want a chat call on deployment my-chat, deployments on Azure's API alone", ep)
 	}
 
-	var body struct{ Error struct{ Code, Message string } }
+	var body struct {
+		Error struct{ Code, Message string }
+	}
 	for _, tc := range []struct {
 		status int
 		final  bool
