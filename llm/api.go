@@ -126,6 +126,37 @@ func segment(s string) (seg, rest string) {
 	return s, ""
 }
 
+// Segment is the segment of path (as the upstream receives it) that the
+// pattern's "{name}" matches, "" when the pattern has none or path does
+// not match it.
+func Segment(pattern, path, name string) string {
+	if !MatchPath(pattern, path) {
+		return ""
+	}
+	want := "{" + name + "}"
+	for pattern != "" && path != "" {
+		var ps, ss string
+		ps, pattern = segment(pattern[1:])
+		ss, path = segment(path[1:])
+		if ps == want {
+			return ss
+		}
+	}
+	return ""
+}
+
+// Deployments reports whether a's endpoints name a deployment in their
+// path ("{deployment}"): routes[].deployments then maps each to the model
+// its calls are counted and priced as.
+func (a *API) Deployments() bool {
+	for _, e := range a.Endpoints {
+		if strings.Contains(e.Path, "/{deployment}/") {
+			return true
+		}
+	}
+	return false
+}
+
 // ValidPattern reports whether p is a path pattern Lookup understands.
 func ValidPattern(p string) bool {
 	if !strings.HasPrefix(p, "/") {
@@ -145,15 +176,4 @@ func ValidPattern(p string) bool {
 		}
 	}
 	return true
-}
-
-// APINamed is the provider API routes[].llm names, nil for an unknown name.
-func APINamed(name string) *API {
-	switch name {
-	case OpenAI.Name:
-		return OpenAI
-	case Anthropic.Name:
-		return Anthropic
-	}
-	return nil
 }

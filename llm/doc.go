@@ -1,11 +1,20 @@
 // Package llm reads the token cost out of OpenAI-compatible (and Anthropic
-// messages) requests and responses, so that the proxy can reserve tokens
-// before forwarding and reconcile the reservation with what the provider
-// reports afterwards. It knows nothing about HTTP, policies or the limiter:
-// it works on bodies as bytes and on response streams as io.Readers.
+// messages, and Azure OpenAI) requests and responses, so that the proxy can
+// reserve tokens before forwarding and reconcile the reservation with what
+// the provider reports afterwards. It knows nothing about the handler,
+// policies or the limiter: it works on bodies as bytes and on response
+// streams as io.Readers; of HTTP it knows a provider's headers.
 //
 // The contract, piece by piece:
 //
+//   - A Provider is one provider API, in one file, registered by name:
+//     its API (declared endpoints and their bounds; each endpoint's Kind
+//     reads the request, the cap field, usage and stream events), the
+//     headers a tenant's key is read from, how a request is fitted on its
+//     way up (the operator's key, required headers and query), its error
+//     body, its rate-limit header set, and whether a stream may be asked
+//     for its usage. A route names its provider once (routes[].llm); the
+//     config, the handler and the docs' error_format read the registry.
 //   - An API (OpenAI, Anthropic) is a provider's endpoints as the gateway
 //     knows them: each Endpoint says how a call's cost is bounded before
 //     it is forwarded (BoundTokens: read by its Kind; BoundFixed: an
@@ -49,4 +58,37 @@
 //     (Claude's tokenizer is not public).
 //
 // Token counts are int64, the limiter's unit of cost.
+//
+// # Adding a provider API
+//
+// A provider API is one file, <name>_api.go, with a type that implements
+// Provider and an init function that registers it; the config's llm and
+// error_format values, the handler's key headers, upstream auth, error
+// bodies and rate-limit headers all follow from the registry. Azure
+// OpenAI (azure_api.go) is the worked example:
+//
+//  1. Declare the endpoints: OpenAI's kinds under Azure's paths
+//     ("/openai/deployments/{deployment}/chat/completions" is a
+//     ChatCompletions call), the ones served without a deployment
+//     ("/openai/responses"), and the ones refused with why.
+//  2. KeyHeaders: "Api-Key", where the SDK sends a key, then
+//     "Authorization" (an Entra token as Bearer).
+//  3. Upstream: the operator's key as api-key; api-version when the
+//     client sent none.
+//  4. ErrorBody: Azure's {"error": {"code", "message"}}; Headers:
+//     OpenAI's set, which Azure sends too.
+//  5. AsksUsage: stream_options only under an API version that takes it.
+//  6. Register it in init, write its mock and its docs.
+//
+// An endpoint path with a "{deployment}" segment makes the route take
+// routes[].deployments, which maps each deployment to the model its calls
+// are counted and priced as; that map is the config's, read once for
+// every API that names deployments.
+//
+// Before Provider, a provider was four route booleans and literals, and
+// adding a third shape touched 19 Go files (in llm, policies, proxy and
+// builtin) and 4 docs. Now it is one Go file, plus its mock and docs;
+// Azure added one more concept (deployments), which took the config key
+// and its reading in policies and proxy, for any API that names
+// deployments.
 package llm

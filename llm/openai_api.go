@@ -1,8 +1,79 @@
 package llm
 
+import (
+	"encoding/json"
+	"net/http"
+)
+
 // OpenAI is OpenAI's API (and the APIs compatible with it), as routes with
 // llm: openai speak it.
 var OpenAI = &API{Name: "openai", Endpoints: openAIEndpoints}
+
+// OpenAIProvider is OpenAI's API as a Provider: keys as Bearer tokens (or
+// x-api-key, for clients that send one there), errors in OpenAI's shape
+// (the SDKs raise RateLimitError on a 429, and treat insufficient_quota
+// as final), x-ratelimit-* headers.
+var OpenAIProvider Provider = openAIProvider{}
+
+func init() { Register(OpenAIProvider) }
+
+type openAIProvider struct{}
+
+func (openAIProvider) Name() string                           { return OpenAI.Name }
+func (openAIProvider) API() *API                              { return OpenAI }
+func (openAIProvider) KeyHeaders() []string                   { return llmKeyHeaders }
+func (openAIProvider) Headers() HeaderSet                     { return HeadersOpenAI }
+func (openAIProvider) AsksUsage(*http.Request) bool           { return true }
+func (openAIProvider) ErrorBody(status int, e Refusal) []byte { return OpenAIErrorBody(status, e) }
+
+// Upstream sends the operator's key as a Bearer token: the tenant's key
+// identifies it to the gateway only.
+func (openAIProvider) Upstream(out *http.Request, key string) {
+	if key != "" {
+		delete(out.Header, "X-Api-Key")
+		out.Header["Authorization"] = []string{"Bearer " + key}
+	}
+}
+
+// llmKeyHeaders are where OpenAI's and Anthropic's clients send a key.
+var llmKeyHeaders = []string{"Authorization", "X-Api-Key"}
+
+// openAIError is OpenAI's error body.
+type openAIError struct {
+	Error openAIErrorDetail `json:"error"`
+}
+
+type openAIErrorDetail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// OpenAIErrorBody renders e as OpenAI would for status (Azure OpenAI's
+// SDK reads the same shape).
+func OpenAIErrorBody(status int, e Refusal) []byte {
+	typ, code := "invalid_request_error", ""
+	switch {
+	case status == http.StatusTooManyRequests:
+		typ, code = "rate_limit_exceeded", "rate_limit_exceeded"
+		if e.Final {
+			typ, code = "insufficient_quota", "insufficient_quota"
+		}
+	case status == http.StatusUnauthorized:
+		code = "invalid_api_key"
+	case status == http.StatusNotFound:
+		code = "not_found"
+	case status >= 500:
+		typ = "server_error"
+	}
+	body := openAIError{Error: openAIErrorDetail{Message: e.Message, Type: typ}}
+	if code != "" {
+		body.Error.Code = &code
+	}
+	b, _ := json.Marshal(body) // strings and pointers to strings: cannot fail
+	return b
+}
 
 // Why the endpoints OpenAI bills in ways a request does not bound are
 // refused.

@@ -3,6 +3,7 @@ package policies
 import (
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"math"
 	"math/bits"
 	"net/http"
@@ -217,14 +218,12 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		Timeout:           rc.Timeout,
 		MaxBodyBytes:      max(rc.MaxBodyBytes, 0), // -1 (no limit) is 0 in the Snapshot
 		ClientCertificate: rc.ClientCertificate == ClientCertificateRequire,
-		LLM:               rc.LLM != "",
+		Provider:          llm.ProviderNamed(rc.LLM),
 		DefaultMaxTokens:  rc.DefaultMaxTokens,
 		UnsizedContext:    rc.UnsizedInput == UnsizedInputContextWindow,
 		DefaultTier:       rc.DefaultServiceTier,
 		UpstreamAPIKey:    rc.UpstreamAPIKey,
-		OpenAIErrors:      rc.ErrorFormat == "openai",
-		Anthropic:         rc.LLM == LLMAnthropic,
-		AnthropicErrors:   rc.ErrorFormat == LLMAnthropic,
+		ErrorShape:        llm.ProviderNamed(rc.ErrorFormat),
 		GRPCErrors:        rc.ErrorFormat == ErrorFormatGRPC,
 		GRPCLimitStatus:   rc.GRPCLimitStatus,
 		UpstreamProtocol:  rc.UpstreamProtocol,
@@ -244,6 +243,9 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 	}
 	if rc.MethodOverride != "" {
 		rt.MethodOverride = http.CanonicalHeaderKey(rc.MethodOverride)
+	}
+	if len(rc.Deployments) > 0 {
+		rt.Deployments = maps.Clone(rc.Deployments)
 	}
 	if api := llm.APINamed(rc.LLM); api != nil {
 		rt.API = api.With(operatorEndpoints(rc.Endpoints))

@@ -227,10 +227,15 @@ type RouteConfig struct {
 	ClientCertificate string        `koanf:"client_certificate"`
 	Timeout           time.Duration `koanf:"timeout"`        // default 30s
 	MaxBodyBytes      int64         `koanf:"max_body_bytes"` // default 10 MiB; -1: no limit
-	// LLM makes the route's policies count tokens of LLM calls: "openai"
-	// (OpenAI-compatible APIs), "anthropic" (Anthropic's Messages API), or
-	// "" (none).
+	// LLM makes the route's policies count tokens of LLM calls, naming
+	// the provider API the route speaks: "openai" (OpenAI-compatible APIs),
+	// "anthropic" (Anthropic's Messages API), "azure" (Azure OpenAI), or
+	// "" (none). The names are llm's registry.
 	LLM string `koanf:"llm"`
+	// Deployments maps an llm: azure route's deployments to the model
+	// each serves, which its calls are counted and priced as. Empty: a
+	// deployment is read as the model of its name.
+	Deployments map[string]string `koanf:"deployments"`
 	// Enforce is how an llm route holds a stream to the tenant's tokens:
 	// "reserve" (default: the output cap is reserved before the call) or
 	// "stream" (a window at a time as the output flows; the stream is ended
@@ -258,7 +263,8 @@ type RouteConfig struct {
 	UpstreamAPIKey string `koanf:"upstream_api_key" redact:"set"`
 	// ErrorFormat is how the gateway's own errors read on this route:
 	// "gateway" ({"code", "message", ...}), "openai" ({"error": {...}}),
-	// "anthropic" ({"type": "error", "error": {...}}) or "grpc" (a gRPC
+	// "anthropic" ({"type": "error", "error": {...}}), "azure" ({"error":
+	// {"code", "message"}}) or "grpc" (a gRPC
 	// status in a trailers-only answer); default the llm kind's own on llm
 	// routes, gateway elsewhere. A gRPC call (Content-Type
 	// application/grpc...) is always answered in grpc.

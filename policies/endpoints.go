@@ -14,6 +14,26 @@ const (
 	maxEndpointUSD    = 1e6
 )
 
+// validateDeployments checks a route's deployments: on a provider API whose
+// paths name deployments, each a name and a model.
+func validateDeployments(p *problems, place string, rt *RouteConfig) {
+	if len(rt.Deployments) == 0 {
+		return
+	}
+	if api := llm.APINamed(rt.LLM); api == nil || !api.Deployments() {
+		p.add(place+".deployments", "applies to llm routes whose API names deployments in its paths (set llm: azure)")
+		return
+	}
+	for _, name := range sortedKeys(rt.Deployments) {
+		switch model := rt.Deployments[name]; {
+		case name == "" || strings.ContainsAny(name, "/?#"):
+			p.addf(place+".deployments", "%q is not a deployment name (one path segment)", name)
+		case model == "":
+			p.addf(place+".deployments."+name, "must name the model the deployment serves")
+		}
+	}
+}
+
 // validateEndpoints checks a route's endpoints: an llm route's, each a
 // method, a path pattern and a cost that fits.
 func validateEndpoints(p *problems, place string, rt *RouteConfig) {

@@ -1,11 +1,5 @@
 package policies
 
-// The llm kinds a route may name (routes[].llm).
-const (
-	LLMOpenAI    = "openai"
-	LLMAnthropic = "anthropic"
-)
-
 // maxStreamWindow bounds stream_window: a window is reserved at once, and
 // one larger than any output cap would make the mode pointless.
 const maxStreamWindow = 1 << 20

@@ -3,13 +3,15 @@ package policies
 import (
 	"strings"
 	"testing"
+
+	"github.com/ratelimit-gateway/gateway/llm"
 )
 
 // enforce and stream_window are checked, each mistake named by its place.
 func TestEnforceValidation(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"llm kind", withRoute(`{name: r, upstream: builtin:echo, llm: gemini}`),
-			`gateway.yaml: routes[0].llm: must be openai or anthropic, got "gemini"`},
+			`gateway.yaml: routes[0].llm: must be anthropic, azure or openai, got "gemini"`},
 		{"enforce value", withRoute(`{name: r, upstream: builtin:echo, llm: openai, enforce: tokens}`),
 			`gateway.yaml: routes[0].enforce: must be reserve or stream, got "tokens"`},
 		{"enforce off llm", withRoute(`{name: r, upstream: builtin:echo, enforce: stream}`),
@@ -25,7 +27,7 @@ func TestEnforceValidation(t *testing.T) {
 		{"window huge", withRoute(`{name: r, upstream: builtin:echo, llm: anthropic, enforce: stream, stream_window: 9223372036854775807}`),
 			"gateway.yaml: routes[0].stream_window: must be between 1 and 1048576, got 9223372036854775807"},
 		{"error format", withRoute(`{name: r, upstream: builtin:echo, llm: anthropic, error_format: xml}`),
-			`gateway.yaml: routes[0].error_format: must be gateway, openai, anthropic or grpc, got "xml"`},
+			`gateway.yaml: routes[0].error_format: must be gateway, anthropic, azure, openai or grpc, got "xml"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("gateway.yaml", []byte(tc.yaml), Options{})
@@ -53,7 +55,7 @@ routes:
 	if r[0].StreamWindow != DefaultStreamWindow || r[1].StreamWindow != 64 || r[2].StreamWindow != 0 || r[3].StreamWindow != 0 {
 		t.Fatalf("windows %d %d %d %d, want %d 64 0 0", r[0].StreamWindow, r[1].StreamWindow, r[2].StreamWindow, r[3].StreamWindow, DefaultStreamWindow)
 	}
-	if !r[1].Anthropic || !r[1].AnthropicErrors || r[1].OpenAIErrors || !r[2].Anthropic || r[2].AnthropicErrors || r[0].Anthropic {
-		t.Fatalf("anthropic %v/%v/%v, errors %v/%v: want routes b and c anthropic, b in its error shape", r[0].Anthropic, r[1].Anthropic, r[2].Anthropic, r[1].AnthropicErrors, r[2].AnthropicErrors)
+	if r[1].Provider != llm.AnthropicProvider || r[1].ErrorShape != llm.AnthropicProvider || r[2].Provider != llm.AnthropicProvider || r[2].ErrorShape != nil || r[0].Provider != llm.OpenAIProvider {
+		t.Fatalf("providers %v/%v/%v, errors %v/%v: want routes b and c anthropic, b in its error shape", r[0].Provider, r[1].Provider, r[2].Provider, r[1].ErrorShape, r[2].ErrorShape)
 	}
 }

@@ -191,10 +191,12 @@ type Route struct {
 	// ClientCertificate: a request without a verified client certificate
 	// is answered 401.
 	ClientCertificate bool
-	// LLM is true on a route whose policies may count tokens of
-	// OpenAI-compatible requests: the body is read (bounded by MaxBodyBytes)
-	// before the limiter decides.
-	LLM bool
+	// Provider is an llm route's provider API (routes[].llm): the route's
+	// policies may count tokens of its calls, whose bodies are read
+	// (bounded by MaxBodyBytes) before the limiter decides; its key
+	// headers, upstream auth and rate-limit headers are the provider's.
+	// Nil on other routes.
+	Provider llm.Provider
 	// DefaultMaxTokens is the output cap a request without one is given,
 	// per choice; 0: its model family's.
 	DefaultMaxTokens int64
@@ -210,10 +212,12 @@ type Route struct {
 	// UpstreamAPIKey replaces the client's API key upstream ("" forwards
 	// the request's own headers).
 	UpstreamAPIKey string
-	// OpenAIErrors renders the gateway's own errors in OpenAI's shape.
-	OpenAIErrors bool
-	// AnthropicErrors renders the gateway's own errors in Anthropic's shape.
-	AnthropicErrors bool
+	// ErrorShape is the provider whose error body the gateway's own
+	// answers take (error_format); nil: the gateway's own JSON.
+	ErrorShape llm.Provider
+	// Deployments maps a deployment a path names (Provider.Deployment) to
+	// the model its calls are counted and priced as.
+	Deployments map[string]string
 	// GRPCErrors renders the gateway's own errors as gRPC statuses, to
 	// every request (a gRPC call gets them on any route).
 	GRPCErrors bool
@@ -222,9 +226,6 @@ type Route struct {
 	GRPCLimitStatus GRPCLimitStatus
 	// UpstreamProtocol is what the gateway speaks to Upstream.
 	UpstreamProtocol UpstreamProtocol
-	// Anthropic is true on an llm route for Anthropic's Messages API: its
-	// errors, rate-limit headers and upstream key are Anthropic's.
-	Anthropic bool
 	// API is an llm route's provider API with the operator's endpoints
 	// first: a request's endpoint is found in its declarations alone. Nil
 	// on other routes.

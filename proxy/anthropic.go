@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -11,15 +10,8 @@ import (
 	"github.com/ratelimit-gateway/gateway/policies"
 )
 
-// On an llm: anthropic route the gateway speaks as Anthropic's Messages API
-// does, so that Anthropic's SDKs understand it: errors in its shape
-// ({"type": "error", "error": {"type": "rate_limit_error", ...}}, which the
-// SDKs raise as their RateLimitError and retry after retry-after), its
-// anthropic-ratelimit-* headers, and the x-api-key header upstream.
-
-// anthropicVersion is sent upstream when a client sends no
-// anthropic-version (the API requires one).
-const anthropicVersion = "2023-06-01"
+// Anthropic's rate-limit headers (llm.HeadersAnthropic), and the bound of
+// an Anthropic prompt.
 
 // forRoute fits an llm call to its route: an Anthropic prompt is reserved by
 // its byte bound (Claude's tokenizer is not public), and enforce: stream
@@ -40,51 +32,10 @@ func (c *llmCall) forRoute(r *http.Request, route *policies.Route, lim reserver)
 	return 0, ""
 }
 
-// anthropicUpstream puts the route's own key on the way up as Anthropic
-// reads it, and the API version a client left out.
-func anthropicUpstream(out *http.Request, key string) {
-	if key != "" {
-		out.Header.Del("Authorization")
-		out.Header.Set("X-Api-Key", key)
-	}
-	if out.Header.Get("Anthropic-Version") == "" {
-		out.Header.Set("Anthropic-Version", anthropicVersion)
-	}
-}
-
-// anthropicErrorJSON renders body as Anthropic would for status.
-func anthropicErrorJSON(status int, body errorBody) ([]byte, error) {
-	typ := "api_error"
-	switch status {
-	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusRequestHeaderFieldsTooLarge:
-		typ = "invalid_request_error"
-	case http.StatusUnauthorized:
-		typ = "authentication_error"
-	case http.StatusForbidden:
-		typ = "permission_error"
-	case http.StatusNotFound:
-		typ = "not_found_error"
-	case http.StatusRequestEntityTooLarge:
-		typ = "request_too_large"
-	case http.StatusTooManyRequests:
-		typ = "rate_limit_error"
-	case http.StatusServiceUnavailable:
-		typ = "overloaded_error"
-	}
-	type detail struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-	}
-	return json.Marshal(struct {
-		Type  string `json:"type"`
-		Error detail `json:"error"`
-	}{"error", detail{typ, body.Message}})
-}
-
 // setLLMHeaders adds the provider's own rate-limit headers of an llm route.
 // peeked is what a read before the body saw, as setOpenAIHeadersWith takes it.
 func setLLMHeaders(route *policies.Route, h http.Header, v limiter.Verdict, costs []policies.Cost, peeked []limiter.Decision) {
-	if route.Anthropic {
+	if route.Provider != nil && route.Provider.Headers() == llm.HeadersAnthropic {
 		setAnthropicHeaders(h, v, costs, peeked, time.Now())
 		return
 	}

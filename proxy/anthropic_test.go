@@ -36,7 +36,7 @@ func newAnthropicGateway(t *testing.T, mock builtin.AnthropicMockConfig, quota, 
 	pol := testPolicy(t, "tokens", "ip", limiter.Limit{Rate: quota, Period: time.Hour}, policies.MissingShared)
 	pol.Cost = policies.CostTokens
 	rt := testRoute(t, "claude", "/v1/", up.URL, pol)
-	rt.LLM, rt.Anthropic, rt.AnthropicErrors = true, true, true
+	rt.Provider, rt.ErrorShape = llm.AnthropicProvider, llm.AnthropicProvider
 	rt.DefaultMaxTokens, rt.MaxBodyBytes, rt.UpstreamAPIKey = 200, 1<<20, "sk-ant-gateway"
 	rt.StreamWindow = window
 	e := newEngine(t, newTestClock())

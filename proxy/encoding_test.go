@@ -16,6 +16,7 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/builtin"
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/llm"
 	"github.com/ratelimit-gateway/gateway/policies"
 )
 
@@ -26,7 +27,7 @@ func llmGatewayOn(t *testing.T, h http.Handler, quota int64) *llmGateway {
 	pol := testPolicy(t, "tokens", "ip", limiter.Limit{Rate: quota, Period: time.Hour}, policies.MissingShared)
 	pol.Cost = policies.CostTokens
 	rt := testRoute(t, "llm", "/v1/", up.URL, pol)
-	rt.LLM, rt.DefaultMaxTokens, rt.MaxBodyBytes = true, 200, 1<<20
+	rt.Provider, rt.DefaultMaxTokens, rt.MaxBodyBytes = llm.OpenAIProvider, 200, 1<<20
 	e := newEngine(t, newTestClock())
 	srv, gw := newGateway(t, testSnapshot(t, nil, rt), e, gatewayOpts{})
 	g := &llmGateway{url: srv.URL, quota: quota, engine: e, policy: pol, settled: make(chan struct{}, 100)}

@@ -51,7 +51,7 @@ func isCall(ep *llm.Endpoint, route *policies.Route) bool {
 // that counts tokens, its endpoint's own where it declares one (an
 // upload's), else the route's max_body_bytes.
 func bodyLimit(route *policies.Route, method, path string) int64 {
-	if route.LLM && countsTokens(route) {
+	if route.Provider != nil && countsTokens(route) {
 		if ep := routeAPI(route).Lookup(method, upstreamPath(route, path)); ep != nil && ep.MaxBody > 0 {
 			return ep.MaxBody
 		}
@@ -62,14 +62,14 @@ func bodyLimit(route *policies.Route, method, path string) int64 {
 func apiName(route *policies.Route) string { return routeAPI(route).Name }
 
 // routeAPI is an llm route's provider API. A snapshot built by hand (in
-// tests) may leave Route.API unset: its provider is then the one its
-// Anthropic flag names, as the compiler would have set it.
+// tests) may leave Route.API unset: it is then its provider's own, as the
+// compiler would have set it.
 func routeAPI(route *policies.Route) *llm.API {
 	switch {
 	case route.API != nil:
 		return route.API
-	case route.Anthropic:
-		return llm.Anthropic
+	case route.Provider != nil:
+		return route.Provider.API()
 	}
 	return llm.OpenAI
 }

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/llm"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
@@ -145,19 +145,11 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, status int,
 		}
 		writeGRPC(w, code, body.Message)
 		return
-	case formatAnthropic:
-		var err error
-		if buf, err = anthropicErrorJSON(status, body); err != nil {
-			w.WriteHeader(status) // cannot happen for this struct; answer without a body
-			return
-		}
-	case formatOpenAI:
-		var err error
-		if buf, err = json.Marshal(newOpenAIError(status, body)); err != nil {
-			w.WriteHeader(status) // cannot happen for this struct; answer without a body
-			return
-		}
 	default:
+		if p := errorFormatOf(r).provider(); p != nil {
+			buf = p.ErrorBody(status, llm.Refusal{Message: body.Message, Final: body.final})
+			break
+		}
 		buf = body.appendJSON(make([]byte, 0, 160+len(body.Message)))
 	}
 	writeJSON(w, status, append(buf, '\n'))
@@ -228,7 +220,7 @@ func (h *Handler) writeRateLimited(w http.ResponseWriter, r *http.Request, route
 	format := errorFormatOf(r)
 	// Where clients are a provider's SDKs, a refusal no short wait fixes
 	// is final: both SDKs obey x-should-retry before any hint.
-	provider := format == formatOpenAI || format == formatAnthropic
+	provider := format.provider() != nil
 	// A gRPC client's retry policy obeys the pushback as the SDKs obey
 	// x-should-retry: a refusal no short wait fixes is final there too.
 	final := finalRefusal(d, provider || format == formatGRPC)

@@ -297,7 +297,7 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 			e.Route.Pool = explainPool(p, opts.Pools)
 		}
 	}
-	if route != nil && route.LLM && p.reached >= stepBody {
+	if route != nil && route.Provider != nil && p.reached >= stepBody {
 		e.LLM = explainLLM(p, opts.ReadBody)
 	}
 	if route != nil && route.Idempotency != nil && p.reached >= stepCall {
@@ -327,7 +327,7 @@ func Explain(snap *policies.Snapshot, r *http.Request, opts ExplainOptions) Expl
 	if p.quota {
 		// serveQuota reads the key where any client SDK sends it.
 		e.RejectedBy = ""
-		if s, _ := identify(p.r, snap, &policies.Route{LLM: true}, pl.tokens); s.Tenant == nil {
+		if s, _ := identify(p.r, snap, anySDKRoute, pl.tokens); s.Tenant == nil {
 			e.QuotaStatus = http.StatusUnauthorized
 			e.Reason = "tenants.quota_path: once the route's policies that need no key let it through, 401: the quota report needs a known API key"
 		} else {

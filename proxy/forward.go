@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/llm"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/pool"
@@ -359,8 +360,8 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		// Its answer is read and edited as it passes (see decodeAnswer).
 		pr.Out.Header["Accept-Encoding"] = upstreamAcceptEncoding
 	}
-	if route.Anthropic {
-		anthropicUpstream(pr.Out, route.UpstreamAPIKey)
+	if p := route.Provider; p != nil {
+		p.Upstream(pr.Out, route.UpstreamAPIKey)
 	} else if key := route.UpstreamAPIKey; key != "" {
 		// The tenant's key identifies it to the gateway only; the upstream
 		// sees the gateway's own.
@@ -421,9 +422,9 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	var stack [headerStack]byte
 	var hv headerValues
 	buf, _ := hv.rateLimit(stack[:0], st.verdict, route.RateLimitHeaders)
-	if route.LLM {
+	if route.Provider != nil {
 		switch {
-		case route.Anthropic:
+		case route.Provider.Headers() == llm.HeadersAnthropic:
 			setAnthropicHeaders(resp.Header, st.verdict, st.costs, nil, time.Now())
 		case st.idem != nil:
 			// On resp.Header, where replay_headers may keep them.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/ratelimit-gateway/gateway/llm"
 	"github.com/ratelimit-gateway/gateway/policies"
 )
 
@@ -26,9 +27,9 @@ func Identify(r *http.Request, snap *policies.Snapshot, route *policies.Route) p
 }
 
 // keyHeaders are where route's requests carry their API key, in the order
-// they are read. An llm route reads it where the providers' SDKs send it
-// (Authorization: Bearer for OpenAI's, x-api-key for Anthropic's), then in
-// tenants.header; any other route reads tenants.header.
+// they are read. An llm route reads it where its provider's SDKs send it
+// (llm.Provider.KeyHeaders), then in tenants.header; any other route reads
+// tenants.header.
 func keyHeaders(snap *policies.Snapshot, route *policies.Route) []string {
 	header := snap.Tenants.Header
 	if header == "" {
@@ -39,28 +40,61 @@ func keyHeaders(snap *policies.Snapshot, route *policies.Route) []string {
 		c = newKeyHeaderLists(header)
 		keyHeaderCache.Store(c)
 	}
-	if route == nil || !route.LLM {
+	switch {
+	case route == anySDKRoute:
+		return c.any
+	case route == nil || route.Provider == nil:
 		return c.plain
 	}
-	return c.llm
+	if i := llm.ProviderIndex(route.Provider); i >= 0 && i < len(c.llm) {
+		return c.llm[i]
+	}
+	return providerKeyHeaders(route.Provider, header)
 }
 
-// keyHeaderLists are keyHeaders' two answers for one tenants.header, kept
-// so that a request does not build them again. Their capacity is their
-// length: a caller that appends gets a copy.
+// keyHeaderLists are keyHeaders' answers for one tenants.header, the
+// plain one and one per registered provider, kept so that a request does
+// not build them again. Their capacity is their length: a caller that
+// appends gets a copy.
 type keyHeaderLists struct {
-	header     string
-	plain, llm []string
+	header string
+	plain  []string
+	llm    [][]string
+	// any is every provider's headers, then header: anySDKRoute's.
+	any []string
 }
+
+// anySDKRoute stands for a request whose key is read wherever any
+// provider's SDK sends one (tenants.quota_path).
+var anySDKRoute = &policies.Route{}
 
 var keyHeaderCache atomic.Pointer[keyHeaderLists]
 
 func newKeyHeaderLists(header string) *keyHeaderLists {
-	llm := []string{"Authorization", "X-Api-Key"}
-	if h := http.CanonicalHeaderKey(header); h != "Authorization" && h != "X-Api-Key" {
-		llm = append(llm, h)
+	c := &keyHeaderLists{header: header, plain: []string{header}}
+	for _, p := range llm.Providers() {
+		c.llm = append(c.llm, providerKeyHeaders(p, header))
+		for _, h := range p.KeyHeaders() {
+			if !slices.Contains(c.any, h) {
+				c.any = append(c.any, h)
+			}
+		}
 	}
-	return &keyHeaderLists{header: header, plain: []string{header}, llm: slices.Clip(llm)}
+	if h := http.CanonicalHeaderKey(header); !slices.Contains(c.any, h) {
+		c.any = append(c.any, h)
+	}
+	c.any = slices.Clip(c.any)
+	return c
+}
+
+// providerKeyHeaders are p's key headers, then header when it is not one
+// of them.
+func providerKeyHeaders(p llm.Provider, header string) []string {
+	list := slices.Clone(p.KeyHeaders())
+	if h := http.CanonicalHeaderKey(header); !slices.Contains(list, h) {
+		list = append(list, h)
+	}
+	return slices.Clip(list)
 }
 
 // identify is Identify that also reports whether the socket peer is a trusted

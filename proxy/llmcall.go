@@ -104,6 +104,9 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, kind llm.Kind, route *p
 	default:
 		req, err = llm.ParseRequestPaced(kind, body, route.Models, pace)
 	}
+	if err == nil {
+		req, err = deployedRequest(r, route, kind, body, req, pace)
+	}
 	if err != nil {
 		return nil, nil, http.StatusBadRequest, err.Error()
 	}
@@ -148,7 +151,8 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, kind llm.Kind, route *p
 		// output, past the cap: it is reserved as output too.
 		call.maxOutput = llm.AddSat(call.maxOutput, llm.MulSat(req.PredictionTokens, max(req.Choices, 1)))
 	}
-	if req.Stream && !req.IncludeUsage && (kind == llm.ChatCompletions || kind == llm.Completions) {
+	if req.Stream && !req.IncludeUsage && (kind == llm.ChatCompletions || kind == llm.Completions) &&
+		(route.Provider == nil || route.Provider.AsksUsage(r)) {
 		withUsage, added, err := llm.WithIncludeUsage(body)
 		if err != nil {
 			return nil, nil, http.StatusBadRequest, err.Error()
@@ -160,6 +164,42 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, kind llm.Kind, route *p
 }
 
 // countsTokens reports whether a policy of route counts tokens or dollars.
+// deployedRequest is req read as a call to the model its deployment
+// serves, on a route whose API names deployments: the deployment is the
+// path's (/openai/deployments/{deployment}/...), else the body's model;
+// routes[].deployments maps it to its model, and a route that maps none
+// reads it as the model of its name. A deployment the map lacks cannot be
+// priced, and is refused.
+func deployedRequest(r *http.Request, route *policies.Route, kind llm.Kind, body []byte, req llm.Request, pace llm.Pace) (llm.Request, error) {
+	api := routeAPI(route)
+	if !api.Deployments() {
+		return req, nil
+	}
+	path := upstreamPath(route, r.URL.Path)
+	d := ""
+	if ep := api.Lookup(r.Method, path); ep != nil {
+		d = llm.Segment(ep.Path, path, "deployment")
+	}
+	if d == "" {
+		d = req.Model
+	}
+	model := d
+	if len(route.Deployments) > 0 {
+		var ok bool
+		if model, ok = route.Deployments[d]; !ok {
+			return req, fmt.Errorf("deployment %q is not one of the route's deployments: its model, and so its price, is unknown", d)
+		}
+	}
+	if model == req.Model || model == "" {
+		return req, nil
+	}
+	as, err := llm.WithModel(body, model)
+	if err != nil {
+		return req, err
+	}
+	return llm.ParseRequestPaced(kind, as, route.Models, pace)
+}
+
 func countsTokens(route *policies.Route) bool {
 	for _, p := range route.Policies {
 		if p.Cost.CountsTokens() {

@@ -40,7 +40,7 @@ func newLLMGatewayWithQuota(t *testing.T, mock builtin.OpenAIMockConfig, quota i
 	pol := testPolicy(t, "tokens", "ip", limiter.Limit{Rate: quota, Period: time.Hour}, policies.MissingShared)
 	pol.Cost = policies.CostTokens
 	rt := testRoute(t, "llm", "/v1/", up.URL, pol)
-	rt.LLM, rt.DefaultMaxTokens, rt.MaxBodyBytes = true, 200, 1<<20
+	rt.Provider, rt.DefaultMaxTokens, rt.MaxBodyBytes = llm.OpenAIProvider, 200, 1<<20
 	e := newEngine(t, newTestClock())
 	srv, h := newGateway(t, testSnapshot(t, nil, rt), e, gatewayOpts{})
 	g := &llmGateway{url: srv.URL, quota: quota, engine: e, policy: pol, settled: make(chan struct{}, 100)}
@@ -685,7 +685,7 @@ func TestLLMChargeWhenNoAnswer(t *testing.T) {
 			pol := testPolicy(t, "tokens", "ip", limiter.Limit{Rate: 100_000, Period: time.Hour}, policies.MissingShared)
 			pol.Cost = policies.CostTokens
 			rt := testRoute(t, "llm", "/v1/", tt.upstream(t), pol)
-			rt.LLM, rt.MaxBodyBytes, rt.Timeout = true, 1<<20, 300*time.Millisecond
+			rt.Provider, rt.MaxBodyBytes, rt.Timeout = llm.OpenAIProvider, 1<<20, 300*time.Millisecond
 			e := newEngine(t, newTestClock())
 			srv, h := newGateway(t, testSnapshot(t, nil, rt), e, gatewayOpts{})
 			g := &llmGateway{url: srv.URL, quota: 100_000, engine: e, policy: pol, settled: make(chan struct{}, 4)}
@@ -731,7 +731,7 @@ func TestLLMUncappedCallIsGivenItsCap(t *testing.T) {
 			pol := testPolicy(t, "p", "ip", limiter.Limit{Rate: 1 << 40, Period: time.Hour}, policies.MissingShared)
 			pol.Cost = tt.cost
 			rt := testRoute(t, "llm", "/v1/", up.URL, pol)
-			rt.LLM, rt.MaxBodyBytes = true, 1<<20
+			rt.Provider, rt.MaxBodyBytes = llm.OpenAIProvider, 1<<20
 			srv, _ := newGateway(t, testSnapshot(t, nil, rt), newEngine(t, newTestClock()), gatewayOpts{})
 			resp, err := http.Post(srv.URL+tt.path, "application/json", strings.NewReader(tt.body))
 			if err != nil {

@@ -23,7 +23,7 @@ func newEnforcedGateway(t *testing.T, mock builtin.OpenAIMockConfig, quota, wind
 	pol := testPolicy(t, "tokens", "ip", limiter.Limit{Rate: quota, Period: time.Hour}, policies.MissingShared)
 	pol.Cost = policies.CostTokens
 	rt := testRoute(t, "llm", "/v1/", up.URL, pol)
-	rt.LLM, rt.DefaultMaxTokens, rt.MaxBodyBytes, rt.OpenAIErrors, rt.StreamWindow = true, 200, 1<<20, true, window
+	rt.Provider, rt.DefaultMaxTokens, rt.MaxBodyBytes, rt.ErrorShape, rt.StreamWindow = llm.OpenAIProvider, 200, 1<<20, llm.OpenAIProvider, window
 	e := newEngine(t, newTestClock())
 	srv, h := newGateway(t, testSnapshot(t, nil, rt), e, gatewayOpts{})
 	g := &llmGateway{url: srv.URL, quota: quota, engine: e, policy: pol, settled: make(chan struct{}, 100)}
@@ -100,7 +100,7 @@ func TestEnforcedStreamCharges(t *testing.T) {
 	t.Run("no token policy", func(t *testing.T) {
 		up := newUpstream(t, builtin.OpenAIMock(builtin.OpenAIMockConfig{CompletionTokens: 100}))
 		rt := testRoute(t, "llm", "/v1/", up.URL)
-		rt.LLM, rt.DefaultMaxTokens, rt.MaxBodyBytes, rt.StreamWindow = true, 200, 1<<20, window
+		rt.Provider, rt.DefaultMaxTokens, rt.MaxBodyBytes, rt.StreamWindow = llm.OpenAIProvider, 200, 1<<20, window
 		srv, h := newGateway(t, testSnapshot(t, nil, rt), newEngine(t, newTestClock()), gatewayOpts{})
 		g := &llmGateway{url: srv.URL, settled: make(chan struct{}, 100)}
 		h.settled = func() { g.settled <- struct{}{} }

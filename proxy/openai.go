@@ -15,41 +15,6 @@ import (
 // their RateLimitError on a 429 and back off by themselves), and OpenAI's
 // x-ratelimit-*-requests / -tokens headers beside the IETF fields.
 
-// openAIError is OpenAI's error body.
-type openAIError struct {
-	Error openAIErrorDetail `json:"error"`
-}
-
-type openAIErrorDetail struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    *string `json:"code"`
-}
-
-// newOpenAIError renders body as OpenAI would for status.
-func newOpenAIError(status int, body errorBody) openAIError {
-	typ, code := "invalid_request_error", ""
-	switch {
-	case status == http.StatusTooManyRequests:
-		typ, code = "rate_limit_exceeded", "rate_limit_exceeded"
-		if body.final {
-			typ, code = "insufficient_quota", "insufficient_quota"
-		}
-	case status == http.StatusUnauthorized:
-		code = "invalid_api_key"
-	case status == http.StatusNotFound:
-		code = "not_found"
-	case status >= 500:
-		typ = "server_error"
-	}
-	e := openAIError{Error: openAIErrorDetail{Message: body.Message, Type: typ}}
-	if code != "" {
-		e.Error.Code = &code
-	}
-	return e
-}
-
 // budgetPeriod is how long a limit's window must be for its exhaustion to
 // read as a spent budget (insufficient_quota) rather than a rate limit.
 const budgetPeriod = 24 * time.Hour

@@ -201,7 +201,7 @@ func (pl *planner) plan(snap *policies.Snapshot, r *http.Request) (*plan, answer
 	}
 	p.reached = stepBody
 	p.subject, p.peerTrusted = identifyPeer(r, snap, route, peer, peerOK, pl.tokens)
-	if route.LLM {
+	if route.Provider != nil {
 		if a := pl.llmCall(p); a.given() {
 			return p, a
 		}

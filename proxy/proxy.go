@@ -300,7 +300,7 @@ func (h *Handler) admitted(w http.ResponseWriter, p *plan, dec decision, err err
 		h.logAnswer(r.Context(), r, statusClientClosed, "client left while waiting for its turn", slog.String("route", route.Name))
 		w.WriteHeader(statusClientClosed)
 	case !dec.verdict.Allowed:
-		if route.LLM {
+		if route.Provider != nil {
 			setLLMHeaders(route, w.Header(), dec.verdict, dec.costs, h.peekUnread(r.Context(), p.checks, dec.costs, dec.verdict, p.peeked))
 		}
 		h.refuse(w, r, route, dec.verdict)

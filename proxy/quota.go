@@ -75,7 +75,7 @@ func (h *Handler) serveQuota(w http.ResponseWriter, r *http.Request, snap *polic
 		h.writeError(w, r, http.StatusBadRequest, errorBody{Message: msg})
 		return
 	}
-	s, _ := identify(r, snap, &policies.Route{LLM: true}, h.tokens) // any header a client SDK sends its key in
+	s, _ := identify(r, snap, anySDKRoute, h.tokens) // any header a client SDK sends its key in
 	if s.TokenRefused != nil {
 		h.writeTokenRefused(w, r, snap, nil, s.TokenRefused)
 		return
