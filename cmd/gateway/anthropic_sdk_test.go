@@ -149,9 +149,16 @@ policies:
 // runAnthropicCheck runs check.mjs against baseURL and returns its steps.
 func runAnthropicCheck(t *testing.T, node, baseURL string, args ...string) map[string]map[string]any {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return runNodeSteps(t, time.Minute, node, filepath.Join(anthropicSDKDir, "check.mjs"), append([]string{baseURL}, args...)...)
+}
+
+// runNodeSteps runs script with node and returns the steps it printed, one
+// JSON object a line keyed by its "step", failing t when it fails.
+func runNodeSteps(t *testing.T, timeout time.Duration, node, script string, args ...string) map[string]map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join(anthropicSDKDir, "check.mjs"), baseURL}, args...)...)
+	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -160,18 +167,20 @@ func runAnthropicCheck(t *testing.T, node, baseURL string, args ...string) map[s
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	name := filepath.Base(script)
 	steps := map[string]map[string]any{}
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		var step map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &step); err != nil {
-			t.Fatalf("check.mjs printed %q: %v", sc.Text(), err)
+			t.Fatalf("%s printed %q: %v", name, sc.Text(), err)
 		}
 		t.Logf("%s", sc.Text())
-		steps[step["step"].(string)] = step
+		key, _ := step["step"].(string)
+		steps[key] = step
 	}
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("check.mjs failed: %v", err)
+		t.Fatalf("%s failed: %v", name, err)
 	}
 	return steps
 }

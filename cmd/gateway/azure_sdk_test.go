@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -74,30 +71,7 @@ func TestAzureOpenAISDK(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(sdkCheckDir, "azure.mjs"), g.base, "sk-minute", "sk-spent", "sk-limited")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = &testWriter{t: t}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	steps := map[string]map[string]any{}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		var s map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
-			t.Fatalf("azure.mjs printed %q: %v", sc.Text(), err)
-		}
-		t.Logf("%s", sc.Text())
-		steps[s["step"].(string)] = s
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("azure.mjs failed: %v", err)
-	}
+	steps := runNodeSteps(t, 2*time.Minute, node, filepath.Join(sdkCheckDir, "azure.mjs"), g.base, "sk-minute", "sk-spent", "sk-limited")
 	num := func(step, field string) float64 { v, _ := steps[step][field].(float64); return v }
 	if num("plain", "total_tokens") <= 0 || num("plain", "content") <= 0 {
 		t.Errorf("plain call: got %v, want a completion with usage", steps["plain"])
