@@ -518,3 +518,15 @@ func (m *manualTimers) last(t *testing.T) *manualTimer {
 	}
 	return m.timers[len(m.timers)-1]
 }
+
+// setCallerKey puts the tenant's key where a client of the API at path
+// sends it: x-api-key with a version on Anthropic's Messages, a bearer
+// token elsewhere.
+func setCallerKey(req *http.Request, path, key string) {
+	if strings.HasPrefix(path, "/v1/messages") {
+		req.Header.Set("X-Api-Key", key)
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+}

@@ -317,12 +317,7 @@ func runPriceCase(t *testing.T, bases []string, key string, c priceCase) map[int
 			if strings.HasPrefix(c.path, "/priority/") {
 				req.Header.Set("X-Project-Tier", "priority") // the upstream project's setting
 			}
-			if strings.HasPrefix(c.path, "/v1/messages") {
-				req.Header.Set("X-Api-Key", key)
-				req.Header.Set("Anthropic-Version", "2023-06-01")
-			} else {
-				req.Header.Set("Authorization", "Bearer "+key)
-			}
+			setCallerKey(req, c.path, key)
 			resp, err := client.Do(req)
 			if err != nil {
 				t.Error(err)

@@ -177,12 +177,7 @@ func runKeyedCalls(t *testing.T, bases []string, path, key string, body func(int
 				req.Header[k] = v
 			}
 			req.Header.Set("Content-Type", "application/json")
-			if strings.HasPrefix(path, "/v1/messages") {
-				req.Header.Set("X-Api-Key", key)
-				req.Header.Set("Anthropic-Version", "2023-06-01")
-			} else {
-				req.Header.Set("Authorization", "Bearer "+key)
-			}
+			setCallerKey(req, path, key)
 			resp, err := client.Do(req)
 			if err != nil {
 				t.Error(err)
