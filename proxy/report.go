@@ -204,6 +204,11 @@ func (h *Handler) finish(r *http.Request, snap *policies.Snapshot, rec *statusRe
 		route = rep.route.Name
 	}
 	if m := h.metrics; m != nil {
+		// The charge first: a scrape that sees this request counted sees
+		// what it was charged too.
+		if c := rep.llm; c != nil && c.charged && rep.tenant != "" {
+			m.LLMCharge(rep.tenant, c.req.Model, c.chargedTokens, c.chargedMicroUSD)
+		}
 		m.InFlight(-1)
 		m.Request(route, outcome)
 		if rep.decided {
@@ -226,9 +231,6 @@ func (h *Handler) finish(r *http.Request, snap *policies.Snapshot, rec *statusRe
 		}
 		if rep.upstream.forwarded {
 			m.Upstream(route, rep.upstream.status, rep.upstream.took)
-		}
-		if c := rep.llm; c != nil && c.charged && rep.tenant != "" {
-			m.LLMCharge(rep.tenant, c.req.Model, c.chargedTokens, c.chargedMicroUSD)
 		}
 	}
 	if h.tracer != nil {

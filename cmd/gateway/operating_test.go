@@ -50,6 +50,16 @@ func adminDo(t *testing.T, method, url, token string) (int, []byte) {
 // the exposition text, failing when it is missing.
 func scrapeValue(t *testing.T, text []byte, name, labels string) float64 {
 	t.Helper()
+	v, ok := scrapeLookup(t, text, name, labels)
+	if !ok {
+		t.Fatalf("no series %s{%s} in /metrics", name, labels)
+	}
+	return v
+}
+
+// scrapeLookup is scrapeValue that reports a missing series as !ok.
+func scrapeLookup(t *testing.T, text []byte, name, labels string) (float64, bool) {
+	t.Helper()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(strings.NewReader(string(text)))
 	if err != nil {
@@ -72,15 +82,14 @@ func scrapeValue(t *testing.T, text []byte, name, labels string) float64 {
 		}
 		switch {
 		case m.Counter != nil:
-			return m.GetCounter().GetValue()
+			return m.GetCounter().GetValue(), true
 		case m.Gauge != nil:
-			return m.GetGauge().GetValue()
+			return m.GetGauge().GetValue(), true
 		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount())
+			return float64(m.GetHistogram().GetSampleCount()), true
 		}
 	}
-	t.Fatalf("no series %s{%s} in /metrics", name, labels)
-	return 0
+	return 0, false
 }
 
 const operatingConfig = `

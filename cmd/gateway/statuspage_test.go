@@ -98,10 +98,23 @@ func TestStatusPageInABrowser(t *testing.T) {
 	if fmt.Sprint(want) != "map[api:[200 200 200 429 429] llm:[200 200] shared:[200 200 429 429]]" {
 		t.Fatalf("statuses: got %v", want)
 	}
-	code, text := adminDo(t, "GET", adm+"/metrics", "st4tus-t0ken-7e2a91c05f3b8d4a6c1e")
-	if code != http.StatusOK {
-		t.Fatalf("/metrics: %d", code)
-	}
+	// A request is counted once its handler has returned, which can be
+	// after its client has the answer: wait until all 11 are, so the
+	// scrape and the page read the same numbers.
+	var text []byte
+	pollUntil(t, 10*time.Second, "all 11 requests counted in /metrics", func() bool {
+		code, body := adminDo(t, "GET", adm+"/metrics", "st4tus-t0ken-7e2a91c05f3b8d4a6c1e")
+		if code != http.StatusOK {
+			t.Fatalf("/metrics: %d", code)
+		}
+		text = body
+		n := 0.0
+		for _, l := range []string{"route=api,outcome=allowed", "route=api,outcome=limited", "route=shared,outcome=allowed", "route=shared,outcome=limited", "route=llm,outcome=allowed"} {
+			v, _ := scrapeLookup(t, text, "gateway_requests_total", l)
+			n += v
+		}
+		return n == 11
+	})
 	_, cfgBody := adminDo(t, "GET", adm+"/admin/config", "st4tus-t0ken-7e2a91c05f3b8d4a6c1e")
 	var config struct {
 		Digest string `json:"digest"`
