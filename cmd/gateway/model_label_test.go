@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // modelLabelConfig prices one model and names another for the metrics;
@@ -35,6 +36,7 @@ func TestModelLabelFollowsTheConfig(t *testing.T) {
 	g := startGateway(t, "gw", path)
 	adm := g.adminBase(t)
 	c := newTestClient(t)
+	sent := 0
 	call := func(model string) {
 		t.Helper()
 		body := `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`
@@ -52,10 +54,18 @@ func TestModelLabelFollowsTheConfig(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s: %d %s, want 200", model, resp.StatusCode, b)
 		}
+		sent++
 	}
 	labels := func() map[string]bool {
 		t.Helper()
-		_, text := adminDo(t, "GET", adm+"/metrics", "t0k3n-5c81e2a94f07b3d6a2e9c1f0b7d4")
+		// A call is counted once its handler returns, which can be after
+		// the client has the answer: wait until every call sent is.
+		var text []byte
+		pollUntil(t, 10*time.Second, "every call counted in /metrics", func() bool {
+			_, text = adminDo(t, "GET", adm+"/metrics", "t0k3n-5c81e2a94f07b3d6a2e9c1f0b7d4")
+			n, _ := scrapeLookup(t, text, "gateway_requests_total", "route=llm,outcome=allowed")
+			return n == float64(sent)
+		})
 		got := map[string]bool{}
 		for _, line := range strings.Split(string(text), "\n") {
 			if rest, ok := strings.CutPrefix(line, "gateway_llm_tokens_total{"); ok {
