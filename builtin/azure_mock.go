@@ -12,14 +12,19 @@ import (
 // call with the OpenAI mock m: a deployment's calls
 // (/openai/deployments/{deployment}/chat/completions, ...) and the
 // endpoints Azure serves without one (/openai/responses) reach m at their
-// /v1/ path. As Azure does, it refuses a call without api-version (404)
-// or without a key in api-key or Authorization (401), and a stream that
-// asks for stream_options under an API version older than 2024-09-01
-// (400), each in Azure's error shape. A deployment's call is answered as
-// its model, the deployment's name. It is safe for concurrent use.
+// /v1/ path, and so do those of Azure's v1 API (/openai/v1/...). As Azure
+// does, it refuses a call without api-version (404) but on the v1 API, or
+// without a key in api-key or Authorization (401), and a stream that asks
+// for stream_options under an API version older than 2024-09-01 (400),
+// each in Azure's error shape. A deployment's call is answered as its
+// model, the deployment's name. It is safe for concurrent use.
 func AzureMock(m *OpenAIMockServer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		version := r.URL.Query().Get("api-version")
+		v1 := strings.HasPrefix(r.URL.Path, "/openai/v1/")
+		if v1 && version == "" {
+			version = "v1" // sorts after every dated version
+		}
 		if version == "" {
 			writeAzureError(w, http.StatusNotFound, "404", "Resource not found")
 			return
@@ -64,6 +69,9 @@ func azureToOpenAI(path string) (openAI, deployment string, ok bool) {
 	rest, ok := strings.CutPrefix(path, "/openai/")
 	if !ok {
 		return "", "", false
+	}
+	if v1, ok := strings.CutPrefix(rest, "v1/"); ok {
+		return "/v1/" + v1, "", true
 	}
 	if d, ok := strings.CutPrefix(rest, "deployments/"); ok {
 		i := strings.IndexByte(d, '/')

@@ -1,18 +1,20 @@
 package llm
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // Azure is Azure OpenAI's API, as routes with llm: azure speak it: OpenAI's
 // request and response bodies under Azure's paths, a deployment in the
 // path where Azure names one (routes[].deployments says which model it
-// serves), and api-version in every query.
-var Azure = &API{Name: "azure", Endpoints: azureEndpoints}
+// serves), and api-version in every query; and Azure's v1 API, OpenAI's
+// own paths under /openai/v1/, the deployment in the body's model, with no
+// dated api-version.
+var Azure = &API{Name: "azure", Endpoints: slices.Concat(azureEndpoints, azureV1(openAIEndpoints))}
 
 // AzureProvider is Azure OpenAI as a Provider: a tenant's key in api-key
 // (where the SDK's AzureOpenAI client sends it) or, an Entra token, as a
@@ -45,6 +47,9 @@ var azureEndpoints = []Endpoint{
 	{Method: "POST", Path: "/openai/deployments/{deployment}/embeddings", Kind: Embeddings, Bound: BoundTokens},
 	{Method: "POST", Path: "/openai/deployments/{deployment}/images/generations", Kind: ImageGenerations, Bound: BoundTokens},
 	{Method: "POST", Path: "/openai/deployments/{deployment}/audio/speech", Kind: Speech, Bound: BoundTokens},
+	{Method: "POST", Path: "/openai/deployments/{deployment}/audio/transcriptions", Kind: Transcription, Bound: BoundTokens, MaxBody: MaxAudioUpload},
+	{Method: "POST", Path: "/openai/deployments/{deployment}/audio/translations", Kind: Transcription, Bound: BoundTokens, MaxBody: MaxAudioUpload},
+	{Method: "POST", Path: "/openai/deployments/{deployment}/images/edits", Kind: ImageEdits, Bound: BoundTokens, MaxBody: MaxImageUpload},
 	// Served without a deployment in the path: the body's model names it.
 	{Method: "POST", Path: "/openai/responses", Kind: Responses, Bound: BoundTokens},
 	{Method: "GET", Path: "/openai/responses/{id}", Stored: true},
@@ -72,12 +77,29 @@ var azureEndpoints = []Endpoint{
 	{Method: "*", Path: "/openai/vector_stores/{rest...}", Refused: refusedStores},
 }
 
+// azureV1Prefix is where Azure's v1 API serves OpenAI's paths.
+const azureV1Prefix = "/openai"
+
+// azureV1 is Azure's v1 API: each of OpenAI's endpoints, bounds and
+// refusals as they are, under /openai.
+func azureV1(openAI []Endpoint) []Endpoint {
+	out := make([]Endpoint, len(openAI))
+	for i, e := range openAI {
+		e.Path = azureV1Prefix + e.Path
+		out[i] = e
+	}
+	return out
+}
+
 // Upstream sends the operator's key as api-key, and the API version a
-// client left out.
+// client left out, but to the v1 API, which takes no dated version.
 func (azureProvider) Upstream(out *http.Request, key string) {
 	if key != "" {
 		delete(out.Header, "Authorization")
 		out.Header["Api-Key"] = []string{key}
+	}
+	if strings.HasPrefix(out.URL.Path, azureV1Prefix+"/v1/") {
+		return
 	}
 	switch q := out.URL.Query(); {
 	case q.Get("api-version") != "":
@@ -120,27 +142,4 @@ func (azureProvider) ErrorBody(status int, e Refusal) []byte {
 		Error detail `json:"error"`
 	}{detail{code, e.Message}}) // strings only: cannot fail
 	return b
-}
-
-// WithModel is body with its top-level "model" set to model: a call to an
-// Azure deployment is read as a call to the model the deployment serves.
-// Errors wrap ErrInvalidRequest: body is not a JSON object.
-func WithModel(body []byte, model string) ([]byte, error) {
-	if err := requireObject(body); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
-	}
-	if !validJSON(body) {
-		return nil, fmt.Errorf("%w: not valid JSON", ErrInvalidRequest)
-	}
-	value, _ := json.Marshal(model) // a string: cannot fail
-	open := bytes.IndexByte(body, '{')
-	top := members(body, open)
-	if m, ok := last(top, "model"); ok {
-		return splice(body, m.val, m.end, string(value)), nil
-	}
-	if len(top) == 0 {
-		return splice(body, open+1, open+1, `"model":`+string(value)), nil
-	}
-	at := top[len(top)-1].end
-	return splice(body, at, at, `,"model":`+string(value)), nil
 }

@@ -56,21 +56,3 @@ func TestAzureProvider(t *testing.T) {
 		}
 	}
 }
-
-// WithModel sets the top-level model and changes no other byte.
-func TestWithModel(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{`{"model":"chat","n":1}`, `{"model":"gpt-4o","n":1}`},
-		{`{"n":1}`, `{"n":1,"model":"gpt-4o"}`},
-		{`{}`, `{"model":"gpt-4o"}`},
-		{`{"a":{"model":"x"}}`, `{"a":{"model":"x"},"model":"gpt-4o"}`},
-	} {
-		got, err := WithModel([]byte(tc.in), "gpt-4o")
-		if err != nil || string(got) != tc.want {
-			t.Errorf("%s: got %s (%v), want %s", tc.in, got, err, tc.want)
-		}
-	}
-	if _, err := WithModel([]byte(`[1]`), "m"); err == nil {
-		t.Errorf("an array: got no error, want one")
-	}
-}

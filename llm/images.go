@@ -54,10 +54,14 @@ type wireImages struct {
 // maxImages is the most images one call may ask for, as OpenAI accepts.
 const maxImages = 10
 
-func parseImages(body []byte, models Models, pace Pace) (Request, error) {
+func parseImages(body []byte, rename Rename, models Models, pace Pace) (Request, error) {
 	var w wireImages
 	if err := decodeObject(body, &w); err != nil {
 		return Request{}, invalid(ImageGenerations, err)
+	}
+	var err error
+	if w.Model, err = rename.model(w.Model); err != nil {
+		return Request{}, err
 	}
 	r := Request{Model: w.Model, Family: models.For(w.Model), Choices: 1}
 	if w.Prompt == nil {
@@ -173,6 +177,10 @@ const MaxImageUpload = 32 << 20
 // image (and mask) at the model family's high-detail bound; dall-e-2 edits
 // and variations at their price per image. Errors wrap ErrInvalidRequest.
 func ParseImageUpload(kind Kind, contentType string, body []byte, models Models, pace Pace) (Request, error) {
+	return parseImageUpload(kind, contentType, body, nil, models, pace)
+}
+
+func parseImageUpload(kind Kind, contentType string, body []byte, rename Rename, models Models, pace Pace) (Request, error) {
 	variation := kind == ImageVariations
 	fields, files, err := readForm(contentType, body)
 	if err != nil {
@@ -186,7 +194,10 @@ func ParseImageUpload(kind Kind, contentType string, body []byte, models Models,
 	if len(files) == 0 {
 		return Request{}, invalid(ImageEdits, errors.New("image is required"))
 	}
-	model := fields["model"]
+	model, err := rename.model(fields["model"])
+	if err != nil {
+		return Request{}, err
+	}
 	r := Request{Model: model, Family: models.For(model), Choices: 1}
 	if v, ok := fields["n"]; ok {
 		n, err := strconv.ParseInt(v, 10, 64)

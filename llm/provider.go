@@ -103,12 +103,3 @@ func ProviderNames() string {
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
-
-// APINamed is the API of the provider routes[].llm names, nil for an
-// unknown name.
-func APINamed(name string) *API {
-	if p := ProviderNamed(name); p != nil {
-		return p.API()
-	}
-	return nil
-}

@@ -411,11 +411,43 @@ func ParseRequestFor(kind Kind, body []byte, models Models) (Request, error) {
 // large prompt then leaves the cores it shares a part of their time (see
 // Pace). The count is the same.
 func ParseRequestPaced(kind Kind, body []byte, models Models, pace Pace) (Request, error) {
+	return parseRequest(kind, body, nil, models, pace)
+}
+
+// Rename maps the model a call names to the model it is counted and
+// priced as: a deployment to the model it serves. Its error refuses the
+// call.
+type Rename func(model string) (string, error)
+
+// model is name through f; a nil f keeps it.
+func (f Rename) model(name string) (string, error) {
+	if f == nil {
+		return name, nil
+	}
+	return f(name)
+}
+
+// ParseCall reads a call of kind, counted at pace: a multipart form for
+// transcriptions and image uploads (contentType gives its boundary), a
+// JSON object for the rest. rename, when not nil, maps the model the call
+// names before anything is read by it. Errors wrap ErrInvalidRequest, or
+// are rename's.
+func ParseCall(kind Kind, contentType string, body []byte, rename Rename, models Models, pace Pace) (Request, error) {
+	switch kind {
+	case Transcription:
+		return parseTranscription(contentType, body, rename, models, pace)
+	case ImageEdits, ImageVariations:
+		return parseImageUpload(kind, contentType, body, rename, models, pace)
+	}
+	return parseRequest(kind, body, rename, models, pace)
+}
+
+func parseRequest(kind Kind, body []byte, rename Rename, models Models, pace Pace) (Request, error) {
 	switch {
 	case kind == ImageGenerations:
-		return parseImages(body, models, pace)
+		return parseImages(body, rename, models, pace)
 	case kind == Speech:
-		return parseSpeech(body, models, pace)
+		return parseSpeech(body, rename, models, pace)
 	case kind < ChatCompletions || kind > AnthropicMessages:
 		return Request{}, fmt.Errorf("parsing request: unknown kind %d", int(kind))
 	}
@@ -426,6 +458,10 @@ func ParseRequestPaced(kind Kind, body []byte, models Models, pace Pace) (Reques
 	if err := w.decode(kind, body); err != nil {
 		return Request{}, invalid(kind, err)
 	}
+	var err error
+	if w.Model, err = rename.model(w.Model); err != nil {
+		return Request{}, err
+	}
 	r := Request{Model: w.Model, Family: models.For(w.Model)}
 	if w.Stream != nil {
 		r.Stream = *w.Stream
@@ -433,7 +469,6 @@ func ParseRequestPaced(kind Kind, body []byte, models Models, pace Pace) (Reques
 	if w.IncludeUsage != nil {
 		r.IncludeUsage = *w.IncludeUsage
 	}
-	var err error
 	if r.Choices, err = choices(kind, &w); err != nil {
 		return Request{}, invalid(kind, err)
 	}

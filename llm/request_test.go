@@ -3,6 +3,7 @@ package llm
 import (
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -288,5 +289,60 @@ func TestParseRequestTwoCaps(t *testing.T) {
 	out, err := SetOutputCap([]byte(`{"max_completion_tokens":10,"max_tokens":300}`), "max_completion_tokens", 300)
 	if err != nil || string(out) != `{"max_completion_tokens":300,"max_tokens":300}` {
 		t.Fatalf("SetOutputCap: got %s (%v)", out, err)
+	}
+}
+
+// ParseCall reads every kind as the model rename names: the count, the
+// family and the price are those of the same call naming the renamed model
+// itself, for JSON bodies and forms alike, and rename's error refuses the
+// call.
+func TestParseCallRename(t *testing.T) {
+	part := func(name, v string) string {
+		return "--B\r\nContent-Disposition: form-data; name=\"" + name + "\"\r\n\r\n" + v + "\r\n"
+	}
+	file := func(field string) string {
+		return "--B\r\nContent-Disposition: form-data; name=\"" + field + "\"; filename=\"a.bin\"\r\n\r\n" + strings.Repeat("x", 7500) + "\r\n"
+	}
+	const form = "multipart/form-data; boundary=B"
+	deployments := map[string]string{"chat": "gpt-4o-mini", "voice": "tts-1", "ears": "whisper-1", "paint": "gpt-image-1", "old": "dall-e-2"}
+	rename := func(d string) (string, error) {
+		if m, ok := deployments[d]; ok {
+			return m, nil
+		}
+		return "", errors.New("deployment " + strconv.Quote(d) + " unknown")
+	}
+	for _, tc := range []struct {
+		name       string
+		kind       Kind
+		ct         string
+		body       func(model string) string // the call naming model
+		deployment string
+	}{
+		{"chat", ChatCompletions, "application/json", func(m string) string { return `{"model":"` + m + `","messages":[{"role":"user","content":"hi"}]}` }, "chat"},
+		{"responses", Responses, "application/json", func(m string) string { return `{"model":"` + m + `","input":"hi"}` }, "chat"},
+		{"embeddings", Embeddings, "application/json", func(m string) string { return `{"model":"` + m + `","input":"hi"}` }, "chat"},
+		{"speech", Speech, "application/json", func(m string) string { return `{"model":"` + m + `","input":"hello","voice":"alloy"}` }, "voice"},
+		{"images", ImageGenerations, "application/json", func(m string) string { return `{"model":"` + m + `","prompt":"a cat"}` }, "paint"},
+		{"transcription", Transcription, form, func(m string) string { return part("model", m) + file("file") + "--B--\r\n" }, "ears"},
+		{"image edit", ImageEdits, form, func(m string) string { return part("model", m) + part("prompt", "a hat") + file("image") + "--B--\r\n" }, "paint"},
+		{"variation", ImageVariations, form, func(m string) string { return part("model", m) + file("image") + "--B--\r\n" }, "old"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := deployments[tc.deployment]
+			r, err := ParseCall(tc.kind, tc.ct, []byte(tc.body(tc.deployment)), rename, DefaultModels(), Pace{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := ParseCall(tc.kind, tc.ct, []byte(tc.body(model)), nil, DefaultModels(), Pace{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(r, want) || r.Model != model {
+				t.Errorf("deployment %s: got %+v; the call naming %s: %+v", tc.deployment, r, model, want)
+			}
+			if _, err := ParseCall(tc.kind, tc.ct, []byte(tc.body("nowhere")), rename, DefaultModels(), Pace{}); err == nil || !strings.Contains(err.Error(), `deployment "nowhere" unknown`) {
+				t.Errorf("an unknown deployment: got %v, want rename's error", err)
+			}
+		})
 	}
 }

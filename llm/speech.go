@@ -29,10 +29,14 @@ type wireSpeech struct {
 	Instructions *string `json:"instructions"`
 }
 
-func parseSpeech(body []byte, models Models, pace Pace) (Request, error) {
+func parseSpeech(body []byte, rename Rename, models Models, pace Pace) (Request, error) {
 	var w wireSpeech
 	if err := decodeObject(body, &w); err != nil {
 		return Request{}, invalid(Speech, err)
+	}
+	var err error
+	if w.Model, err = rename.model(w.Model); err != nil {
+		return Request{}, err
 	}
 	if w.Input == nil {
 		return Request{}, invalid(Speech, fmt.Errorf("input is required"))

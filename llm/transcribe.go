@@ -33,6 +33,10 @@ const (
 // ParseTranscription reads a transcription or translation form: its model,
 // its file's size and its prompt. Errors wrap ErrInvalidRequest.
 func ParseTranscription(contentType string, body []byte, models Models, pace Pace) (Request, error) {
+	return parseTranscription(contentType, body, nil, models, pace)
+}
+
+func parseTranscription(contentType string, body []byte, rename Rename, models Models, pace Pace) (Request, error) {
 	fields, files, err := readForm(contentType, body)
 	if err != nil {
 		return Request{}, invalid(Transcription, err)
@@ -44,7 +48,10 @@ func ParseTranscription(contentType string, body []byte, models Models, pace Pac
 	if len(files) == 1 {
 		fileBytes = files[0].bytes
 	}
-	model := fields["model"]
+	model, err := rename.model(fields["model"])
+	if err != nil {
+		return Request{}, err
+	}
 	r := Request{Model: model, Family: models.For(model), Choices: 1, HasCap: true}
 	if fileBytes <= 0 {
 		return Request{}, invalid(Transcription, errors.New("file is required"))

@@ -218,12 +218,12 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 		Timeout:           rc.Timeout,
 		MaxBodyBytes:      max(rc.MaxBodyBytes, 0), // -1 (no limit) is 0 in the Snapshot
 		ClientCertificate: rc.ClientCertificate == ClientCertificateRequire,
-		Provider:          llm.ProviderNamed(rc.LLM),
+		Provider:          rc.LLM.Provider(),
 		DefaultMaxTokens:  rc.DefaultMaxTokens,
 		UnsizedContext:    rc.UnsizedInput == UnsizedInputContextWindow,
 		DefaultTier:       rc.DefaultServiceTier,
 		UpstreamAPIKey:    rc.UpstreamAPIKey,
-		ErrorShape:        llm.ProviderNamed(rc.ErrorFormat),
+		ErrorShape:        rc.ErrorFormat.Provider(),
 		GRPCErrors:        rc.ErrorFormat == ErrorFormatGRPC,
 		GRPCLimitStatus:   rc.GRPCLimitStatus,
 		UpstreamProtocol:  rc.UpstreamProtocol,
@@ -247,8 +247,8 @@ func compileRoute(rc *RouteConfig, policies map[string]*Policy, builtins map[str
 	if len(rc.Deployments) > 0 {
 		rt.Deployments = maps.Clone(rc.Deployments)
 	}
-	if api := llm.APINamed(rc.LLM); api != nil {
-		rt.API = api.With(operatorEndpoints(rc.Endpoints))
+	if p := rc.LLM.Provider(); p != nil {
+		rt.API = p.API().With(operatorEndpoints(rc.Endpoints))
 	}
 	for _, m := range rc.Match.Methods {
 		rt.Match.Methods = append(rt.Match.Methods, strings.ToUpper(m))

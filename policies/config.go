@@ -228,12 +228,12 @@ type RouteConfig struct {
 	Timeout           time.Duration `koanf:"timeout"`        // default 30s
 	MaxBodyBytes      int64         `koanf:"max_body_bytes"` // default 10 MiB; -1: no limit
 	// LLM makes the route's policies count tokens of LLM calls, naming
-	// the provider API the route speaks: "openai" (OpenAI-compatible APIs),
-	// "anthropic" (Anthropic's Messages API), "azure" (Azure OpenAI), or
-	// "" (none). The names are llm's registry.
-	LLM string `koanf:"llm"`
-	// Deployments maps an llm: azure route's deployments to the model
-	// each serves, which its calls are counted and priced as. Empty: a
+	// the provider API the route speaks, one of llm's registry
+	// (docs/llm.md lists them), or "" (none).
+	LLM LLMAPI `koanf:"llm"`
+	// Deployments maps the deployments an llm route's paths name (an
+	// API whose endpoints have a {deployment} segment) to the model each
+	// serves, which its calls are counted and priced as. Empty: a
 	// deployment is read as the model of its name.
 	Deployments map[string]string `koanf:"deployments"`
 	// Enforce is how an llm route holds a stream to the tenant's tokens:
@@ -262,13 +262,12 @@ type RouteConfig struct {
 	// file: GATEWAY_ROUTES_<i>_UPSTREAM_API_KEY.
 	UpstreamAPIKey string `koanf:"upstream_api_key" redact:"set"`
 	// ErrorFormat is how the gateway's own errors read on this route:
-	// "gateway" ({"code", "message", ...}), "openai" ({"error": {...}}),
-	// "anthropic" ({"type": "error", "error": {...}}), "azure" ({"error":
-	// {"code", "message"}}) or "grpc" (a gRPC
-	// status in a trailers-only answer); default the llm kind's own on llm
-	// routes, gateway elsewhere. A gRPC call (Content-Type
-	// application/grpc...) is always answered in grpc.
-	ErrorFormat string `koanf:"error_format"`
+	// "gateway" ({"code", "message", ...}), a provider API's name (its
+	// error body, which its SDKs read) or "grpc" (a gRPC status in a
+	// trailers-only answer); default the llm API's own on llm routes,
+	// gateway elsewhere. A gRPC call (Content-Type application/grpc...) is
+	// always answered in grpc.
+	ErrorFormat ErrorFormat `koanf:"error_format"`
 	// GRPCLimitStatus is the gRPC status of a gRPC call refused by a
 	// rate limit: resource_exhausted (default, 8) or unavailable (14).
 	GRPCLimitStatus GRPCLimitStatus `koanf:"grpc_limit_status"`

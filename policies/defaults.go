@@ -134,13 +134,13 @@ func (c *Config) ApplyDefaults() {
 			// a smaller bound keeps what one request can cost in CPU small.
 			setDefault(&rt.MaxBodyBytes, DefaultLLMMaxBodyBytes)
 			setDefault(&rt.UnsizedInput, DefaultUnsizedInput)
-			setDefault(&rt.ErrorFormat, rt.LLM)
+			setDefault(&rt.ErrorFormat, ErrorFormat(rt.LLM))
 			setDefault(&rt.Enforce, EnforceReserve)
 			if rt.Enforce == EnforceStream {
 				setDefault(&rt.StreamWindow, DefaultStreamWindow)
 			}
 		}
-		setDefault(&rt.ErrorFormat, "gateway")
+		setDefault(&rt.ErrorFormat, ErrorFormatGateway)
 		setDefault(&rt.UpstreamProtocol, UpstreamAuto)
 		setDefault(&rt.GRPCLimitStatus, GRPCResourceExhausted)
 		setDefault(&rt.RateLimitHeaders, RateLimitHeadersAll)

@@ -20,8 +20,8 @@ func validateDeployments(p *problems, place string, rt *RouteConfig) {
 	if len(rt.Deployments) == 0 {
 		return
 	}
-	if api := llm.APINamed(rt.LLM); api == nil || !api.Deployments() {
-		p.add(place+".deployments", "applies to llm routes whose API names deployments in its paths (set llm: azure)")
+	if pr := rt.LLM.Provider(); pr == nil || !pr.API().Deployments() {
+		p.add(place+".deployments", "applies to llm routes whose API names a {deployment} in its paths")
 		return
 	}
 	for _, name := range sortedKeys(rt.Deployments) {

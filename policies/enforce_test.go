@@ -11,7 +11,7 @@ import (
 func TestEnforceValidation(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"llm kind", withRoute(`{name: r, upstream: builtin:echo, llm: gemini}`),
-			`gateway.yaml: routes[0].llm: must be anthropic, azure or openai, got "gemini"`},
+			`gateway.yaml: routes[0].llm: must be ` + llm.ProviderNames() + `, got "gemini"`},
 		{"enforce value", withRoute(`{name: r, upstream: builtin:echo, llm: openai, enforce: tokens}`),
 			`gateway.yaml: routes[0].enforce: must be reserve or stream, got "tokens"`},
 		{"enforce off llm", withRoute(`{name: r, upstream: builtin:echo, enforce: stream}`),
@@ -27,7 +27,7 @@ func TestEnforceValidation(t *testing.T) {
 		{"window huge", withRoute(`{name: r, upstream: builtin:echo, llm: anthropic, enforce: stream, stream_window: 9223372036854775807}`),
 			"gateway.yaml: routes[0].stream_window: must be between 1 and 1048576, got 9223372036854775807"},
 		{"error format", withRoute(`{name: r, upstream: builtin:echo, llm: anthropic, error_format: xml}`),
-			`gateway.yaml: routes[0].error_format: must be gateway, anthropic, azure, openai or grpc, got "xml"`},
+			`gateway.yaml: routes[0].error_format: must be gateway, ` + strings.ReplaceAll(llm.ProviderNames(), " or ", ", ") + ` or grpc, got "xml"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("gateway.yaml", []byte(tc.yaml), Options{})

@@ -125,10 +125,6 @@ func (s *GRPCLimitStatus) UnmarshalText(text []byte) error {
 // MarshalText returns the status's name.
 func (s GRPCLimitStatus) MarshalText() ([]byte, error) { return []byte(s), nil }
 
-// ErrorFormatGRPC is error_format: grpc, the gRPC shape of the gateway's
-// own answers: HTTP 200 and a grpc-status in a trailers-only response.
-const ErrorFormatGRPC = "grpc"
-
 // validateProtocols checks server.protocols and server.max_concurrent_streams.
 func validateProtocols(p *problems, s *ServerConfig) {
 	seen := map[ServerProtocol]bool{}

@@ -217,8 +217,6 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 			p.add(place+".max_body_bytes", "must be >= 0, or -1 for no limit")
 		}
 		switch {
-		case rt.LLM != "" && llm.ProviderNamed(rt.LLM) == nil:
-			p.addf(place+".llm", "must be %s, got %q", llm.ProviderNames(), rt.LLM)
 		case rt.LLM != "" && rt.MaxBodyBytes == -1:
 			p.add(place+".max_body_bytes", "an llm route reads the body to count its tokens: it needs a limit, not -1")
 		case rt.LLM == "" && rt.DefaultMaxTokens != 0:
@@ -238,9 +236,6 @@ func validateRoutes(p *problems, c *Config, builtins map[string]*url.URL) {
 		}
 		if err := rt.UpstreamProtocol.Fits(upstreamScheme(rt.Upstream)); err != nil {
 			p.add(place+".upstream_protocol", err.Error())
-		}
-		if f := rt.ErrorFormat; f != "gateway" && f != ErrorFormatGRPC && llm.ProviderNamed(f) == nil {
-			p.addf(place+".error_format", "must be gateway, %s or grpc, got %q", strings.ReplaceAll(llm.ProviderNames(), " or ", ", "), rt.ErrorFormat)
 		}
 		validateEnforce(p, place, rt)
 		validateEndpoints(p, place, rt)

@@ -21,7 +21,7 @@ routes:
     upstream: UP
     llm: azure
     upstream_api_key: operator-key
-    deployments: {chat: gpt-4o-mini, old: gpt-3.5-turbo}
+    deployments: {chat: gpt-4o-mini, old: gpt-3.5-turbo, ears: whisper-1}
     policies: [tokens]
 policies:
   tokens: {key: tenant, cost: tokens, rate: 100000, per: 1h, on_missing_key: reject}
@@ -118,6 +118,44 @@ func TestAzureRoute(t *testing.T) {
 			t.Fatalf("got llm %+v, identity %+v; want a call on gpt-3.5-turbo by acme", e.LLM, e.Identity)
 		}
 	})
+	t.Run("the v1 API: the body's model is the deployment, no dated api-version", func(t *testing.T) {
+		resp, body := azurePost(t, base+"/openai/v1/chat/completions", "sk-azure", `{"model":"old","messages":[{"role":"user","content":"hi"}],"max_tokens":10}`)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("got %d %s, want 200", resp.StatusCode, body)
+		}
+		if s := <-seen; s.query != "" || s.header.Get("Api-Key") != "operator-key" {
+			t.Errorf("upstream query %q, api-key %q: want none and the operator's key", s.query, s.header.Get("Api-Key"))
+		}
+		r, _ := http.NewRequest("POST", "http://gw/openai/v1/chat/completions", strings.NewReader(`{"model":"old","messages":[{"role":"user","content":"hi"}]}`))
+		r.Header.Set("Api-Key", "sk-azure")
+		e := Explain(compileYAML(t, strings.ReplaceAll(azureYAML, "UP", "http://127.0.0.1:9")), r, ExplainOptions{ReadBody: true})
+		if e.LLM == nil || e.LLM.Model != "gpt-3.5-turbo" {
+			t.Fatalf("got llm %+v, want a call on gpt-3.5-turbo", e.LLM)
+		}
+	})
+	t.Run("a transcription on a deployment is counted as its model", func(t *testing.T) {
+		// The SDK sends the deployment's name as the form's model.
+		form := "--B\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nears\r\n" +
+			"--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.mp3\"\r\n\r\n" + strings.Repeat("x", 7500) + "\r\n--B--\r\n"
+		req, _ := http.NewRequest("POST", base+"/openai/deployments/ears/audio/transcriptions", strings.NewReader(form))
+		req.Header.Set("Content-Type", "multipart/form-data; boundary=B")
+		req.Header.Set("Api-Key", "sk-azure")
+		r := req.Clone(req.Context())
+		r.Body = io.NopCloser(strings.NewReader(form))
+		e := Explain(compileYAML(t, strings.ReplaceAll(azureYAML, "UP", "http://127.0.0.1:9")), r, ExplainOptions{ReadBody: true})
+		if e.LLM == nil || e.LLM.Model != "whisper-1" {
+			t.Fatalf("got llm %+v, want a call on whisper-1", e.LLM)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if s := <-seen; resp.StatusCode != http.StatusOK || s.body != form {
+			t.Errorf("got %d %s, upstream body intact %v; want 200 and the form as sent", resp.StatusCode, b, s.body == form)
+		}
+	})
 	t.Run("the quota report reads api-key", func(t *testing.T) {
 		req, _ := http.NewRequest("GET", base+"/openai/quota", nil)
 		req.Header.Set("Api-Key", "sk-azure")
@@ -139,6 +177,8 @@ func TestAzureRoute(t *testing.T) {
 		{"a deployment the route does not map", "/openai/deployments/other/chat/completions", "sk-azure", http.StatusBadRequest, "400"},
 		{"no key", "/openai/deployments/chat/chat/completions", "", http.StatusUnauthorized, "401"},
 		{"an endpoint Azure's API does not declare", "/openai/deployments/chat/unknown", "sk-azure", http.StatusNotFound, "404"},
+		{"a v1 call naming a deployment the route does not map", "/openai/v1/chat/completions", "sk-azure", http.StatusBadRequest, "400"},
+		{"a batch on the v1 API", "/openai/v1/batches", "sk-azure", http.StatusForbidden, "403"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := azurePost(t, base+tc.path, tc.key, chat)

@@ -94,19 +94,7 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, kind llm.Kind, route *p
 	if status != 0 {
 		return nil, nil, status, msg
 	}
-	var req llm.Request
-	var err error
-	switch kind {
-	case llm.Transcription:
-		req, err = llm.ParseTranscription(r.Header.Get("Content-Type"), body, route.Models, pace)
-	case llm.ImageEdits, llm.ImageVariations:
-		req, err = llm.ParseImageUpload(kind, r.Header.Get("Content-Type"), body, route.Models, pace)
-	default:
-		req, err = llm.ParseRequestPaced(kind, body, route.Models, pace)
-	}
-	if err == nil {
-		req, err = deployedRequest(r, route, kind, body, req, pace)
-	}
+	req, err := llm.ParseCall(kind, r.Header.Get("Content-Type"), body, deployments(r, route), route.Models, pace)
 	if err != nil {
 		return nil, nil, http.StatusBadRequest, err.Error()
 	}
@@ -163,43 +151,38 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, kind llm.Kind, route *p
 	return r, call, 0, ""
 }
 
-// countsTokens reports whether a policy of route counts tokens or dollars.
-// deployedRequest is req read as a call to the model its deployment
-// serves, on a route whose API names deployments: the deployment is the
-// path's (/openai/deployments/{deployment}/...), else the body's model;
-// routes[].deployments maps it to its model, and a route that maps none
-// reads it as the model of its name. A deployment the map lacks cannot be
-// priced, and is refused.
-func deployedRequest(r *http.Request, route *policies.Route, kind llm.Kind, body []byte, req llm.Request, pace llm.Pace) (llm.Request, error) {
+// deployments is how a call on route names its model where the route's
+// API names deployments (nil elsewhere): the path's deployment
+// (/openai/deployments/{deployment}/...) in place of the body's model,
+// else the body's model, each read through routes[].deployments; a route
+// that maps none reads a deployment as the model of its name. A
+// deployment the map lacks cannot be priced, and is refused.
+func deployments(r *http.Request, route *policies.Route) llm.Rename {
 	api := routeAPI(route)
 	if !api.Deployments() {
-		return req, nil
+		return nil
 	}
 	path := upstreamPath(route, r.URL.Path)
-	d := ""
+	inPath := ""
 	if ep := api.Lookup(r.Method, path); ep != nil {
-		d = llm.Segment(ep.Path, path, "deployment")
+		inPath = llm.Segment(ep.Path, path, "deployment")
 	}
-	if d == "" {
-		d = req.Model
-	}
-	model := d
-	if len(route.Deployments) > 0 {
-		var ok bool
-		if model, ok = route.Deployments[d]; !ok {
-			return req, fmt.Errorf("deployment %q is not one of the route's deployments: its model, and so its price, is unknown", d)
+	return func(d string) (string, error) {
+		if inPath != "" {
+			d = inPath
 		}
+		if len(route.Deployments) == 0 {
+			return d, nil
+		}
+		model, ok := route.Deployments[d]
+		if !ok {
+			return "", fmt.Errorf("deployment %q is not one of the route's deployments: its model, and so its price, is unknown", d)
+		}
+		return model, nil
 	}
-	if model == req.Model || model == "" {
-		return req, nil
-	}
-	as, err := llm.WithModel(body, model)
-	if err != nil {
-		return req, err
-	}
-	return llm.ParseRequestPaced(kind, as, route.Models, pace)
 }
 
+// countsTokens reports whether a policy of route counts tokens or dollars.
 func countsTokens(route *policies.Route) bool {
 	for _, p := range route.Policies {
 		if p.Cost.CountsTokens() {
