@@ -27,10 +27,10 @@ policies:
 
 // TestWatchInPlaceEditInTwoWrites is the common unsafe edit: the file
 // rewritten in place in two writes some time apart. The second write is made
-// from the watcher's own event hook, on the first event that follows the
-// first write, so it lands after the watcher has seen the first half and
-// before it may act on it, whatever the machine's load. The first half must
-// never be applied; the whole file must be.
+// from the watcher's own event hook, on the first attempt that finds the
+// first half whole, so it lands after the watcher has seen the first half
+// and before it may act on it, whatever the machine's load. The first half
+// must never be applied; the whole file must be.
 func TestWatchInPlaceEditInTwoWrites(t *testing.T) {
 	path := newConfigFile(t, configWithRate("5"))
 	snap, err := Load(path, Options{})
@@ -64,6 +64,12 @@ func TestWatchInPlaceEditInTwoWrites(t *testing.T) {
 				applied = append(applied, ev.Snapshot)
 			}
 			if !secondWritten {
+				// Only once the first half is all there: on a slow machine
+				// an attempt can also fall between the truncation and the
+				// first write, and see an empty file.
+				if b, err := os.ReadFile(path); err != nil || string(b) != firstHalfYAML {
+					return
+				}
 				secondWritten = true
 				_, writeErr = f.WriteString(secondHalfYAML)
 				return
