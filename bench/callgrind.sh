@@ -41,7 +41,8 @@ count() { # sub-benchmark, requests -> instructions of the whole run
 	awk '/^summary:/ {print $2}' "$out/cg"
 }
 for b in '^BenchmarkServeTargets$/^nopolicy$' '^BenchmarkServeTargets$/^local$' '^BenchmarkServeTargets$/^nopolicy-post$' \
-	'^BenchmarkServeTargets$/^llm$' '^BenchmarkServeTargets$/^llm-new-prompt$' '^BenchmarkServeDenied$/^gateway$' '^BenchmarkServeDenied$/^gateway-lean$' '^BenchmarkServeDenied$/^bare$'; do
+	'^BenchmarkServeTargets$/^llm$' '^BenchmarkServeTargets$/^llm-new-prompt$' '^BenchmarkServeDenied$/^gateway$' '^BenchmarkServeDenied$/^gateway-lean$' '^BenchmarkServeDenied$/^bare$' \
+	'^BenchmarkServeTargets$/^local-stdserver$' '^BenchmarkServeTargets$/^local-standard$' '^BenchmarkServeTargets$/^local-stdboth$'; do
 	best=
 	for _ in 1 2; do
 		v=$((($(count "$b" 1200) - $(count "$b" 200)) / 1000))

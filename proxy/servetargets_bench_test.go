@@ -22,9 +22,11 @@ import (
 // as make bench's nginx does (wireUpstream). What is measured is the
 // gateway's whole path without sockets: the request's head and body read,
 // the llm work, the request written upstream and its answer read, the
-// answer written. Each sub-benchmark runs one target
-// alone, for exact allocations, and for instruction counts under
-// valgrind --tool=callgrind:
+// answer written. local-stdserver, local-standard and local-stdboth are
+// local with net/http's server (client_server: standard), net/http's
+// transport (upstream_transport: standard) and both in place of the lean
+// ones. Each sub-benchmark runs one target alone, for exact allocations,
+// and for instruction counts under valgrind --tool=callgrind:
 //
 //	go test -run '^$' -bench BenchmarkServeTargets -benchmem ./proxy/
 func BenchmarkServeTargets(b *testing.B) {
@@ -33,14 +35,20 @@ func BenchmarkServeTargets(b *testing.B) {
 		b.Fatal(err)
 	}
 	upstream := wireUpstream()
-	handler := func(cfg string) *Handler {
+	standard := newStandardTransport(blockingUpstreamDial)
+	b.Cleanup(standard.CloseIdleConnections)
+	handler := func(cfg string, transports ...http.RoundTripper) *Handler {
+		var transport http.RoundTripper = upstream
+		if len(transports) > 0 {
+			transport = transports[0]
+		}
 		snap, err := policies.Parse("gateway.yaml", []byte(cfg), policies.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
 		holder := &snapshotHolder{}
 		holder.p.Store(snap)
-		h, err := New(Config{Snapshots: holder, Limiter: engine, Transport: upstream,
+		h, err := New(Config{Snapshots: holder, Limiter: engine, Transport: transport,
 			Logger: slog.New(slog.DiscardHandler), Metrics: metrics.New()})
 		if err != nil {
 			b.Fatal(err)
@@ -48,11 +56,13 @@ func BenchmarkServeTargets(b *testing.B) {
 		return h
 	}
 	nopolicy := handler("routes:\n  - {name: bench, match: {path_prefix: /}, upstream: http://127.0.0.1:1, policies: []}\n")
-	local := handler(`routes:
+	const localCfg = `routes:
   - {name: bench, match: {path_prefix: /}, upstream: http://127.0.0.1:1, policies: [gateway-local]}
 policies:
   gateway-local: {key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}
-`)
+`
+	local := handler(localCfg)
+	localStandard := handler(localCfg, standard)
 	noheaders := handler(`routes:
   - {name: bench, match: {path_prefix: /}, upstream: http://127.0.0.1:1, policies: [gateway-local], rate_limit_headers: none}
 policies:
@@ -75,14 +85,22 @@ policies:
 		name string
 		h    *Handler
 		req  string
+		std  bool // served by net/http's server, not h1.Server
 	}{
-		{"nopolicy", nopolicy, get},
-		{"local", local, get},
-		{"local-noheaders", noheaders, get},
-		{"nopolicy-post", nopolicy, post},
-		{"llm", llmRoute, post},
+		{"nopolicy", nopolicy, get, false},
+		{"local", local, get, false},
+		{"local-noheaders", noheaders, get, false},
+		{"nopolicy-post", nopolicy, post, false},
+		{"llm", llmRoute, post, false},
+		{"local-stdserver", local, get, true},
+		{"local-standard", localStandard, get, false},
+		{"local-stdboth", localStandard, get, true},
 	} {
-		c := serveLoopRequest(b, leanServer(v.h), v.req)
+		var srv loopServer = leanServer(v.h)
+		if v.std {
+			srv = newStdServer(v.h)
+		}
+		c := serveLoopRequest(b, srv, v.req)
 		c.send(b, http.StatusOK)
 		b.Run(v.name, func(b *testing.B) {
 			b.ReportAllocs()

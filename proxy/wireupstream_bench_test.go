@@ -32,6 +32,19 @@ type upstreamConn struct {
 	in, out  []byte
 	outStart int
 	closed   bool
+	// block makes a read with no answer pending wait for one, as on a
+	// socket (blockingUpstreamDial); cond is what it waits on.
+	block bool
+	cond  sync.Cond
+}
+
+// blockingUpstreamDial dials upstreamConns whose reads wait for an answer:
+// net/http's transport reads each connection in the background, before
+// any request is written.
+func blockingUpstreamDial(context.Context, string, string) (net.Conn, error) {
+	c := &upstreamConn{block: true}
+	c.cond.L = &c.mu
+	return c, nil
 }
 
 var (
@@ -52,6 +65,9 @@ func (c *upstreamConn) Write(p []byte) (int, error) {
 	defer c.mu.Unlock()
 	if c.closed {
 		return 0, net.ErrClosed
+	}
+	if c.block {
+		defer c.cond.Broadcast()
 	}
 	c.in = append(c.in, p...)
 	for {
@@ -92,6 +108,9 @@ func bodyLength(head []byte) int {
 func (c *upstreamConn) Read(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for c.block && c.outStart == len(c.out) && !c.closed {
+		c.cond.Wait()
+	}
 	if c.closed {
 		return 0, net.ErrClosed
 	}
@@ -110,6 +129,9 @@ func (c *upstreamConn) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
+	if c.block {
+		c.cond.Broadcast()
+	}
 	return nil
 }
 

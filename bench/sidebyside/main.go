@@ -226,8 +226,8 @@ func finish(w io.Writer, o options, root string, start time.Time, report *bytes.
 }
 
 // resultsPath is the run's results file, named after the date and CPU
-// count, and -tls for -only tls (-2, -3, … when taken); "" when -results
-// is "".
+// count, and -tls for -only tls, -lean for -only lean (-2, -3, … when
+// taken); "" when -results is "".
 func resultsPath(o options, root string, start time.Time) string {
 	if o.resultsDir == "" {
 		return ""
@@ -237,8 +237,8 @@ func resultsPath(o options, root string, start time.Time) string {
 		dir = filepath.Join(root, dir)
 	}
 	base := filepath.Join(dir, fmt.Sprintf("%s-%dcpu", start.Format("2006-01-02"), runtime.NumCPU()))
-	if o.only == "tls" {
-		base += "-tls"
+	if o.only == "tls" || o.only == "lean" {
+		base += "-" + o.only
 	}
 	if o.h2 {
 		base += "-h2"

@@ -93,6 +93,7 @@ func ratios(runs map[string][]sample) []ratio {
 		out = append(out, rps(p[0], p[1]))
 	}
 	out = append(out, tlsRatios(runs)...)
+	out = append(out, leanRatios(runs)...)
 	trips, okT := sum(tGatewayDenyRed, func(r sample) float64 { return r.Delta.RoundTrips })
 	denied, _ := sum(tGatewayDenyRed, func(r sample) float64 { return float64(r.Non2xx) })
 	out = append(out, div("redis-calls-per-denied", trips, denied, okT))

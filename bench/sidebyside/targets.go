@@ -176,13 +176,16 @@ type lab struct {
 }
 
 // selectSpecs returns the specs named in only (comma-separated; "curves"
-// for curveTargets, "tls" for tlsTargets), or all but the curves.
+// for curveTargets, "tls" for tlsTargets, "lean" for leanTargets), or all
+// but the curves.
 func selectSpecs(only string) ([]spec, error) {
 	switch only {
 	case "curves":
 		only = strings.Join(curveTargets, ",")
 	case "tls":
 		only = strings.Join(tlsTargets, ",")
+	case "lean":
+		only = strings.Join(leanTargets, ",")
 	}
 	if only == "" {
 		return slices.DeleteFunc(slices.Clone(specs), func(s spec) bool {
