@@ -231,6 +231,22 @@ func TestSampleLine(t *testing.T) {
 	}
 }
 
+// An HTTP/2 or gRPC run's line carries its servers' CPU a request only
+// when perf counted it (grpc-direct's server is the benchmark's process).
+func TestH2SampleLine(t *testing.T) {
+	for _, c := range []struct {
+		s    h2Sample
+		want string
+	}{
+		{h2Sample{rate: 4000, n: 12000, cpu: 1800 * time.Millisecond}, "BenchmarkH2/target=grpc-gateway 1 250000 ns/op 4000 req/s 150.00 cpu-µs/req"},
+		{h2Sample{rate: 4000, n: 12000}, "BenchmarkH2/target=grpc-gateway 1 250000 ns/op 4000 req/s"},
+	} {
+		if got := c.s.line("grpc-gateway"); got != c.want {
+			t.Errorf("got %q, want %q", got, c.want)
+		}
+	}
+}
+
 func TestParseTaskClock(t *testing.T) {
 	for _, c := range []struct {
 		out  string
