@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"context"
+	"errors"
 	"io"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,19 +19,36 @@ type timer interface {
 
 func realAfterFunc(d time.Duration, f func()) timer { return time.AfterFunc(d, f) }
 
-// routeDeadline is a route's timeout for one forwarded request that the lean
-// transport does not time itself (see timeUpstream). It bounds how long the
-// upstream keeps the gateway waiting, not how long the exchange takes: it is
-// armed when the outbound request is ready, pushed back each time the upload
-// moves (a body read) and once more when the whole request has been written,
-// and stopped for good when the response headers arrive. So a slow upload that
-// keeps moving is never cut, an upstream that stops reading the body is, and
-// the wait for the response headers gets the whole timeout. It is safe for
-// concurrent use: the transport reads the body on its own goroutine.
+// deadlineKeeper is a transport that keeps the deadline of a request's
+// context itself, for the requests it says so of, by its connections' own
+// deadlines (the gateway's lean HTTP/1.1 transport does): for those the
+// route deadline arms no timer. Any other transport is told by the context's
+// Done, which the timer closes.
+type deadlineKeeper interface {
+	KeepsDeadline(*http.Request) bool
+}
+
+// routeDeadline is a route's timeout for one request, and its one owner. It
+// bounds how long anyone keeps the gateway waiting, not how long the
+// request takes: the client while the gateway holds its body (see hold),
+// then the upstream. It starts when the wait does, is pushed back each
+// time an upload moves (a body read) and once more when the whole request
+// has been written, and is stopped for good when the response headers
+// arrive. So a slow upload that keeps moving is never cut, an upstream
+// that stops reading the body is, and the wait for the response headers
+// gets the whole timeout. It is the outbound context's Deadline; a
+// transport that keeps that deadline (deadlineKeeper) needs nothing more,
+// for any other a timer tells owner when it passes. It is safe for
+// concurrent use: a transport reads the body on its own goroutine.
 type routeDeadline struct {
-	d     time.Duration
-	mu    sync.Mutex
-	t     timer
+	mu  sync.Mutex
+	d   time.Duration
+	due time.Time
+	// t fires at due; nil when the transport keeps the deadline.
+	t timer
+	// gen is which start a timer belongs to: one started for a held body
+	// and stopped may still be running its fire when the next starts.
+	gen   uint32
 	over  bool // stopped (headers arrived) or fired: nothing moves it again
 	fired atomic.Bool
 	owner expirer
@@ -36,24 +56,35 @@ type routeDeadline struct {
 
 // expirer is told when a deadline passes. An interface, not a func: the
 // requestState that holds the deadline is the expirer, so arming one
-// allocates no closure.
+// allocates no closure of its own.
 type expirer interface{ expire() }
 
-// arm starts a deadline of d that tells owner when it passes.
+// keep starts a deadline of d from now that the transport keeps: no timer.
+func (rd *routeDeadline) keep(d time.Duration) {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	rd.gen++
+	rd.d, rd.due, rd.t, rd.over = d, time.Now().Add(d), nil, false
+}
+
+// arm starts a deadline of d from now with a timer that tells owner when
+// it passes.
 func (rd *routeDeadline) arm(afterFunc func(time.Duration, func()) timer, d time.Duration, owner expirer) {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
-	rd.d, rd.owner = d, owner
-	rd.t = afterFunc(d, rd.fire)
+	rd.gen++
+	gen := rd.gen
+	rd.d, rd.due, rd.over, rd.owner = d, time.Now().Add(d), false, owner
+	rd.t = afterFunc(d, func() { rd.fire(gen) })
 }
 
-// fire runs when the timer expires. expire runs under the lock, so once
-// stop has returned (the handler is done) it can no longer touch the
-// connection.
-func (rd *routeDeadline) fire() {
+// fire runs when the timer of start gen expires. expire runs under the
+// lock, so once stop has returned (the handler is done) it can no longer
+// touch the connection.
+func (rd *routeDeadline) fire(gen uint32) {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
-	if rd.over {
+	if rd.over || gen != rd.gen {
 		return
 	}
 	rd.over = true
@@ -61,18 +92,23 @@ func (rd *routeDeadline) fire() {
 	rd.owner.expire()
 }
 
-// extend gives the upstream the whole timeout again from now, unless the
-// deadline is over.
+// extend gives the whole timeout again from now, unless the deadline is
+// over.
 func (rd *routeDeadline) extend() {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
-	if !rd.over {
+	if rd.over {
+		return
+	}
+	rd.due = time.Now().Add(rd.d)
+	if rd.t != nil {
 		rd.t.Reset(rd.d)
 	}
 }
 
-// stop ends the deadline because the response headers arrived. It reports
-// false when the deadline had already passed.
+// stop ends the deadline because the wait is over (the response headers
+// arrived, the held body came). It reports false when the deadline had
+// already passed.
 func (rd *routeDeadline) stop() bool {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
@@ -80,12 +116,25 @@ func (rd *routeDeadline) stop() bool {
 		return !rd.fired.Load()
 	}
 	rd.over = true
-	rd.t.Stop()
+	if rd.t != nil {
+		rd.t.Stop()
+	}
 	return true
 }
 
-// timedOut reports whether the deadline passed.
-func (rd *routeDeadline) timedOut() bool { return rd != nil && rd.fired.Load() }
+// at is the deadline while it runs; ok is false once it is over.
+func (rd *routeDeadline) at() (time.Time, bool) {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	return rd.due, !rd.over
+}
+
+// timedOut reports whether err, an exchange's failure, is the deadline
+// passing: its timer fired, or the transport that keeps it said so
+// (context.DeadlineExceeded, as net/http says it of a context's deadline).
+func (rd *routeDeadline) timedOut(err error) bool {
+	return rd != nil && (rd.fired.Load() || errors.Is(err, context.DeadlineExceeded))
+}
 
 // uploadBody is the outbound request body: it tells the deadline that the
 // upload moves and remembers whether it was read to the end.

@@ -18,8 +18,8 @@ import (
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/llm"
 	"github.com/ratelimit-gateway/gateway/policies"
-	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/pool"
+	"golang.org/x/net/http/httpguts"
 )
 
 // errUpstreamTimeout is returned by modifyResponse when the route timeout
@@ -37,8 +37,8 @@ type stateKey struct{}
 // and the verdict that let it through (what ReverseProxy's hooks, rewrite,
 // modifyResponse and proxyError, read), what the exchange keeps (the
 // idempotency key held, the upload, the report), and the route deadline.
-// It is the outbound request's context itself (see Value), and the
-// deadline's owner and client trace's holder too, so that forwarding a
+// It is the outbound request's context itself (see Value and Deadline),
+// and the deadline's and client trace's holder too, so that forwarding a
 // request allocates one object for all of them rather than one each: the
 // shared ReverseProxy hands its hooks nothing but the request.
 type requestState struct {
@@ -72,21 +72,15 @@ type requestState struct {
 	// heldReader reads held for the outbound request: kept here, the
 	// request's io.NopCloser over it is its only allocation.
 	heldReader bytes.Reader
-	routeTimer
-}
-
-// routeTimer is the route timeout of one exchange (see timeUpstream).
-type routeTimer struct {
-	// deadline cancels the outbound request when the upstream keeps the
-	// gateway waiting longer than the route timeout before the response
-	// headers; nil when the route has no timeout or leanTimeout, else &dl.
+	// deadline is the route timeout (see routeDeadline): nil until the
+	// wait it bounds starts, and when the route has none, else &dl.
 	deadline *routeDeadline
-	// leanTimeout: the lean transport times this exchange (see
-	// timeUpstream).
-	leanTimeout bool
-	dl          routeDeadline
-	trace       httptrace.ClientTrace
-	// cancel ends the outbound context (the route timeout fired).
+	dl       routeDeadline
+	// holding: the deadline bounds the client's sending of a held body.
+	holding bool
+	trace   httptrace.ClientTrace
+	// cancel ends the outbound context (the route deadline's timer fired);
+	// nil when no timer was armed.
 	cancel context.CancelFunc
 }
 
@@ -97,28 +91,35 @@ func (st *requestState) route() *policies.Route { return st.p.route }
 // went away (as opposed to the route timeout cancelling the outbound one).
 func (st *requestState) inbound() context.Context { return st.p.r.Context() }
 
-// Value makes a requestState the context that carries it, and, when the
-// lean transport times the exchange, the h1.Timeout it reads.
+// Value makes a requestState the context that carries it.
 func (st *requestState) Value(key any) any {
-	switch key {
-	case stateKey{}:
+	if key == (stateKey{}) {
 		return st
-	case h1.TimeoutKey{}:
-		if st.leanTimeout {
-			return st
-		}
-		return nil
 	}
 	return st.Context.Value(key)
 }
 
-// expire is the route deadline passing: the outbound request ends.
+// Deadline is the route deadline while it runs (it moves as an upload
+// does: see routeDeadline), else the client request's.
+func (st *requestState) Deadline() (time.Time, bool) {
+	if rd := st.deadline; rd != nil {
+		if at, ok := rd.at(); ok {
+			return at, true
+		}
+	}
+	return st.Context.Deadline()
+}
+
+// expire is the route deadline's timer firing: the outbound request ends,
+// and a read of the client's body stops waiting.
 func (st *requestState) expire() {
-	st.cancel()
-	if st.body != nil && !st.body.eof.Load() {
-		// The transport gives up only once its read of the body returns,
-		// and the client may be sending nothing: a read deadline in the
-		// past ends that read now.
+	if st.cancel != nil {
+		st.cancel()
+	}
+	if st.holding || st.body != nil && !st.body.eof.Load() {
+		// The transport (or hold) gives up only once its read of the body
+		// returns, and the client may be sending nothing: a read deadline
+		// in the past ends that read now.
 		http.NewResponseController(st.w).SetReadDeadline(longAgo)
 	}
 }
@@ -201,7 +202,7 @@ func (h *Handler) forward(w http.ResponseWriter, p *plan, dec decision, idem *id
 		// After the defers: what the decision reserved is given back if
 		// the body never comes.
 		var err error
-		if r, err = h.hold(w, r, route); err != nil {
+		if r, err = h.hold(st, w, r); err != nil {
 			h.holdFailed(w, r, st, err)
 			return
 		}
@@ -244,27 +245,28 @@ func (h *Handler) forward(w http.ResponseWriter, p *plan, dec decision, idem *id
 	h.rp.ServeHTTP(w, out)
 }
 
-// timeUpstream sets up the route timeout for the outbound request out and
-// returns out as it is to be sent. On an exchange the lean transport carries
-// itself (most: plain HTTP, no streamed upload), the transport times it by
-// its connection's deadlines (h1.Timeout): nothing to build per request.
-// Otherwise the route deadline (a timer, the context it cancels, the trace
-// that extends it) does.
+// timeUpstream starts the route deadline for the outbound request out and
+// returns out as it is to be sent. The deadline is out's context's
+// Deadline. On an exchange the transport keeps by itself (the lean
+// transport's: plain HTTP, no streamed upload) that is all: nothing to
+// build per request. Otherwise the deadline's timer ends out's context, and
+// a client trace pushes it back once the request is written.
 func (h *Handler) timeUpstream(st *requestState, out *http.Request) *http.Request {
 	if st.p.grpc {
+		st.deadline = nil
 		return timeGRPC(st, out)
 	}
 	timeout := st.route().Timeout
 	if timeout <= 0 {
 		return out
 	}
-	if h.leanTransport && st.route().UpstreamProtocol.Auto() && h1.Lean(out) {
-		st.leanTimeout = true
+	st.deadline = &st.dl
+	if h.keeper != nil && st.route().UpstreamProtocol.Auto() && h.keeper.KeepsDeadline(out) {
+		st.dl.keep(timeout)
 		return out
 	}
 	// out's context is st: from here on its Done is the route deadline's.
 	st.Context, st.cancel = context.WithCancel(st.inbound())
-	st.deadline = &st.dl
 	st.deadline.arm(h.afterFunc, timeout, st)
 	if st.body != nil {
 		st.body.deadline = st.deadline
@@ -310,9 +312,6 @@ func (st *requestState) endDeadline() {
 		st.cancel()
 	}
 }
-
-// UpstreamTimeout is the route timeout, for the lean transport (h1.Timeout).
-func (st *requestState) UpstreamTimeout() time.Duration { return st.route().Timeout }
 
 // rewrite is the ReverseProxy's Rewrite hook. ReverseProxy has already
 // removed hop-by-hop headers (including any a client named in Connection) and
@@ -417,8 +416,8 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	// resp.Header, ReverseProxy would copy each once more, and five more
 	// names push a small response's header map into a bigger table.) They
 	// are rendered into one buffer, an OpenAI route's own sets with them,
-	// and handed to the lean server apart from the header map
-	// (h1.SetFields), or cut from one string onto net/http's.
+	// and handed to a server that takes them apart from the header map
+	// (fieldSetter), or cut from one string onto net/http's.
 	var stack [headerStack]byte
 	var hv headerValues
 	buf, _ := hv.rateLimit(stack[:0], st.verdict, route.RateLimitHeaders)
@@ -483,7 +482,7 @@ func moveFields(dst, src http.Header, drop *headerValues) {
 			delete(src, k)
 			continue
 		}
-		if k == "Content-Type" || len(vv) == 0 || !h1.CanonicalName(k) {
+		if k == "Content-Type" || len(vv) == 0 || !canonicalName(k) {
 			continue
 		}
 		if have, ok := dst[k]; ok {
@@ -494,6 +493,31 @@ func moveFields(dst, src http.Header, drop *headerValues) {
 		delete(src, k)
 	}
 }
+
+// canonicalName reports whether k is a field name in net/textproto's
+// canonical form, as CanonicalMIMEHeaderKey(k) == k would, by a table of a
+// token's bytes at a few instructions a byte.
+func canonicalName(k string) bool {
+	if k == "" {
+		return false
+	}
+	upper := true
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !tokenByte[c] || upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
+			return false
+		}
+		upper = c == '-'
+	}
+	return true
+}
+
+var tokenByte = func() (t [256]bool) {
+	for c := range 128 {
+		t[c] = httpguts.IsTokenRune(rune(c))
+	}
+	return t
+}()
 
 // proxyError is the ReverseProxy's ErrorHandler: every upstream failure before
 // the response started ends here. r is the outbound request.
@@ -517,7 +541,7 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	var tooLarge *http.MaxBytesError
 	switch {
-	case errors.Is(err, errUpstreamTimeout) || errors.Is(err, h1.ErrTimeout) || st.deadline.timedOut():
+	case errors.Is(err, errUpstreamTimeout) || st.deadline.timedOut(err):
 		setRateLimitHeaders(w.Header(), st.verdict, rt.RateLimitHeaders)
 		h.writeError(w, r, http.StatusGatewayTimeout, errorBody{
 			Message: fmt.Sprintf("the upstream did not answer within %s", rt.Timeout),

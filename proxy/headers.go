@@ -7,7 +7,6 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
-	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 
 // Response header names the gateway owns. On proxied responses the gateway's
@@ -19,16 +18,6 @@ const (
 	hdrXRemaining = "X-Ratelimit-Remaining"
 	hdrXReset     = "X-Ratelimit-Reset"
 	hdrRetryAfter = "Retry-After"
-)
-
-// The same, checked once for h1.SetFields.
-var (
-	fieldPolicy     = h1.MustFieldName(hdrPolicy)
-	fieldRateLimit  = h1.MustFieldName(hdrRateLimit)
-	fieldXLimit     = h1.MustFieldName(hdrXLimit)
-	fieldXRemaining = h1.MustFieldName(hdrXRemaining)
-	fieldXReset     = h1.MustFieldName(hdrXReset)
-	fieldRetryAfter = h1.MustFieldName(hdrRetryAfter)
 )
 
 // setRateLimitHeaders renders v into h as the route's set asks, replacing
@@ -66,24 +55,24 @@ const maxHeaderValues = 14
 
 // headerValues cuts a response's header values from one buffer, into which
 // they were rendered one after the other (the buffer is passed along, not
-// held, so that it can live on the caller's stack). The lean server takes
-// them as they are (h1.SetFields copies them into its connection's
-// buffers: no allocation); on net/http's header map they go as one string
-// and one array of values, two allocations however many headers.
+// held, so that it can live on the caller's stack). A server that offers
+// SetFields (fieldSetter) takes them as they are, copied into its
+// connection's buffers: no allocation; on net/http's header map they go as
+// one string and one array of values, two allocations however many headers.
 type headerValues struct {
-	names [maxHeaderValues]h1.FieldName
+	names [maxHeaderValues]string
 	ends  [maxHeaderValues]int
 	n     int
 }
 
 // end closes the value rendered into buf since the last one as name's.
-func (hv *headerValues) end(buf []byte, name h1.FieldName) {
+func (hv *headerValues) end(buf []byte, name string) {
 	hv.names[hv.n], hv.ends[hv.n] = name, len(buf)
 	hv.n++
 }
 
 // int renders n as name's value.
-func (hv *headerValues) int(buf []byte, name h1.FieldName, n int64) []byte {
+func (hv *headerValues) int(buf []byte, name string, n int64) []byte {
 	buf = strconv.AppendInt(buf, n, 10)
 	hv.end(buf, name)
 	return buf
@@ -101,15 +90,37 @@ func (hv *headerValues) setOn(h http.Header, buf []byte) {
 	for i := range hv.n {
 		vals[i] = all[start:hv.ends[i]]
 		start = hv.ends[i]
-		h[hv.names[i].String()] = vals[i : i+1 : i+1]
+		h[hv.names[i]] = vals[i : i+1 : i+1]
 	}
 }
 
+// fieldSetter is a response that takes header fields apart from its header
+// map (the gateway's lean server's does): each name i is set to
+// values[ends[i-1]:ends[i]] as w.Header()[name] = []string{value} would,
+// without the map's inserts and allocations. It reports false, having set
+// nothing, where the map has to take them.
+type fieldSetter interface {
+	SetFields(names []string, ends []int, values []byte) bool
+}
+
 // put sets the values rendered in buf on w's response: apart from its
-// header map where w is the lean server's (h1.SetFields), else on the map.
+// header map where w is, or wraps, a fieldSetter, else on the map.
 func (hv *headerValues) put(w http.ResponseWriter, buf []byte) {
-	if hv.n == 0 || h1.SetFields(w, hv.names[:hv.n], hv.ends[:hv.n], buf) {
+	if hv.n == 0 {
 		return
+	}
+	for u := w; ; {
+		if fs, ok := u.(fieldSetter); ok {
+			if fs.SetFields(hv.names[:hv.n], hv.ends[:hv.n], buf) {
+				return
+			}
+			break
+		}
+		uw, ok := u.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		u = uw.Unwrap()
 	}
 	hv.setOn(w.Header(), buf)
 }
@@ -117,7 +128,7 @@ func (hv *headerValues) put(w http.ResponseWriter, buf []byte) {
 // has reports whether name is one of those rendered.
 func (hv *headerValues) has(name string) bool {
 	for _, n := range hv.names[:hv.n] {
-		if n.String() == name {
+		if n == name {
 			return true
 		}
 	}
@@ -128,7 +139,7 @@ func (hv *headerValues) has(name string) bool {
 // under them do not join the gateway's.
 func (hv *headerValues) dropFrom(h http.Header) {
 	for _, name := range hv.names[:hv.n] {
-		delete(h, name.String())
+		delete(h, name)
 	}
 }
 
@@ -167,18 +178,18 @@ func (hv *headerValues) rateLimit(buf []byte, v limiter.Verdict, set policies.Ra
 				}
 			}
 			if pass == 0 {
-				hv.end(buf, fieldPolicy)
+				hv.end(buf, hdrPolicy)
 			} else {
-				hv.end(buf, fieldRateLimit)
+				hv.end(buf, hdrRateLimit)
 			}
 		}
 	}
 	if set.Legacy() {
 		d, _ := v.Deciding()
 		r, t := remainingAndReset(&d)
-		buf = hv.int(buf, fieldXLimit, d.Limit.Quota())
-		buf = hv.int(buf, fieldXRemaining, r)
-		buf = hv.int(buf, fieldXReset, t)
+		buf = hv.int(buf, hdrXLimit, d.Limit.Quota())
+		buf = hv.int(buf, hdrXRemaining, r)
+		buf = hv.int(buf, hdrXReset, t)
 	}
 	return buf, true
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
-	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 
 // On an llm route the gateway speaks as the provider's own API does, so that
@@ -28,16 +27,16 @@ var rateSets = [...]struct {
 	counts func(policies.Cost) bool
 	usd    bool
 	// The set's header names, canonical as http.Header.Set would make
-	// them, built and checked once rather than on each response.
-	limitKey, remainingKey, resetKey h1.FieldName
+	// them, built once rather than on each response.
+	limitKey, remainingKey, resetKey string
 }{
 	{"requests", func(c policies.Cost) bool { return c == policies.CostRequests }, false,
-		h1.MustFieldName("X-Ratelimit-Limit-Requests"), h1.MustFieldName("X-Ratelimit-Remaining-Requests"), h1.MustFieldName("X-Ratelimit-Reset-Requests")},
+		"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
 	{"tokens", func(c policies.Cost) bool {
 		return c == policies.CostTokens || c == policies.CostInputTokens || c == policies.CostOutputTokens
-	}, false, h1.MustFieldName("X-Ratelimit-Limit-Tokens"), h1.MustFieldName("X-Ratelimit-Remaining-Tokens"), h1.MustFieldName("X-Ratelimit-Reset-Tokens")},
+	}, false, "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
 	{"usd", func(c policies.Cost) bool { return c == policies.CostUSD }, true,
-		h1.MustFieldName("X-Ratelimit-Limit-Usd"), h1.MustFieldName("X-Ratelimit-Remaining-Usd"), h1.MustFieldName("X-Ratelimit-Reset-Usd")},
+		"X-Ratelimit-Limit-Usd", "X-Ratelimit-Remaining-Usd", "X-Ratelimit-Reset-Usd"},
 }
 
 // setOpenAIHeadersWith adds OpenAI's rate-limit headers, one set per unit

@@ -844,14 +844,11 @@ func (b *requestBody) atEnd() {
 	c.mu.Unlock()
 }
 
-// BodyBuffered reports whether what is left of body, a lean server's
-// request body, has already been read from the client connection: reading
-// it to its end will not wait on the network. False for any other body.
-func BodyBuffered(body io.Reader) bool {
-	b, ok := body.(*requestBody)
-	if !ok {
-		return false
-	}
+// Arrived reports whether what is left of the body has already been read
+// from the client connection: reading it to its end will not wait on the
+// network. (A handler that sees only net/http's types asks through an
+// interface of its own; net/http's bodies cannot tell.)
+func (b *requestBody) Arrived() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return !b.closed && (b.remain == 0 || b.sawEOF || int64(b.c.br.Buffered()) >= b.remain)
