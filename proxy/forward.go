@@ -99,35 +99,6 @@ func (st *requestState) Value(key any) any {
 	return st.Context.Value(key)
 }
 
-// Deadline is the route deadline while it runs (it moves as an upload
-// does: see routeDeadline), else the client request's.
-func (st *requestState) Deadline() (time.Time, bool) {
-	if rd := st.deadline; rd != nil {
-		if at, ok := rd.at(); ok {
-			return at, true
-		}
-	}
-	return st.Context.Deadline()
-}
-
-// expire is the route deadline's timer firing: the outbound request ends,
-// and a read of the client's body stops waiting.
-func (st *requestState) expire() {
-	if st.cancel != nil {
-		st.cancel()
-	}
-	if st.holding || st.body != nil && !st.body.eof.Load() {
-		// The transport (or hold) gives up only once its read of the body
-		// returns, and the client may be sending nothing: a read deadline
-		// in the past ends that read now.
-		http.NewResponseController(st.w).SetReadDeadline(longAgo)
-	}
-}
-
-// wroteRequest is the client trace's: the whole request is written, so the
-// wait for the answer starts now.
-func (st *requestState) wroteRequest(httptrace.WroteRequestInfo) { st.deadline.extend() }
-
 // heldAgain is the held body from its start, the outbound request's GetBody.
 func (st *requestState) heldAgain() (io.ReadCloser, error) {
 	return io.NopCloser(bytes.NewReader(st.held)), nil
@@ -243,74 +214,6 @@ func (h *Handler) forward(w http.ResponseWriter, p *plan, dec decision, idem *id
 		out.Body = st.body
 	}
 	h.rp.ServeHTTP(w, out)
-}
-
-// timeUpstream starts the route deadline for the outbound request out and
-// returns out as it is to be sent. The deadline is out's context's
-// Deadline. On an exchange the transport keeps by itself (the lean
-// transport's: plain HTTP, no streamed upload) that is all: nothing to
-// build per request. Otherwise the deadline's timer ends out's context, and
-// a client trace pushes it back once the request is written.
-func (h *Handler) timeUpstream(st *requestState, out *http.Request) *http.Request {
-	if st.p.grpc {
-		st.deadline = nil
-		return timeGRPC(st, out)
-	}
-	timeout := st.route().Timeout
-	if timeout <= 0 {
-		return out
-	}
-	st.deadline = &st.dl
-	if h.keeper != nil && st.route().UpstreamProtocol.Auto() && h.keeper.KeepsDeadline(out) {
-		st.dl.keep(timeout)
-		return out
-	}
-	// out's context is st: from here on its Done is the route deadline's.
-	st.Context, st.cancel = context.WithCancel(st.inbound())
-	st.deadline.arm(h.afterFunc, timeout, st)
-	if st.body != nil {
-		st.body.deadline = st.deadline
-	}
-	st.trace.WroteRequest = st.wroteRequest
-	return out.WithContext(httptrace.WithClientTrace(st, &st.trace))
-}
-
-// timeGRPC bounds a gRPC call by its own grpc-timeout, the whole call,
-// as the client's own deadline does, rather than by the route timeout: a
-// streaming call's answer may start only when the client's stream ends,
-// and a server stream may run for as long as the client wants it.
-func timeGRPC(st *requestState, out *http.Request) *http.Request {
-	if st.p.grpcTimeout <= 0 {
-		return out
-	}
-	st.Context, st.cancel = context.WithTimeout(st.inbound(), st.p.grpcTimeout)
-	return out.WithContext(st)
-}
-
-// grpcDeadlinePassed reports whether a gRPC call's grpc-timeout ran out:
-// the gateway's deadline fired, or the upstream, which read the same
-// grpc-timeout, gave up on it a moment sooner (its timer may fire first on
-// a busy machine, and it resets the stream).
-func (st *requestState) grpcDeadlinePassed() bool {
-	if !st.p.grpc || st.p.grpcTimeout <= 0 {
-		return false
-	}
-	if errors.Is(st.Context.Err(), context.DeadlineExceeded) {
-		return true
-	}
-	dl, ok := st.Context.Deadline()
-	return ok && time.Until(dl) < max(st.p.grpcTimeout/20, 10*time.Millisecond)
-}
-
-// endDeadline stops the route deadline, if timeUpstream armed one, and
-// ends the outbound context it cancels.
-func (st *requestState) endDeadline() {
-	if st.deadline != nil {
-		st.deadline.stop()
-	}
-	if st.cancel != nil {
-		st.cancel()
-	}
 }
 
 // rewrite is the ReverseProxy's Rewrite hook. ReverseProxy has already

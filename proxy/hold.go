@@ -55,7 +55,7 @@ type arrivedBody interface{ Arrived() bool }
 // moving is never cut, one that stalls is (errBodyStalled).
 func (h *Handler) hold(st *requestState, w http.ResponseWriter, r *http.Request) (*http.Request, error) {
 	body := io.Reader(r.Body)
-	timeout := st.route().Timeout
+	timeout := st.p.route.Timeout
 	if b, ok := r.Body.(arrivedBody); timeout > 0 && (!ok || !b.Arrived()) {
 		// A small body nearly always arrives with its head; only one that
 		// has not arms the deadline's timer.

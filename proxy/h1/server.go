@@ -344,9 +344,11 @@ type serverConn struct {
 	// buffer (bodyBuffers', for the request's time) writes to.
 	fields []field
 	hdr    []byte
-	// set and setValues hold the fields SetFields set on an answer.
+	// set and setValues hold the fields SetFields set on an answer;
+	// setNames are names it checked on this connection already.
 	set       []setField
 	setValues []byte
+	setNames  []string
 	extra     [160]byte
 	line      [64]byte
 	cw        chunkWriter

@@ -11,8 +11,7 @@ import (
 // as it writes the header (framing, Connection, Date, Trailer and
 // trailers, Upgrade, Content-Type, Content-Encoding). It reads the
 // canonical names, as net/http does: a field under another spelling is
-// written as any other. Checked on each call, a few instructions a byte:
-// the names come from the caller's code, not from a client.
+// written as any other.
 func fieldNameOK(name string) bool { return validFieldName(name) && !readByServer(name) }
 
 // SetFields sets header fields on a lean response before its header is
@@ -45,14 +44,27 @@ func (rw *response) SetFields(names []string, ends []int, values []byte) bool {
 	if rw.wroteHeader || len(names) != len(ends) {
 		return false
 	}
-	start := 0
+	c := rw.c
+	start, checked := 0, true
 	for i, n := range names {
-		if ends[i] < start || ends[i] > len(values) || !fieldNameOK(n) {
+		if ends[i] < start || ends[i] > len(values) {
 			return false
+		}
+		// A handler sets the same names answer after answer, nearly
+		// always from one place: a name checked before on this
+		// connection, at the same index, is checked once (comparing a
+		// string with itself compares no bytes).
+		if i >= len(c.setNames) || c.setNames[i] != n {
+			if !fieldNameOK(n) {
+				return false
+			}
+			checked = false
 		}
 		start = ends[i]
 	}
-	c := rw.c
+	if !checked && len(names) <= maxKeptFields {
+		c.setNames = append(c.setNames[:0], names...)
+	}
 	if !rw.setUsed {
 		rw.setUsed = true
 		c.set, c.setValues = c.set[:0], c.setValues[:0]
