@@ -226,9 +226,10 @@ func (h *Handler) writeRateLimited(w http.ResponseWriter, r *http.Request, route
 	ms := retryAfterMillis(d.RetryAfter)
 	// Every header value in one buffer: the rate-limit headers, then the
 	// retry hints.
-	var stack [headerStack]byte
-	var hv headerValues
-	buf, _ := hv.rateLimit(stack[:0], v, route.RateLimitHeaders)
+	hs := newHeaderScratch()
+	defer hs.release()
+	hv := &hs.hv
+	buf, _ := hv.rateLimit(hs.buf[:0], v, route.RateLimitHeaders)
 	hdr := w.Header()
 	switch {
 	case final && provider:

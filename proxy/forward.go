@@ -321,9 +321,10 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	// are rendered into one buffer, an OpenAI route's own sets with them,
 	// and handed to a server that takes them apart from the header map
 	// (fieldSetter), or cut from one string onto net/http's.
-	var stack [headerStack]byte
-	var hv headerValues
-	buf, _ := hv.rateLimit(stack[:0], st.verdict, route.RateLimitHeaders)
+	hs := newHeaderScratch()
+	defer hs.release()
+	hv := &hs.hv
+	buf, _ := hv.rateLimit(hs.buf[:0], st.verdict, route.RateLimitHeaders)
 	if route.Provider != nil {
 		switch {
 		case route.Provider.Headers() == llm.HeadersAnthropic:
@@ -367,7 +368,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		}
 		return nil // ReverseProxy reads the Upgrade from resp.Header
 	}
-	moveFields(st.w.Header(), resp.Header, &hv)
+	moveFields(st.w.Header(), resp.Header, hv)
 	return nil
 }
 

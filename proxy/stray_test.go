@@ -142,7 +142,6 @@ func TestStrayUpstreamResponses(t *testing.T) {
 		lean bool
 		new  func() closingTransport
 	}{
-		{"proxy/h1", true, func() closingTransport { return newLeanTransport() }},
 		{"net/http", false, func() closingTransport { return timerTransport() }},
 	} {
 		t.Run(tr.name+"/with the answer", func(t *testing.T) {

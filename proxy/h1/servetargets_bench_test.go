@@ -1,4 +1,4 @@
-package proxy
+package h1_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/metrics"
 	"github.com/ratelimit-gateway/gateway/policies"
+	"github.com/ratelimit-gateway/gateway/proxy"
 )
 
 // BenchmarkServeTargets is make bench's gateway-nopolicy, gateway-local,
@@ -26,21 +27,21 @@ import (
 // alone, for exact allocations, and for instruction counts under
 // valgrind --tool=callgrind:
 //
-//	go test -run '^$' -bench BenchmarkServeTargets -benchmem ./proxy/
+//	go test -run '^$' -bench BenchmarkServeTargets -benchmem ./proxy/h1/
 func BenchmarkServeTargets(b *testing.B) {
 	engine, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	upstream := wireUpstream()
-	handler := func(cfg string) *Handler {
+	handler := func(cfg string) *proxy.Handler {
 		snap, err := policies.Parse("gateway.yaml", []byte(cfg), policies.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
 		holder := &snapshotHolder{}
 		holder.p.Store(snap)
-		h, err := New(Config{Snapshots: holder, Limiter: engine, Transport: upstream,
+		h, err := proxy.New(proxy.Config{Snapshots: holder, Limiter: engine, Transport: upstream,
 			Logger: slog.New(slog.DiscardHandler), Metrics: metrics.New()})
 		if err != nil {
 			b.Fatal(err)
@@ -73,7 +74,7 @@ policies:
 	const get = "GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n"
 	for _, v := range []struct {
 		name string
-		h    *Handler
+		h    *proxy.Handler
 		req  string
 	}{
 		{"nopolicy", nopolicy, get},
