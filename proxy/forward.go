@@ -16,10 +16,8 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/llm"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/pool"
-	"golang.org/x/net/http/httpguts"
 )
 
 // errUpstreamTimeout is returned by modifyResponse when the route timeout
@@ -321,22 +319,9 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	// are rendered into one buffer, an OpenAI route's own sets with them,
 	// and handed to a server that takes them apart from the header map
 	// (fieldSetter), or cut from one string onto net/http's.
-	hs := newHeaderScratch()
+	hs := putAnswerHeaders(st.w, resp.Header, route, st.verdict, st.costs, st.idem != nil)
 	defer hs.release()
 	hv := &hs.hv
-	buf, _ := hv.rateLimit(hs.buf[:0], st.verdict, route.RateLimitHeaders)
-	if route.Provider != nil {
-		switch {
-		case route.Provider.Headers() == llm.HeadersAnthropic:
-			setAnthropicHeaders(resp.Header, st.verdict, st.costs, nil, time.Now())
-		case st.idem != nil:
-			// On resp.Header, where replay_headers may keep them.
-			setOpenAIHeadersWith(resp.Header, st.verdict, st.costs, nil)
-		default:
-			buf = hv.openAI(buf, st.verdict, st.costs, nil)
-		}
-	}
-	hv.put(st.w, buf)
 	// The response's Date is the gateway's, stamped by net/http as it
 	// writes, as nginx's proxy does: the clock that computed the rate-limit
 	// headers' resets. It also keeps a small response within the eight
@@ -371,57 +356,6 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	moveFields(st.w.Header(), resp.Header, hv)
 	return nil
 }
-
-// moveFields moves src's fields onto dst as ReverseProxy's copyHeader would
-// copy them next (after dst's own values), but for Content-Type, which
-// ReverseProxy reads after to flush an event stream as it comes. copyHeader
-// adds each value with Header.Add, which canonicalizes the name again, at
-// about 30 instructions a byte; a transport's names are canonical already,
-// which a table confirms at a few a byte (a name that is not is left to
-// copyHeader). Date and the names drop holds are dropped from src, in the
-// same pass, and go nowhere.
-func moveFields(dst, src http.Header, drop *headerValues) {
-	for k, vv := range src {
-		if k == "Date" || drop.has(k) {
-			delete(src, k)
-			continue
-		}
-		if k == "Content-Type" || len(vv) == 0 || !canonicalName(k) {
-			continue
-		}
-		if have, ok := dst[k]; ok {
-			dst[k] = append(have, vv...)
-		} else {
-			dst[k] = vv
-		}
-		delete(src, k)
-	}
-}
-
-// canonicalName reports whether k is a field name in net/textproto's
-// canonical form, as CanonicalMIMEHeaderKey(k) == k would, by a table of a
-// token's bytes at a few instructions a byte.
-func canonicalName(k string) bool {
-	if k == "" {
-		return false
-	}
-	upper := true
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !tokenByte[c] || upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
-			return false
-		}
-		upper = c == '-'
-	}
-	return true
-}
-
-var tokenByte = func() (t [256]bool) {
-	for c := range 128 {
-		t[c] = httpguts.IsTokenRune(rune(c))
-	}
-	return t
-}()
 
 // proxyError is the ReverseProxy's ErrorHandler: every upstream failure before
 // the response started ends here. r is the outbound request.

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/llm"
 	"github.com/ratelimit-gateway/gateway/policies"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Response header names the gateway owns. On proxied responses the gateway's
@@ -145,6 +147,81 @@ func (hv *headerValues) put(w http.ResponseWriter, buf []byte) {
 	}
 	hv.setOn(w.Header(), buf)
 }
+
+// putAnswerHeaders renders the rate-limit headers of an upstream's answer
+// to a request v let through into a scratch of its own, with an OpenAI
+// route's sets, and puts them on w (Anthropic's, and an idempotent
+// request's OpenAI sets, go on the answer's own header, src, where
+// replay_headers may keep them). The caller releases the scratch once done
+// with its names (moveFields drops them from src).
+func putAnswerHeaders(w http.ResponseWriter, src http.Header, route *policies.Route, v limiter.Verdict, costs []policies.Cost, stored bool) *headerScratch {
+	hs := newHeaderScratch()
+	hv := &hs.hv
+	buf, _ := hv.rateLimit(hs.buf[:0], v, route.RateLimitHeaders)
+	if route.Provider != nil {
+		switch {
+		case route.Provider.Headers() == llm.HeadersAnthropic:
+			setAnthropicHeaders(src, v, costs, nil, time.Now())
+		case stored:
+			setOpenAIHeadersWith(src, v, costs, nil)
+		default:
+			buf = hv.openAI(buf, v, costs, nil)
+		}
+	}
+	hv.put(w, buf)
+	return hs
+}
+
+// moveFields moves src's fields onto dst as ReverseProxy's copyHeader would
+// copy them next (after dst's own values), but for Content-Type, which
+// ReverseProxy reads after to flush an event stream as it comes. copyHeader
+// adds each value with Header.Add, which canonicalizes the name again, at
+// about 30 instructions a byte; a transport's names are canonical already,
+// which a table confirms at a few a byte (a name that is not is left to
+// copyHeader). Date and the names drop holds are dropped from src, in the
+// same pass, and go nowhere.
+func moveFields(dst, src http.Header, drop *headerValues) {
+	for k, vv := range src {
+		if k == "Date" || drop.has(k) {
+			delete(src, k)
+			continue
+		}
+		if k == "Content-Type" || len(vv) == 0 || !canonicalName(k) {
+			continue
+		}
+		if have, ok := dst[k]; ok {
+			dst[k] = append(have, vv...)
+		} else {
+			dst[k] = vv
+		}
+		delete(src, k)
+	}
+}
+
+// canonicalName reports whether k is a field name in net/textproto's
+// canonical form, as CanonicalMIMEHeaderKey(k) == k would, by a table of a
+// token's bytes at a few instructions a byte.
+func canonicalName(k string) bool {
+	if k == "" {
+		return false
+	}
+	upper := true
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !tokenByte[c] || upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
+			return false
+		}
+		upper = c == '-'
+	}
+	return true
+}
+
+var tokenByte = func() (t [256]bool) {
+	for c := range 128 {
+		t[c] = httpguts.IsTokenRune(rune(c))
+	}
+	return t
+}()
 
 // has reports whether name is one of those rendered.
 func (hv *headerValues) has(name string) bool {

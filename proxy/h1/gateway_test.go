@@ -17,10 +17,22 @@ import (
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 
+// closingTransport is a transport whose idle connections a test closes.
+type closingTransport interface {
+	http.RoundTripper
+	CloseIdleConnections()
+}
+
 // serveGateway serves the gateway's handler for config (YAML) as gateway
 // serve does by default: this package's server in front, its transport
 // behind. It returns the gateway's base URL.
 func serveGateway(t *testing.T, config string) string {
+	t.Helper()
+	return serveGatewayOn(t, config, h1.New(h1.Config{Fallback: proxy.NewStandardTransport()}))
+}
+
+// serveGatewayOn is serveGateway with tr as the upstream transport.
+func serveGatewayOn(t *testing.T, config string, tr closingTransport) string {
 	t.Helper()
 	snap, err := policies.Parse("gateway.yaml", []byte(config), policies.Options{})
 	if err != nil {
@@ -32,7 +44,6 @@ func serveGateway(t *testing.T, config string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := h1.New(h1.Config{Fallback: proxy.NewStandardTransport()})
 	t.Cleanup(tr.CloseIdleConnections)
 	h, err := proxy.New(proxy.Config{Snapshots: holder, Limiter: engine, Transport: tr, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
