@@ -23,6 +23,15 @@
 // GetBody): an upstream may answer (413, 401) without reading the body, and
 // a larger one would then wait in a write until the timeout while the
 // answer sits unread. The fallback reads the answer while it writes.
+//
+// Both are net/http's types to their users (an http.RoundTripper, a server
+// of an http.Handler), and only cmd builds them. What a handler may use
+// beyond net/http it finds by small interfaces of its own, never by this
+// package's names: a lean exchange keeps its request context's deadline by
+// the connection's deadlines (Transport.KeepsDeadline), failing with an
+// error that is context.DeadlineExceeded; a lean response takes header
+// fields apart from its map (SetFields); a lean request body says whether
+// its rest has arrived (Arrived).
 package h1
 
 import (
