@@ -226,7 +226,7 @@ func (h *Handler) writeRateLimited(w http.ResponseWriter, r *http.Request, route
 	ms := retryAfterMillis(d.RetryAfter)
 	// Every header value in one buffer: the rate-limit headers, then the
 	// retry hints.
-	hs := newHeaderScratch()
+	hs := newHeaderScratch(w)
 	defer hs.release()
 	hv := &hs.hv
 	buf, _ := hv.rateLimit(hs.buf[:0], v, route.RateLimitHeaders)

@@ -71,22 +71,34 @@ type headerValues struct {
 // headerScratch is a response's header values and the buffer they are
 // rendered into, for a response that goes to a fieldSetter: handed through
 // that interface, values on the stack would escape (two allocations a
-// response, 860 bytes); pooled, none.
+// response, 860 bytes). The request's statusRecorder, pooled already,
+// holds one; without it one comes from a pool of its own.
 type headerScratch struct {
-	hv  headerValues
-	buf [headerStack]byte
+	hv     headerValues
+	buf    [headerStack]byte
+	pooled bool
 }
 
-var headerScratches = sync.Pool{New: func() any { return new(headerScratch) }}
+var headerScratches = sync.Pool{New: func() any { return &headerScratch{pooled: true} }}
 
-func newHeaderScratch() *headerScratch {
-	hs := headerScratches.Get().(*headerScratch)
+// newHeaderScratch is a scratch for the answer on w, empty.
+func newHeaderScratch(w http.ResponseWriter) *headerScratch {
+	var hs *headerScratch
+	if rec, ok := w.(*statusRecorder); ok {
+		hs = &rec.headers
+	} else {
+		hs = headerScratches.Get().(*headerScratch)
+	}
 	hs.hv.n = 0
 	return hs
 }
 
 // release gives hs back; nothing it holds may be used after.
-func (hs *headerScratch) release() { headerScratches.Put(hs) }
+func (hs *headerScratch) release() {
+	if hs.pooled {
+		headerScratches.Put(hs)
+	}
+}
 
 // end closes the value rendered into buf since the last one as name's.
 func (hv *headerValues) end(buf []byte, name string) {
@@ -132,7 +144,11 @@ func (hv *headerValues) put(w http.ResponseWriter, buf []byte) {
 	if hv.n == 0 {
 		return
 	}
-	for u := w; ; {
+	u := w
+	if rec, ok := u.(*statusRecorder); ok { // the handler's own wrapper, nearly always
+		u = rec.ResponseWriter
+	}
+	for {
 		if fs, ok := u.(fieldSetter); ok {
 			if fs.SetFields(hv.names[:hv.n], hv.ends[:hv.n], buf) {
 				return
@@ -155,7 +171,7 @@ func (hv *headerValues) put(w http.ResponseWriter, buf []byte) {
 // replay_headers may keep them). The caller releases the scratch once done
 // with its names (moveFields drops them from src).
 func putAnswerHeaders(w http.ResponseWriter, src http.Header, route *policies.Route, v limiter.Verdict, costs []policies.Cost, stored bool) *headerScratch {
-	hs := newHeaderScratch()
+	hs := newHeaderScratch(w)
 	hv := &hs.hv
 	buf, _ := hv.rateLimit(hs.buf[:0], v, route.RateLimitHeaders)
 	if route.Provider != nil {
