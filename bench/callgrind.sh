@@ -20,7 +20,11 @@ if [ $# -gt 0 ]; then
 	git -C "$top" worktree add -q --detach "$tree" "$1"
 	src=$tree
 fi
-(cd "$src" && go test -c -o "$out/proxy.test" ./proxy/)
+# The benchmarks live beside proxy/h1's server and transport; before that,
+# in proxy.
+pkg=./proxy/h1/
+[ -f "$src/proxy/h1/servetargets_bench_test.go" ] || pkg=./proxy/
+(cd "$src" && go test -c -o "$out/proxy.test" "$pkg")
 python3 - "$out/proxy.test" <<'PY'
 import re, subprocess, sys
 path = sys.argv[1]

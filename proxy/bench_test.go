@@ -35,7 +35,7 @@ func BenchmarkProxy(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	bareTransport := newLeanTransport()
+	bareTransport := newTestTransport()
 	b.Cleanup(bareTransport.CloseIdleConnections)
 	bare := httptest.NewServer(&httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -66,7 +66,7 @@ func BenchmarkProxy(b *testing.B) {
 	}{{"serial", false}, {"parallel", true}} {
 		for _, target := range []struct{ name, url string }{{"bare", bare.URL}, {"gateway-nopolicy", nopolicy.URL}, {"gateway", gw.URL}} {
 			b.Run(mode.name+"/"+target.name, func(b *testing.B) {
-				tr := newLeanTransport()
+				tr := newTestTransport()
 				defer tr.CloseIdleConnections()
 				client := &http.Client{Transport: tr}
 				get := func() error {

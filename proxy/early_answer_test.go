@@ -106,7 +106,6 @@ func TestEarlyUpstreamAnswerWhileSendingTheBody(t *testing.T) {
 		name string
 		new  func() closingTransport
 	}{
-		{"lean", func() closingTransport { return newLeanTransport() }},
 		{"standard", func() closingTransport { return NewStandardTransport() }},
 	}
 	for _, tr := range transports {

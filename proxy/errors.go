@@ -13,7 +13,6 @@ import (
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/llm"
 	"github.com/ratelimit-gateway/gateway/policies"
-	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 
 // statusClientClosed is what the gateway records when the client went away
@@ -227,9 +226,10 @@ func (h *Handler) writeRateLimited(w http.ResponseWriter, r *http.Request, route
 	ms := retryAfterMillis(d.RetryAfter)
 	// Every header value in one buffer: the rate-limit headers, then the
 	// retry hints.
-	var stack [headerStack]byte
-	var hv headerValues
-	buf, _ := hv.rateLimit(stack[:0], v, route.RateLimitHeaders)
+	hs := newHeaderScratch(w)
+	defer hs.release()
+	hv := &hs.hv
+	buf, _ := hv.rateLimit(hs.buf[:0], v, route.RateLimitHeaders)
 	hdr := w.Header()
 	switch {
 	case final && provider:
@@ -238,11 +238,11 @@ func (h *Handler) writeRateLimited(w http.ResponseWriter, r *http.Request, route
 		hdr[hdrShouldRetry] = valFalse
 	case final:
 		hdr[hdrShouldRetry] = valFalse
-		buf = hv.int(buf, fieldRetryAfter, retryAfterSeconds(d.RetryAfter))
+		buf = hv.int(buf, hdrRetryAfter, retryAfterSeconds(d.RetryAfter))
 	default:
-		buf = hv.int(buf, fieldRetryAfter, retryAfterSeconds(d.RetryAfter))
+		buf = hv.int(buf, hdrRetryAfter, retryAfterSeconds(d.RetryAfter))
 		if provider {
-			buf = hv.int(buf, fieldRetryAfterMs, ms)
+			buf = hv.int(buf, hdrRetryAfterMs, ms)
 		}
 	}
 	hv.put(w, buf)
@@ -294,8 +294,6 @@ func (h *Handler) writeRateLimited(w http.ResponseWriter, r *http.Request, route
 // hdrRetryAfterMs is Retry-After in milliseconds, which the OpenAI SDKs
 // read first.
 const hdrRetryAfterMs = "Retry-After-Ms"
-
-var fieldRetryAfterMs = h1.MustFieldName(hdrRetryAfterMs)
 
 // hdrShouldRetry is the header the OpenAI and Anthropic SDKs read before
 // anything else to decide whether to retry.

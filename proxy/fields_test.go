@@ -63,8 +63,8 @@ func TestMoveFieldsAsCopyHeader(t *testing.T) {
 func TestMoveFieldsDrops(t *testing.T) {
 	var hv headerValues
 	buf := []byte("10")
-	hv.end(buf[:1], fieldXLimit)
-	hv.end(buf, fieldRateLimit)
+	hv.end(buf[:1], hdrXLimit)
+	hv.end(buf, hdrRateLimit)
 	src := http.Header{
 		"Date": {"Sun, 06 Dec 2026 19:00:00 GMT"}, "X-Ratelimit-Limit": {"99"}, "Ratelimit": {"upstream's"},
 		"X-Ratelimit-Limit-Requests": {"5"}, "ratelimit": {"not canonical: passes"}, "Server": {"nginx"}, "Content-Type": {"text/plain"},

@@ -16,9 +16,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/llm"
 	"github.com/ratelimit-gateway/gateway/policies"
-	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/pool"
 )
 
@@ -37,8 +35,8 @@ type stateKey struct{}
 // and the verdict that let it through (what ReverseProxy's hooks, rewrite,
 // modifyResponse and proxyError, read), what the exchange keeps (the
 // idempotency key held, the upload, the report), and the route deadline.
-// It is the outbound request's context itself (see Value), and the
-// deadline's owner and client trace's holder too, so that forwarding a
+// It is the outbound request's context itself (see Value and Deadline),
+// and the deadline's and client trace's holder too, so that forwarding a
 // request allocates one object for all of them rather than one each: the
 // shared ReverseProxy hands its hooks nothing but the request.
 type requestState struct {
@@ -72,21 +70,15 @@ type requestState struct {
 	// heldReader reads held for the outbound request: kept here, the
 	// request's io.NopCloser over it is its only allocation.
 	heldReader bytes.Reader
-	routeTimer
-}
-
-// routeTimer is the route timeout of one exchange (see timeUpstream).
-type routeTimer struct {
-	// deadline cancels the outbound request when the upstream keeps the
-	// gateway waiting longer than the route timeout before the response
-	// headers; nil when the route has no timeout or leanTimeout, else &dl.
+	// deadline is the route timeout (see routeDeadline): nil until the
+	// wait it bounds starts, and when the route has none, else &dl.
 	deadline *routeDeadline
-	// leanTimeout: the lean transport times this exchange (see
-	// timeUpstream).
-	leanTimeout bool
-	dl          routeDeadline
-	trace       httptrace.ClientTrace
-	// cancel ends the outbound context (the route timeout fired).
+	dl       routeDeadline
+	// holding: the deadline bounds the client's sending of a held body.
+	holding bool
+	trace   httptrace.ClientTrace
+	// cancel ends the outbound context (the route deadline's timer fired);
+	// nil when no timer was armed.
 	cancel context.CancelFunc
 }
 
@@ -97,35 +89,13 @@ func (st *requestState) route() *policies.Route { return st.p.route }
 // went away (as opposed to the route timeout cancelling the outbound one).
 func (st *requestState) inbound() context.Context { return st.p.r.Context() }
 
-// Value makes a requestState the context that carries it, and, when the
-// lean transport times the exchange, the h1.Timeout it reads.
+// Value makes a requestState the context that carries it.
 func (st *requestState) Value(key any) any {
-	switch key {
-	case stateKey{}:
+	if key == (stateKey{}) {
 		return st
-	case h1.TimeoutKey{}:
-		if st.leanTimeout {
-			return st
-		}
-		return nil
 	}
 	return st.Context.Value(key)
 }
-
-// expire is the route deadline passing: the outbound request ends.
-func (st *requestState) expire() {
-	st.cancel()
-	if st.body != nil && !st.body.eof.Load() {
-		// The transport gives up only once its read of the body returns,
-		// and the client may be sending nothing: a read deadline in the
-		// past ends that read now.
-		http.NewResponseController(st.w).SetReadDeadline(longAgo)
-	}
-}
-
-// wroteRequest is the client trace's: the whole request is written, so the
-// wait for the answer starts now.
-func (st *requestState) wroteRequest(httptrace.WroteRequestInfo) { st.deadline.extend() }
 
 // heldAgain is the held body from its start, the outbound request's GetBody.
 func (st *requestState) heldAgain() (io.ReadCloser, error) {
@@ -201,7 +171,7 @@ func (h *Handler) forward(w http.ResponseWriter, p *plan, dec decision, idem *id
 		// After the defers: what the decision reserved is given back if
 		// the body never comes.
 		var err error
-		if r, err = h.hold(w, r, route); err != nil {
+		if r, err = h.hold(st, w, r); err != nil {
 			h.holdFailed(w, r, st, err)
 			return
 		}
@@ -243,76 +213,6 @@ func (h *Handler) forward(w http.ResponseWriter, p *plan, dec decision, idem *id
 	}
 	h.rp.ServeHTTP(w, out)
 }
-
-// timeUpstream sets up the route timeout for the outbound request out and
-// returns out as it is to be sent. On an exchange the lean transport carries
-// itself (most: plain HTTP, no streamed upload), the transport times it by
-// its connection's deadlines (h1.Timeout): nothing to build per request.
-// Otherwise the route deadline (a timer, the context it cancels, the trace
-// that extends it) does.
-func (h *Handler) timeUpstream(st *requestState, out *http.Request) *http.Request {
-	if st.p.grpc {
-		return timeGRPC(st, out)
-	}
-	timeout := st.route().Timeout
-	if timeout <= 0 {
-		return out
-	}
-	if h.leanTransport && st.route().UpstreamProtocol.Auto() && h1.Lean(out) {
-		st.leanTimeout = true
-		return out
-	}
-	// out's context is st: from here on its Done is the route deadline's.
-	st.Context, st.cancel = context.WithCancel(st.inbound())
-	st.deadline = &st.dl
-	st.deadline.arm(h.afterFunc, timeout, st)
-	if st.body != nil {
-		st.body.deadline = st.deadline
-	}
-	st.trace.WroteRequest = st.wroteRequest
-	return out.WithContext(httptrace.WithClientTrace(st, &st.trace))
-}
-
-// timeGRPC bounds a gRPC call by its own grpc-timeout, the whole call,
-// as the client's own deadline does, rather than by the route timeout: a
-// streaming call's answer may start only when the client's stream ends,
-// and a server stream may run for as long as the client wants it.
-func timeGRPC(st *requestState, out *http.Request) *http.Request {
-	if st.p.grpcTimeout <= 0 {
-		return out
-	}
-	st.Context, st.cancel = context.WithTimeout(st.inbound(), st.p.grpcTimeout)
-	return out.WithContext(st)
-}
-
-// grpcDeadlinePassed reports whether a gRPC call's grpc-timeout ran out:
-// the gateway's deadline fired, or the upstream, which read the same
-// grpc-timeout, gave up on it a moment sooner (its timer may fire first on
-// a busy machine, and it resets the stream).
-func (st *requestState) grpcDeadlinePassed() bool {
-	if !st.p.grpc || st.p.grpcTimeout <= 0 {
-		return false
-	}
-	if errors.Is(st.Context.Err(), context.DeadlineExceeded) {
-		return true
-	}
-	dl, ok := st.Context.Deadline()
-	return ok && time.Until(dl) < max(st.p.grpcTimeout/20, 10*time.Millisecond)
-}
-
-// endDeadline stops the route deadline, if timeUpstream armed one, and
-// ends the outbound context it cancels.
-func (st *requestState) endDeadline() {
-	if st.deadline != nil {
-		st.deadline.stop()
-	}
-	if st.cancel != nil {
-		st.cancel()
-	}
-}
-
-// UpstreamTimeout is the route timeout, for the lean transport (h1.Timeout).
-func (st *requestState) UpstreamTimeout() time.Duration { return st.route().Timeout }
 
 // rewrite is the ReverseProxy's Rewrite hook. ReverseProxy has already
 // removed hop-by-hop headers (including any a client named in Connection) and
@@ -417,23 +317,11 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	// resp.Header, ReverseProxy would copy each once more, and five more
 	// names push a small response's header map into a bigger table.) They
 	// are rendered into one buffer, an OpenAI route's own sets with them,
-	// and handed to the lean server apart from the header map
-	// (h1.SetFields), or cut from one string onto net/http's.
-	var stack [headerStack]byte
-	var hv headerValues
-	buf, _ := hv.rateLimit(stack[:0], st.verdict, route.RateLimitHeaders)
-	if route.Provider != nil {
-		switch {
-		case route.Provider.Headers() == llm.HeadersAnthropic:
-			setAnthropicHeaders(resp.Header, st.verdict, st.costs, nil, time.Now())
-		case st.idem != nil:
-			// On resp.Header, where replay_headers may keep them.
-			setOpenAIHeadersWith(resp.Header, st.verdict, st.costs, nil)
-		default:
-			buf = hv.openAI(buf, st.verdict, st.costs, nil)
-		}
-	}
-	hv.put(st.w, buf)
+	// and handed to a server that takes them apart from the header map
+	// (fieldSetter), or cut from one string onto net/http's.
+	hs := putAnswerHeaders(st.w, resp.Header, route, st.verdict, st.costs, st.idem != nil)
+	defer hs.release()
+	hv := &hs.hv
 	// The response's Date is the gateway's, stamped by net/http as it
 	// writes, as nginx's proxy does: the clock that computed the rate-limit
 	// headers' resets. It also keeps a small response within the eight
@@ -465,34 +353,8 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		}
 		return nil // ReverseProxy reads the Upgrade from resp.Header
 	}
-	moveFields(st.w.Header(), resp.Header, &hv)
+	moveFields(st.w.Header(), resp.Header, hv)
 	return nil
-}
-
-// moveFields moves src's fields onto dst as ReverseProxy's copyHeader would
-// copy them next (after dst's own values), but for Content-Type, which
-// ReverseProxy reads after to flush an event stream as it comes. copyHeader
-// adds each value with Header.Add, which canonicalizes the name again, at
-// about 30 instructions a byte; a transport's names are canonical already,
-// which a table confirms at a few a byte (a name that is not is left to
-// copyHeader). Date and the names drop holds are dropped from src, in the
-// same pass, and go nowhere.
-func moveFields(dst, src http.Header, drop *headerValues) {
-	for k, vv := range src {
-		if k == "Date" || drop.has(k) {
-			delete(src, k)
-			continue
-		}
-		if k == "Content-Type" || len(vv) == 0 || !h1.CanonicalName(k) {
-			continue
-		}
-		if have, ok := dst[k]; ok {
-			dst[k] = append(have, vv...)
-		} else {
-			dst[k] = vv
-		}
-		delete(src, k)
-	}
 }
 
 // proxyError is the ReverseProxy's ErrorHandler: every upstream failure before
@@ -517,7 +379,7 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	var tooLarge *http.MaxBytesError
 	switch {
-	case errors.Is(err, errUpstreamTimeout) || errors.Is(err, h1.ErrTimeout) || st.deadline.timedOut():
+	case errors.Is(err, errUpstreamTimeout) || st.deadline.timedOut(err):
 		setRateLimitHeaders(w.Header(), st.verdict, rt.RateLimitHeaders)
 		h.writeError(w, r, http.StatusGatewayTimeout, errorBody{
 			Message: fmt.Sprintf("the upstream did not answer within %s", rt.Timeout),

@@ -239,7 +239,7 @@ func TestStripPrefixURL(t *testing.T) {
 // test can only finish if chunks arrive before the upstream is done. The
 // route timer is a manual one, fired after the first chunk: a stream that
 // has started is not cut by the route timeout (on the net/http transport;
-// TestLeanTimeout is the lean path's).
+// TestKeptRouteTimeout is the lean path's).
 func TestStreamingPassesThrough(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -310,7 +310,7 @@ func TestStreamingPassesThrough(t *testing.T) {
 
 // TestTimeoutBeforeHeaders: the same manual timer fired while the upstream
 // has not answered gives 504 with the rate-limit headers of the request (on
-// the net/http transport; TestLeanTimeout is the lean path's).
+// the net/http transport; TestKeptRouteTimeout is the lean path's).
 func TestTimeoutBeforeHeaders(t *testing.T) {
 	slow, arrived := blockingUpstream(t)
 	var timers manualTimers
@@ -493,7 +493,7 @@ func TestHeldBodyGoesUpstreamInOneWrite(t *testing.T) {
 	}))
 	var writes atomic.Int64
 	dialer := &net.Dialer{}
-	tr := newLeanTransportDialing(func(ctx context.Context, network, addr string) (net.Conn, error) {
+	tr := newStandardTransport(func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dialer.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
@@ -620,32 +620,52 @@ routes:
 	}
 }
 
-// TestLeanTimeout: on the lean transport the route timeout is the
-// connection's deadlines, no timer of the gateway's: an upstream that does
-// not answer within it gets a 504 with the request's rate-limit headers; one
-// whose headers come in time streams its body for as long as it takes.
-func TestLeanTimeout(t *testing.T) {
+// keepingTransport keeps the deadline of the requests it carries, as
+// proxy/h1's lean path does by its connections' deadlines: it records the
+// deadline each request's context has, and fails a request to /slow as a
+// transport whose deadline passed does (context.DeadlineExceeded). (The
+// lean transport itself, with the handler: proxy/h1's TestGatewayRouteTimeout.)
+type keepingTransport struct {
+	next      *http.Transport
+	deadlines chan time.Time
+}
+
+func (k *keepingTransport) CloseIdleConnections() { k.next.CloseIdleConnections() }
+
+func (k *keepingTransport) KeepsDeadline(*http.Request) bool { return true }
+
+func (k *keepingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	dl, ok := r.Context().Deadline()
+	if !ok {
+		return nil, errors.New("keepingTransport: the request has no deadline")
+	}
+	k.deadlines <- dl
+	if r.URL.Path == "/slow" {
+		return nil, fmt.Errorf("keepingTransport: no answer by %v: %w", dl, context.DeadlineExceeded)
+	}
+	return k.next.RoundTrip(r)
+}
+
+// TestKeptRouteTimeout: on a transport that keeps the deadline itself the
+// route timeout is the outbound context's Deadline, and no timer of the
+// gateway's is armed; the transport's deadline error is a 504 naming the
+// timeout, with the request's rate-limit headers.
+func TestKeptRouteTimeout(t *testing.T) {
 	const timeout = 50 * time.Millisecond
-	slow, arrived := blockingUpstream(t)
-	streaming := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "first,")
-		w.(http.Flusher).Flush()
-		// Time passing is what is tested: the rest comes well after the
-		// timeout would have cut it.
-		<-time.After(4 * timeout)
-		io.WriteString(w, "last")
-	}))
+	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	var timers manualTimers
 	snap := testSnapshot(t, nil,
-		testRoute(t, "slow", "/slow", slow.URL, testPolicy(t, "per-ip", "ip", perMinute(10, 10), policies.MissingReject)),
-		testRoute(t, "stream", "/stream", streaming.URL))
+		testRoute(t, "slow", "/slow", up.URL, testPolicy(t, "per-ip", "ip", perMinute(10, 10), policies.MissingReject)),
+		testRoute(t, "fast", "/fast", up.URL))
 	for _, rt := range snap.Routes {
 		rt.Timeout = timeout
 	}
-	gw, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{afterFunc: timers.afterFunc})
+	tr := &keepingTransport{next: timerTransport(), deadlines: make(chan time.Time, 2)}
+	gw, _ := newGateway(t, snap, newEngine(t, newTestClock()), gatewayOpts{afterFunc: timers.afterFunc, transport: tr})
 
+	before := time.Now()
 	r := do(t, gw.Client(), "GET", gw.URL+"/slow", nil, nil)
-	<-arrived
+	after := time.Now()
 	if r.status != 504 {
 		t.Fatalf("status: got %d, want 504 (body %s)", r.status, r.body)
 	}
@@ -655,16 +675,19 @@ func TestLeanTimeout(t *testing.T) {
 	if got := r.header.Get("RateLimit"); got != `"per-ip";r=9;t=6` {
 		t.Errorf("RateLimit on 504: got %q, want %q", got, `"per-ip";r=9;t=6`)
 	}
-
-	r = do(t, gw.Client(), "GET", gw.URL+"/stream", nil, nil)
-	if r.status != 200 || string(r.body) != "first,last" {
-		t.Errorf("stream: %d %q, want 200 and the whole body", r.status, r.body)
+	if dl := <-tr.deadlines; dl.Before(before.Add(timeout)) || dl.After(after.Add(timeout)) {
+		t.Errorf("the outbound deadline is %v, want the route timeout from when the request went out (%v to %v)",
+			dl, before.Add(timeout), after.Add(timeout))
 	}
+	if r := do(t, gw.Client(), "GET", gw.URL+"/fast", nil, nil); r.status != 200 || string(r.body) != "ok" {
+		t.Errorf("fast: %d %q, want 200 ok", r.status, r.body)
+	}
+	<-tr.deadlines
 	timers.mu.Lock()
 	armed := len(timers.timers)
 	timers.mu.Unlock()
 	if armed != 0 {
-		t.Errorf("%d route timers armed: the lean path should time by connection deadlines", armed)
+		t.Errorf("%d route timers armed: the transport keeps the deadline", armed)
 	}
 }
 

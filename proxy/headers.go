@@ -3,11 +3,13 @@ package proxy
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/limiter"
+	"github.com/ratelimit-gateway/gateway/llm"
 	"github.com/ratelimit-gateway/gateway/policies"
-	"github.com/ratelimit-gateway/gateway/proxy/h1"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Response header names the gateway owns. On proxied responses the gateway's
@@ -19,16 +21,6 @@ const (
 	hdrXRemaining = "X-Ratelimit-Remaining"
 	hdrXReset     = "X-Ratelimit-Reset"
 	hdrRetryAfter = "Retry-After"
-)
-
-// The same, checked once for h1.SetFields.
-var (
-	fieldPolicy     = h1.MustFieldName(hdrPolicy)
-	fieldRateLimit  = h1.MustFieldName(hdrRateLimit)
-	fieldXLimit     = h1.MustFieldName(hdrXLimit)
-	fieldXRemaining = h1.MustFieldName(hdrXRemaining)
-	fieldXReset     = h1.MustFieldName(hdrXReset)
-	fieldRetryAfter = h1.MustFieldName(hdrRetryAfter)
 )
 
 // setRateLimitHeaders renders v into h as the route's set asks, replacing
@@ -66,24 +58,56 @@ const maxHeaderValues = 14
 
 // headerValues cuts a response's header values from one buffer, into which
 // they were rendered one after the other (the buffer is passed along, not
-// held, so that it can live on the caller's stack). The lean server takes
-// them as they are (h1.SetFields copies them into its connection's
-// buffers: no allocation); on net/http's header map they go as one string
-// and one array of values, two allocations however many headers.
+// held, so that it can live on the caller's stack). A server that offers
+// SetFields (fieldSetter) takes them as they are, copied into its
+// connection's buffers: no allocation; on net/http's header map they go as
+// one string and one array of values, two allocations however many headers.
 type headerValues struct {
-	names [maxHeaderValues]h1.FieldName
+	names [maxHeaderValues]string
 	ends  [maxHeaderValues]int
 	n     int
 }
 
+// headerScratch is a response's header values and the buffer they are
+// rendered into, for a response that goes to a fieldSetter: handed through
+// that interface, values on the stack would escape (two allocations a
+// response, 860 bytes). The request's statusRecorder, pooled already,
+// holds one; without it one comes from a pool of its own.
+type headerScratch struct {
+	hv     headerValues
+	buf    [headerStack]byte
+	pooled bool
+}
+
+var headerScratches = sync.Pool{New: func() any { return &headerScratch{pooled: true} }}
+
+// newHeaderScratch is a scratch for the answer on w, empty.
+func newHeaderScratch(w http.ResponseWriter) *headerScratch {
+	var hs *headerScratch
+	if rec, ok := w.(*statusRecorder); ok {
+		hs = &rec.headers
+	} else {
+		hs = headerScratches.Get().(*headerScratch)
+	}
+	hs.hv.n = 0
+	return hs
+}
+
+// release gives hs back; nothing it holds may be used after.
+func (hs *headerScratch) release() {
+	if hs.pooled {
+		headerScratches.Put(hs)
+	}
+}
+
 // end closes the value rendered into buf since the last one as name's.
-func (hv *headerValues) end(buf []byte, name h1.FieldName) {
+func (hv *headerValues) end(buf []byte, name string) {
 	hv.names[hv.n], hv.ends[hv.n] = name, len(buf)
 	hv.n++
 }
 
 // int renders n as name's value.
-func (hv *headerValues) int(buf []byte, name h1.FieldName, n int64) []byte {
+func (hv *headerValues) int(buf []byte, name string, n int64) []byte {
 	buf = strconv.AppendInt(buf, n, 10)
 	hv.end(buf, name)
 	return buf
@@ -101,23 +125,124 @@ func (hv *headerValues) setOn(h http.Header, buf []byte) {
 	for i := range hv.n {
 		vals[i] = all[start:hv.ends[i]]
 		start = hv.ends[i]
-		h[hv.names[i].String()] = vals[i : i+1 : i+1]
+		h[hv.names[i]] = vals[i : i+1 : i+1]
 	}
 }
 
+// fieldSetter is a response that takes header fields apart from its header
+// map (the gateway's lean server's does): each name i is set to
+// values[ends[i-1]:ends[i]] as w.Header()[name] = []string{value} would,
+// without the map's inserts and allocations. It reports false, having set
+// nothing, where the map has to take them.
+type fieldSetter interface {
+	SetFields(names []string, ends []int, values []byte) bool
+}
+
 // put sets the values rendered in buf on w's response: apart from its
-// header map where w is the lean server's (h1.SetFields), else on the map.
+// header map where w is, or wraps, a fieldSetter, else on the map.
 func (hv *headerValues) put(w http.ResponseWriter, buf []byte) {
-	if hv.n == 0 || h1.SetFields(w, hv.names[:hv.n], hv.ends[:hv.n], buf) {
+	if hv.n == 0 {
 		return
+	}
+	u := w
+	if rec, ok := u.(*statusRecorder); ok { // the handler's own wrapper, nearly always
+		u = rec.ResponseWriter
+	}
+	for {
+		if fs, ok := u.(fieldSetter); ok {
+			if fs.SetFields(hv.names[:hv.n], hv.ends[:hv.n], buf) {
+				return
+			}
+			break
+		}
+		uw, ok := u.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		u = uw.Unwrap()
 	}
 	hv.setOn(w.Header(), buf)
 }
 
+// putAnswerHeaders renders the rate-limit headers of an upstream's answer
+// to a request v let through into a scratch of its own, with an OpenAI
+// route's sets, and puts them on w (Anthropic's, and an idempotent
+// request's OpenAI sets, go on the answer's own header, src, where
+// replay_headers may keep them). The caller releases the scratch once done
+// with its names (moveFields drops them from src).
+func putAnswerHeaders(w http.ResponseWriter, src http.Header, route *policies.Route, v limiter.Verdict, costs []policies.Cost, stored bool) *headerScratch {
+	hs := newHeaderScratch(w)
+	hv := &hs.hv
+	buf, _ := hv.rateLimit(hs.buf[:0], v, route.RateLimitHeaders)
+	if route.Provider != nil {
+		switch {
+		case route.Provider.Headers() == llm.HeadersAnthropic:
+			setAnthropicHeaders(src, v, costs, nil, time.Now())
+		case stored:
+			setOpenAIHeadersWith(src, v, costs, nil)
+		default:
+			buf = hv.openAI(buf, v, costs, nil)
+		}
+	}
+	hv.put(w, buf)
+	return hs
+}
+
+// moveFields moves src's fields onto dst as ReverseProxy's copyHeader would
+// copy them next (after dst's own values), but for Content-Type, which
+// ReverseProxy reads after to flush an event stream as it comes. copyHeader
+// adds each value with Header.Add, which canonicalizes the name again, at
+// about 30 instructions a byte; a transport's names are canonical already,
+// which a table confirms at a few a byte (a name that is not is left to
+// copyHeader). Date and the names drop holds are dropped from src, in the
+// same pass, and go nowhere.
+func moveFields(dst, src http.Header, drop *headerValues) {
+	for k, vv := range src {
+		if k == "Date" || drop.has(k) {
+			delete(src, k)
+			continue
+		}
+		if k == "Content-Type" || len(vv) == 0 || !canonicalName(k) {
+			continue
+		}
+		if have, ok := dst[k]; ok {
+			dst[k] = append(have, vv...)
+		} else {
+			dst[k] = vv
+		}
+		delete(src, k)
+	}
+}
+
+// canonicalName reports whether k is a field name in net/textproto's
+// canonical form, as CanonicalMIMEHeaderKey(k) == k would, by a table of a
+// token's bytes at a few instructions a byte.
+func canonicalName(k string) bool {
+	if k == "" {
+		return false
+	}
+	upper := true
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !tokenByte[c] || upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
+			return false
+		}
+		upper = c == '-'
+	}
+	return true
+}
+
+var tokenByte = func() (t [256]bool) {
+	for c := range 128 {
+		t[c] = httpguts.IsTokenRune(rune(c))
+	}
+	return t
+}()
+
 // has reports whether name is one of those rendered.
 func (hv *headerValues) has(name string) bool {
 	for _, n := range hv.names[:hv.n] {
-		if n.String() == name {
+		if n == name {
 			return true
 		}
 	}
@@ -128,7 +253,7 @@ func (hv *headerValues) has(name string) bool {
 // under them do not join the gateway's.
 func (hv *headerValues) dropFrom(h http.Header) {
 	for _, name := range hv.names[:hv.n] {
-		delete(h, name.String())
+		delete(h, name)
 	}
 }
 
@@ -167,18 +292,18 @@ func (hv *headerValues) rateLimit(buf []byte, v limiter.Verdict, set policies.Ra
 				}
 			}
 			if pass == 0 {
-				hv.end(buf, fieldPolicy)
+				hv.end(buf, hdrPolicy)
 			} else {
-				hv.end(buf, fieldRateLimit)
+				hv.end(buf, hdrRateLimit)
 			}
 		}
 	}
 	if set.Legacy() {
 		d, _ := v.Deciding()
 		r, t := remainingAndReset(&d)
-		buf = hv.int(buf, fieldXLimit, d.Limit.Quota())
-		buf = hv.int(buf, fieldXRemaining, r)
-		buf = hv.int(buf, fieldXReset, t)
+		buf = hv.int(buf, hdrXLimit, d.Limit.Quota())
+		buf = hv.int(buf, hdrXRemaining, r)
+		buf = hv.int(buf, hdrXReset, t)
 	}
 	return buf, true
 }
@@ -261,4 +386,181 @@ func sfPlain(s string) bool {
 		}
 	}
 	return true
+}
+
+// On an llm route the gateway speaks as the provider's own API does, so that
+// the official SDKs understand it: errors in OpenAI's shape (the SDKs raise
+// their RateLimitError on a 429 and back off by themselves), and OpenAI's
+// x-ratelimit-*-requests / -tokens headers beside the IETF fields.
+
+// budgetPeriod is how long a limit's window must be for its exhaustion to
+// read as a spent budget (insufficient_quota) rather than a rate limit.
+const budgetPeriod = 24 * time.Hour
+
+// rateSets are OpenAI's header sets, x-ratelimit-{limit,remaining,reset}-
+// <name>, and the policy costs each shows. A set shows one unit only:
+// tokens are never compared with requests or micro-dollars. A dollar
+// budget has its own set, in dollars with six decimals.
+var rateSets = [...]struct {
+	name   string
+	counts func(policies.Cost) bool
+	usd    bool
+	// The set's header names, canonical as http.Header.Set would make
+	// them, built once rather than on each response.
+	limitKey, remainingKey, resetKey string
+}{
+	{"requests", func(c policies.Cost) bool { return c == policies.CostRequests }, false,
+		"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
+	{"tokens", func(c policies.Cost) bool {
+		return c == policies.CostTokens || c == policies.CostInputTokens || c == policies.CostOutputTokens
+	}, false, "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
+	{"usd", func(c policies.Cost) bool { return c == policies.CostUSD }, true,
+		"X-Ratelimit-Limit-Usd", "X-Ratelimit-Remaining-Usd", "X-Ratelimit-Reset-Usd"},
+}
+
+// setOpenAIHeadersWith adds OpenAI's rate-limit headers, one set per unit
+// (see rateSets), each from the denying policy of its unit or else the most
+// restrictive one. costs holds each decision's policy cost. peeked is what
+// a peek before the body found: a policy the decision did not read (not
+// asked because another denied first, denied without reading its state)
+// shows the peek's remaining, so a 429 carries every set that applies with
+// its true values.
+func setOpenAIHeadersWith(h http.Header, v limiter.Verdict, costs []policies.Cost, peeked []limiter.Decision) {
+	var stack [headerStack]byte
+	var hv headerValues
+	hv.setOn(h, hv.openAI(stack[:0], v, costs, peeked))
+}
+
+// openAI renders OpenAI's rate-limit headers into buf (see
+// setOpenAIHeadersWith), so that they can share one string with the
+// response's other header values.
+func (hv *headerValues) openAI(buf []byte, v limiter.Verdict, costs []policies.Cost, peeked []limiter.Decision) []byte {
+	deniedBy, denied := v.DeniedBy()
+	for _, set := range rateSets {
+		var best limiter.Decision
+		var bestRemaining int64
+		found, bestDenies := false, false
+		for i := range v.Decisions {
+			if i >= len(costs) || !set.counts(costs[i]) || v.Decisions[i].Shadow {
+				continue
+			}
+			d := v.Decisions[i]
+			rem, ok := stateRemaining(d)
+			if !ok {
+				p, seen := peekedFor(peeked, d.Policy)
+				// A denial from the denial cache is newer than a peek
+				// that found room: nothing the call could use is left.
+				seen = seen && (d.Reason != limiter.ReasonDenialCached || !p.Allowed)
+				if !decided(&d) && !seen {
+					continue
+				}
+				if seen {
+					rem, _ = stateRemaining(p)
+					if !decided(&d) {
+						d = p
+					}
+				}
+			}
+			denies := i == deniedBy && denied
+			if !found || denies || (!bestDenies && rem < bestRemaining) {
+				best, bestRemaining, found, bestDenies = d, rem, true, denies
+			}
+			if denies {
+				break
+			}
+		}
+		if !found {
+			continue
+		}
+		reset := best.ResetAfter
+		if !best.Allowed {
+			reset = max(best.RetryAfter, best.ResetAfter)
+		}
+		if set.usd {
+			buf = appendDollars(buf, best.Limit.Quota())
+			hv.end(buf, set.limitKey)
+			buf = appendDollars(buf, bestRemaining)
+			hv.end(buf, set.remainingKey)
+		} else {
+			buf = hv.int(buf, set.limitKey, best.Limit.Quota())
+			buf = hv.int(buf, set.remainingKey, bestRemaining)
+		}
+		buf = appendOpenAIDuration(buf, reset)
+		hv.end(buf, set.resetKey)
+	}
+	return buf
+}
+
+// stateRemaining is what remains under d's policy, when d read the key's
+// state: an admitted decision's units left after it, or a denied one's
+// units left that were too few (a large call can be refused with much
+// left). ok is false when d says nothing of the state.
+func stateRemaining(d limiter.Decision) (int64, bool) {
+	switch d.Reason {
+	case limiter.ReasonNone, limiter.ReasonLimited, limiter.ReasonLocalFallback:
+		return max(d.Remaining, 0), true
+	}
+	return 0, false
+}
+
+func peekedFor(peeked []limiter.Decision, policy string) (limiter.Decision, bool) {
+	for _, d := range peeked {
+		if d.Policy == policy {
+			_, ok := stateRemaining(d)
+			return d, ok
+		}
+	}
+	return limiter.Decision{}, false
+}
+
+// appendDollars appends micro-dollars as dollars with six decimals.
+func appendDollars(b []byte, micro int64) []byte {
+	micro = max(micro, 0)
+	b = strconv.AppendInt(b, micro/1_000_000, 10)
+	b = append(b, '.')
+	frac := micro % 1_000_000
+	for unit := int64(100_000); unit > 0; unit /= 10 {
+		b = append(b, byte('0'+frac/unit))
+		frac %= unit
+	}
+	return b
+}
+
+// appendOpenAIDuration appends d as OpenAI's headers write it: "6m0s",
+// "1.5s", "120ms" (under a second, in whole milliseconds rounded up; from
+// a second, as time.Duration's String of d rounded to the millisecond).
+func appendOpenAIDuration(b []byte, d time.Duration) []byte {
+	if d <= 0 {
+		return append(b, "0s"...)
+	}
+	if d < time.Second {
+		b = strconv.AppendInt(b, ceilDiv(int64(d), int64(time.Millisecond)), 10)
+		return append(b, "ms"...)
+	}
+	u := uint64(d.Round(time.Millisecond)) // Round saturates: still positive
+	secs, frac := u/uint64(time.Second), u%uint64(time.Second)
+	if secs >= 3600 {
+		b = strconv.AppendUint(b, secs/3600, 10)
+		b = append(b, 'h')
+	}
+	if secs >= 60 {
+		b = strconv.AppendUint(b, secs/60%60, 10)
+		b = append(b, 'm')
+	}
+	b = strconv.AppendUint(b, secs%60, 10)
+	if frac > 0 {
+		// Nine digits of nanoseconds, without the trailing zeros.
+		var digits [9]byte
+		for i := len(digits) - 1; i >= 0; i-- {
+			digits[i] = byte('0' + frac%10)
+			frac /= 10
+		}
+		n := len(digits)
+		for digits[n-1] == '0' {
+			n--
+		}
+		b = append(b, '.')
+		b = append(b, digits[:n]...)
+	}
+	return append(b, 's')
 }

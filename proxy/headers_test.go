@@ -186,9 +186,9 @@ func TestHeaderTooLarge(t *testing.T) {
 func TestRateSetKeysAreCanonical(t *testing.T) {
 	for _, set := range rateSets {
 		for _, k := range []struct{ got, name string }{
-			{set.limitKey.String(), "x-ratelimit-limit-" + set.name},
-			{set.remainingKey.String(), "x-ratelimit-remaining-" + set.name},
-			{set.resetKey.String(), "x-ratelimit-reset-" + set.name},
+			{set.limitKey, "x-ratelimit-limit-" + set.name},
+			{set.remainingKey, "x-ratelimit-remaining-" + set.name},
+			{set.resetKey, "x-ratelimit-reset-" + set.name},
 		} {
 			if want := http.CanonicalHeaderKey(k.name); k.got != want {
 				t.Errorf("%s: got %q, want %q", k.name, k.got, want)

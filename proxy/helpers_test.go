@@ -22,7 +22,6 @@ import (
 	"github.com/ratelimit-gateway/gateway/jwtauth"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
-	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 	"github.com/ratelimit-gateway/gateway/proxy/pool"
 )
@@ -148,7 +147,7 @@ type gatewayOpts struct {
 	afterFunc      func(time.Duration, func()) timer
 	log            *logRecorder
 	idem           idempotency.Store // nil: the Handler's in-process one
-	transport      closingTransport  // nil: newLeanTransport()
+	transport      closingTransport  // nil: newTestTransport()
 	tracing        trace.TracerProvider
 	tokens         *jwtauth.Verifier
 	metrics        Observer
@@ -164,20 +163,15 @@ type closingTransport interface {
 	CloseIdleConnections()
 }
 
-// newLeanTransport is the upstream transport gateway serve builds:
-// proxy/h1's over NewStandardTransport's.
-func newLeanTransport() *h1.Transport { return newLeanTransportDialing(NewDialer().DialContext) }
+// newTestTransport is net/http's upstream transport as gateway serve
+// builds it (NewStandardTransport's). Tests here see net/http's types only:
+// the gateway's lean server and transport (proxy/h1), which gateway serve
+// puts in front and behind by default, are tested with the handler in
+// proxy/h1 and cmd/gateway.
+func newTestTransport() *http.Transport { return newStandardTransport(NewDialer().DialContext) }
 
-// newLeanTransportDialing is newLeanTransport dialing with dial (tests
-// watch connections).
-func newLeanTransportDialing(dial dialFunc) *h1.Transport {
-	return h1.New(h1.Config{Fallback: newStandardTransport(dial), Dial: dial})
-}
-
-// timerTransport is net/http's transport: an exchange on it is timed by the
-// route deadline's timer (as upgrades, streamed uploads and TLS upstreams
-// are), which tests fire by hand; on newLeanTransport's lean path the connection's
-// deadlines time it instead.
+// timerTransport is net/http's transport without compression: an exchange
+// on it is timed by the route deadline's timer, which tests fire by hand.
 func timerTransport() *http.Transport { return &http.Transport{DisableCompression: true} }
 
 // newGateway serves a Handler over snap and lim on a loopback httptest server.
@@ -187,7 +181,7 @@ func newGateway(t testing.TB, snap *policies.Snapshot, lim Limiter, o gatewayOpt
 	holder.p.Store(snap)
 	tr := o.transport
 	if tr == nil {
-		tr = newLeanTransport()
+		tr = newTestTransport()
 	}
 	t.Cleanup(tr.CloseIdleConnections)
 	logger := slog.New(slog.DiscardHandler)
@@ -208,44 +202,9 @@ func newGateway(t testing.TB, snap *policies.Snapshot, lim Limiter, o gatewayOpt
 		srv.Config.Protocols.SetHTTP1(true)
 		srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	}
-	// As gateway serve does by default: h1.Server takes the listener and
-	// hands what it does not serve to srv's net/http server, which
-	// httptest starts on a listener of the same address that never
-	// accepts (so srv.URL, srv.Client and srv.Close work as usual).
-	ln := srv.Listener
-	srv.Listener = &parkedListener{addr: ln.Addr(), closed: make(chan struct{})}
 	srv.Start()
-	lean := &h1.Server{Handler: h, Fallback: srv.Config}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		lean.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		lean.Close()
-		<-served
-	})
 	return srv, h
 }
-
-// parkedListener accepts nothing until it is closed.
-type parkedListener struct {
-	addr   net.Addr
-	once   sync.Once
-	closed chan struct{}
-}
-
-func (l *parkedListener) Accept() (net.Conn, error) {
-	<-l.closed
-	return nil, net.ErrClosed
-}
-
-func (l *parkedListener) Close() error {
-	l.once.Do(func() { close(l.closed) })
-	return nil
-}
-
-func (l *parkedListener) Addr() net.Addr { return l.addr }
 
 // newUpstream serves h on loopback and closes it when the test ends.
 func newUpstream(t testing.TB, h http.Handler) *httptest.Server {

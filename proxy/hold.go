@@ -9,7 +9,6 @@ import (
 	"net/http"
 
 	"github.com/ratelimit-gateway/gateway/policies"
-	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 
 // holdMax is the largest request body forward reads whole before it sends
@@ -24,41 +23,54 @@ import (
 const holdMax = 16 << 10
 
 // holdable reports whether forward holds r's body: small, of known length,
-// not held yet, and bound for an exchange the lean transport carries (plain
-// HTTP, no Expect or Upgrade, which go to the fallback either way).
+// not held yet, and bound for a plain-HTTP exchange a transport can carry
+// whole (no CONNECT, Expect or Upgrade, which stream either way).
 func (h *Handler) holdable(r *http.Request, route *policies.Route) bool {
-	if !h.leanTransport || r.ContentLength <= 0 || r.ContentLength > holdMax || r.Body == nil || r.Body == http.NoBody {
+	if r.ContentLength <= 0 || r.ContentLength > holdMax || r.Body == nil || r.Body == http.NoBody {
 		return false
 	}
 	if _, held := r.Body.(*heldBody); held {
 		return false
 	}
-	return route.Upstream != nil && route.Upstream.Scheme == "http" && h1.LeanExchange(r.Method, r.Header)
+	if route.Upstream == nil || route.Upstream.Scheme != "http" || r.Method == http.MethodConnect {
+		return false
+	}
+	_, upgrade := r.Header["Upgrade"]
+	_, expect := r.Header["Expect"]
+	return !upgrade && !expect
 }
 
 // errBodyStalled is a held body's read cut by the route timeout: the client
 // stopped sending it.
 var errBodyStalled = errors.New("the request body stopped arriving")
 
+// arrivedBody is a request body that can tell whether what is left of it
+// has arrived already (the lean server's can): reading it to its end will
+// not wait on the client.
+type arrivedBody interface{ Arrived() bool }
+
 // hold reads r's body whole (holdable said it is small) and returns r
-// carrying it in memory. The route timeout bounds the wait between two
-// reads, as it does for a body streamed upstream: a body that keeps moving
-// is never cut, one that stalls is (errBodyStalled).
-func (h *Handler) hold(w http.ResponseWriter, r *http.Request, route *policies.Route) (*http.Request, error) {
+// carrying it in memory. The route deadline (st's) bounds the wait between
+// two reads, as it does for a body streamed upstream: a body that keeps
+// moving is never cut, one that stalls is (errBodyStalled).
+func (h *Handler) hold(st *requestState, w http.ResponseWriter, r *http.Request) (*http.Request, error) {
 	body := io.Reader(r.Body)
-	var deadline *routeDeadline // nil: nothing to wait for, or no bound on the wait
-	if route.Timeout > 0 && !h1.BodyBuffered(r.Body) {
+	timeout := st.p.route.Timeout
+	if b, ok := r.Body.(arrivedBody); timeout > 0 && (!ok || !b.Arrived()) {
 		// A small body nearly always arrives with its head; only one that
-		// has not gets the watch and its timer.
-		watch := &stallWatch{w: w}
-		deadline = &watch.rd
-		body = &uploadBody{ReadCloser: r.Body, deadline: deadline}
-		watch.rd.arm(h.afterFunc, route.Timeout, watch)
-		defer watch.rd.stop()
+		// has not arms the deadline's timer.
+		st.holding, st.deadline = true, &st.dl
+		body = &uploadBody{ReadCloser: r.Body, deadline: st.deadline}
+		st.dl.arm(h.afterFunc, timeout, st)
 	}
 	buf, err := readHeld(body, int(r.ContentLength))
+	stalled := false
+	if st.holding {
+		stalled = !st.dl.stop()
+		st.holding = false
+	}
 	if err != nil {
-		if deadline.timedOut() {
+		if stalled {
 			return r, errBodyStalled
 		}
 		return r, err
@@ -94,16 +106,6 @@ func readHeld(body io.Reader, n int) ([]byte, error) {
 	}
 	return buf, nil
 }
-
-// stallWatch cuts a held body's read when the route timeout passes with
-// no byte of it: the client connection's read deadline is moved into the
-// past, which ends the read at once.
-type stallWatch struct {
-	rd routeDeadline
-	w  http.ResponseWriter
-}
-
-func (s *stallWatch) expire() { http.NewResponseController(s.w).SetReadDeadline(longAgo) }
 
 // holdFailed answers a request whose body could not be held: 408 when it
 // stalled, nothing (the client's own 499, logged) when the client went

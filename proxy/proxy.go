@@ -18,7 +18,6 @@ import (
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/llm"
 	"github.com/ratelimit-gateway/gateway/policies"
-	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 	"github.com/ratelimit-gateway/gateway/proxy/pool"
 )
@@ -119,9 +118,9 @@ type Handler struct {
 	// protocols are the transports of each upstream protocol; the
 	// ReverseProxy sends on them (UpstreamTransports.RoundTrip).
 	protocols *UpstreamTransports
-	// leanTransport: the transport is h1's, which times lean exchanges by
-	// itself (see timeUpstream).
-	leanTransport bool
+	// keeper is the transport when it keeps a request's deadline itself,
+	// for the requests it says so of (see timeUpstream); nil otherwise.
+	keeper deadlineKeeper
 	// transport carries every exchange upstream (see transportFor); pools
 	// is what the gateway knows of the members of pools.
 	transport      http.RoundTripper
@@ -212,7 +211,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Tracing != nil {
 		h.tracer = cfg.Tracing.Tracer(tracerName)
 	}
-	_, h.leanTransport = cfg.Transport.(*h1.Transport)
+	h.keeper, _ = cfg.Transport.(deadlineKeeper)
 	h.transport, h.pools = cfg.Transport, cfg.Pools
 	if h.pools == nil {
 		h.pools = pool.New(pool.Config{Snapshots: cfg.Snapshots, Transport: cfg.Transport})

@@ -22,7 +22,7 @@ func TestNewRejectsNilDependencies(t *testing.T) {
 	good := Config{
 		Snapshots: &snapshotHolder{},
 		Limiter:   fakeLimiter{},
-		Transport: newLeanTransport(),
+		Transport: newTestTransport(),
 		Logger:    slog.New(slog.DiscardHandler),
 	}
 	tests := []struct {

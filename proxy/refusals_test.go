@@ -58,7 +58,7 @@ func newHandler(t testing.TB, snap *policies.Snapshot, lim Limiter, refusals Ref
 	t.Helper()
 	holder := &snapshotHolder{}
 	holder.p.Store(snap)
-	tr := newLeanTransport()
+	tr := newTestTransport()
 	t.Cleanup(tr.CloseIdleConnections)
 	cfg := Config{Snapshots: holder, Limiter: lim, Transport: tr, Logger: slog.New(slog.DiscardHandler), Metrics: metrics.New()}
 	if refusals != nil {

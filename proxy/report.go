@@ -133,6 +133,8 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	rep    report
+	// headers is the answer's header scratch (see headerScratch).
+	headers headerScratch
 }
 
 var recorders = sync.Pool{New: func() any { return new(statusRecorder) }}

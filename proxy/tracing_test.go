@@ -115,12 +115,12 @@ func noSecretIn(t *testing.T, spans []otlptest.Span, secrets ...string) {
 	}
 }
 
-// transports are the two upstream transports a request may take.
+// transports are the upstream transports tested here: net/http's (the
+// lean one, proxy/h1's, is tested with the handler in proxy/h1).
 var transports = []struct {
 	name string
 	new  func() closingTransport
 }{
-	{"lean", func() closingTransport { return newLeanTransport() }},
 	{"standard", func() closingTransport { return NewStandardTransport() }},
 }
 

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/policies"
-	"github.com/ratelimit-gateway/gateway/proxy/h1"
 	"github.com/ratelimit-gateway/gateway/proxy/pool"
 )
 
@@ -119,7 +118,7 @@ func (h *Handler) mayRetry(st *requestState, req *http.Request, attempt int, res
 		return false
 	case st.inbound().Err() != nil || st.Context.Err() != nil:
 		return false
-	case err != nil && (errors.Is(err, h1.ErrTimeout) || st.deadline.timedOut()):
+	case err != nil && st.deadline.timedOut(err):
 		return false
 	case req.Body != nil && req.Body != http.NoBody && req.GetBody == nil:
 		return false

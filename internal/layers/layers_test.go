@@ -65,3 +65,35 @@ func TestImportsPointOneWay(t *testing.T) {
 		})
 	}
 }
+
+// lean is the gateway's HTTP/1.1 server and transport; known to cmd alone,
+// which builds them: the handler sees an http.Handler's server and an
+// http.RoundTripper.
+const lean = "proxy/h1"
+
+// TestOnlyCmdImportsLean: no package but proxy/h1 itself and cmd/...
+// imports proxy/h1, in its code or its tests (a test that needs the handler
+// and the lean server lives in proxy/h1 or cmd).
+func TestOnlyCmdImportsLean(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f",
+		`{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`, module+"...").Output()
+	if err != nil {
+		t.Fatalf("go list %s...: %v", module, err)
+	}
+	seen := 0
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		pkg, _ := strings.CutPrefix(f[0], module)
+		seen++
+		if pkg == lean || strings.HasPrefix(pkg, lean+"/") || pkg == "cmd" || strings.HasPrefix(pkg, "cmd/") {
+			continue
+		}
+		if slices.Contains(f[1:], module+lean) {
+			t.Errorf("%s imports %s, which only cmd may know", pkg, lean)
+		}
+	}
+	if seen < 10 {
+		t.Fatalf("go list named %d packages: the test tested nothing", seen)
+	}
+}

@@ -47,8 +47,8 @@ func TestLean(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Lean(tc.req); got != tc.want {
-				t.Fatalf("Lean: got %v, want %v", got, tc.want)
+			if got := (&Transport{}).KeepsDeadline(tc.req); got != tc.want {
+				t.Fatalf("KeepsDeadline: got %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -344,9 +344,11 @@ type serverConn struct {
 	// buffer (bodyBuffers', for the request's time) writes to.
 	fields []field
 	hdr    []byte
-	// set and setValues hold the fields SetFields set on an answer.
+	// set and setValues hold the fields SetFields set on an answer;
+	// setNames are names it checked on this connection already.
 	set       []setField
 	setValues []byte
+	setNames  []string
 	extra     [160]byte
 	line      [64]byte
 	cw        chunkWriter
@@ -844,14 +846,11 @@ func (b *requestBody) atEnd() {
 	c.mu.Unlock()
 }
 
-// BodyBuffered reports whether what is left of body, a lean server's
-// request body, has already been read from the client connection: reading
-// it to its end will not wait on the network. False for any other body.
-func BodyBuffered(body io.Reader) bool {
-	b, ok := body.(*requestBody)
-	if !ok {
-		return false
-	}
+// Arrived reports whether what is left of the body has already been read
+// from the client connection: reading it to its end will not wait on the
+// network. (A handler that sees only net/http's types asks through an
+// interface of its own; net/http's bodies cannot tell.)
+func (b *requestBody) Arrived() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return !b.closed && (b.remain == 0 || b.sawEOF || int64(b.c.br.Buffered()) >= b.remain)

@@ -2,41 +2,17 @@ package h1
 
 import (
 	"bytes"
-	"fmt"
 	"net/http"
 	"strings"
 )
 
-// A FieldName is a header field's name SetFields can set, checked once
-// where it is made: a name net/http writes (a token), and none the server
-// reads from the header map as it writes the header (framing, Connection,
-// Date, Trailer and trailers, Upgrade, Content-Type, Content-Encoding). It
-// reads the canonical names, as net/http does: a field under another
-// spelling is written as any other. The zero FieldName is none.
-type FieldName struct{ name string }
-
-// NewFieldName checks name for SetFields.
-func NewFieldName(name string) (FieldName, error) {
-	if !validFieldName(name) {
-		return FieldName{}, fmt.Errorf("h1: %q is not a header field name", name)
-	}
-	if readByServer(name) {
-		return FieldName{}, fmt.Errorf("h1: %s is read by the server as it writes the header, and cannot be set apart from it", name)
-	}
-	return FieldName{name}, nil
-}
-
-// MustFieldName is NewFieldName for a name known to be good; it panics on
-// another.
-func MustFieldName(name string) FieldName {
-	n, err := NewFieldName(name)
-	if err != nil {
-		panic(err)
-	}
-	return n
-}
-
-func (n FieldName) String() string { return n.name }
+// fieldNameOK reports whether SetFields can set a field of name: a name
+// net/http writes (a token), and none the server reads from the header map
+// as it writes the header (framing, Connection, Date, Trailer and
+// trailers, Upgrade, Content-Type, Content-Encoding). It reads the
+// canonical names, as net/http does: a field under another spelling is
+// written as any other.
+func fieldNameOK(name string) bool { return validFieldName(name) && !readByServer(name) }
 
 // SetFields sets header fields on a lean response before its header is
 // written, as w.Header()[names[i].String()] = []string{value i} would, value
@@ -49,24 +25,46 @@ func (n FieldName) String() string { return n.name }
 //
 // It reports false, and sets nothing, where the map has to take them: w is
 // not a lean response (nor wraps one through Unwrap), its header was
-// written, a name is the zero FieldName, or ends are out of order or past
-// values. Set under a name w.Header() holds, a field replaces it; the header
+// written, a name is not one it can set (see fieldNameOK), or ends are out
+// of order or past values. Set under a name w.Header() holds, a field replaces it; the header
 // map's value wins over a field set before it under the same name, as a
 // later Header().Set would (a later Header().Add replaces it too, rather than
 // adding to it).
-func SetFields(w http.ResponseWriter, names []FieldName, ends []int, values []byte) bool {
+func SetFields(w http.ResponseWriter, names []string, ends []int, values []byte) bool {
 	rw := responseOf(w)
-	if rw == nil || rw.wroteHeader || len(names) != len(ends) {
+	if rw == nil {
 		return false
 	}
-	start := 0
+	return rw.SetFields(names, ends, values)
+}
+
+// SetFields is the package's SetFields on w itself: a handler that sees
+// only net/http's types finds it through a small interface of its own.
+func (rw *response) SetFields(names []string, ends []int, values []byte) bool {
+	if rw.wroteHeader || len(names) != len(ends) {
+		return false
+	}
+	c := rw.c
+	start, checked := 0, true
 	for i, n := range names {
-		if n.name == "" || ends[i] < start || ends[i] > len(values) {
+		if ends[i] < start || ends[i] > len(values) {
 			return false
+		}
+		// A handler sets the same names answer after answer, nearly
+		// always from one place: a name checked before on this
+		// connection, at the same index, is checked once (comparing a
+		// string with itself compares no bytes).
+		if i >= len(c.setNames) || c.setNames[i] != n {
+			if !fieldNameOK(n) {
+				return false
+			}
+			checked = false
 		}
 		start = ends[i]
 	}
-	c := rw.c
+	if !checked && len(names) <= maxKeptFields {
+		c.setNames = append(c.setNames[:0], names...)
+	}
 	if !rw.setUsed {
 		rw.setUsed = true
 		c.set, c.setValues = c.set[:0], c.setValues[:0]
@@ -78,11 +76,11 @@ func SetFields(w http.ResponseWriter, names []FieldName, ends []int, values []by
 	for i, n := range names {
 		end := ends[i]
 		if len(rw.header) > 0 {
-			delete(rw.header, n.name)
+			delete(rw.header, n)
 		}
 		at := len(c.setValues)
 		c.setValues = append(c.setValues, values[start:end]...)
-		c.set = insertSet(c.set, setField{name: n.name, start: at, end: len(c.setValues), breaks: breaks})
+		c.set = insertSet(c.set, setField{name: n, start: at, end: len(c.setValues), breaks: breaks})
 		start = end
 	}
 	return true

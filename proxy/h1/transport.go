@@ -23,6 +23,15 @@
 // GetBody): an upstream may answer (413, 401) without reading the body, and
 // a larger one would then wait in a write until the timeout while the
 // answer sits unread. The fallback reads the answer while it writes.
+//
+// Both are net/http's types to their users (an http.RoundTripper, a server
+// of an http.Handler), and only cmd builds them. What a handler may use
+// beyond net/http it finds by small interfaces of its own, never by this
+// package's names: a lean exchange keeps its request context's deadline by
+// the connection's deadlines (Transport.KeepsDeadline), failing with an
+// error that is context.DeadlineExceeded; a lean response takes header
+// fields apart from its map (SetFields); a lean request body says whether
+// its rest has arrived (Arrived).
 package h1
 
 import (
@@ -57,23 +66,6 @@ const (
 	max1xxResponses             = 5
 	noLimit               int64 = -1
 )
-
-// ErrTimeout is returned when the upstream kept an exchange waiting past the
-// request's Timeout (see TimeoutKey).
-var ErrTimeout = errors.New("h1: the upstream did not answer in time")
-
-// TimeoutKey is the context key under which a request may carry a Timeout:
-// when req.Context().Value(TimeoutKey{}) is one, it bounds the exchange.
-type TimeoutKey struct{}
-
-// Timeout bounds how long an upstream may keep a lean exchange waiting: to
-// take the whole request, then to send the response headers. The body then
-// flows without a limit. Past it RoundTrip fails with ErrTimeout. It works by
-// the connection's own deadlines: no timer, no goroutine, no context per
-// request.
-type Timeout interface {
-	UpstreamTimeout() time.Duration
-}
 
 // errHeaderTooLarge is returned when an upstream's response headers exceed
 // Config.MaxResponseHeaderBytes.
@@ -166,10 +158,17 @@ func New(cfg Config) *Transport {
 	return t
 }
 
-// Lean reports whether RoundTrip carries req itself, rather than handing it
-// to the fallback (which ignores a Timeout in its context).
-func Lean(req *http.Request) bool {
-	if req.URL.Scheme != "http" || !LeanExchange(req.Method, req.Header) {
+// KeepsDeadline reports whether RoundTrip carries req itself, rather than
+// handing it to the fallback: then the deadline of req's context bounds the
+// write of the request and the wait for the response headers through the
+// connection's own deadlines (no timer, no goroutine), and the body flows
+// without it unless the context's Done ends it. A caller whose context's
+// Done would close only by a timer at that deadline need not arm one.
+func (t *Transport) KeepsDeadline(req *http.Request) bool { return lean(req) }
+
+// lean reports whether RoundTrip carries req itself.
+func lean(req *http.Request) bool {
+	if req.URL.Scheme != "http" || !leanExchange(req.Method, req.Header) {
 		return false
 	}
 	if req.Body != nil && req.Body != http.NoBody {
@@ -183,10 +182,10 @@ func Lean(req *http.Request) bool {
 	return true
 }
 
-// LeanExchange reports whether a plain-HTTP request of method and header
+// leanExchange reports whether a plain-HTTP request of method and header
 // is one the lean path may carry, its body aside: not a CONNECT, a protocol
 // upgrade or an Expect: 100-continue.
-func LeanExchange(method string, header http.Header) bool {
+func leanExchange(method string, header http.Header) bool {
 	if method == http.MethodConnect {
 		return false
 	}
@@ -208,7 +207,7 @@ func LeanExchange(method string, header http.Header) bool {
 // Wrote* hooks (WroteRequest once the request is in the connection's
 // buffer, flushed just after) and RoundTrip calls Got1xxResponse.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !Lean(req) {
+	if !lean(req) {
 		t.handedOver.Add(1)
 		return t.fallback.RoundTrip(req)
 	}
@@ -235,7 +234,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err == nil {
 			return res, nil
 		}
-		if retried || !reused || c.answered || ctx.Err() != nil || errors.Is(err, ErrTimeout) || !replayable(req) {
+		if retried || !reused || c.answered || ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || !replayable(req) {
 			return nil, err
 		}
 		if t.budget != nil && !t.budget.TryRetry() {
@@ -481,13 +480,9 @@ func (c *conn) roundTrip(req *http.Request, trace *httptrace.ClientTrace) (*http
 	ctx := req.Context()
 	stop := c.cancelWith(ctx)
 	c.answered = false
-	var (
-		timeout  time.Duration
-		deadline time.Time
-	)
-	if t, ok := ctx.Value(TimeoutKey{}).(Timeout); ok {
-		timeout = t.UpstreamTimeout()
-	}
+	// The context's deadline bounds the write and the wait for the
+	// response headers, by the connection's own deadlines.
+	deadline, timed := ctx.Deadline()
 	fail := func(err error) (*http.Response, error) {
 		stop()
 		c.nc.Close()
@@ -496,35 +491,24 @@ func (c *conn) roundTrip(req *http.Request, trace *httptrace.ClientTrace) (*http
 		}
 		// Request.Write hides a deadline error of the body's write in a
 		// type of its own: the clock says whether the deadline passed.
-		if timeout > 0 && (errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline)) {
-			return nil, fmt.Errorf("%w: %s %s: no answer within %s", ErrTimeout, req.Method, c.addr, timeout)
+		if timed && (errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline)) {
+			return nil, fmt.Errorf("h1: %s %s: no answer by the request's deadline: %w", req.Method, c.addr, context.DeadlineExceeded)
 		}
 		return nil, fmt.Errorf("h1: %s %s: %w", req.Method, c.addr, err)
 	}
-	if timeout > 0 {
-		deadline = time.Now().Add(timeout)
-		c.setDeadline(ctx, false, true, deadline)
+	if timed {
+		c.setDeadline(ctx, true, true, deadline)
 	}
 	werr := writeRequest(c.bw, req)
 	if werr == nil {
 		werr = c.bw.Flush()
 	}
-	switch {
-	case werr != nil && (ctx.Err() != nil || timeout > 0 && !time.Now().Before(deadline)):
+	// On a failed write the upstream may have answered and stopped reading
+	// (a 413 that closes): its answer, when it is there, is what the client
+	// gets, and the connection is not used again (see keep below). The wait
+	// for it keeps the deadline the write had.
+	if werr != nil && (ctx.Err() != nil || timed && !time.Now().Before(deadline)) {
 		return fail(werr)
-	case werr != nil:
-		// The upstream may have answered and stopped reading (a 413 that
-		// closes): its answer, when it is there, is what the client gets,
-		// and the connection is not used again (see keep below). The
-		// wait for it keeps the deadline the write had.
-		if timeout > 0 {
-			c.setDeadline(ctx, true, false, deadline)
-		}
-	case timeout > 0:
-		// The whole request is written: the wait for the answer gets the
-		// whole timeout.
-		deadline = time.Now().Add(timeout)
-		c.setDeadline(ctx, true, false, deadline)
 	}
 	var res *http.Response
 	for n1xx := 0; ; n1xx++ {
@@ -554,7 +538,7 @@ func (c *conn) roundTrip(req *http.Request, trace *httptrace.ClientTrace) (*http
 			}
 		}
 	}
-	if timeout > 0 {
+	if timed {
 		c.setDeadline(ctx, true, true, time.Time{}) // the body flows without a limit
 	}
 	keep := !res.Close && !req.Close && werr == nil

@@ -632,24 +632,24 @@ func TestWroteRequestOncePerExchange(t *testing.T) {
 	}
 }
 
-// timeoutCtx carries a Timeout as the gateway's request state does.
-type timeoutCtx struct {
+// deadlineCtx has a deadline that nothing but its reader keeps: its Done
+// never closes, so only the transport's own connection deadlines can end an
+// exchange at it (as KeepsDeadline promises a caller that arms no timer).
+type deadlineCtx struct {
 	context.Context
-	d time.Duration
+	at time.Time
 }
 
-func (c timeoutCtx) Value(k any) any {
-	if k == (TimeoutKey{}) {
-		return c
-	}
-	return c.Context.Value(k)
+func (c deadlineCtx) Deadline() (time.Time, bool) { return c.at, true }
+
+func deadlineIn(d time.Duration) deadlineCtx {
+	return deadlineCtx{Context: context.Background(), at: time.Now().Add(d)}
 }
 
-func (c timeoutCtx) UpstreamTimeout() time.Duration { return c.d }
-
-// A Timeout in the request's context bounds the wait for the headers: an
-// upstream that takes the request and never answers gets ErrTimeout, and the
-// request is not sent again, even a GET on a reused connection.
+// The request context's deadline bounds the wait for the headers: an
+// upstream that takes the request and never answers gets an error that is
+// context.DeadlineExceeded, and the request is not sent again, even a GET
+// on a reused connection.
 func TestTimeoutBoundsTheWaitForHeaders(t *testing.T) {
 	addr, accepted := rawServer(t, func(i int, c net.Conn, br *bufio.Reader) {
 		for n := 0; ; n++ {
@@ -664,11 +664,10 @@ func TestTimeoutBoundsTheWaitForHeaders(t *testing.T) {
 		}
 	})
 	tr, _ := newTestTransport(t, Config{})
-	ctx := timeoutCtx{Context: context.Background(), d: 50 * time.Millisecond}
-	send(t, tr, mustRequest(t, ctx, "GET", "http://"+addr+"/first", nil))
-	_, err := tr.RoundTrip(mustRequest(t, ctx, "GET", "http://"+addr+"/stalls", nil))
-	if !errors.Is(err, ErrTimeout) {
-		t.Fatalf("err = %v, want ErrTimeout", err)
+	send(t, tr, mustRequest(t, deadlineIn(10*time.Second), "GET", "http://"+addr+"/first", nil))
+	_, err := tr.RoundTrip(mustRequest(t, deadlineIn(50*time.Millisecond), "GET", "http://"+addr+"/stalls", nil))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
 	}
 	if n := accepted.Load(); n != 1 {
 		t.Errorf("%d connections: a timed-out request was sent again", n)
@@ -678,7 +677,8 @@ func TestTimeoutBoundsTheWaitForHeaders(t *testing.T) {
 	}
 }
 
-// Once the headers are in, the body flows without a limit: a body that comes
+// Once the headers are in, the body flows without a limit (but for what
+// ends the context itself): a body that comes
 // later than the timeout is read whole, and the connection is reused with
 // no deadline left on it.
 func TestTimeoutDoesNotCutTheBody(t *testing.T) {
@@ -692,9 +692,8 @@ func TestTimeoutDoesNotCutTheBody(t *testing.T) {
 		io.WriteString(w, "tail")
 	}))
 	tr, _ := newTestTransport(t, Config{})
-	ctx := timeoutCtx{Context: context.Background(), d: timeout}
 	for range 2 {
-		if _, body := send(t, tr, mustRequest(t, ctx, "GET", up.URL+"/", nil)); body != "head,tail" {
+		if _, body := send(t, tr, mustRequest(t, deadlineIn(timeout), "GET", up.URL+"/", nil)); body != "head,tail" {
 			t.Fatalf("body %q", body)
 		}
 	}

@@ -1,4 +1,4 @@
-package proxy
+package h1_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/proxy"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 
@@ -19,7 +20,9 @@ import (
 // the connection pooled) as the gateway does against a socket.
 func wireUpstream() *h1.Transport {
 	dial := func(context.Context, string, string) (net.Conn, error) { return &upstreamConn{}, nil }
-	return h1.New(h1.Config{Fallback: newStandardTransport(dial), Dial: dial})
+	standard := proxy.NewStandardTransport()
+	standard.DialContext = dial
+	return h1.New(h1.Config{Fallback: standard, Dial: dial})
 }
 
 // upstreamConn answers each whole request written to it as make bench's

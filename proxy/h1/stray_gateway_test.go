@@ -1,4 +1,4 @@
-package proxy
+package h1_test
 
 import (
 	"bufio"
@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratelimit-gateway/gateway/proxy"
+	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 
 // strayUpstream answers every request with "own:<X-Id>" and then, after
@@ -85,8 +88,7 @@ type strayCount struct {
 func throughStrayUpstream(t *testing.T, transport closingTransport, delay time.Duration, clients, each int) (strayCount, int64) {
 	t.Helper()
 	addr, strays := strayUpstream(t, delay)
-	snap := testSnapshot(t, nil, testRoute(t, "up", "/", "http://"+addr))
-	gw, _ := newGateway(t, snap, fakeLimiter{}, gatewayOpts{transport: transport})
+	gw := serveGatewayOn(t, "routes:\n  - {name: up, match: {path_prefix: /}, upstream: \"http://"+addr+"\"}\n", transport)
 	var mu sync.Mutex
 	var got strayCount
 	var wg sync.WaitGroup
@@ -98,7 +100,7 @@ func throughStrayUpstream(t *testing.T, transport closingTransport, delay time.D
 			defer client.CloseIdleConnections()
 			for i := range each {
 				id := fmt.Sprintf("%d-%d", c, i)
-				req, _ := http.NewRequest("GET", gw.URL+"/", nil)
+				req, _ := http.NewRequest("GET", gw+"/", nil)
 				req.Header.Set("X-Id", id)
 				resp, err := client.Do(req)
 				var body []byte
@@ -127,7 +129,8 @@ func throughStrayUpstream(t *testing.T, transport closingTransport, delay time.D
 }
 
 // TestStrayUpstreamResponses measures what a hostile upstream's unasked
-// responses do, 48 clients at once, on each transport. On proxy/h1, stray
+// responses do, 48 clients at once through the gateway (on the lean
+// server), on each upstream transport. On proxy/h1, stray
 // bytes that arrive with an answer retire the connection before it is used
 // again: nothing is misrouted (net/http's transport misroutes a few). A stray that arrives later (3 ms) may be read as
 // the answer to the next request on that connection, and that request's
@@ -142,8 +145,8 @@ func TestStrayUpstreamResponses(t *testing.T) {
 		lean bool
 		new  func() closingTransport
 	}{
-		{"proxy/h1", true, func() closingTransport { return newLeanTransport() }},
-		{"net/http", false, func() closingTransport { return timerTransport() }},
+		{"proxy/h1", true, func() closingTransport { return h1.New(h1.Config{Fallback: proxy.NewStandardTransport()}) }},
+		{"net/http", false, func() closingTransport { return proxy.NewStandardTransport() }},
 	} {
 		t.Run(tr.name+"/with the answer", func(t *testing.T) {
 			got, _ := throughStrayUpstream(t, tr.new(), 0, clients, each)

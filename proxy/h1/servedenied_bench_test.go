@@ -1,4 +1,4 @@
-package proxy
+package h1_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/metrics"
 	"github.com/ratelimit-gateway/gateway/metrics/topk"
 	"github.com/ratelimit-gateway/gateway/policies"
+	"github.com/ratelimit-gateway/gateway/proxy"
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 
@@ -35,7 +36,7 @@ import (
 // gateway's: throughput at equal CPU). "bare" and "gateway" run each alone,
 // for their exact allocations per request:
 //
-//	go test -run '^$' -bench BenchmarkServeDenied -benchmem ./proxy/
+//	go test -run '^$' -bench BenchmarkServeDenied -benchmem ./proxy/h1/
 func BenchmarkServeDenied(b *testing.B) {
 	engine, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), nil)
 	if err != nil {
@@ -58,7 +59,7 @@ policies:
 	if err != nil {
 		b.Fatal(err)
 	}
-	gw, err := New(Config{Snapshots: holder, Limiter: engine, Transport: memoryUpstream{},
+	gw, err := proxy.New(proxy.Config{Snapshots: holder, Limiter: engine, Transport: memoryUpstream{},
 		Logger: slog.New(slog.DiscardHandler), Metrics: metrics.New(), Refusals: refused})
 	if err != nil {
 		b.Fatal(err)

@@ -1,4 +1,4 @@
-package proxy
+package h1_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/metrics"
 	"github.com/ratelimit-gateway/gateway/policies"
+	"github.com/ratelimit-gateway/gateway/proxy"
 )
 
 // BenchmarkServeTargets is make bench's gateway-nopolicy, gateway-local,
@@ -28,16 +29,17 @@ import (
 // ones. Each sub-benchmark runs one target alone, for exact allocations,
 // and for instruction counts under valgrind --tool=callgrind:
 //
-//	go test -run '^$' -bench BenchmarkServeTargets -benchmem ./proxy/
+//	go test -run '^$' -bench BenchmarkServeTargets -benchmem ./proxy/h1/
 func BenchmarkServeTargets(b *testing.B) {
 	engine, err := limiter.NewEngine(time.Now, limiter.NewLocal(0), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	upstream := wireUpstream()
-	standard := newStandardTransport(blockingUpstreamDial)
+	standard := proxy.NewStandardTransport() // as upstream_transport: standard builds it
+	standard.DialContext = blockingUpstreamDial
 	b.Cleanup(standard.CloseIdleConnections)
-	handler := func(cfg string, transports ...http.RoundTripper) *Handler {
+	handler := func(cfg string, transports ...http.RoundTripper) *proxy.Handler {
 		var transport http.RoundTripper = upstream
 		if len(transports) > 0 {
 			transport = transports[0]
@@ -48,7 +50,7 @@ func BenchmarkServeTargets(b *testing.B) {
 		}
 		holder := &snapshotHolder{}
 		holder.p.Store(snap)
-		h, err := New(Config{Snapshots: holder, Limiter: engine, Transport: transport,
+		h, err := proxy.New(proxy.Config{Snapshots: holder, Limiter: engine, Transport: transport,
 			Logger: slog.New(slog.DiscardHandler), Metrics: metrics.New()})
 		if err != nil {
 			b.Fatal(err)
@@ -83,7 +85,7 @@ policies:
 	const get = "GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n"
 	for _, v := range []struct {
 		name string
-		h    *Handler
+		h    *proxy.Handler
 		req  string
 		std  bool // served by net/http's server, not h1.Server
 	}{
