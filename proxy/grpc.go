@@ -40,18 +40,6 @@ const (
 	hdrGRPCTimeout  = "Grpc-Timeout"
 )
 
-var valGRPC = []string{"application/grpc"}[:1:1]
-
-// isGRPC reports whether r is a gRPC call, by its Content-Type.
-func isGRPC(r *http.Request) bool {
-	ct := r.Header["Content-Type"]
-	if len(ct) != 1 {
-		return false
-	}
-	rest, ok := strings.CutPrefix(strings.ToLower(ct[0]), "application/grpc")
-	return ok && (rest == "" || rest[0] == '+' || rest[0] == ';')
-}
-
 // grpcStatusFor is the gRPC status of an answer of HTTP status: what the
 // gateway's own refusals and failures mean to a gRPC client.
 func grpcStatusFor(status int) int {

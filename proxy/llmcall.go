@@ -182,16 +182,6 @@ func deployments(r *http.Request, route *policies.Route) llm.Rename {
 	}
 }
 
-// countsTokens reports whether a policy of route counts tokens or dollars.
-func countsTokens(route *policies.Route) bool {
-	for _, p := range route.Policies {
-		if p.Cost.CountsTokens() {
-			return true
-		}
-	}
-	return false
-}
-
 // deliveredCosts says, by cost that counts tokens, whether every policy of
 // a route of that cost opted to charge a call without usage what it
 // delivered (charge_without_usage). A value, not a map: every call builds
@@ -549,16 +539,6 @@ func neverSent(err error) bool {
 	}
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
-}
-
-// refuseUpgrade refuses an upgrade (a WebSocket, such as the Realtime API)
-// on a route that counts tokens: what a session bills cannot be seen or
-// bounded from its first request. It returns the message, "" to go on.
-func refuseUpgrade(r *http.Request, route *policies.Route) string {
-	if len(r.Header["Upgrade"]) == 0 || r.Header["Upgrade"][0] == "" || !countsTokens(route) {
-		return ""
-	}
-	return "this route caps tokens, and what a " + r.Header.Get("Upgrade") + " session (such as the Realtime API) bills cannot be bounded: use the HTTP endpoints"
 }
 
 // modelWarnings logs, once per model, that a model the price table does not

@@ -11,15 +11,14 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/time/rate"
-
 	"github.com/ratelimit-gateway/gateway/jwtauth"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/llm"
 	"github.com/ratelimit-gateway/gateway/policies"
 	"github.com/ratelimit-gateway/gateway/proxy/idempotency"
 	"github.com/ratelimit-gateway/gateway/proxy/pool"
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
 )
 
 // DefaultMaxHeaderBytes is the request header limit used when
@@ -389,24 +388,6 @@ func (h *Handler) writeIdempotencyUnauthorized(w http.ResponseWriter, r *http.Re
 	h.writeError(w, r, http.StatusUnauthorized, errorBody{
 		Message: fmt.Sprintf("this route takes an %s only with a known API key in the %s header", idem.cfg.Header, header),
 	}, slog.String("route", route.Name))
-}
-
-// headerTooLarge reports whether the request line and headers, counted as
-// they travel in HTTP/1.1 ("Name: value\r\n"), exceed limit.
-func headerTooLarge(r *http.Request, limit int) bool {
-	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4 // two spaces, CRLF
-	n += len("Host") + len(r.Host) + 4                        // Go moves Host out of Header
-	if n > limit {
-		return true
-	}
-	for name, vs := range r.Header {
-		for _, v := range vs {
-			if n += len(name) + len(v) + 4; n > limit {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func (h *Handler) afterSettle() {
