@@ -174,15 +174,6 @@ func refusing(reason limiter.Reason) bool {
 	return false
 }
 
-func backendOf(checks []limiter.Check) string {
-	for _, c := range checks {
-		if c.Rule.Algorithm.Shared() {
-			return "redis"
-		}
-	}
-	return "local"
-}
-
 // countWithoutSlot is the body size up to which a call counts its tokens
 // without a slot of the tokenize gate: tens of microseconds of work, which
 // must not wait behind the large prompts the slots exist to bound.

@@ -8,6 +8,9 @@ import (
 
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // decision is what the limiter made of one request's checks.
@@ -27,6 +30,31 @@ type decision struct {
 	backend string
 	// took is how long the limiter took, waits excluded.
 	took time.Duration
+}
+
+// decide is decideChecks in a span of its own when the request is
+// recorded: the wait for the decision, on Redis the round trip that carries
+// it (whose span links to this one, see tracing.RedisHook).
+func (h *Handler) decide(p *plan) (decision, error) {
+	ctx := p.r.Context()
+	if h.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
+		return h.decideChecks(ctx, p)
+	}
+	ctx, span := h.tracer.Start(ctx, "ratelimit decide", trace.WithAttributes(attrRoute.String(p.route.Name)))
+	dec, err := h.decideChecks(ctx, p)
+	attrs := []attribute.KeyValue{attrBackend.String(dec.backend), attrAllowed.Bool(err == nil && dec.verdict.Allowed)}
+	if d, ok := dec.verdict.Deciding(); ok {
+		attrs = append(attrs, attrPolicy.String(d.Policy), attrReason.String(d.Reason.String()))
+	}
+	if dec.delayed > 0 {
+		attrs = append(attrs, attrDelayed.Float64(msec(dec.delayed)))
+	}
+	span.SetAttributes(attrs...)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+	return dec, err
 }
 
 // decideChecks asks the limiter about p's checks: with Reserve when the
@@ -87,6 +115,15 @@ func (h *Handler) decideChecks(ctx context.Context, p *plan) (decision, error) {
 			return out, nil
 		}
 	}
+}
+
+func backendOf(checks []limiter.Check) string {
+	for _, c := range checks {
+		if c.Rule.Algorithm.Shared() {
+			return "redis"
+		}
+	}
+	return "local"
 }
 
 // Refusals hears of each request a limit refused, with the policy and the

@@ -5,12 +5,11 @@ import (
 	"encoding/hex"
 	"net/http"
 
+	"github.com/ratelimit-gateway/gateway/policies"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // tracerName names the proxy's spans' instrumentation scope.
@@ -137,31 +136,6 @@ func noteAnswer(ctx context.Context, status int, msg string) {
 	if status >= 500 {
 		span.SetStatus(codes.Error, msg)
 	}
-}
-
-// decide is decideChecks in a span of its own when the request is
-// recorded: the wait for the decision, on Redis the round trip that carries
-// it (whose span links to this one, see tracing.RedisHook).
-func (h *Handler) decide(p *plan) (decision, error) {
-	ctx := p.r.Context()
-	if h.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
-		return h.decideChecks(ctx, p)
-	}
-	ctx, span := h.tracer.Start(ctx, "ratelimit decide", trace.WithAttributes(attrRoute.String(p.route.Name)))
-	dec, err := h.decideChecks(ctx, p)
-	attrs := []attribute.KeyValue{attrBackend.String(dec.backend), attrAllowed.Bool(err == nil && dec.verdict.Allowed)}
-	if d, ok := dec.verdict.Deciding(); ok {
-		attrs = append(attrs, attrPolicy.String(d.Policy), attrReason.String(d.Reason.String()))
-	}
-	if dec.delayed > 0 {
-		attrs = append(attrs, attrDelayed.Float64(msec(dec.delayed)))
-	}
-	span.SetAttributes(attrs...)
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
-	return dec, err
 }
 
 // startUpstream begins the span of the exchange with the upstream, as the
