@@ -7,8 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-
-	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // holdMax is the largest request body forward reads whole before it sends
@@ -21,24 +19,6 @@ import (
 // nearly always arrived with its headers; held, it goes out in one write
 // with them. Larger bodies, and bodies of unknown length, stream as before.
 const holdMax = 16 << 10
-
-// holdable reports whether forward holds r's body: small, of known length,
-// not held yet, and bound for a plain-HTTP exchange a transport can carry
-// whole (no CONNECT, Expect or Upgrade, which stream either way).
-func (h *Handler) holdable(r *http.Request, route *policies.Route) bool {
-	if r.ContentLength <= 0 || r.ContentLength > holdMax || r.Body == nil || r.Body == http.NoBody {
-		return false
-	}
-	if _, held := r.Body.(*heldBody); held {
-		return false
-	}
-	if route.Upstream == nil || route.Upstream.Scheme != "http" || r.Method == http.MethodConnect {
-		return false
-	}
-	_, upgrade := r.Header["Upgrade"]
-	_, expect := r.Header["Expect"]
-	return !upgrade && !expect
-}
 
 // errBodyStalled is a held body's read cut by the route timeout: the client
 // stopped sending it.

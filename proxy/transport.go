@@ -5,8 +5,6 @@ import (
 	"net"
 	"net/http"
 	"time"
-
-	"github.com/ratelimit-gateway/gateway/policies"
 )
 
 // Transport tuning. The idle pool is sized for a gateway that multiplexes many
@@ -90,29 +88,6 @@ func NewUpstreamTransports(auto http.RoundTripper) *UpstreamTransports {
 		h2:    only(func(p *http.Protocols) { p.SetHTTP2(true) }),
 		h2c:   only(func(p *http.Protocols) { p.SetUnencryptedHTTP2(true) }),
 	}
-}
-
-// For is the transport of protocol p: the one function that chooses, for a
-// route's upstream and for any other place that names a protocol.
-func (t *UpstreamTransports) For(p policies.UpstreamProtocol) http.RoundTripper {
-	switch p {
-	case policies.UpstreamHTTP1:
-		return t.http1
-	case policies.UpstreamH2:
-		return t.h2
-	case policies.UpstreamH2C:
-		return t.h2c
-	}
-	return t.auto
-}
-
-// RoundTrip sends req on the transport of its route's upstream protocol
-// (auto's when req carries no route).
-func (t *UpstreamTransports) RoundTrip(req *http.Request) (*http.Response, error) {
-	if st := stateFrom(req.Context()); st != nil {
-		return t.For(st.route().UpstreamProtocol).RoundTrip(req)
-	}
-	return t.auto.RoundTrip(req)
 }
 
 // CloseIdleConnections closes every transport's idle connections.

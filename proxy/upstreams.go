@@ -12,22 +12,6 @@ import (
 	"github.com/ratelimit-gateway/gateway/proxy/pool"
 )
 
-// poolTransport is the ReverseProxy's transport: a request of a route with
-// one upstream goes to next as it is; one of a pool goes to the member
-// rewrite picked, and, when that is safe, to others after it (see
-// roundTripPool).
-type poolTransport struct {
-	h    *Handler
-	next http.RoundTripper
-}
-
-func (t *poolTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if st := stateFrom(req.Context()); st != nil && st.pool != nil {
-		return t.h.roundTripPool(st, req)
-	}
-	return t.next.RoundTrip(req)
-}
-
 // transportFor is the transport that speaks protocol to a member: the
 // same choice as a route's upstream_protocol.
 func (h *Handler) transportFor(protocol policies.UpstreamProtocol) http.RoundTripper {
@@ -205,12 +189,4 @@ func (st *requestState) upstreamName() string {
 		return st.route().Pool.Members[st.member].Name
 	}
 	return policies.RedactURL(st.route().Upstream.String())
-}
-
-// releaseMember ends the exchange's request at its pool member, once its
-// answer was passed on whole or it failed: what least_request weighs.
-func (st *requestState) releaseMember() {
-	if st.pool != nil && st.tried.Has(st.member) {
-		st.pool.Release(st.member)
-	}
 }
