@@ -13,25 +13,6 @@ import (
 // Anthropic's rate-limit headers (llm.HeadersAnthropic), and the bound of
 // an Anthropic prompt.
 
-// forRoute fits an llm call to its route: an Anthropic prompt is reserved by
-// its byte bound (Claude's tokenizer is not public), and enforce: stream
-// meters a stream. A status other than 0 refuses the call with msg.
-func (c *llmCall) forRoute(r *http.Request, route *policies.Route, lim reserver) (int, string) {
-	if c.kind == llm.AnthropicMessages {
-		var held []byte
-		if body, ok := r.Body.(*heldBody); ok {
-			held = body.b
-		}
-		p, err := llm.ParseAnthropicPrompt(held, c.req.Family)
-		if err != nil {
-			return http.StatusBadRequest, err.Error()
-		}
-		c.req.PromptTokens = p.Bound
-	}
-	c.enforceStream(r.Context(), route, lim)
-	return 0, ""
-}
-
 // setLLMHeaders adds the provider's own rate-limit headers of an llm route.
 // peeked is what a read before the body saw, as setOpenAIHeadersWith takes it.
 func setLLMHeaders(route *policies.Route, h http.Header, v limiter.Verdict, costs []policies.Cost, peeked []limiter.Decision) {

@@ -83,6 +83,57 @@ type llmCall struct {
 	chargedMicroUSD int64
 }
 
+// readCall reads an llm call's body and counts its tokens, at most the
+// Handler's slots at a time (Explain counts at once), and fits the call to
+// its route (see forRoute).
+func (pl *planner) readCall(p *plan) answer {
+	if p.endpoint.Bound == llm.BoundFixed {
+		// The operator declared its cost: its body is forwarded unread.
+		p.call = &llmCall{fixed: p.endpoint, delivered: chargeDelivered(p.route)}
+		return answer{}
+	}
+	rq, body, status, msg := readBodyUpTo(pl.w, p.r, bodyLimit(p.route, p.r.Method, p.r.URL.Path))
+	if status != 0 {
+		return answer{status: status, msg: msg}
+	}
+	var lim reserver // none in Explain: a stream's later windows are never granted
+	release := func() {}
+	if h := pl.h; h != nil && len(body) > countWithoutSlot {
+		var ok bool
+		if release, ok = h.tokenize.enter(p.r.Context()); !ok {
+			if p.r.Context().Err() != nil {
+				return answer{status: statusClientClosed}
+			}
+			return answer{status: http.StatusServiceUnavailable, retry: true,
+				msg: fmt.Sprintf("the gateway is counting the tokens of %d other calls and none finished within %s; retry shortly",
+					cap(h.tokenize.slots), h.tokenize.wait)}
+		}
+	}
+	var pace llm.Pace // Explain counts at once
+	if pl.h != nil {
+		lim = pl.h.limiter
+		if c := p.snap.Config; c != nil { // nil in a snapshot built by hand: no pause
+			pace = pl.h.countPace
+			pace.Share = c.Server.PromptCountShare
+		}
+	}
+	out, call, status, msg := func() (*http.Request, *llmCall, int, string) {
+		defer release()
+		return readLLMCall(pl.w, rq, p.kind, p.route, p.snap.Prices, pace)
+	}()
+	if status != 0 {
+		return answer{status: status, msg: msg}
+	}
+	if pl.h != nil && call.unpriced {
+		pl.h.unpriced.warn(pl.h.log, call.req.Model)
+	}
+	if status, msg := call.forRoute(out, p.route, lim); status != 0 {
+		return answer{status: status, msg: msg}
+	}
+	p.r, p.call = out, call
+	return answer{}
+}
+
 // readLLMCall reads and parses the body of an LLM request (bounded by the
 // route's max_body_bytes), bounds what it can be billed (on a route that
 // counts tokens: an output cap for a call without one, unsized inputs
@@ -149,6 +200,25 @@ func readLLMCall(w http.ResponseWriter, r *http.Request, kind llm.Kind, route *p
 		call.req.IncludeUsage = !added // the client's own wish decides whether it sees the chunk
 	}
 	return r, call, 0, ""
+}
+
+// forRoute fits an llm call to its route: an Anthropic prompt is reserved by
+// its byte bound (Claude's tokenizer is not public), and enforce: stream
+// meters a stream. A status other than 0 refuses the call with msg.
+func (c *llmCall) forRoute(r *http.Request, route *policies.Route, lim reserver) (int, string) {
+	if c.kind == llm.AnthropicMessages {
+		var held []byte
+		if body, ok := r.Body.(*heldBody); ok {
+			held = body.b
+		}
+		p, err := llm.ParseAnthropicPrompt(held, c.req.Family)
+		if err != nil {
+			return http.StatusBadRequest, err.Error()
+		}
+		c.req.PromptTokens = p.Bound
+	}
+	c.enforceStream(r.Context(), route, lim)
+	return 0, ""
 }
 
 // deployments is how a call on route names its model where the route's
@@ -258,6 +328,73 @@ func (c *llmCall) bindUnsized(route *policies.Route) string {
 	}
 	c.req.PromptTokens = llm.AddSat(c.req.PromptTokens, llm.MulSat(turns, c.req.Family.ContextWindow))
 	return ""
+}
+
+// priceFor finds the call's price in prices and, on a route with a usd
+// policy, the rates it may be billed at (its reach): the dearest of the
+// tiers it may be served at, its modalities, the long-context price when
+// its input may pass the threshold. What the price cannot bound (a tier or
+// audio the entry does not price) is refused: it returns the message for
+// the client's 400, "" to go on.
+func (c *llmCall) priceFor(route *policies.Route, prices policies.Prices) string {
+	if len(prices) == 0 {
+		return ""
+	}
+	c.price, c.unpriced = prices.For(c.req.Model)
+	if !countsUSD(route) || c.req.UnitMicroUSD > 0 {
+		return ""
+	}
+	reach, err := c.price.Reach(llm.Ask{
+		Kind:          c.kind,
+		ServiceTier:   c.req.ServiceTier,
+		DefaultTier:   route.DefaultTier,
+		AudioInput:    c.req.AudioInput,
+		AudioOutput:   c.req.AudioOutput,
+		PromptTokens:  c.req.PromptTokens,
+		ContextWindow: c.req.Family.ContextWindow,
+	})
+	if err != nil {
+		return "this route caps dollars, and " + err.Error()
+	}
+	c.reach = reach
+	return ""
+}
+
+// countsUSD reports whether a policy of route counts dollars.
+func countsUSD(route *policies.Route) bool {
+	for _, p := range route.Policies {
+		if p.Cost == policies.CostUSD {
+			return true
+		}
+	}
+	return false
+}
+
+// priceNote says, for explain, which entry of prices the call is priced by
+// and at which tiers it reserves; "" on a route without a usd policy or
+// prices.
+func (c *llmCall) priceNote(route *policies.Route) string {
+	if !countsUSD(route) || c.price.Entry == "" {
+		return ""
+	}
+	if c.req.UnitMicroUSD > 0 {
+		return "per unit (an image, a character of speech), not by the price table"
+	}
+	tier := c.req.ServiceTier
+	if tier == "" || tier == "auto" {
+		tier = route.DefaultTier
+	}
+	if tier == "" {
+		tier = "default"
+	}
+	s := "prices." + c.price.Entry + " at service_tier " + tier
+	if tier == "priority" || tier == "scale" {
+		s += " (or default, which it may fall back to: reserved at the dearer)"
+	}
+	if c.price.MayReachLongContext(c.req.PromptTokens) {
+		s += ", at the long-context price (its input may pass the threshold)"
+	}
+	return s
 }
 
 // reserve is what a policy of cost takes before the call. The sums

@@ -316,57 +316,6 @@ func (pl *planner) llmCall(p *plan) answer {
 	return pl.readCall(p)
 }
 
-// readCall reads an llm call's body and counts its tokens, at most the
-// Handler's slots at a time (Explain counts at once), and fits the call to
-// its route (see forRoute).
-func (pl *planner) readCall(p *plan) answer {
-	if p.endpoint.Bound == llm.BoundFixed {
-		// The operator declared its cost: its body is forwarded unread.
-		p.call = &llmCall{fixed: p.endpoint, delivered: chargeDelivered(p.route)}
-		return answer{}
-	}
-	rq, body, status, msg := readBodyUpTo(pl.w, p.r, bodyLimit(p.route, p.r.Method, p.r.URL.Path))
-	if status != 0 {
-		return answer{status: status, msg: msg}
-	}
-	var lim reserver // none in Explain: a stream's later windows are never granted
-	release := func() {}
-	if h := pl.h; h != nil && len(body) > countWithoutSlot {
-		var ok bool
-		if release, ok = h.tokenize.enter(p.r.Context()); !ok {
-			if p.r.Context().Err() != nil {
-				return answer{status: statusClientClosed}
-			}
-			return answer{status: http.StatusServiceUnavailable, retry: true,
-				msg: fmt.Sprintf("the gateway is counting the tokens of %d other calls and none finished within %s; retry shortly",
-					cap(h.tokenize.slots), h.tokenize.wait)}
-		}
-	}
-	var pace llm.Pace // Explain counts at once
-	if pl.h != nil {
-		lim = pl.h.limiter
-		if c := p.snap.Config; c != nil { // nil in a snapshot built by hand: no pause
-			pace = pl.h.countPace
-			pace.Share = c.Server.PromptCountShare
-		}
-	}
-	out, call, status, msg := func() (*http.Request, *llmCall, int, string) {
-		defer release()
-		return readLLMCall(pl.w, rq, p.kind, p.route, p.snap.Prices, pace)
-	}()
-	if status != 0 {
-		return answer{status: status, msg: msg}
-	}
-	if pl.h != nil && call.unpriced {
-		pl.h.unpriced.warn(pl.h.log, call.req.Model)
-	}
-	if status, msg := call.forRoute(out, p.route, lim); status != 0 {
-		return answer{status: status, msg: msg}
-	}
-	p.r, p.call = out, call
-	return answer{}
-}
-
 // requestChecks returns the checks (and their costs) of the policies that
 // count requests.
 func requestChecks(checks []limiter.Check, costs []policies.Cost) ([]limiter.Check, []policies.Cost) {
