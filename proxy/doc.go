@@ -12,17 +12,18 @@
 //     before the limiter decides, step by step, and stops at the first step
 //     that answers (an answer: 400, 404, 413, 431, 503, the quota report):
 //     header size; the canonical request (canonical.go), which is what is
-//     matched, keyed and forwarded; the route and its error format
-//     (errorformat.go); key inputs and body size; who is asking
-//     (identity.go); on an llm route the call (cheap before costly,
-//     cheap.go: a call its headers already condemn is judged without its
-//     body, and a peek that takes nothing refuses what no wait fixes; only
-//     then is the body read and its tokens counted, llmcall.go, within a
-//     bounded number of slots); the idempotency key (idempotent.go); and
-//     the checks, one per policy (checks.go). It may read the body; apart
-//     from that peek it sends nothing anywhere. Explain renders the same
-//     plan, built by the same function, so serving and explaining cannot
-//     drift.
+//     matched, keyed and forwarded; the route, the request fitted to it,
+//     and its error format; key inputs and body size; who is asking
+//     (identity.go); on an llm route the call (its endpoint, then cheap
+//     before costly, cheap.go: a call its headers already condemn is
+//     judged without its body, and a peek that takes nothing refuses what
+//     no wait fixes; only then is the body read, its tokens counted and
+//     its price found, llmcall.go, within a bounded number of slots); the
+//     idempotency key (idempotent.go); and the checks, one per policy. The
+//     helpers of the other steps follow planner.plan in plan.go, so that
+//     the plan reads in one file. It may read the body; apart from that
+//     peek it sends nothing anywhere. Explain renders the same plan, built
+//     by the same function, so serving and explaining cannot drift.
 //  2. decide (decide.go): the limiter is asked once, with Reserve when the
 //     request holds something until it ends (an llm call's tokens,
 //     in-flight slots), waiting for a turn under on_limit: delay and
@@ -32,9 +33,11 @@
 //  3. the idempotency key is claimed (idempotent.go): a duplicate is
 //     replayed or refused, and its reservation given back.
 //  4. forward (forward.go) takes the plan and the decision: ReverseProxy's
-//     Rewrite, ModifyResponse and ErrorHandler read them from the outbound
-//     request's context (requestState). The response gets its rate-limit
-//     headers (headers.go, openai.go, anthropic.go); an llm response's usage
+//     Rewrite, Transport (the pool's, then the route's upstream protocol),
+//     ModifyResponse and ErrorHandler read them from the outbound request's
+//     context (requestState), and the route's deadline is kept there too.
+//     The response gets its rate-limit headers (headers.go, and
+//     anthropic.go for Anthropic's); an llm response's usage
 //     is read as it passes (llmcall.go, teeBody in tee.go, or the SSE
 //     watcher of package llm) and the reservation settled to it; an
 //     idempotent response is kept for its duplicates.

@@ -55,7 +55,7 @@ type llmCall struct {
 	costs     []policies.Cost // by check
 	price     policies.Price  // the model's, for cost: usd
 	unpriced  bool            // the price is prices.default's
-	reach     llm.Rates       // the price's rates the call may be billed at (see llmprice.go)
+	reach     llm.Rates       // the price's rates the call may be billed at (see priceFor)
 	// delivered says, by cost, that every policy of that cost opted to
 	// charge a call without usage what it delivered (charge_without_usage).
 	delivered deliveredCosts
