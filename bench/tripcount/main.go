@@ -7,12 +7,14 @@
 // on loopback through proxy/h1's server and transport, as gateway serve
 // does, counting the second: the first pays for what is built once.
 //
-//	go run ./bench/tripcount [-tree DIR] [-show]
+//	go run ./bench/tripcount [-tree DIR] [-show [-funcs]]
 //
 // A stay is a run of consecutive code in one file; a return is a stay in
 // a file the request had left before (stays − files). Paths: local (a GET
 // through a token bucket per IP, gateway-local) and llm (an OpenAI chat
-// call, gateway-llm).
+// call, gateway-llm). -show prints the files in the order the request ran
+// in them; with -funcs, one stay a line with the functions it ran, to see
+// which call takes the request out of a file.
 package main
 
 import (
@@ -33,6 +35,7 @@ import (
 func main() {
 	tree := flag.String("tree", ".", "the module tree to count")
 	show := flag.Bool("show", false, "print each stay")
+	funcs := flag.Bool("funcs", false, "with -show, name the functions of each stay")
 	flag.Parse()
 	tmp, err := os.MkdirTemp("", "tripcount")
 	if err != nil {
@@ -42,7 +45,7 @@ func main() {
 	if out, err := exec.Command("cp", "-a", *tree+"/.", tmp).CombinedOutput(); err != nil {
 		log.Fatalf("copying %s: %v: %s", *tree, err, out)
 	}
-	if err := instrument(filepath.Join(tmp, "proxy")); err != nil {
+	if err := instrument(filepath.Join(tmp, "proxy"), *funcs); err != nil {
 		log.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(tmp, "proxy", "zz_trip.go"), []byte(recorder), 0o644); err != nil {
@@ -55,6 +58,9 @@ func main() {
 	args := []string{"test", "-count=1", "-v", "-run", "^TestTripCount$", "./proxy/h1/"}
 	if *show {
 		args = append(args, "-args", "-show")
+		if *funcs {
+			args = append(args, "-funcs")
+		}
 	}
 	cmd := exec.Command("go", args...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = tmp, os.Stdout, os.Stderr
@@ -64,8 +70,10 @@ func main() {
 }
 
 // instrument rewrites proxy's own files (not its tests, not its
-// subpackages).
-func instrument(dir string) error {
+// subpackages). Each function records its file, or with funcs
+// "file:function" (a literal is its enclosing function's or variable's
+// ".func").
+func instrument(dir string, funcs bool) error {
 	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		return err
@@ -80,23 +88,51 @@ func instrument(dir string) error {
 			return err
 		}
 		base := filepath.Base(path)
-		mark := func(body *ast.BlockStmt) {
+		mark := func(body *ast.BlockStmt, fn string) {
 			if body == nil {
 				return
 			}
-			in := &ast.ExprStmt{X: &ast.CallExpr{Fun: ast.NewIdent("tripIn"), Args: []ast.Expr{&ast.BasicLit{Kind: token.STRING, Value: fmt.Sprintf("%q", base)}}}}
+			label := base
+			if funcs {
+				label += ":" + fn
+			}
+			in := &ast.ExprStmt{X: &ast.CallExpr{Fun: ast.NewIdent("tripIn"), Args: []ast.Expr{&ast.BasicLit{Kind: token.STRING, Value: fmt.Sprintf("%q", label)}}}}
 			out := &ast.DeferStmt{Call: &ast.CallExpr{Fun: ast.NewIdent("tripOut")}}
 			body.List = append([]ast.Stmt{in, out}, body.List...)
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch fn := n.(type) {
+		for _, d := range f.Decls {
+			// name: the function declared, or the first variable, whose
+			// literals are name.func
+			name := ""
+			switch d := d.(type) {
 			case *ast.FuncDecl:
-				mark(fn.Body)
-			case *ast.FuncLit:
-				mark(fn.Body)
+				name = d.Name.Name
+				if d.Recv != nil && len(d.Recv.List) == 1 {
+					t := d.Recv.List[0].Type
+					if star, ok := t.(*ast.StarExpr); ok {
+						t = star.X
+					}
+					if id, ok := t.(*ast.Ident); ok {
+						name = id.Name + "." + name
+					}
+				}
+			case *ast.GenDecl:
+				if len(d.Specs) > 0 {
+					if v, ok := d.Specs[0].(*ast.ValueSpec); ok {
+						name = v.Names[0].Name
+					}
+				}
 			}
-			return true
-		})
+			ast.Inspect(d, func(n ast.Node) bool {
+				switch fn := n.(type) {
+				case *ast.FuncDecl:
+					mark(fn.Body, name)
+				case *ast.FuncLit:
+					mark(fn.Body, name+".func")
+				}
+				return true
+			})
+		}
 		var buf bytes.Buffer
 		if err := printer.Fprint(&buf, fset, f); err != nil {
 			return err
@@ -202,7 +238,10 @@ import (
 	"github.com/ratelimit-gateway/gateway/proxy/h1"
 )
 
-var show = flag.Bool("show", false, "print each stay")
+var (
+	show  = flag.Bool("show", false, "print each stay")
+	funcs = flag.Bool("funcs", false, "the records are file:function; print each stay's functions")
+)
 
 type holder struct{ p atomic.Pointer[policies.Snapshot] }
 
@@ -273,10 +312,14 @@ func TestTripCount(t *testing.T) {
 		send()
 		log := proxy.TripStop()
 		srv.Close()
-		var stays []string
-		for _, f := range log {
+		var stays, ran []string // ran: with -funcs, the functions of each stay
+		for _, rec := range log {
+			f, fn, _ := strings.Cut(rec, ":")
 			if len(stays) == 0 || stays[len(stays)-1] != f {
-				stays = append(stays, f)
+				stays, ran = append(stays, f), append(ran, "")
+			}
+			if fn != "" && !strings.HasSuffix(ran[len(ran)-1], " "+fn) {
+				ran[len(ran)-1] += " " + fn
 			}
 		}
 		entered := map[string]int{}
@@ -292,7 +335,11 @@ func TestTripCount(t *testing.T) {
 		sort.Strings(again)
 		fmt.Printf("%-6s %3d stays in %2d files, %3d returns to a file left before; entered more than once: %s\n",
 			path.name, len(stays), len(entered), len(stays)-len(entered), strings.Join(again, ", "))
-		if *show {
+		if *show && *funcs {
+			for i, f := range stays {
+				fmt.Printf("  %s:%s\n", f, ran[i])
+			}
+		} else if *show {
 			fmt.Println("  " + strings.Join(stays, " → "))
 		}
 	}
