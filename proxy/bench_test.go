@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/stat"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
 )
@@ -277,10 +278,10 @@ func takeTurns(b *testing.B, serve [2]func()) (first, second float64) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	return takeTurnsOn(b, threadClock(), serve)
+	return takeTurnsOn(b, stat.ThreadClock(), serve)
 }
 
-// takeTurnsOn is takeTurns timed by clock (processClock for work a server
+// takeTurnsOn is takeTurns timed by clock (stat.ProcessClock for work a server
 // spreads over its goroutines), without the warm-up. It returns 0, 0 when
 // the loop ran too short for both to be timed.
 func takeTurnsOn(b *testing.B, clock func() time.Duration, serve [2]func()) (first, second float64) {

@@ -6,10 +6,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/httpfield"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/llm"
 	"github.com/ratelimit-gateway/gateway/policies"
-	"golang.org/x/net/http/httpguts"
 )
 
 // Response header names the gateway owns. On proxied responses the gateway's
@@ -202,7 +202,7 @@ func moveFields(dst, src http.Header, drop *headerValues) {
 			delete(src, k)
 			continue
 		}
-		if k == "Content-Type" || len(vv) == 0 || !canonicalName(k) {
+		if k == "Content-Type" || len(vv) == 0 || !httpfield.CanonicalName(k) {
 			continue
 		}
 		if have, ok := dst[k]; ok {
@@ -213,31 +213,6 @@ func moveFields(dst, src http.Header, drop *headerValues) {
 		delete(src, k)
 	}
 }
-
-// canonicalName reports whether k is a field name in net/textproto's
-// canonical form, as CanonicalMIMEHeaderKey(k) == k would, by a table of a
-// token's bytes at a few instructions a byte.
-func canonicalName(k string) bool {
-	if k == "" {
-		return false
-	}
-	upper := true
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !tokenByte[c] || upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
-			return false
-		}
-		upper = c == '-'
-	}
-	return true
-}
-
-var tokenByte = func() (t [256]bool) {
-	for c := range 128 {
-		t[c] = httpguts.IsTokenRune(rune(c))
-	}
-	return t
-}()
 
 // has reports whether name is one of those rendered.
 func (hv *headerValues) has(name string) bool {

@@ -8,6 +8,8 @@ import (
 	"net/textproto"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/ratelimit-gateway/gateway/internal/httpfield"
 )
 
 // readResponse reads a response's head from br as http.ReadResponse does,
@@ -268,32 +270,12 @@ func commonName(name []byte) (string, bool) {
 // of it is not a token's.
 func fieldName(name string) (string, bool) {
 	switch {
-	case CanonicalName(name):
+	case httpfield.CanonicalName(name):
 		return name, true
-	case !validFieldName(name):
+	case !httpfield.ValidName(name):
 		return "", false
 	}
 	return textproto.CanonicalMIMEHeaderKey(name), true
-}
-
-// CanonicalName reports whether k is a field name that
-// textproto.CanonicalMIMEHeaderKey returns as it is: a token, each letter
-// upper case at the start and after a hyphen and lower case elsewhere. It
-// checks by a table of a token's bytes, at a few instructions a byte where
-// CanonicalMIMEHeaderKey's own check takes about 30.
-func CanonicalName(k string) bool {
-	if k == "" {
-		return false
-	}
-	upper := true
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !tokenByte[c] || upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
-			return false
-		}
-		upper = c == '-'
-	}
-	return true
 }
 
 // contentLength is the value of one Content-Length field when it is plain

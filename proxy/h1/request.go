@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/ratelimit-gateway/gateway/internal/httpfield"
 )
 
 // writeRequest writes req into bw as req.Write(bw) does: the same bytes,
@@ -178,7 +180,7 @@ func appendRequestFields(dst []byte, h http.Header) []byte {
 		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
 			continue
 		}
-		if len(vv) > 0 && validFieldName(k) {
+		if len(vv) > 0 && httpfield.ValidName(k) {
 			fields = append(fields, field{k, vv})
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/ratelimit-gateway/gateway/internal/httpfield"
 )
 
 // response is a lean request's http.ResponseWriter. It writes what
@@ -145,7 +147,7 @@ func (w *response) WriteHeader(code int) {
 func (w *response) appendBlock(dst []byte, keep func(string) bool) []byte {
 	fields := w.c.fields[:0]
 	for k, vv := range w.header {
-		if keep(k) && validFieldName(k) {
+		if keep(k) && httpfield.ValidName(k) {
 			fields = append(fields, field{k, vv})
 		}
 	}
@@ -269,27 +271,6 @@ func plainValue(v string) bool {
 	}
 	return true
 }
-
-// validFieldName is httpguts.ValidHeaderFieldName by a table of a token's
-// bytes: the same answer from a byte loop, where httpguts decodes runes.
-func validFieldName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if !tokenByte[k[i]] {
-			return false
-		}
-	}
-	return true
-}
-
-var tokenByte = func() (t [256]bool) {
-	for c := range 128 {
-		t[c] = httpguts.IsTokenRune(rune(c))
-	}
-	return t
-}()
 
 // isSpace is what trimSpace trims.
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }

@@ -3,34 +3,10 @@ package h1
 import (
 	"fmt"
 	"math/rand/v2"
-	"net/textproto"
 	"slices"
 	"strings"
 	"testing"
-
-	"golang.org/x/net/http/httpguts"
 )
-
-// TestValidFieldNameAsHttpguts checks the table's answer against httpguts'
-// for every byte, alone and inside a name, and for names with UTF-8; and
-// CanonicalName's against net/textproto's canonical form.
-func TestValidFieldNameAsHttpguts(t *testing.T) {
-	names := []string{"", "Content-Type", "X-A_b.c~d!#$%&'*+^`|", "é", "Aé", "a b", "a:b", "a\x00", "\xff", "\xc3\xa9"}
-	for c := range 256 {
-		names = append(names, string([]byte{byte(c)}), "X-"+string([]byte{byte(c)})+"-Y")
-	}
-	names = append(names, "content-type", "Content-type", "CONTENT-TYPE", "X-Api-Key", "X-API-Key", "Www-Authenticate", "A-", "-a", "A--B", "a1-B2", "Etag", "ETag")
-	for _, k := range names {
-		if got, want := validFieldName(k), httpguts.ValidHeaderFieldName(k); got != want {
-			t.Errorf("validFieldName(%q): got %v, want %v", k, got, want)
-		}
-		// A name CanonicalMIMEHeaderKey leaves as it is, and a token.
-		want := httpguts.ValidHeaderFieldName(k) && textproto.CanonicalMIMEHeaderKey(k) == k
-		if got := CanonicalName(k); got != want {
-			t.Errorf("CanonicalName(%q): got %v, want %v", k, got, want)
-		}
-	}
-}
 
 // TestAppendFieldAsNetHTTP checks appendField's fast path against what
 // net/http's Header.Write does to a value: line breaks made spaces, then

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/stat"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/metrics"
 	"github.com/ratelimit-gateway/gateway/metrics/topk"
@@ -75,7 +76,7 @@ policies:
 	}
 
 	b.Run("turns", func(b *testing.B) {
-		base, with := takeTurnsOn(b, processClock(), [2]func(){
+		base, with := takeTurnsOn(b, stat.ProcessClock(), [2]func(){
 			func() { bare.send(b, http.StatusTooManyRequests) },
 			func() { gateway.send(b, http.StatusTooManyRequests) },
 		})
@@ -87,7 +88,7 @@ policies:
 	})
 	// The same with the gateway's default client server, h1.Server.
 	b.Run("turns-lean", func(b *testing.B) {
-		base, with := takeTurnsOn(b, processClock(), [2]func(){
+		base, with := takeTurnsOn(b, stat.ProcessClock(), [2]func(){
 			func() { bare.send(b, http.StatusTooManyRequests) },
 			func() { lean.send(b, http.StatusTooManyRequests) },
 		})

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"net/http"
 	"strings"
+
+	"github.com/ratelimit-gateway/gateway/internal/httpfield"
 )
 
 // fieldNameOK reports whether SetFields can set a field of name: a name
@@ -12,7 +14,7 @@ import (
 // trailers, Upgrade, Content-Type, Content-Encoding). It reads the
 // canonical names, as net/http does: a field under another spelling is
 // written as any other.
-func fieldNameOK(name string) bool { return validFieldName(name) && !readByServer(name) }
+func fieldNameOK(name string) bool { return httpfield.ValidName(name) && !readByServer(name) }
 
 // SetFields sets header fields on a lean response before its header is
 // written, as w.Header()[names[i].String()] = []string{value i} would, value

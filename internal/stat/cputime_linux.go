@@ -1,18 +1,18 @@
-package h1_test
+package stat
 
 import (
 	"syscall"
 	"time"
 )
 
-// threadClock reads the CPU time of the calling thread, so that a serial
+// ThreadClock reads the CPU time of the calling thread, so that a serial
 // benchmark loop on a busy machine counts the time it ran, not the time
 // it waited for a core. The caller holds its thread (runtime.LockOSThread).
-func threadClock() func() time.Duration { return rusageClock(1) } // RUSAGE_THREAD
+func ThreadClock() func() time.Duration { return rusageClock(1) } // RUSAGE_THREAD
 
-// processClock reads the CPU time of the whole process: every goroutine's,
+// ProcessClock reads the CPU time of the whole process: every goroutine's,
 // the garbage collector's too, which a server's work spreads over.
-func processClock() func() time.Duration { return rusageClock(0) } // RUSAGE_SELF
+func ProcessClock() func() time.Duration { return rusageClock(0) } // RUSAGE_SELF
 
 // rusageClock reads getrusage(who)'s user and system time; 0 if it fails.
 func rusageClock(who int) func() time.Duration {
