@@ -94,6 +94,8 @@ type process struct {
 	// draining is set the moment shutdown starts: /readyz says so at once.
 	draining atomic.Bool
 	watcher  *policies.Watcher
+	// announce logs "gateway listening", once run has the watcher watching.
+	announce func()
 	// srv serves the clients: net/http's server, or proxy/h1's with
 	// net/http's behind it (server.client_server).
 	srv clientServer
@@ -430,8 +432,10 @@ func (p *process) listen() error {
 	p.hup = make(chan os.Signal, 1)
 	signal.Notify(p.hup, syscall.SIGHUP)
 	p.onClose(func() error { signal.Stop(p.hup); return nil })
-	p.log.Info("gateway listening", "addr", ln.Addr().String(), "config", p.snap.Source,
-		"tls", p.certs != nil, "routes", len(p.snap.Routes), "policies", len(p.snap.Policies), "redis", cfg.Redis.Enabled(), "version", version)
+	p.announce = func() {
+		p.log.Info("gateway listening", "addr", ln.Addr().String(), "config", p.snap.Source,
+			"tls", p.certs != nil, "routes", len(p.snap.Routes), "policies", len(p.snap.Policies), "redis", cfg.Redis.Enabled(), "version", version)
+	}
 	return nil
 }
 
@@ -443,11 +447,20 @@ func (p *process) run(ctx context.Context) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	errc := make(chan error, len(p.builtins)+5) // one per goroutine that sends: none blocks
+	// The watcher watches before anything is served or the gateway says it
+	// listens: an edit made once it has said so is never missed.
+	wg.Go(func() { errc <- p.watcher.Run(ctx) })
+	select {
+	case <-p.watcher.Ready():
+	case err := <-errc:
+		wg.Wait()
+		return err
+	}
+	p.announce()
 	for _, b := range p.builtins {
 		wg.Go(func() { errc <- ignoreClosed(b.srv.Serve(b.ln)) })
 	}
 	wg.Go(func() { errc <- ignoreClosed(p.srv.Serve(p.ln)) })
-	wg.Go(func() { errc <- p.watcher.Run(ctx) })
 	wg.Go(func() { reloadOnHUP(ctx, p.hup, p.reload, p.log) })
 	if p.certs != nil {
 		wg.Go(func() { errc <- p.certs.Run(ctx) })
