@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/servetest"
 	"github.com/ratelimit-gateway/gateway/internal/stat"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
@@ -156,7 +157,7 @@ func policiesHandler(b testing.TB, lim Limiter, n int) *Handler {
 	if n > 0 {
 		cfg += "policies:\n" + defs.String()
 	}
-	return configHandler(b, cfg, lim, memoryUpstream{})
+	return configHandler(b, cfg, lim, servetest.MemoryUpstream{})
 }
 
 // BenchmarkLLMCall prices a small chat call on an llm route (body read,
@@ -185,7 +186,7 @@ func benchLLMCall(b *testing.B, distinct bool) {
 		b.Fatal(err)
 	}
 	nopolicy := configHandler(b, "routes:\n  - {name: bench, match: {path_prefix: /}, upstream: http://127.0.0.1:1, policies: []}\n",
-		engine, memoryUpstream{})
+		engine, servetest.MemoryUpstream{})
 	llmRoute := configHandler(b, `routes:
   - name: bench
     match: {path_prefix: /v1/, methods: [POST]}
@@ -278,30 +279,7 @@ func takeTurns(b *testing.B, serve [2]func()) (first, second float64) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	return takeTurnsOn(b, stat.ThreadClock(), serve)
-}
-
-// takeTurnsOn is takeTurns timed by clock (stat.ProcessClock for work a server
-// spreads over its goroutines), without the warm-up. It returns 0, 0 when
-// the loop ran too short for both to be timed.
-func takeTurnsOn(b *testing.B, clock func() time.Duration, serve [2]func()) (first, second float64) {
-	const block = 64
-	b.ReportAllocs()
-	var took [2]time.Duration
-	var count [2]int
-	i := 0
-	for b.Loop() {
-		which := (i / block) % 2
-		start := clock()
-		serve[which]()
-		took[which] += clock() - start
-		count[which]++
-		i++
-	}
-	if count[0] == 0 || count[1] == 0 {
-		return 0, 0
-	}
-	return float64(took[0]) / float64(count[0]), float64(took[1]) / float64(count[1])
+	return servetest.TakeTurns(b, stat.ThreadClock(), serve)
 }
 
 // completionBody is make bench's upstream's answer to a chat call: a

@@ -15,25 +15,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-gateway/gateway/builtin"
-	"github.com/ratelimit-gateway/gateway/limiter"
-	"github.com/ratelimit-gateway/gateway/llm"
-	"github.com/ratelimit-gateway/gateway/policies"
 )
-
-// llmGatewayOn is newLLMGatewayWithQuota onto the upstream h.
-func llmGatewayOn(t *testing.T, h http.Handler, quota int64) *llmGateway {
-	t.Helper()
-	up := newUpstream(t, h)
-	pol := testPolicy(t, "tokens", "ip", limiter.Limit{Rate: quota, Period: time.Hour}, policies.MissingShared)
-	pol.Cost = policies.CostTokens
-	rt := testRoute(t, "llm", "/v1/", up.URL, pol)
-	rt.Provider, rt.DefaultMaxTokens, rt.MaxBodyBytes = llm.OpenAIProvider, 200, 1<<20
-	e := newEngine(t, newTestClock())
-	srv, gw := newGateway(t, testSnapshot(t, nil, rt), e, gatewayOpts{})
-	g := &llmGateway{url: srv.URL, quota: quota, engine: e, policy: pol, settled: make(chan struct{}, 100)}
-	gw.settled = func() { g.settled <- struct{}{} }
-	return g
-}
 
 // rawClient sends Accept-Encoding as given and decodes nothing: what the
 // gateway answers is what it reads.

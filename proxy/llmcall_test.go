@@ -36,15 +36,21 @@ func newLLMGateway(t *testing.T, mock builtin.OpenAIMockConfig) *llmGateway {
 
 func newLLMGatewayWithQuota(t *testing.T, mock builtin.OpenAIMockConfig, quota int64) *llmGateway {
 	t.Helper()
-	up := newUpstream(t, builtin.OpenAIMock(mock))
+	return llmGatewayOn(t, builtin.OpenAIMock(mock), quota)
+}
+
+// llmGatewayOn is newLLMGatewayWithQuota onto the upstream h.
+func llmGatewayOn(t *testing.T, h http.Handler, quota int64) *llmGateway {
+	t.Helper()
+	up := newUpstream(t, h)
 	pol := testPolicy(t, "tokens", "ip", limiter.Limit{Rate: quota, Period: time.Hour}, policies.MissingShared)
 	pol.Cost = policies.CostTokens
 	rt := testRoute(t, "llm", "/v1/", up.URL, pol)
 	rt.Provider, rt.DefaultMaxTokens, rt.MaxBodyBytes = llm.OpenAIProvider, 200, 1<<20
 	e := newEngine(t, newTestClock())
-	srv, h := newGateway(t, testSnapshot(t, nil, rt), e, gatewayOpts{})
+	srv, gw := newGateway(t, testSnapshot(t, nil, rt), e, gatewayOpts{})
 	g := &llmGateway{url: srv.URL, quota: quota, engine: e, policy: pol, settled: make(chan struct{}, 100)}
-	h.settled = func() { g.settled <- struct{}{} }
+	gw.settled = func() { g.settled <- struct{}{} }
 	return g
 }
 

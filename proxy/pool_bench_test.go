@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/servetest"
 	"github.com/ratelimit-gateway/gateway/limiter"
 )
 
@@ -21,7 +22,7 @@ func BenchmarkServePool(b *testing.B) {
 	}
 	const route = "routes:\n  - name: bench\n    match: {path_prefix: /}\n    policies: [p]\n"
 	const policy = "policies:\n  p: {key: ip, algorithm: token_bucket, rate: 10000000, per: 1s}\n"
-	single := configHandler(b, route+"    upstream: http://127.0.0.1:1\n"+policy, engine, memoryUpstream{})
+	single := configHandler(b, route+"    upstream: http://127.0.0.1:1\n"+policy, engine, servetest.MemoryUpstream{})
 	for _, balance := range []string{"round_robin", "least_request", "hash"} {
 		extra := ""
 		if balance == "hash" {
@@ -29,7 +30,7 @@ func BenchmarkServePool(b *testing.B) {
 		}
 		pooled := configHandler(b, route+
 			"    upstreams: [{name: a, url: http://127.0.0.1:1}, {name: b, url: http://127.0.0.1:2}, {name: c, url: http://127.0.0.1:3}]\n"+
-			"    balance: "+balance+"\n"+extra+"    retry: {}\n"+policy, engine, memoryUpstream{})
+			"    balance: "+balance+"\n"+extra+"    retry: {}\n"+policy, engine, servetest.MemoryUpstream{})
 		b.Run("balance="+balance, func(b *testing.B) {
 			base, with := takeTurns(b, [2]func(){plainGet(b, single), plainGet(b, pooled)})
 			b.ReportMetric(base, "anchor-ns/op")

@@ -6,12 +6,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ratelimit-gateway/gateway/internal/servetest"
 	"github.com/ratelimit-gateway/gateway/internal/stat"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/policies"
@@ -64,7 +64,7 @@ func BenchmarkTracing(b *testing.B) {
 		}
 		holder := &snapshotHolder{}
 		holder.p.Store(snap)
-		h, err := New(Config{Snapshots: holder, Limiter: engine, Transport: memoryUpstream{}, Logger: slog.New(slog.DiscardHandler), Tracing: tp, Metrics: discardObserver{}})
+		h, err := New(Config{Snapshots: holder, Limiter: engine, Transport: servetest.MemoryUpstream{}, Logger: slog.New(slog.DiscardHandler), Tracing: tp, Metrics: discardObserver{}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -125,18 +125,3 @@ func (discardObserver) Decision(string, time.Duration)         {}
 func (discardObserver) Upstream(string, int, time.Duration)    {}
 func (discardObserver) InFlight(int)                           {}
 func (discardObserver) LLMCharge(string, string, int64, int64) {}
-
-// memoryUpstream answers every request with a small 200 from memory.
-type memoryUpstream struct{}
-
-func (memoryUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body != nil {
-		r.Body.Close()
-	}
-	return &http.Response{
-		StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:        http.Header{"Content-Type": {"text/plain"}},
-		Body:          io.NopCloser(strings.NewReader("ok\n")),
-		ContentLength: 3, Request: r,
-	}, nil
-}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-gateway/gateway/internal/servetest"
 	"github.com/ratelimit-gateway/gateway/internal/stat"
 	"github.com/ratelimit-gateway/gateway/limiter"
 	"github.com/ratelimit-gateway/gateway/metrics"
@@ -60,7 +61,7 @@ policies:
 	if err != nil {
 		b.Fatal(err)
 	}
-	gw, err := proxy.New(proxy.Config{Snapshots: holder, Limiter: engine, Transport: memoryUpstream{},
+	gw, err := proxy.New(proxy.Config{Snapshots: holder, Limiter: engine, Transport: servetest.MemoryUpstream{},
 		Logger: slog.New(slog.DiscardHandler), Metrics: metrics.New(), Refusals: refused})
 	if err != nil {
 		b.Fatal(err)
@@ -76,7 +77,7 @@ policies:
 	}
 
 	b.Run("turns", func(b *testing.B) {
-		base, with := takeTurnsOn(b, stat.ProcessClock(), [2]func(){
+		base, with := servetest.TakeTurns(b, stat.ProcessClock(), [2]func(){
 			func() { bare.send(b, http.StatusTooManyRequests) },
 			func() { gateway.send(b, http.StatusTooManyRequests) },
 		})
@@ -88,7 +89,7 @@ policies:
 	})
 	// The same with the gateway's default client server, h1.Server.
 	b.Run("turns-lean", func(b *testing.B) {
-		base, with := takeTurnsOn(b, stat.ProcessClock(), [2]func(){
+		base, with := servetest.TakeTurns(b, stat.ProcessClock(), [2]func(){
 			func() { bare.send(b, http.StatusTooManyRequests) },
 			func() { lean.send(b, http.StatusTooManyRequests) },
 		})
